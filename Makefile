@@ -1,0 +1,107 @@
+# TraceML - one non-recursive Makefile.
+#
+#   make                 engine library, CLI, Python extension, examples
+#   make SANITIZE=1      the same with ASan+UBSan into build-asan/
+#   make check           every test (tests/run)
+#   make install         into $(PREFIX) (default /usr/local)
+#
+# Sources are found by folder, so a new .c file in src/<part>/ or cli/ is
+# built without touching this file.
+
+PYTHON  ?= /usr/bin/python3
+PREFIX  ?= /usr/local
+CC      ?= cc
+
+ifeq ($(SANITIZE),1)
+B       ?= build-asan
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+B       ?= build
+SANFLAGS =
+endif
+
+WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Werror
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc -MMD -MP
+LDLIBS  = -lsqlite3 -lpthread -ldl -lm
+
+PY_INC  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
+CLI_SRC  := $(sort $(wildcard cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+EX_SRC   := $(sort $(wildcard examples/c/*.c))
+PY_SRC   := $(sort $(wildcard python/traceml_ai/*.py))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
+TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
+BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+EXAMPLES := $(EX_SRC:examples/c/%.c=$(B)/examples/%)
+PYDIR    := $(B)/lib/traceml/python/traceml_ai
+PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT)
+
+all: $(B)/lib/libtraceml.a $(B)/lib/libtraceml.so $(B)/bin/traceml $(PY_OUT) $(EXAMPLES) $(TESTS) $(BENCHES)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/lib/libtraceml.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/lib/libtraceml.so: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SANFLAGS) -pthread -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+
+$(B)/bench/%: bench/%.c $(B)/lib/libtraceml.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+
+$(B)/examples/%: examples/c/%.c $(B)/lib/libtraceml.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+
+# The Python extension: a client of the same engine, built for $(PYTHON).
+$(PYDIR)/_traceml$(PY_EXT): python/_traceml.c $(B)/lib/libtraceml.a
+	@test -n "$(PY_INC)" || { echo "error: $(PYTHON) not found (apt-get install python3-dev)"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -I$(PY_INC) -shared -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+
+$(PYDIR)/%.py: python/traceml_ai/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+check: all
+	tests/run
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml \
+	    $(DESTDIR)$(PREFIX)/lib/traceml/python/traceml_ai
+	install -m 755 $(B)/bin/traceml $(DESTDIR)$(PREFIX)/bin/traceml
+	install -m 644 include/traceml/traceml.h $(DESTDIR)$(PREFIX)/include/traceml/
+	install -m 644 $(B)/lib/libtraceml.a $(B)/lib/libtraceml.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(PY_OUT) $(DESTDIR)$(PREFIX)/lib/traceml/python/traceml_ai/
+	site=$$($(PYTHON) -c 'import site; print(site.getsitepackages()[0])') && \
+	    install -d $(DESTDIR)$$site && \
+	    echo $(PREFIX)/lib/traceml/python > $(DESTDIR)$$site/traceml.pth
+	-ldconfig 2>/dev/null
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all check install clean
+.DELETE_ON_ERROR:
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

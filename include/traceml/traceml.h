@@ -1,0 +1,138 @@
+/*
+ * traceml.h - the public C API of TraceML.
+ *
+ * TraceML tells you why a training step takes as long as it does. A training
+ * loop marks where each step begins and ends and where its phases (input wait,
+ * host-to-device copies, forward, backward, optimizer) begin and end; TraceML
+ * assembles step records off the hot path and ships them to an aggregator
+ * that diagnoses the run.
+ *
+ *     #include <traceml/traceml.h>        link with -ltraceml
+ *
+ *     tml_init(NULL);                     // settings from the environment
+ *     for (...) {
+ *         tml_phase_begin(TML_PHASE_INPUT);  load_batch();  tml_phase_end(TML_PHASE_INPUT);
+ *         tml_step_begin();
+ *         tml_phase_begin(TML_PHASE_FORWARD);  ...  tml_phase_end(TML_PHASE_FORWARD);
+ *         ...
+ *         tml_step_end();
+ *     }
+ *     tml_shutdown();
+ *
+ * Threads: every function may be called from any thread. Steps and phases are
+ * tracked per thread; a step begun on one thread must end on the same thread.
+ *
+ * Cost: a phase or step marker reads the monotonic clock and writes one event
+ * into a per-thread ring. It never allocates, locks, blocks or makes a system
+ * call besides the clock. When a ring is full the event is dropped and
+ * counted; the count appears in the run summary.
+ *
+ * Failures: TraceML never aborts and never writes to stdout. Every function
+ * returns 0 or a negative TML_E* code; tml_strerror() names it. When the
+ * aggregator cannot be reached, training goes on and telemetry is dropped
+ * and counted.
+ *
+ * Ownership: TraceML copies every string it is given. Strings it returns
+ * are owned by TraceML and stay valid until the next tml_init() or the end
+ * of the process, whichever comes first.
+ */
+#ifndef TRACEML_H
+#define TRACEML_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TML_VERSION_MAJOR 0
+#define TML_VERSION_MINOR 1
+#define TML_VERSION_PATCH 0
+#define TML_VERSION_STRING "0.1.0"
+
+/* Error codes: 0 is success, every error is negative. */
+#define TML_OK         0
+#define TML_EINVAL    -1   /* an argument is out of range */
+#define TML_ENOMEM    -2   /* an allocation failed (outside the hot path) */
+#define TML_ESTATE    -3   /* called in the wrong state (e.g. before tml_init) */
+#define TML_ECONN     -4   /* the aggregator could not be reached */
+#define TML_EAUTH     -5   /* the aggregator refused the handshake */
+#define TML_EIO       -6   /* a file could not be read or written */
+#define TML_EFULL     -7   /* a ring was full; the event was dropped and counted */
+#define TML_EPROTO    -8   /* a malformed or unsupported frame */
+#define TML_EDISABLED -9   /* TraceML is disabled; the call did nothing */
+#define TML_ECONFIG  -10   /* a conflicting second tml_init() */
+
+/* The phases of a step (SPEC 3.1). */
+typedef enum tml_phase {
+    TML_PHASE_INPUT = 0,   /* waiting for the batch (the fetch before the step) */
+    TML_PHASE_H2D,         /* host-to-device copies */
+    TML_PHASE_FORWARD,
+    TML_PHASE_BACKWARD,
+    TML_PHASE_OPTIMIZER,
+    TML_PHASE_COUNT
+} tml_phase;
+
+#define TML_PHASE_BIT(p) (1u << (p))
+#define TML_PHASES_ALL   ((1u << TML_PHASE_COUNT) - 1u)
+
+typedef struct tml_options {
+    /* Run name ([A-Za-z0-9_.-]+). NULL: $TRACEML_RUN_NAME, else generated. */
+    const char *run_name;
+    /* Folder for run folders. NULL: $TRACEML_LOGS_DIR, else "./logs". */
+    const char *logs_dir;
+    /* Bit mask (TML_PHASE_BIT) of the phases this process instruments.
+     * A phase that is instrumented but never seen in a step measured zero;
+     * one that is not instrumented is missing ("n/a"). 0 means all. */
+    uint32_t instrumented;
+    /* Non-zero: every call is a no-op returning TML_EDISABLED. Also set by
+     * the environment variable TRACEML_DISABLED=1. */
+    int disabled;
+} tml_options;
+
+/*
+ * Starts TraceML in this process. With TRACEML_ADDR set (by `traceml run`
+ * or `traceml serve`) it connects to that aggregator; otherwise it runs an
+ * aggregator inside this process and writes the run folder at
+ * tml_shutdown(). A second call with the same options returns 0; with
+ * different options TML_ECONFIG. opts may be NULL.
+ */
+int tml_init(const tml_options *opts);
+
+/*
+ * Flushes the steps not yet shipped, says goodbye to the aggregator and
+ * stops the background thread. In-process mode it also diagnoses the run
+ * and writes logs/<run>/; tml_summary_text() then returns the box.
+ * Waits at most about one second for an unresponsive aggregator.
+ */
+int tml_shutdown(void);
+
+/* Step and phase markers. Phases nest per thread: only the outermost
+ * begin/end pair of a phase is timed, so wrapping a call that calls itself
+ * is safe. A phase ended without a begin is ignored. */
+int tml_step_begin(void);
+int tml_step_end(void);
+/* Ends the step as failed (an exception left the bracket). */
+int tml_step_abort(void);
+int tml_phase_begin(tml_phase phase);
+int tml_phase_end(tml_phase phase);
+/* Records a phase that the caller timed itself with tml_now_ns(). */
+int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
+
+/* The clock every marker uses: CLOCK_MONOTONIC in nanoseconds. */
+int64_t tml_now_ns(void);
+
+/* The summary box written by tml_shutdown() in in-process mode, or NULL
+ * (under `traceml run` the launcher prints it instead). */
+const char *tml_summary_text(void);
+/* The run folder of this process's run, or NULL before tml_init(). */
+const char *tml_run_dir(void);
+
+const char *tml_strerror(int err);
+const char *tml_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRACEML_H */

@@ -1,0 +1,42 @@
+/*
+ * run.h - a run as the aggregator holds it in memory: every rank that said
+ * hello, and every step record it sent, in arrival order (which is step
+ * order per rank). The store (SQLite) holds the same records on disk and can
+ * load them back into a tml_run, so the summary is built from one shape
+ * whether it comes from a live aggregator or from telemetry.sqlite.
+ */
+#ifndef TML_RUN_H
+#define TML_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/record.h"
+
+typedef struct tml_rank {
+    tml_rank_info info;
+    tml_rank_stats stats;
+    tml_step_record *steps;
+    size_t nsteps, cap;
+    int ended;               /* sent its goodbye */
+} tml_rank;
+
+typedef struct tml_run {
+    char name[128];
+    char id[40];
+    int32_t world_size;      /* expected ranks; 0 = as many as reported */
+    int32_t nnodes;          /* expected nodes; 0 = as many as reported */
+    int64_t start_unix_ms;   /* wall clock, for the manifest and report */
+    int64_t end_unix_ms;
+    tml_rank *ranks;         /* sorted by info.rank */
+    size_t nranks, cap;
+} tml_run;
+
+void tml__run_init(tml_run *run, const char *name, const char *id);
+void tml__run_release(tml_run *run);
+/* Returns the rank's slot, adding it (sorted) on first sight; NULL on OOM.
+ * A second hello for the same rank updates its info and keeps its steps. */
+tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info);
+tml_rank *tml__run_find(tml_run *run, int32_t rank);
+int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n);
+
+#endif

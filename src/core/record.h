@@ -1,0 +1,65 @@
+/*
+ * record.h - the step record: the unit of telemetry that flows from a rank
+ * to the aggregator (markers -> ring -> step record -> wire -> aggregator).
+ *
+ * Durations are nanoseconds. -1 means "not measured" (missing), never zero.
+ */
+#ifndef TML_RECORD_H
+#define TML_RECORD_H
+
+#include <stdint.h>
+#include "traceml/traceml.h"
+
+#define TML_MISSING (-1)
+
+/* record flags */
+#define TML_STEP_ABORTED 0x1u   /* an exception left the bracket */
+
+typedef struct tml_step_record {
+    uint64_t step;          /* step index on this rank, from 0 */
+    int64_t start_ns;       /* CPU monotonic clock at the bracket's start */
+    /* Bracket duration minus any input fetch inside it (CPU clock). */
+    int64_t traced_ns;
+    /* CPU-clock time per phase, summed over the step's outermost spans.
+     * phase_ns[TML_PHASE_INPUT] is the fetch just before the bracket plus
+     * any fetch inside it. 0 when the phase was not observed in this step;
+     * see `observed`. */
+    int64_t phase_ns[TML_PHASE_COUNT];
+    /* GPU clock (CUDA events), -1 when this step has no GPU figures. */
+    int64_t gpu_traced_ns;
+    int64_t gpu_phase_ns[TML_PHASE_COUNT];
+    /* Time between the previous bracket's end and this step's start (the
+     * start of its fetch, else of its bracket) that no bracket or fetch
+     * covers: validation, checkpoints, logging outside the step. -1 for a
+     * rank's first step. */
+    int64_t gap_ns;
+    /* Per-step memory, -1 when not sampled. */
+    int64_t rss_bytes;
+    int64_t cuda_allocated_peak_bytes;
+    int64_t cuda_reserved_peak_bytes;
+    uint32_t observed;      /* TML_PHASE_BIT of each phase seen in this step */
+    uint32_t flags;         /* TML_STEP_* */
+} tml_step_record;
+
+/* Who a connection speaks for (the handshake's payload). */
+typedef struct tml_rank_info {
+    int32_t rank;           /* global rank, 0 for a single process */
+    int32_t local_rank;
+    int32_t world_size;
+    int32_t node_rank;
+    int32_t nnodes;
+    int32_t pid;
+    uint32_t instrumented;  /* TML_PHASE_BIT mask of instrumented phases */
+    char host[64];
+} tml_rank_info;
+
+/* A rank's own counters, sent in its goodbye (and kept current). */
+typedef struct tml_rank_stats {
+    uint64_t events_dropped;    /* ring full */
+    uint64_t records_dropped;   /* could not be delivered */
+    uint64_t records_sent;
+    int64_t overhead_ns_per_step;  /* measured in-loop cost, -1 unknown */
+    int64_t shipper_cpu_ns;        /* background thread CPU time */
+} tml_rank_stats;
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * wire.c - encoding and decoding of wire frames.
+ *
+ * Fields are written one by one in little-endian order rather than copying
+ * structs, so the format does not depend on the compiler's padding and a
+ * reader on another machine decodes the same bytes. Strings are a u16
+ * length then bytes, and are truncated to the receiver's buffer.
+ */
+#include "wire/wire.h"
+
+#include <string.h>
+
+static void put_u16(tml_strbuf *sb, uint16_t v)
+{
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    tml__sb_add(sb, b, 2);
+}
+
+static void put_u32(tml_strbuf *sb, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    tml__sb_add(sb, b, 4);
+}
+
+static void put_u64(tml_strbuf *sb, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    tml__sb_add(sb, b, 8);
+}
+
+static void put_str(tml_strbuf *sb, const char *s)
+{
+    size_t n = strnlen(s, 0xffff);
+    put_u16(sb, (uint16_t)n);
+    tml__sb_add(sb, s, n);
+}
+
+static uint16_t get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32);
+}
+
+/* A cursor over a payload; any overrun sets bad and yields zeros. */
+typedef struct cursor {
+    const uint8_t *p;
+    size_t len, off;
+    int bad;
+} cursor;
+
+static const uint8_t *take(cursor *c, size_t n)
+{
+    if (c->bad || c->len - c->off < n) {
+        c->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = c->p + c->off;
+    c->off += n;
+    return p;
+}
+
+static uint32_t take_u32(cursor *c)
+{
+    const uint8_t *p = take(c, 4);
+    return p ? get_u32(p) : 0;
+}
+
+static uint64_t take_u64(cursor *c)
+{
+    const uint8_t *p = take(c, 8);
+    return p ? get_u64(p) : 0;
+}
+
+static void take_str(cursor *c, char *dst, size_t cap)
+{
+    const uint8_t *lp = take(c, 2);
+    size_t n = lp ? get_u16(lp) : 0;
+    const uint8_t *s = take(c, n);
+    size_t k = s ? (n < cap - 1 ? n : cap - 1) : 0;
+    if (k)
+        memcpy(dst, s, k);
+    dst[k] = '\0';
+}
+
+static size_t begin_frame(tml_strbuf *sb, uint16_t type)
+{
+    size_t at = sb->len;
+    put_u32(sb, TML_WIRE_MAGIC);
+    put_u16(sb, TML_WIRE_VERSION);
+    put_u16(sb, type);
+    put_u32(sb, 0);
+    return at;
+}
+
+static void end_frame(tml_strbuf *sb, size_t at)
+{
+    if (sb->failed)
+        return;
+    uint32_t len = (uint32_t)(sb->len - at - TML_WIRE_HEADER);
+    uint8_t *p = (uint8_t *)sb->buf + at + 8;
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(len >> (8 * i));
+}
+
+int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out)
+{
+    if (len < TML_WIRE_HEADER)
+        return 1;
+    if (get_u32(buf) != TML_WIRE_MAGIC)
+        return TML_EPROTO;
+    out->version = get_u16(buf + 4);
+    out->type = get_u16(buf + 6);
+    out->len = get_u32(buf + 8);
+    if (out->version != TML_WIRE_VERSION || out->len > TML_WIRE_MAX_PAYLOAD)
+        return TML_EPROTO;
+    return 0;
+}
+
+void tml__wire_hello(tml_strbuf *out, const tml_hello *h)
+{
+    size_t at = begin_frame(out, TML_FRAME_HELLO);
+    put_str(out, h->run_id);
+    put_str(out, h->secret);
+    const tml_rank_info *i = &h->info;
+    put_u32(out, (uint32_t)i->rank);
+    put_u32(out, (uint32_t)i->local_rank);
+    put_u32(out, (uint32_t)i->world_size);
+    put_u32(out, (uint32_t)i->node_rank);
+    put_u32(out, (uint32_t)i->nnodes);
+    put_u32(out, (uint32_t)i->pid);
+    put_u32(out, i->instrumented);
+    put_str(out, i->host);
+    end_frame(out, at);
+}
+
+int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out)
+{
+    cursor c = {p, len, 0, 0};
+    memset(out, 0, sizeof(*out));
+    take_str(&c, out->run_id, sizeof(out->run_id));
+    take_str(&c, out->secret, sizeof(out->secret));
+    tml_rank_info *i = &out->info;
+    i->rank = (int32_t)take_u32(&c);
+    i->local_rank = (int32_t)take_u32(&c);
+    i->world_size = (int32_t)take_u32(&c);
+    i->node_rank = (int32_t)take_u32(&c);
+    i->nnodes = (int32_t)take_u32(&c);
+    i->pid = (int32_t)take_u32(&c);
+    i->instrumented = take_u32(&c);
+    take_str(&c, i->host, sizeof(i->host));
+    if (c.bad || i->rank < 0 || i->world_size < 0 || i->node_rank < 0)
+        return TML_EPROTO;
+    return 0;
+}
+
+void tml__wire_welcome(tml_strbuf *out)
+{
+    size_t at = begin_frame(out, TML_FRAME_WELCOME);
+    put_u32(out, 0);
+    end_frame(out, at);
+}
+
+void tml__wire_reject(tml_strbuf *out, const char *reason)
+{
+    size_t at = begin_frame(out, TML_FRAME_REJECT);
+    put_str(out, reason);
+    end_frame(out, at);
+}
+
+void tml__wire_steps(tml_strbuf *out, const tml_step_record *recs, size_t n)
+{
+    size_t at = begin_frame(out, TML_FRAME_STEPS);
+    put_u32(out, (uint32_t)n);
+    for (size_t k = 0; k < n; k++) {
+        const tml_step_record *r = &recs[k];
+        size_t start = out->len;
+        put_u64(out, r->step);
+        put_u64(out, (uint64_t)r->start_ns);
+        put_u64(out, (uint64_t)r->traced_ns);
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            put_u64(out, (uint64_t)r->phase_ns[p]);
+        put_u64(out, (uint64_t)r->gpu_traced_ns);
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            put_u64(out, (uint64_t)r->gpu_phase_ns[p]);
+        put_u64(out, (uint64_t)r->gap_ns);
+        put_u64(out, (uint64_t)r->rss_bytes);
+        put_u64(out, (uint64_t)r->cuda_allocated_peak_bytes);
+        put_u64(out, (uint64_t)r->cuda_reserved_peak_bytes);
+        put_u32(out, r->observed);
+        put_u32(out, r->flags);
+        /* pad to the fixed record size, room for fields of later versions */
+        while (!out->failed && out->len - start < TML_WIRE_STEP_SIZE)
+            put_u32(out, 0);
+    }
+    end_frame(out, at);
+}
+
+int tml__wire_parse_steps(const uint8_t *p, size_t len, size_t *n)
+{
+    if (len < 4)
+        return TML_EPROTO;
+    uint32_t count = get_u32(p);
+    if ((size_t)count * TML_WIRE_STEP_SIZE != len - 4)
+        return TML_EPROTO;
+    *n = count;
+    return 0;
+}
+
+void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *r)
+{
+    const uint8_t *q = p + 4 + i * TML_WIRE_STEP_SIZE;
+#define NEXT64() (q += 8, get_u64(q - 8))
+    r->step = NEXT64();
+    r->start_ns = (int64_t)NEXT64();
+    r->traced_ns = (int64_t)NEXT64();
+    for (int k = 0; k < TML_PHASE_COUNT; k++)
+        r->phase_ns[k] = (int64_t)NEXT64();
+    r->gpu_traced_ns = (int64_t)NEXT64();
+    for (int k = 0; k < TML_PHASE_COUNT; k++)
+        r->gpu_phase_ns[k] = (int64_t)NEXT64();
+    r->gap_ns = (int64_t)NEXT64();
+    r->rss_bytes = (int64_t)NEXT64();
+    r->cuda_allocated_peak_bytes = (int64_t)NEXT64();
+    r->cuda_reserved_peak_bytes = (int64_t)NEXT64();
+#undef NEXT64
+    r->observed = get_u32(q);
+    r->flags = get_u32(q + 4);
+}
+
+void tml__wire_stats(tml_strbuf *out, uint16_t type, const tml_rank_stats *s)
+{
+    size_t at = begin_frame(out, type);
+    put_u64(out, s->events_dropped);
+    put_u64(out, s->records_dropped);
+    put_u64(out, s->records_sent);
+    put_u64(out, (uint64_t)s->overhead_ns_per_step);
+    put_u64(out, (uint64_t)s->shipper_cpu_ns);
+    end_frame(out, at);
+}
+
+int tml__wire_parse_stats(const uint8_t *p, size_t len, tml_rank_stats *s)
+{
+    cursor c = {p, len, 0, 0};
+    s->events_dropped = take_u64(&c);
+    s->records_dropped = take_u64(&c);
+    s->records_sent = take_u64(&c);
+    s->overhead_ns_per_step = (int64_t)take_u64(&c);
+    s->shipper_cpu_ns = (int64_t)take_u64(&c);
+    return c.bad ? TML_EPROTO : 0;
+}

@@ -1,0 +1,74 @@
+/*
+ * wire.h - the telemetry wire between a rank and the aggregator.
+ *
+ * A stream of frames over TCP (loopback unless multi-node). Every frame is
+ * a 12-byte header then its payload, all little-endian:
+ *
+ *     u32 magic "TML1"   u16 version   u16 type   u32 payload length
+ *
+ * The first frame a client sends is HELLO (run id, per-run secret, who it
+ * is). The aggregator answers WELCOME or REJECT and closes on anything else.
+ * Then the client sends STEPS batches, STATS from time to time and BYE last.
+ * docs/wire.md is the reference; decoders take (buf, len) and never trust
+ * lengths they were given.
+ */
+#ifndef TML_WIRE_H
+#define TML_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/record.h"
+#include "util/strbuf.h"
+
+#define TML_WIRE_MAGIC   0x314c4d54u   /* "TML1" read as little-endian u32 */
+#define TML_WIRE_VERSION 1
+#define TML_WIRE_HEADER  12
+#define TML_WIRE_MAX_PAYLOAD (1u << 20)
+#define TML_WIRE_SECRET_MAX 64
+#define TML_WIRE_RUNID_MAX 40
+
+enum tml_frame_type {
+    TML_FRAME_HELLO = 1,
+    TML_FRAME_WELCOME = 2,
+    TML_FRAME_REJECT = 3,
+    TML_FRAME_STEPS = 4,
+    TML_FRAME_STATS = 5,
+    TML_FRAME_BYE = 6,
+};
+
+typedef struct tml_frame_header {
+    uint16_t version;
+    uint16_t type;
+    uint32_t len;
+} tml_frame_header;
+
+typedef struct tml_hello {
+    char run_id[TML_WIRE_RUNID_MAX];
+    char secret[TML_WIRE_SECRET_MAX];
+    tml_rank_info info;
+} tml_hello;
+
+/* Bytes of one encoded step record. */
+#define TML_WIRE_STEP_SIZE 160
+
+/* 0: header decoded; 1: need more bytes; TML_EPROTO: not a frame of ours
+ * (bad magic, unsupported version, payload over TML_WIRE_MAX_PAYLOAD). */
+int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out);
+
+void tml__wire_hello(tml_strbuf *out, const tml_hello *h);
+void tml__wire_welcome(tml_strbuf *out);
+void tml__wire_reject(tml_strbuf *out, const char *reason);
+/* Appends one STEPS frame holding n records (n * TML_WIRE_STEP_SIZE must fit
+ * TML_WIRE_MAX_PAYLOAD; callers batch at most TML_WIRE_MAX_STEPS). */
+#define TML_WIRE_MAX_STEPS 4096
+void tml__wire_steps(tml_strbuf *out, const tml_step_record *recs, size_t n);
+void tml__wire_stats(tml_strbuf *out, uint16_t type, const tml_rank_stats *s);
+
+/* Payload decoders: 0 or TML_EPROTO. */
+int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out);
+/* Sets *n to the record count; decode record i with parse_step. */
+int tml__wire_parse_steps(const uint8_t *p, size_t len, size_t *n);
+void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *out);
+int tml__wire_parse_stats(const uint8_t *p, size_t len, tml_rank_stats *out);
+
+#endif
