@@ -1,0 +1,54 @@
+/*
+ * agg.h - the aggregator: receives every rank's hello, step records and
+ * counters, keeps the run in memory (tml_run), stores every record in
+ * telemetry.sqlite, and at the end diagnoses the run and writes
+ * final_summary.json / final_summary.txt into the run folder.
+ *
+ * The same object serves three callers: the socket server of `traceml run`
+ * and `traceml serve` (server.c feeds it frames), a process traced without
+ * a launcher (the engine feeds it directly, in-process), and the launcher's
+ * fallback after the aggregator process died (tml__agg_open_existing loads
+ * telemetry.sqlite back and finalizes from it).
+ *
+ * Ownership: tml__agg_new copies every string in opts. text_out from
+ * finalize is malloc'd and owned by the caller.
+ */
+#ifndef TML_AGG_H
+#define TML_AGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/record.h"
+
+typedef struct tml_agg tml_agg;
+
+typedef struct tml_agg_opts {
+    const char *run_name;
+    const char *run_id;
+    const char *run_dir;       /* existing folder; telemetry.sqlite goes here */
+    int32_t world_size;        /* expected ranks, 0 = whoever reports */
+    int32_t nnodes;            /* expected nodes, 0 = whoever reports */
+} tml_agg_opts;
+
+int tml__agg_new(const tml_agg_opts *opts, tml_agg **out);
+/* Reopens a run folder whose aggregator died: loads telemetry.sqlite. */
+int tml__agg_open_existing(const tml_agg_opts *opts, tml_agg **out);
+void tml__agg_free(tml_agg *a);
+
+int tml__agg_hello(tml_agg *a, const tml_rank_info *info);
+int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t n);
+/* bye: the rank said goodbye (its last counters). */
+int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye);
+/* Number of ranks that said hello and not yet goodbye. */
+size_t tml__agg_open_ranks(const tml_agg *a);
+
+/*
+ * Flushes the store, diagnoses, writes final_summary.json and
+ * final_summary.txt. status is "completed", "failed" or "interrupted";
+ * width is the box width (the launcher's terminal; 0 = default).
+ * *text_out (may be NULL) receives the box.
+ */
+int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
+                      char **text_out);
+
+#endif
