@@ -1,0 +1,41 @@
+/*
+ * rundir.h - run names, run folders, secrets and the manifest.
+ *
+ * A run folder is never reused: creating one that exists fails, so nothing
+ * a user had is overwritten.
+ */
+#ifndef TML_RUNDIR_H
+#define TML_RUNDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TML_EEXIST -20   /* the run folder exists already (internal code) */
+
+/* 1 when name matches [A-Za-z0-9_.-]+, is at most 100 bytes and not "." or "..". */
+int tml__run_name_valid(const char *name);
+/* A fresh name: "<stem>_<YYYYmmdd_HHMMSS>" (stem sanitized, e.g. the script's
+ * base name without .py; "run" when NULL). */
+void tml__run_name_generate(const char *stem, char *out, size_t cap);
+/* Creates logs_dir (and parents) and logs_dir/name. 0, TML_EEXIST, or TML_EIO
+ * (errno kept). out receives the run folder path. */
+int tml__rundir_create(const char *logs_dir, const char *name, char *out, size_t cap);
+/* nbytes random bytes as 2*nbytes hex characters (from /dev/urandom). */
+int tml__random_hex(char *out, size_t nbytes);
+
+typedef struct tml_manifest {
+    const char *run_name;
+    const char *run_id;
+    const char *status;        /* running, completed, failed, interrupted */
+    int exit_code;             /* meaningful unless status is running */
+    int64_t start_unix_ms, end_unix_ms;   /* end 0 while running */
+    int argc;                  /* the command that was run */
+    char **argv;
+    int32_t world_size, nnodes;
+} tml_manifest;
+
+/* Writes run_dir/manifest.json atomically (temp file + rename), listing the
+ * artifacts that exist in run_dir at the time of writing. */
+int tml__manifest_write(const char *run_dir, const tml_manifest *m);
+
+#endif
