@@ -107,8 +107,13 @@ int tml_init(const tml_options *opts);
  * Waits at most about one second for an unresponsive aggregator.
  */
 int tml_shutdown(void);
+/* tml_shutdown() for a process that knows how it ends: status is
+ * "completed", "failed" or "interrupted" and goes into the run's manifest
+ * in in-process mode (tml_shutdown() means "completed", 0). */
+int tml_shutdown_with(const char *status, int exit_code);
 
-/* Step and phase markers. Phases nest per thread: only the outermost
+/* Step and phase markers. Steps nest per thread: a step begun inside a
+ * step is part of the outer one. Phases nest per thread: only the outermost
  * begin/end pair of a phase is timed, so wrapping a call that calls itself
  * is safe. A phase ended without a begin is ignored. */
 int tml_step_begin(void);
@@ -119,6 +124,12 @@ int tml_phase_begin(tml_phase phase);
 int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */
 int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
+
+/* Tells TraceML what one call of the caller's own instrumentation glue
+ * costs (e.g. a Python hook around a marker), measured by the caller. The
+ * summary's overhead per step is then markers per step times (marker cost,
+ * measured by TraceML at init, plus this). */
+int tml_set_call_cost_ns(int64_t ns);
 
 /* The clock every marker uses: CLOCK_MONOTONIC in nanoseconds. */
 int64_t tml_now_ns(void);

@@ -1,0 +1,146 @@
+/*
+ * client.c - connecting to the aggregator.
+ *
+ * Everything here has a deadline: connect waits at most timeout_ms, sends
+ * and the handshake reply at most a second (SO_SNDTIMEO / SO_RCVTIMEO), so
+ * a stalled aggregator costs the shipper thread a bounded wait and never
+ * the training loop anything.
+ */
+#include "core/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int split_addr(const char *addr, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr || !colon[1])
+        return TML_EINVAL;
+    size_t hl = (size_t)(colon - addr);
+    if (addr[0] == '[' && hl >= 2 && addr[hl - 1] == ']') {   /* [::1]:port */
+        addr++;
+        hl -= 2;
+    }
+    if (hl >= hcap || strlen(colon + 1) >= pcap)
+        return TML_EINVAL;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return 0;
+}
+
+static int connect_timeout(const struct addrinfo *ai, int timeout_ms)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0)
+        return -1;
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+        if (errno != EINPROGRESS)
+            goto fail;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, timeout_ms) != 1)
+            goto fail;
+        int err = 0;
+        socklen_t el = sizeof(err);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err)
+            goto fail;
+    }
+    fcntl(fd, F_SETFL, fl);
+    struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+int tml__client_send(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return TML_ECONN;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int recv_all(int fd, uint8_t *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = recv(fd, buf, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return TML_ECONN;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms)
+{
+    char host[256], port[16];
+    if (split_addr(addr, host, sizeof(host), port, sizeof(port)) < 0)
+        return TML_EINVAL;
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, port, &hints, &res) != 0)
+        return TML_ECONN;
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+        fd = connect_timeout(ai, timeout_ms);
+    freeaddrinfo(res);
+    if (fd < 0)
+        return TML_ECONN;
+
+    int rc = TML_ECONN;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_hello(&sb, hello);
+    if (sb.failed || tml__client_send(fd, sb.buf, sb.len) < 0)
+        goto fail;
+    uint8_t hdr[TML_WIRE_HEADER];
+    tml_frame_header h;
+    if (recv_all(fd, hdr, sizeof(hdr)) < 0)
+        goto fail;
+    rc = TML_EPROTO;
+    if (tml__wire_header(hdr, sizeof(hdr), &h) != 0 || h.len > 4096)
+        goto fail;
+    uint8_t payload[4096];
+    if (recv_all(fd, payload, h.len) < 0) {
+        rc = TML_ECONN;
+        goto fail;
+    }
+    if (h.type == TML_FRAME_REJECT) {
+        rc = TML_EAUTH;
+        goto fail;
+    }
+    if (h.type != TML_FRAME_WELCOME)
+        goto fail;
+    tml__sb_release(&sb);
+    return fd;
+fail:
+    tml__sb_release(&sb);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/*
+ * client.h - the rank's side of the wire: connect to the aggregator, shake
+ * hands, send frames. Used only by the shipper thread.
+ */
+#ifndef TML_CLIENT_H
+#define TML_CLIENT_H
+
+#include <stddef.h>
+#include "wire/wire.h"
+
+/* Connects to "host:port" within timeout_ms and performs the handshake.
+ * Returns a connected fd, or TML_ECONN / TML_EAUTH / TML_EPROTO. */
+int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms);
+/* Sends all of buf; 0 or TML_ECONN (the caller closes the fd). */
+int tml__client_send(int fd, const void *buf, size_t len);
+
+#endif

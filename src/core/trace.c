@@ -1,0 +1,715 @@
+/*
+ * trace.c - the engine inside a traced process: the public marker API, the
+ * per-thread rings, and the shipper thread.
+ *
+ * The training thread's side is kept as small as we can make it. A marker
+ * reads the clock and writes one event into the calling thread's ring;
+ * nesting depth and the start of the outermost call live in thread-local
+ * storage, so a begin/end pair becomes a single "span" event written at the
+ * end. No allocation, lock or system call besides the clock (vDSO).
+ *
+ * Rings come from a fixed pool claimed once per thread with a CAS; a thread
+ * that exits gives its ring back through a pthread key destructor and the
+ * shipper recycles it after draining it.
+ *
+ * The shipper is a native thread that never touches Python. Every few
+ * milliseconds it drains the rings, assembles step records (assemble.c) and
+ * hands them on: over the wire to the aggregator named by TRACEML_ADDR, or,
+ * when the process was started without a launcher, straight into an
+ * aggregator living in this process, which writes the run folder at
+ * shutdown. Delivery failures drop records and count them; they never reach
+ * the training loop.
+ */
+#include "traceml/traceml.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agg/agg.h"
+#include "agg/rundir.h"
+#include "core/assemble.h"
+#include "core/client.h"
+#include "core/ring.h"
+#include "wire/wire.h"
+
+#define MAX_RINGS 64
+#define SHIP_INTERVAL_NS 10000000L     /* 10 ms */
+#define STATS_INTERVAL_NS 1000000000L  /* 1 s */
+#define RECONNECT_NS 1000000000L
+
+enum { ST_OFF = 0, ST_ON = 1, ST_DISABLED = 2, ST_DONE = 3 };
+enum { SLOT_FREE = 0, SLOT_USED = 1, SLOT_RETIRED = 2 };
+
+typedef struct slot {
+    tml_ring ring;
+    _Atomic int state;
+    tml_assembler as;          /* shipper only */
+} slot;
+
+typedef struct tls_state {
+    slot *s;
+    uint32_t gen;              /* engine generation the slot belongs to */
+    uint32_t step_depth;
+    uint64_t next_step;
+    uint32_t depth[TML_PHASE_COUNT];
+    int64_t t0[TML_PHASE_COUNT];
+} tls_state;
+
+static struct engine {
+    _Atomic int state;
+    _Atomic uint32_t gen;
+    slot slots[MAX_RINGS];
+    _Atomic uint64_t no_slot_drops;   /* events from threads beyond MAX_RINGS */
+
+    /* configuration, fixed between init and shutdown */
+    char run_name[128], logs_dir[PATH_MAX], run_dir[PATH_MAX];
+    char addr[300];
+    uint32_t instrumented;
+    int opts_disabled;
+    int explicit_name, explicit_logs;
+    tml_hello hello;
+    pid_t pid;
+
+    /* shipper */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    int fd;                       /* -1 when disconnected */
+    int auth_failed;
+    int64_t next_connect_ns;
+    tml_agg *agg;                 /* in-process mode */
+    tml_rank_stats stats;
+    tml_step_record *batch;
+    size_t nbatch;
+    tml_strbuf out;
+
+    int64_t pair_cost_ns;         /* one begin/end pair through the API */
+    _Atomic int64_t call_cost_ns; /* the caller's glue, per call */
+    int64_t start_unix_ms;
+    char *summary_text;
+} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local tls_state T;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+int64_t tml_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *tml_version(void)
+{
+    return TML_VERSION_STRING;
+}
+
+const char *tml_strerror(int err)
+{
+    switch (err) {
+    case TML_OK: return "success";
+    case TML_EINVAL: return "invalid argument";
+    case TML_ENOMEM: return "out of memory";
+    case TML_ESTATE: return "called in the wrong state";
+    case TML_ECONN: return "aggregator unreachable";
+    case TML_EAUTH: return "aggregator refused the handshake";
+    case TML_EIO: return "file could not be read or written";
+    case TML_EFULL: return "ring full, event dropped";
+    case TML_EPROTO: return "malformed or unsupported frame";
+    case TML_EDISABLED: return "TraceML is disabled";
+    case TML_ECONFIG: return "conflicting second tml_init";
+    case TML_EEXIST: return "run folder exists already";
+    default: return "unknown error";
+    }
+}
+
+/* ---- the hot path ---------------------------------------------------- */
+
+static void on_thread_exit(void *p)
+{
+    slot *s = p;
+    if (s)
+        atomic_store_explicit(&s->state, SLOT_RETIRED, memory_order_release);
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&exit_key, on_thread_exit);
+}
+
+/* Slow path, once per thread: claim a ring from the pool. */
+static slot *claim_slot(void)
+{
+    uint32_t gen = atomic_load_explicit(&E.gen, memory_order_acquire);
+    for (int i = 0; i < MAX_RINGS; i++) {
+        int expect = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&E.slots[i].state, &expect, SLOT_USED)) {
+            pthread_once(&key_once, make_key);
+            pthread_setspecific(exit_key, &E.slots[i]);
+            memset(&T, 0, sizeof(T));
+            T.s = &E.slots[i];
+            T.gen = gen;
+            return T.s;
+        }
+    }
+    return NULL;
+}
+
+static inline slot *my_slot(void)
+{
+    if (__builtin_expect(T.s != NULL &&
+                         T.gen == atomic_load_explicit(&E.gen, memory_order_relaxed), 1))
+        return T.s;
+    return claim_slot();
+}
+
+static inline int push(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1)
+{
+    slot *s = my_slot();
+    if (__builtin_expect(!s, 0)) {
+        atomic_fetch_add_explicit(&E.no_slot_drops, 1, memory_order_relaxed);
+        return TML_EFULL;
+    }
+    return tml__ring_push(&s->ring, kind, arg, t0, t1) < 0 ? TML_EFULL : 0;
+}
+
+static inline int check_on(void)
+{
+    int st = atomic_load_explicit(&E.state, memory_order_relaxed);
+    if (__builtin_expect(st == ST_ON, 1))
+        return 0;
+    return st == ST_DISABLED ? TML_EDISABLED : TML_ESTATE;
+}
+
+int tml_step_begin(void)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    int64_t t = tml_now_ns();
+    if (!my_slot())
+        return push(TML_EV_STEP_BEGIN, 0, t, 0);
+    if (T.step_depth++ > 0)
+        return 0;
+    return push(TML_EV_STEP_BEGIN, 0, t, (int64_t)T.next_step++);
+}
+
+static int step_end(uint32_t flags)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    int64_t t = tml_now_ns();
+    if (!my_slot() || T.step_depth == 0)
+        return TML_ESTATE;
+    if (--T.step_depth > 0)
+        return 0;
+    /* A phase left open by an exception must not leak into the next step. */
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        T.depth[p] = 0;
+    return push(TML_EV_STEP_END, flags, t, 0);
+}
+
+int tml_step_end(void)
+{
+    return step_end(0);
+}
+
+int tml_step_abort(void)
+{
+    return step_end(TML_STEP_ABORTED);
+}
+
+int tml_phase_begin(tml_phase phase)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if ((unsigned)phase >= TML_PHASE_COUNT)
+        return TML_EINVAL;
+    if (!my_slot())
+        return TML_EFULL;
+    if (T.depth[phase]++ == 0)
+        T.t0[phase] = tml_now_ns();
+    return 0;
+}
+
+int tml_phase_end(tml_phase phase)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if ((unsigned)phase >= TML_PHASE_COUNT)
+        return TML_EINVAL;
+    if (!my_slot() || T.depth[phase] == 0)
+        return 0;
+    if (--T.depth[phase] > 0)
+        return 0;
+    return push(TML_EV_SPAN, (uint32_t)phase, T.t0[phase], tml_now_ns());
+}
+
+int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if ((unsigned)phase >= TML_PHASE_COUNT || end_ns < begin_ns)
+        return TML_EINVAL;
+    return push(TML_EV_SPAN, (uint32_t)phase, begin_ns, end_ns);
+}
+
+int tml_set_call_cost_ns(int64_t ns)
+{
+    if (ns < 0)
+        return TML_EINVAL;
+    atomic_store(&E.call_cost_ns, ns);
+    return 0;
+}
+
+/* ---- the shipper ----------------------------------------------------- */
+
+static void log_line(const char *what, const char *why)
+{
+    if (!E.run_dir[0])
+        return;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/traceml.log", E.run_dir);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return;
+    fprintf(f, "rank %d pid %d: ", (int)E.hello.info.rank, (int)E.pid);
+    fprintf(f, "%s: %s\n", what, why);
+    fclose(f);
+}
+
+static void try_connect(int64_t now)
+{
+    if (E.fd >= 0 || E.auth_failed || !E.addr[0] || now < E.next_connect_ns)
+        return;
+    E.next_connect_ns = now + RECONNECT_NS;
+    int fd = tml__client_connect(E.addr, &E.hello, 1000);
+    if (fd >= 0) {
+        E.fd = fd;
+        return;
+    }
+    if (fd == TML_EAUTH || fd == TML_EPROTO) {
+        E.auth_failed = 1;
+        log_line("aggregator refused this process", tml_strerror(fd));
+    }
+}
+
+static void send_out(void)
+{
+    if (E.out.len == 0)
+        return;
+    if (E.fd >= 0 && tml__client_send(E.fd, E.out.buf, E.out.len) < 0) {
+        close(E.fd);
+        E.fd = -1;
+        log_line("lost the aggregator, dropping telemetry", "send failed");
+    }
+    tml__sb_reset(&E.out);
+}
+
+static void deliver_batch(void)
+{
+    if (E.nbatch == 0)
+        return;
+    if (E.agg) {
+        if (tml__agg_steps(E.agg, E.hello.info.rank, E.batch, E.nbatch) == 0)
+            E.stats.records_sent += E.nbatch;
+        else
+            E.stats.records_dropped += E.nbatch;
+    } else if (E.fd >= 0) {
+        tml__wire_steps(&E.out, E.batch, E.nbatch);
+        size_t before = E.nbatch;
+        send_out();
+        if (E.fd >= 0)
+            E.stats.records_sent += before;
+        else
+            E.stats.records_dropped += before;
+    } else {
+        E.stats.records_dropped += E.nbatch;
+    }
+    E.nbatch = 0;
+}
+
+static void update_stats(void)
+{
+    uint64_t dropped = atomic_load(&E.no_slot_drops), events = 0, lost = 0;
+    for (int i = 0; i < MAX_RINGS; i++) {
+        dropped += atomic_load(&E.slots[i].ring.dropped);
+        events += E.slots[i].as.events_in_steps;
+        lost += E.slots[i].as.records_lost;
+    }
+    E.stats.events_dropped = dropped;
+    uint64_t steps = E.stats.records_sent + E.stats.records_dropped;
+    int64_t per_event = E.pair_cost_ns + 2 * atomic_load(&E.call_cost_ns);
+    E.stats.overhead_ns_per_step =
+        steps ? (int64_t)((double)events / (double)steps * (double)per_event) : -1;
+    (void)lost;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        E.stats.shipper_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void send_stats(int bye)
+{
+    update_stats();
+    if (E.agg) {
+        tml__agg_stats(E.agg, E.hello.info.rank, &E.stats, bye);
+    } else if (E.fd >= 0) {
+        tml__wire_stats(&E.out, bye ? TML_FRAME_BYE : TML_FRAME_STATS, &E.stats);
+        send_out();
+    }
+}
+
+static void drain(void)
+{
+    tml_event ev[512];
+    for (int i = 0; i < MAX_RINGS; i++) {
+        slot *s = &E.slots[i];
+        int st = atomic_load_explicit(&s->state, memory_order_acquire);
+        if (st == SLOT_FREE)
+            continue;
+        uint32_t n;
+        while ((n = tml__ring_pop(&s->ring, ev, 512)) > 0) {
+            for (uint32_t k = 0; k < n; k++) {
+                if (tml__asm_feed(&s->as, &ev[k], &E.batch[E.nbatch]) &&
+                    ++E.nbatch == TML_WIRE_MAX_STEPS)
+                    deliver_batch();
+            }
+        }
+        if (st == SLOT_RETIRED) {
+            /* The thread is gone and its ring is empty: recycle it. */
+            uint64_t lost = s->as.records_lost, evs = s->as.events_in_steps;
+            tml__asm_init(&s->as);
+            s->as.records_lost = lost;
+            s->as.events_in_steps = evs;
+            atomic_store(&s->state, SLOT_FREE);
+        }
+    }
+    deliver_batch();
+}
+
+static void *shipper_main(void *arg)
+{
+    (void)arg;
+    int64_t next_stats = tml_now_ns() + STATS_INTERVAL_NS;
+    pthread_mutex_lock(&E.mu);
+    while (!E.stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += SHIP_INTERVAL_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&E.cv, &E.mu, &until);
+        if (E.stop)
+            break;
+        pthread_mutex_unlock(&E.mu);
+        int64_t now = tml_now_ns();
+        try_connect(now);
+        drain();
+        if (now >= next_stats) {
+            send_stats(0);
+            next_stats = now + STATS_INTERVAL_NS;
+        }
+        pthread_mutex_lock(&E.mu);
+    }
+    pthread_mutex_unlock(&E.mu);
+    try_connect(tml_now_ns());
+    drain();
+    send_stats(1);
+    return NULL;
+}
+
+/* ---- init and shutdown ---------------------------------------------- */
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < 0 || x > INT32_MAX)
+        return def;
+    return (int)x;
+}
+
+static int env_first_int(const char *a, const char *b, const char *c, int def)
+{
+    int v = env_int(a, -1);
+    if (v < 0 && b)
+        v = env_int(b, -1);
+    if (v < 0 && c)
+        v = env_int(c, -1);
+    return v < 0 ? def : v;
+}
+
+static void fill_rank_info(tml_rank_info *i)
+{
+    memset(i, 0, sizeof(*i));
+    i->rank = env_first_int("RANK", "SLURM_PROCID", NULL, 0);
+    i->local_rank = env_first_int("LOCAL_RANK", "SLURM_LOCALID", NULL, 0);
+    i->world_size = env_first_int("WORLD_SIZE", "SLURM_NTASKS", NULL, 1);
+    i->node_rank = env_first_int("GROUP_RANK", "NODE_RANK", "SLURM_NODEID", 0);
+    i->nnodes = env_first_int("TRACEML_NNODES", "SLURM_NNODES", NULL, 1);
+    i->pid = (int32_t)getpid();
+    i->instrumented = E.instrumented;
+    gethostname(i->host, sizeof(i->host) - 1);
+}
+
+/* The script's stem from /proc/self/cmdline: "python3 train.py" -> "train". */
+static void cmdline_stem(char *out, size_t cap)
+{
+    char buf[4096];
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *arg0 = buf, *arg = buf;
+    const char *base = strrchr(arg0, '/');
+    base = base ? base + 1 : arg0;
+    if (strncmp(base, "python", 6) == 0) {
+        /* skip the interpreter and its options */
+        const char *p = arg0 + strlen(arg0) + 1;
+        while (p < buf + n && *p == '-')
+            p += strlen(p) + 1;
+        arg = p < buf + n ? p : "";
+    }
+    base = strrchr(arg, '/');
+    base = base ? base + 1 : arg;
+    snprintf(out, cap, "%s", base);
+    char *dot = strrchr(out, '.');
+    if (dot && strcmp(dot, ".py") == 0)
+        *dot = '\0';
+}
+
+/* Cost of a begin/end pair through the real code path, on a scratch ring
+ * so no event reaches the run. */
+static int64_t calibrate_pair(void)
+{
+    static tml_ring scratch;
+    enum { N = 4000 };
+    int64_t t0 = tml_now_ns();
+    for (int i = 0; i < N; i++) {
+        int64_t a = tml_now_ns();
+        tml__ring_push(&scratch, TML_EV_SPAN, 0, a, tml_now_ns());
+        atomic_store_explicit(&scratch.tail, atomic_load(&scratch.head), memory_order_relaxed);
+    }
+    return (tml_now_ns() - t0) / N;
+}
+
+static void on_fork_child(void)
+{
+    /* A forked child (e.g. a DataLoader worker) has no shipper thread;
+     * its markers become no-ops. */
+    atomic_store(&E.state, ST_DONE);
+    E.thread_started = 0;
+    E.agg = NULL;
+    E.fd = -1;
+}
+
+static int same_config(const tml_options *o)
+{
+    if (o->logs_dir && strcmp(o->logs_dir, E.logs_dir) != 0)
+        return 0;
+    if (o->run_name && strcmp(o->run_name, E.run_name) != 0)
+        return 0;
+    uint32_t ins = o->instrumented ? o->instrumented : TML_PHASES_ALL;
+    return ins == E.instrumented;
+}
+
+static int start_local(void)
+{
+    int rc = tml__rundir_create(E.logs_dir, E.run_name, E.run_dir, sizeof(E.run_dir));
+    for (int k = 2; rc == TML_EEXIST && !E.explicit_name && k < 100; k++) {
+        char base[100];
+        snprintf(base, sizeof(base), "%.90s", E.run_name);
+        snprintf(E.run_name, sizeof(E.run_name), "%s_%d", base, k);
+        rc = tml__rundir_create(E.logs_dir, E.run_name, E.run_dir, sizeof(E.run_dir));
+    }
+    if (rc < 0)
+        return rc;
+    char run_id[33];
+    tml__random_hex(run_id, 16);
+    snprintf(E.hello.run_id, sizeof(E.hello.run_id), "%s", run_id);
+    tml_agg_opts ao = {.run_name = E.run_name, .run_id = run_id, .run_dir = E.run_dir,
+                       .world_size = E.hello.info.world_size, .nnodes = E.hello.info.nnodes};
+    rc = tml__agg_new(&ao, &E.agg);
+    if (rc < 0)
+        return rc;
+    tml_manifest m = {.run_name = E.run_name, .run_id = run_id, .status = "running",
+                      .start_unix_ms = E.start_unix_ms,
+                      .world_size = E.hello.info.world_size, .nnodes = E.hello.info.nnodes};
+    tml__manifest_write(E.run_dir, &m);
+    return tml__agg_hello(E.agg, &E.hello.info);
+}
+
+int tml_init(const tml_options *opts)
+{
+    tml_options def = {0};
+    const tml_options *o = opts ? opts : &def;
+    int st = atomic_load(&E.state);
+    if (st == ST_ON || st == ST_DISABLED)
+        return same_config(o) ? (st == ST_ON ? 0 : TML_EDISABLED) : TML_ECONFIG;
+    if (st == ST_DONE && E.pid == getpid() && E.thread_started)
+        return TML_ESTATE;
+
+    const char *dis = getenv("TRACEML_DISABLED");
+    E.instrumented = o->instrumented ? o->instrumented & TML_PHASES_ALL : TML_PHASES_ALL;
+    const char *env_logs = getenv("TRACEML_LOGS_DIR");
+    const char *env_name = getenv("TRACEML_RUN_NAME");
+    snprintf(E.logs_dir, sizeof(E.logs_dir), "%s",
+             o->logs_dir ? o->logs_dir : env_logs && *env_logs ? env_logs : "logs");
+    E.explicit_name = o->run_name || (env_name && *env_name);
+    if (o->run_name)
+        snprintf(E.run_name, sizeof(E.run_name), "%s", o->run_name);
+    else if (env_name && *env_name)
+        snprintf(E.run_name, sizeof(E.run_name), "%s", env_name);
+    else {
+        char stem[128];
+        cmdline_stem(stem, sizeof(stem));
+        tml__run_name_generate(stem[0] ? stem : NULL, E.run_name, sizeof(E.run_name));
+    }
+    if (o->disabled || (dis && strcmp(dis, "0") != 0 && *dis)) {
+        atomic_store(&E.state, ST_DISABLED);
+        return TML_EDISABLED;
+    }
+    if (!tml__run_name_valid(E.run_name))
+        return TML_EINVAL;
+
+    E.pid = getpid();
+    E.start_unix_ms = (int64_t)time(NULL) * 1000;
+    fill_rank_info(&E.hello.info);
+    memset(&E.stats, 0, sizeof(E.stats));
+    E.stats.overhead_ns_per_step = -1;
+    E.stop = 0;
+    E.fd = -1;
+    E.auth_failed = 0;
+    E.next_connect_ns = 0;
+    E.nbatch = 0;
+    free(E.summary_text);
+    E.summary_text = NULL;
+    E.run_dir[0] = '\0';
+    for (int i = 0; i < MAX_RINGS; i++) {
+        atomic_store(&E.slots[i].ring.head, 0);
+        atomic_store(&E.slots[i].ring.tail, 0);
+        atomic_store(&E.slots[i].ring.dropped, 0);
+        atomic_store(&E.slots[i].state, SLOT_FREE);
+        tml__asm_init(&E.slots[i].as);
+    }
+    atomic_fetch_add(&E.gen, 1);
+    if (!E.batch)
+        E.batch = malloc(TML_WIRE_MAX_STEPS * sizeof(*E.batch));
+    if (!E.batch)
+        return TML_ENOMEM;
+    E.pair_cost_ns = calibrate_pair();
+
+    const char *addr = getenv("TRACEML_ADDR");
+    int rc;
+    if (addr && *addr) {
+        snprintf(E.addr, sizeof(E.addr), "%s", addr);
+        const char *id = getenv("TRACEML_RUN_ID"), *secret = getenv("TRACEML_SECRET");
+        const char *rd = getenv("TRACEML_RUN_DIR");
+        snprintf(E.hello.run_id, sizeof(E.hello.run_id), "%s", id ? id : "");
+        snprintf(E.hello.secret, sizeof(E.hello.secret), "%s", secret ? secret : "");
+        snprintf(E.run_dir, sizeof(E.run_dir), "%s", rd ? rd : "");
+        try_connect(tml_now_ns());   /* failure is not fatal: retried */
+    } else {
+        E.addr[0] = '\0';
+        rc = start_local();
+        if (rc < 0) {
+            if (E.agg)
+                tml__agg_free(E.agg);
+            E.agg = NULL;
+            return rc;
+        }
+    }
+    static int atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, on_fork_child);
+        atfork_done = 1;
+    }
+    atomic_store(&E.state, ST_ON);
+    if (pthread_create(&E.thread, NULL, shipper_main, NULL) != 0) {
+        atomic_store(&E.state, ST_OFF);
+        return TML_ENOMEM;
+    }
+    E.thread_started = 1;
+    return 0;
+}
+
+int tml_shutdown_with(const char *status, int exit_code)
+{
+    int st = atomic_load(&E.state);
+    if (st == ST_DISABLED) {
+        atomic_store(&E.state, ST_OFF);
+        return 0;
+    }
+    if (st != ST_ON || E.pid != getpid())
+        return TML_ESTATE;
+    atomic_store(&E.state, ST_DONE);
+    pthread_mutex_lock(&E.mu);
+    E.stop = 1;
+    pthread_cond_signal(&E.cv);
+    pthread_mutex_unlock(&E.mu);
+    pthread_join(E.thread, NULL);
+    E.thread_started = 0;
+    if (E.fd >= 0) {
+        close(E.fd);
+        E.fd = -1;
+    }
+    tml__sb_release(&E.out);
+    int rc = 0;
+    if (E.agg) {
+        int width = 0;
+        struct winsize ws;
+        if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+            width = ws.ws_col;
+        rc = tml__agg_finalize(E.agg, status ? status : "completed", exit_code, width,
+                               &E.summary_text);
+        tml__agg_free(E.agg);
+        E.agg = NULL;
+        tml_manifest m = {.run_name = E.run_name, .run_id = E.hello.run_id,
+                          .status = status ? status : "completed", .exit_code = exit_code,
+                          .start_unix_ms = E.start_unix_ms,
+                          .end_unix_ms = (int64_t)time(NULL) * 1000,
+                          .world_size = E.hello.info.world_size,
+                          .nnodes = E.hello.info.nnodes};
+        tml__manifest_write(E.run_dir, &m);
+    }
+    return rc;
+}
+
+int tml_shutdown(void)
+{
+    return tml_shutdown_with("completed", 0);
+}
+
+const char *tml_summary_text(void)
+{
+    return E.summary_text;
+}
+
+const char *tml_run_dir(void)
+{
+    return E.run_dir[0] ? E.run_dir : NULL;
+}

@@ -1,0 +1,191 @@
+/*
+ * diag.h - the analysed window and the diagnosis rules.
+ *
+ * Data flows: tml_run (agg/run.h) -> tml__window_compute() (diag/window.h)
+ * -> tml_window (below, plain numbers) -> tml__diag_step_time() ->
+ * tml_step_diag -> tml__diag_run_verdict() -> the run's verdict. The
+ * reports (report/report.h) print all of it.
+ *
+ * The rules are pure functions of the plain structs declared here: no I/O,
+ * no globals, no allocation. A test can fill a tml_window by hand and read
+ * the verdict back. docs/diagnosis.md states every rule and threshold.
+ *
+ * Missing is never zero: a metric that was not measured is NAN (test with
+ * isnan()); a measured zero is 0.0. Durations are nanoseconds as doubles.
+ *
+ * Ownership: a tml_window owns its `ranks` array when it was filled by
+ * tml__window_compute() (freed by tml__window_release()); a hand-built
+ * window is the builder's. Diagnoses hold copies of their strings (kind,
+ * label and section point at string literals), so they may outlive the
+ * window.
+ */
+#ifndef TML_DIAG_H
+#define TML_DIAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "traceml/traceml.h"
+
+/* ---- thresholds ---------------------------------------------------- */
+
+typedef struct tml_thresholds {
+    double input_warn, input_crit;          /* Input Wait share (0.10 / 0.20) */
+    double h2d_warn, h2d_crit;              /* H2D share, GPU clock only (0.10 / 0.20) */
+    double residual_warn, residual_crit;    /* Residual share (0.10 / 0.20) */
+    double compute_min;                     /* Compute share for COMPUTE-BOUND (0.90) */
+    double compute_other_max;               /* ...and every other share below (0.10) */
+    double straggler_warn, straggler_crit;  /* straggler score (0.10 / 0.20) */
+    double straggler_coverage;              /* one component explains (0.80) */
+    size_t straggler_crit_min_steps;        /* CRITICAL needs this many steps (20) */
+    size_t min_steps;                       /* fewer window steps: WARMUP (2) */
+} tml_thresholds;
+
+/* The SPEC 4.1 defaults. */
+void tml__thresholds_default(tml_thresholds *t);
+/*
+ * Applies overrides "key=value,key=value" (the TRACEML_THRESHOLDS syntax)
+ * on top of *t. Keys: input_warn input_crit h2d_warn h2d_crit residual_warn
+ * residual_crit compute compute_other straggler_warn straggler_crit
+ * straggler_coverage (fractions in [0, 1]), straggler_min_steps min_steps
+ * (integers >= 1). Spaces around items are allowed; an empty spec changes
+ * nothing. Each warn must stay <= its crit. Returns 0, or TML_EINVAL with
+ * *t unchanged on any error (unknown key, bad number, out of range).
+ */
+int tml__thresholds_parse(tml_thresholds *t, const char *spec);
+/* Defaults, then $TRACEML_THRESHOLDS when set. TML_EINVAL (defaults kept)
+ * when the variable is malformed. (thresholds.c: reads the environment.) */
+int tml__thresholds_from_env(tml_thresholds *t);
+
+/* ---- the window ---------------------------------------------------- */
+
+typedef enum tml_clock {
+    TML_CLOCK_CPU = 0,
+    TML_CLOCK_GPU = 1
+} tml_clock;
+
+/* The metrics of the STEP TIMING panel, per rank, window averages. */
+typedef enum tml_metric {
+    TML_M_STEP = 0,      /* Step Time = Input Wait + traced */
+    TML_M_INPUT,         /* Input Wait */
+    TML_M_H2D,
+    TML_M_FORWARD,
+    TML_M_BACKWARD,
+    TML_M_OPTIMIZER,
+    TML_M_COMPUTE,       /* Forward + Backward + Optimizer */
+    TML_M_RESIDUAL,      /* max(0, traced - H2D - Compute), per step */
+    TML_M_UNTRACED,      /* gap_ns, CPU clock, steps with a gap only */
+    TML_M_FETCH_CPU,     /* DataLoader fetch, CPU clock (supplemental) */
+    TML_M_COUNT
+} tml_metric;
+
+/* Stable lower-case names ("step_time", "input_wait", ...), used in JSON. */
+const char *tml__metric_name(tml_metric m);
+/* Display names ("Step Time", "Input Wait", ...). */
+const char *tml__metric_label(tml_metric m);
+
+typedef struct tml_rank_window {
+    int32_t rank, node, local_rank;
+    size_t nsteps;                 /* window steps of this rank */
+    double avg_ns[TML_M_COUNT];    /* window averages; NAN = missing */
+    double step_median_ns;         /* Step Time median / p90; NAN without steps */
+    double step_p90_ns;
+    uint32_t missing;              /* TML_PHASE_BIT of the phases missing here */
+    /* How many window steps had this rank as the straggler culprit (the
+     * smallest collective-bound phase of the step), 0 for one rank. */
+    size_t culprit_steps;
+    /* Per-step memory, window averages of the per-step peaks; NAN = never
+     * sampled. */
+    double rss_bytes, cuda_allocated_bytes, cuda_reserved_bytes;
+    int has_gpu;                   /* any GPU figure seen from this rank */
+    int64_t overhead_ns_per_step;  /* from the rank's counters, -1 unknown */
+    uint64_t records_dropped, events_dropped;
+} tml_rank_window;
+
+typedef struct tml_window {
+    tml_clock clock;
+    size_t common_steps;      /* step ids every rank reported, aborted ones excluded */
+    size_t aborted_steps;     /* common ids left out because a rank aborted them */
+    size_t warmup_steps;      /* leading common steps left out as warm-up */
+    size_t window_steps;      /* steps analysed (the last N after warm-up) */
+    uint64_t first_step, last_step;   /* step ids bounding the window (valid if window_steps) */
+    size_t max_steps;         /* N: the window's cap */
+    size_t nranks;
+    tml_rank_window *ranks;   /* sorted by rank */
+    uint32_t missing;         /* union over ranks of missing phases */
+    /* Across ranks (indices into ranks, -1 without ranks/steps). */
+    int median_rank;          /* the real rank nearest the median Step Time */
+    int worst_rank;           /* the largest Step Time */
+    double skew;              /* (worst - median) / median; NAN when unknown */
+} tml_window;
+
+/* ---- diagnoses ----------------------------------------------------- */
+
+typedef enum tml_severity {
+    TML_SEV_INFO = 0,
+    TML_SEV_WARNING = 1,
+    TML_SEV_CRITICAL = 2
+} tml_severity;
+
+const char *tml__severity_name(tml_severity s);   /* "INFO", ... */
+
+#define TML_DIAG_TEXT 512
+
+/* Straggler evidence (SPEC 4.1). */
+typedef struct tml_straggler {
+    int valid;                 /* the score could be computed */
+    int culprit, victim;       /* indices into the window's ranks */
+    double cost_ns;            /* victim - culprit collective-bound phase */
+    double score;              /* cost / victim Step Time */
+    double coverage[3];        /* input, h2d, forward excess / cost; NAN unknown */
+    int component;             /* 0 input, 1 h2d, 2 compute, -1 none >= coverage */
+    size_t culprit_steps;      /* window steps whose culprit was the same rank */
+} tml_straggler;
+
+typedef struct tml_diagnosis {
+    const char *kind;          /* "INPUT_BOUND", "BALANCED", ... */
+    const char *label;         /* "INPUT-BOUND", "BALANCED", ... */
+    const char *section;       /* "step_time", "step_memory", "system", "process" */
+    tml_severity severity;
+    char why[TML_DIAG_TEXT];
+    char next[TML_DIAG_TEXT];
+    /* evidence */
+    int cause;                 /* tml_metric the ◀ cause points at, -1 none */
+    double share;              /* the share that fired, NAN none */
+    double threshold;          /* the threshold it crossed, NAN none */
+    uint32_t missing;          /* INCOMPLETE DATA: TML_PHASE_BIT mask */
+    tml_straggler straggler;   /* straggler kinds; valid=0 otherwise */
+} tml_diagnosis;
+
+#define TML_DIAG_MAX_ISSUES 8
+
+typedef struct tml_step_diag {
+    tml_diagnosis primary;                   /* the step-time verdict */
+    tml_diagnosis issues[TML_DIAG_MAX_ISSUES];   /* all that fired, by priority */
+    size_t nissues;
+    double share[TML_M_COUNT];               /* median over ranks of metric / Step Time */
+    tml_straggler straggler;                 /* computed whenever >= 2 ranks */
+} tml_step_diag;
+
+/* Median over ranks of avg[m] / avg[STEP]; ranks where either is missing
+ * or Step Time is not positive are skipped; NAN when none is left. */
+double tml__diag_share(const tml_window *w, tml_metric m);
+/* The straggler score of SPEC 4.1 (collective-bound phase: Backward).
+ * out->valid = 0 with fewer than 2 ranks or a missing Backward. */
+void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
+                         tml_straggler *out);
+/* The step-time rules of SPEC 4.1. th NULL = defaults. */
+void tml__diag_step_time(const tml_window *w, const tml_thresholds *th,
+                         tml_step_diag *out);
+/*
+ * The run's verdict (SPEC 4.4) from the step-time verdict. gpu_util_percent
+ * is the run's average GPU utilisation, NAN when no GPU was sampled (then
+ * LOW GPU UTILIZATION cannot fire).
+ */
+void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
+                           tml_diagnosis *out);
+/* 1 for the bound and straggler kinds (a root cause), else 0. */
+int tml__diag_is_cause(const tml_diagnosis *d);
+/* "Input Wait", "Forward and Backward", "Input Wait, Forward and Optimizer". */
+void tml__phase_list(uint32_t mask, char *out, size_t cap);
+
+#endif

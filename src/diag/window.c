@@ -1,0 +1,464 @@
+/*
+ * window.c - the analysed window: which steps count and what they average.
+ *
+ * A verdict is only as good as the steps it is computed over, so this file
+ * decides three things before any rule runs.
+ *
+ * Which steps. Ranks run in lock-step in data-parallel training, so a step
+ * is compared across ranks by its id: the common steps are the ids every
+ * rank (that sent steps at all) reported. A step aborted on any rank (an
+ * exception left the bracket) is left out on all of them: its timings stop
+ * half-way. The window is then the last N common steps after the warm-up.
+ *
+ * Warm-up. The first steps of a run pay for compilation, autotuning, lazy
+ * allocation and worker start-up; averaging them in would blame the input
+ * pipeline for cuDNN autotuning. We leave out the longest leading run of
+ * steps that are clearly slower than the run's typical step: slower than
+ * median + max(0.5 * median, 4 * MAD) of the whole series (the slowest rank
+ * per step id), and at most ceil(10%) of the steps, never more than 50 (and
+ * none when fewer than 3 steps exist). A contiguous prefix, not every
+ * outlier: a periodically slow step later in the run (a worker's batch
+ * arriving late) is the run's behaviour, not warm-up, and must be seen.
+ *
+ * Which clock. CUDA-event durations are what the GPU actually did; CPU
+ * durations can hide asynchronous kernels. We diagnose on the GPU clock only
+ * when every window step of every rank carries GPU figures; a mix would
+ * compare numbers of different kinds. The DataLoader fetch and the untraced
+ * gap stay on the CPU clock either way.
+ *
+ * Missing versus zero. A phase whose bit is never set in `observed` over
+ * the window was not measured: its average is NAN, never 0. The exception is
+ * H2D when the rank says it instruments copies: then no copy happened and
+ * zero is the measurement. Residual is only defined when Forward, Backward
+ * and Optimizer were all measured; otherwise untraced compute would show up
+ * as "residual" and mislead.
+ */
+#include "diag/window.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct step_ref {
+    uint64_t step;
+    size_t idx;
+} step_ref;
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const step_ref *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts v in place. */
+static double median_of(double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+/* Nearest-rank percentile of sorted v. */
+static double percentile_sorted(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return NAN;
+    double r = ceil(p * (double)n);
+    size_t k = r < 1.0 ? 0 : (size_t)r - 1;
+    return v[k < n ? k : n - 1];
+}
+
+size_t tml__warmup_count(const double *step_ns, size_t n)
+{
+    if (n < 3)
+        return 0;
+    double *tmp = malloc(n * sizeof(*tmp));
+    if (!tmp)
+        return 0;
+    memcpy(tmp, step_ns, n * sizeof(*tmp));
+    double med = median_of(tmp, n);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = fabs(step_ns[i] - med);
+    double mad = median_of(tmp, n);
+    free(tmp);
+
+    double margin = 0.5 * med > 4.0 * mad ? 0.5 * med : 4.0 * mad;
+    double limit = med + margin;
+    size_t cap = (n + 9) / 10;
+    if (cap > 50)
+        cap = 50;
+    size_t k = 0;
+    while (k < cap && step_ns[k] > limit)
+        k++;
+    return k;
+}
+
+/* A rank's records sorted by step id, first occurrence of each id kept. */
+static step_ref *sorted_refs(const tml_rank *r, size_t *out_n)
+{
+    *out_n = 0;
+    if (r->nsteps == 0)
+        return NULL;
+    step_ref *refs = malloc(r->nsteps * sizeof(*refs));
+    if (!refs)
+        return NULL;
+    for (size_t i = 0; i < r->nsteps; i++) {
+        refs[i].step = r->steps[i].step;
+        refs[i].idx = i;
+    }
+    qsort(refs, r->nsteps, sizeof(*refs), cmp_ref);
+    size_t m = 0;
+    for (size_t i = 0; i < r->nsteps; i++)
+        if (m == 0 || refs[m - 1].step != refs[i].step)
+            refs[m++] = refs[i];
+    *out_n = m;
+    return refs;
+}
+
+static const step_ref *find_ref(const step_ref *refs, size_t n, uint64_t step)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (refs[mid].step < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && refs[lo].step == step ? &refs[lo] : NULL;
+}
+
+static int64_t nonneg(int64_t v)
+{
+    return v > 0 ? v : 0;
+}
+
+/* Duration of phase p in record s on the chosen clock (never negative). */
+static double phase_on(const tml_step_record *s, int p, tml_clock clock)
+{
+    return (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_phase_ns[p] : s->phase_ns[p]);
+}
+
+static double traced_on(const tml_step_record *s, tml_clock clock)
+{
+    return (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_traced_ns : s->traced_ns);
+}
+
+static void rank_empty(tml_rank_window *rw, const tml_rank *r)
+{
+    memset(rw, 0, sizeof(*rw));
+    rw->rank = r->info.rank;
+    rw->node = r->info.node_rank;
+    rw->local_rank = r->info.local_rank;
+    for (int m = 0; m < TML_M_COUNT; m++)
+        rw->avg_ns[m] = NAN;
+    rw->step_median_ns = rw->step_p90_ns = NAN;
+    rw->rss_bytes = rw->cuda_allocated_bytes = rw->cuda_reserved_bytes = NAN;
+    rw->missing = TML_PHASES_ALL;
+    rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
+    rw->records_dropped = r->stats.records_dropped;
+    rw->events_dropped = r->stats.events_dropped;
+    for (size_t i = 0; i < r->nsteps; i++) {
+        const tml_step_record *s = &r->steps[i];
+        if (s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
+            s->cuda_reserved_peak_bytes >= 0)
+            rw->has_gpu = 1;
+    }
+}
+
+/* Averages of one rank over the window rows (idx[j * stride + col]). */
+static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
+                     size_t nwin, size_t stride, size_t col, tml_clock clock)
+{
+    double sum[TML_M_COUNT] = {0};
+    double rss = 0, alloc = 0, resv = 0;
+    size_t n_gap = 0, n_rss = 0, n_alloc = 0, n_resv = 0;
+    uint32_t observed = 0;
+    double *st = NULL;
+
+    if (nwin == 0)
+        return 0;
+    st = malloc(nwin * sizeof(*st));
+    if (!st)
+        return TML_ENOMEM;
+    for (size_t j = 0; j < nwin; j++) {
+        const tml_step_record *s = &r->steps[idx[j * stride + col]];
+        double in = phase_on(s, TML_PHASE_INPUT, clock);
+        double traced = traced_on(s, clock);
+        double h2d = phase_on(s, TML_PHASE_H2D, clock);
+        double fw = phase_on(s, TML_PHASE_FORWARD, clock);
+        double bw = phase_on(s, TML_PHASE_BACKWARD, clock);
+        double op = phase_on(s, TML_PHASE_OPTIMIZER, clock);
+        double res = traced - h2d - fw - bw - op;
+
+        st[j] = in + traced;
+        sum[TML_M_STEP] += in + traced;
+        sum[TML_M_INPUT] += in;
+        sum[TML_M_H2D] += h2d;
+        sum[TML_M_FORWARD] += fw;
+        sum[TML_M_BACKWARD] += bw;
+        sum[TML_M_OPTIMIZER] += op;
+        sum[TML_M_COMPUTE] += fw + bw + op;
+        sum[TML_M_RESIDUAL] += res > 0 ? res : 0;
+        sum[TML_M_FETCH_CPU] += (double)nonneg(s->phase_ns[TML_PHASE_INPUT]);
+        if (s->gap_ns >= 0) {
+            sum[TML_M_UNTRACED] += (double)s->gap_ns;
+            n_gap++;
+        }
+        if (s->rss_bytes >= 0) {
+            rss += (double)s->rss_bytes;
+            n_rss++;
+        }
+        if (s->cuda_allocated_peak_bytes >= 0) {
+            alloc += (double)s->cuda_allocated_peak_bytes;
+            n_alloc++;
+        }
+        if (s->cuda_reserved_peak_bytes >= 0) {
+            resv += (double)s->cuda_reserved_peak_bytes;
+            n_resv++;
+        }
+        observed |= s->observed;
+    }
+
+    rw->nsteps = nwin;
+    for (int m = 0; m < TML_M_COUNT; m++)
+        rw->avg_ns[m] = sum[m] / (double)nwin;
+    rw->avg_ns[TML_M_UNTRACED] = n_gap ? sum[TML_M_UNTRACED] / (double)n_gap : NAN;
+    rw->rss_bytes = n_rss ? rss / (double)n_rss : NAN;
+    rw->cuda_allocated_bytes = n_alloc ? alloc / (double)n_alloc : NAN;
+    rw->cuda_reserved_bytes = n_resv ? resv / (double)n_resv : NAN;
+
+    rw->missing = 0;
+    for (int p = 0; p < TML_PHASE_COUNT; p++) {
+        uint32_t bit = TML_PHASE_BIT(p);
+        if (observed & bit)
+            continue;
+        if (p == TML_PHASE_H2D && (r->info.instrumented & bit))
+            continue;               /* instrumented, never happened: zero */
+        rw->missing |= bit;
+    }
+    static const int metric_of[TML_PHASE_COUNT] = {
+        TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD, TML_M_OPTIMIZER
+    };
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        if (rw->missing & TML_PHASE_BIT(p))
+            rw->avg_ns[metric_of[p]] = NAN;
+    if (rw->missing & TML_PHASE_BIT(TML_PHASE_INPUT))
+        rw->avg_ns[TML_M_FETCH_CPU] = NAN;
+    uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) |
+                       TML_PHASE_BIT(TML_PHASE_BACKWARD) |
+                       TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
+    if (rw->missing & compute) {
+        rw->avg_ns[TML_M_COMPUTE] = NAN;
+        rw->avg_ns[TML_M_RESIDUAL] = NAN;
+    }
+
+    qsort(st, nwin, sizeof(*st), cmp_double);
+    rw->step_median_ns = nwin % 2 ? st[nwin / 2] : (st[nwin / 2 - 1] + st[nwin / 2]) / 2.0;
+    rw->step_p90_ns = percentile_sorted(st, nwin, 0.90);
+    free(st);
+    return 0;
+}
+
+/* Median rank (nearest the median Step Time; ties to the lower rank),
+ * worst rank and skew. */
+static void across_ranks(tml_window *w)
+{
+    double *v = NULL;
+    size_t n = 0;
+
+    w->median_rank = w->worst_rank = -1;
+    w->skew = NAN;
+    if (w->nranks == 0)
+        return;
+    v = malloc(w->nranks * sizeof(*v));
+    if (!v)
+        return;
+    for (size_t i = 0; i < w->nranks; i++) {
+        double s = w->ranks[i].avg_ns[TML_M_STEP];
+        if (!isnan(s))
+            v[n++] = s;
+    }
+    double med = median_of(v, n);
+    free(v);
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < w->nranks; i++) {
+        double s = w->ranks[i].avg_ns[TML_M_STEP];
+        if (isnan(s))
+            continue;
+        if (w->median_rank < 0 ||
+            fabs(s - med) < fabs(w->ranks[w->median_rank].avg_ns[TML_M_STEP] - med))
+            w->median_rank = (int)i;
+        if (w->worst_rank < 0 || s > w->ranks[w->worst_rank].avg_ns[TML_M_STEP])
+            w->worst_rank = (int)i;
+    }
+    double m = w->ranks[w->median_rank].avg_ns[TML_M_STEP];
+    double worst = w->ranks[w->worst_rank].avg_ns[TML_M_STEP];
+    if (m > 0)
+        w->skew = (worst - m) / m;
+}
+
+void tml__window_release(tml_window *w)
+{
+    free(w->ranks);
+    memset(w, 0, sizeof(*w));
+    w->median_rank = w->worst_rank = -1;
+    w->skew = NAN;
+}
+
+int tml__window_compute(const tml_run *run, size_t max_steps, tml_window *w)
+{
+    step_ref **refs = NULL;
+    size_t *nrefs = NULL;
+    size_t *idx = NULL;       /* common steps x active ranks */
+    size_t *col = NULL;       /* active rank k -> index in run->ranks */
+    double *series = NULL;
+    size_t nactive = 0, ncommon = 0;
+    int err = TML_ENOMEM;
+
+    memset(w, 0, sizeof(*w));
+    w->median_rank = w->worst_rank = -1;
+    w->skew = NAN;
+    w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
+    w->clock = TML_CLOCK_CPU;
+    if (run->nranks == 0)
+        return 0;
+
+    w->ranks = calloc(run->nranks, sizeof(*w->ranks));
+    refs = calloc(run->nranks, sizeof(*refs));
+    nrefs = calloc(run->nranks, sizeof(*nrefs));
+    col = calloc(run->nranks, sizeof(*col));
+    if (!w->ranks || !refs || !nrefs || !col)
+        goto fail;
+    w->nranks = run->nranks;
+    for (size_t i = 0; i < run->nranks; i++) {
+        rank_empty(&w->ranks[i], &run->ranks[i]);
+        if (run->ranks[i].nsteps == 0)
+            continue;
+        refs[i] = sorted_refs(&run->ranks[i], &nrefs[i]);
+        if (!refs[i])
+            goto fail;
+        col[nactive++] = i;
+    }
+
+    if (nactive > 0) {
+        size_t first = col[0];
+        idx = malloc(nrefs[first] * nactive * sizeof(*idx));
+        if (!idx)
+            goto fail;
+        for (size_t j = 0; j < nrefs[first]; j++) {
+            uint64_t id = refs[first][j].step;
+            int common = 1, aborted = 0;
+            for (size_t k = 0; k < nactive && common; k++) {
+                size_t ri = col[k];
+                const step_ref *f = find_ref(refs[ri], nrefs[ri], id);
+                if (!f) {
+                    common = 0;
+                    break;
+                }
+                if (run->ranks[ri].steps[f->idx].flags & TML_STEP_ABORTED)
+                    aborted = 1;
+                idx[ncommon * nactive + k] = f->idx;
+            }
+            if (!common)
+                continue;
+            if (aborted) {
+                w->aborted_steps++;
+                continue;
+            }
+            ncommon++;
+        }
+    }
+    w->common_steps = ncommon;
+
+    if (ncommon > 0) {
+        series = malloc(ncommon * sizeof(*series));
+        if (!series)
+            goto fail;
+        for (size_t j = 0; j < ncommon; j++) {
+            double mx = 0;
+            for (size_t k = 0; k < nactive; k++) {
+                const tml_step_record *s = &run->ranks[col[k]].steps[idx[j * nactive + k]];
+                double t = (double)(nonneg(s->phase_ns[TML_PHASE_INPUT]) + nonneg(s->traced_ns));
+                if (t > mx)
+                    mx = t;
+            }
+            series[j] = mx;
+        }
+        w->warmup_steps = tml__warmup_count(series, ncommon);
+    }
+
+    size_t avail = ncommon - w->warmup_steps;
+    size_t nwin = avail < w->max_steps ? avail : w->max_steps;
+    size_t start = ncommon - nwin;
+    const size_t *win = idx ? idx + start * nactive : NULL;
+    w->window_steps = nwin;
+    if (nwin > 0) {
+        const tml_rank *r0 = &run->ranks[col[0]];
+        w->first_step = r0->steps[win[0]].step;
+        w->last_step = r0->steps[win[(nwin - 1) * nactive]].step;
+        w->clock = TML_CLOCK_GPU;
+        for (size_t j = 0; j < nwin && w->clock == TML_CLOCK_GPU; j++)
+            for (size_t k = 0; k < nactive; k++)
+                if (run->ranks[col[k]].steps[win[j * nactive + k]].gpu_traced_ns < 0) {
+                    w->clock = TML_CLOCK_CPU;
+                    break;
+                }
+    }
+
+    for (size_t k = 0; k < nactive; k++) {
+        err = rank_fill(&w->ranks[col[k]], &run->ranks[col[k]], win, nwin,
+                        nactive, k, w->clock);
+        if (err < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < w->nranks; i++)
+        w->missing |= w->ranks[i].nsteps ? w->ranks[i].missing : 0;
+    if (nwin == 0)
+        w->missing = 0;
+
+    /* Per-step straggler culprit: the rank that waited least in Backward. */
+    if (nactive >= 2 && nwin > 0 && !(w->missing & TML_PHASE_BIT(TML_PHASE_BACKWARD))) {
+        for (size_t j = 0; j < nwin; j++) {
+            size_t best = 0;
+            double bv = INFINITY;
+            for (size_t k = 0; k < nactive; k++) {
+                const tml_step_record *s = &run->ranks[col[k]].steps[win[j * nactive + k]];
+                double b = phase_on(s, TML_PHASE_BACKWARD, w->clock);
+                if (b < bv) {
+                    bv = b;
+                    best = k;
+                }
+            }
+            w->ranks[col[best]].culprit_steps++;
+        }
+    }
+    across_ranks(w);
+    err = 0;
+    goto done;
+
+fail:
+    free(w->ranks);
+    w->ranks = NULL;
+    w->nranks = 0;
+done:
+    if (refs)
+        for (size_t i = 0; i < run->nranks; i++)
+            free(refs[i]);
+    free(refs);
+    free(nrefs);
+    free(col);
+    free(idx);
+    free(series);
+    return err;
+}

@@ -1,0 +1,132 @@
+/* Step assembly on hand-written event sequences, and the ring. */
+#include "core/assemble.h"
+#include "core/ring.h"
+#include "harness.h"
+
+static tml_event ev(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1)
+{
+    tml_event e = {t0, t1, kind, arg};
+    return e;
+}
+
+static int feed(tml_assembler *a, tml_event e, tml_step_record *out)
+{
+    return tml__asm_feed(a, &e, out);
+}
+
+static void test_basic_step(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 100, 150), &r));
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 160, 0), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 170, 200), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_BACKWARD, 200, 260), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_OPTIMIZER, 260, 270), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 280, 0), &r));
+    CHECK_EQ_INT(r.step, 0);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 50);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_FORWARD], 30);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_BACKWARD], 60);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_OPTIMIZER], 10);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_H2D], 0);
+    CHECK_EQ_INT(r.traced_ns, 120);
+    CHECK_EQ_INT(r.gap_ns, TML_MISSING);
+    CHECK_EQ_INT(r.gpu_traced_ns, TML_MISSING);
+    CHECK_EQ_INT(r.observed, TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_FORWARD) |
+                 TML_PHASE_BIT(TML_PHASE_BACKWARD) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER));
+    /* second step: 30 ns of untraced work before its fetch */
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 310, 320), &r));
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 320, 1), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 400, 0), &r));
+    CHECK_EQ_INT(r.step, 1);
+    CHECK_EQ_INT(r.gap_ns, 30);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 10);
+}
+
+static void test_only_last_fetch_counts(void)
+{
+    /* A validation loop's fetches between steps are not Input Wait. */
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 0, 100), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 100, 200), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 300, 310), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 310, 0), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 400, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 10);
+}
+
+static void test_fetch_inside_bracket(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 0, 0), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 10, 40), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 40, 60), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 100, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 30);
+    CHECK_EQ_INT(r.traced_ns, 70);   /* the fetch is not counted twice */
+}
+
+static void test_spans_outside_steps_ignored(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 0, 50), &r);   /* e.g. validation */
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 60, 0), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 70, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_FORWARD], 0);
+    CHECK_EQ_INT(r.observed, 0);
+}
+
+static void test_lost_events(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 0, 0), &r);
+    /* end of step 0 dropped */
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 100, 1), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, TML_STEP_ABORTED, 150, 0), &r));
+    CHECK_EQ_INT(r.step, 1);
+    CHECK_EQ_INT(r.flags, TML_STEP_ABORTED);
+    CHECK_EQ_INT(a.records_lost, 1);
+    /* begin of step 2 dropped */
+    CHECK(!feed(&a, ev(TML_EV_STEP_END, 0, 300, 0), &r));
+    CHECK_EQ_INT(a.records_lost, 2);
+    /* bad phase and reversed span are ignored */
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 400, 3), &r);
+    feed(&a, ev(TML_EV_SPAN, 99, 400, 410), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 420, 410), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 500, 0), &r));
+    CHECK_EQ_INT(r.observed, 0);
+    CHECK_EQ_INT(r.gap_ns, 100);
+}
+
+static void test_ring_full_drops(void)
+{
+    static tml_ring ring;
+    tml_event out[16];
+    for (uint32_t i = 0; i < TML_RING_CAP; i++)
+        CHECK(tml__ring_push(&ring, TML_EV_SPAN, 0, i, i) == 0);
+    CHECK(tml__ring_push(&ring, TML_EV_SPAN, 0, 0, 0) < 0);
+    CHECK_EQ_INT(atomic_load(&ring.dropped), 1);
+    CHECK_EQ_INT(tml__ring_pop(&ring, out, 16), 16);
+    CHECK_EQ_INT(out[0].t0, 0);
+    CHECK_EQ_INT(out[15].t0, 15);
+    CHECK(tml__ring_push(&ring, TML_EV_SPAN, 0, 7, 7) == 0);
+    size_t total = 16;
+    uint32_t n;
+    while ((n = tml__ring_pop(&ring, out, 16)) > 0)
+        total += n;
+    CHECK_EQ_INT(total, TML_RING_CAP + 1);
+}
+
+#define TESTS X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
+    X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops)
+#include "harness.h"

@@ -1,0 +1,119 @@
+/* Wire frames: round trips, and decoders fed bad or truncated bytes. */
+#include "wire/wire.h"
+#include <stdlib.h>
+#include "harness.h"
+
+static void test_hello_roundtrip(void)
+{
+    tml_hello h = {.run_id = "abc", .secret = "s3cret"};
+    h.info.rank = 3;
+    h.info.world_size = 4;
+    h.info.node_rank = 1;
+    h.info.nnodes = 2;
+    h.info.pid = 1234;
+    h.info.instrumented = TML_PHASES_ALL;
+    snprintf(h.info.host, sizeof(h.info.host), "node-a");
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_hello(&sb, &h);
+    tml_frame_header fh;
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.type, TML_FRAME_HELLO);
+    CHECK_EQ_INT(fh.len, sb.len - TML_WIRE_HEADER);
+    tml_hello back;
+    CHECK(tml__wire_parse_hello((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len, &back) == 0);
+    CHECK_STR(back.run_id, "abc");
+    CHECK_STR(back.secret, "s3cret");
+    CHECK_STR(back.info.host, "node-a");
+    CHECK_EQ_INT(back.info.rank, 3);
+    CHECK_EQ_INT(back.info.nnodes, 2);
+    CHECK_EQ_INT(back.info.instrumented, TML_PHASES_ALL);
+    /* every truncation is rejected, never read past */
+    for (size_t cut = 0; cut < fh.len; cut++) {
+        uint8_t *p = malloc(cut ? cut : 1);
+        memcpy(p, sb.buf + TML_WIRE_HEADER, cut);
+        CHECK(tml__wire_parse_hello(p, cut, &back) == TML_EPROTO);
+        free(p);
+    }
+    tml__sb_release(&sb);
+}
+
+static void test_steps_roundtrip(void)
+{
+    tml_step_record recs[3];
+    memset(recs, 0, sizeof(recs));
+    for (int i = 0; i < 3; i++) {
+        recs[i].step = (uint64_t)i + 10;
+        recs[i].start_ns = 1000 * i;
+        recs[i].traced_ns = 77;
+        recs[i].phase_ns[TML_PHASE_FORWARD] = 5;
+        recs[i].gpu_traced_ns = TML_MISSING;
+        recs[i].gpu_phase_ns[TML_PHASE_H2D] = TML_MISSING;
+        recs[i].gap_ns = -1;
+        recs[i].rss_bytes = (int64_t)1 << 40;
+        recs[i].observed = 5;
+        recs[i].flags = TML_STEP_ABORTED;
+    }
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_steps(&sb, recs, 3);
+    tml_frame_header fh;
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.len, 4 + 3 * TML_WIRE_STEP_SIZE);
+    size_t n = 0;
+    const uint8_t *p = (uint8_t *)sb.buf + TML_WIRE_HEADER;
+    CHECK(tml__wire_parse_steps(p, fh.len, &n) == 0);
+    CHECK_EQ_INT(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        tml_step_record r;
+        tml__wire_parse_step(p, i, &r);
+        CHECK(memcmp(&r, &recs[i], sizeof(r)) == 0);
+    }
+    CHECK(tml__wire_parse_steps(p, fh.len - 1, &n) == TML_EPROTO);
+    CHECK(tml__wire_parse_steps(p, 3, &n) == TML_EPROTO);
+    tml__sb_release(&sb);
+}
+
+static void test_stats_roundtrip(void)
+{
+    tml_rank_stats s = {1, 2, 3, -1, 5}, back;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_stats(&sb, TML_FRAME_BYE, &s);
+    tml_frame_header fh;
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.type, TML_FRAME_BYE);
+    CHECK(tml__wire_parse_stats((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len, &back) == 0);
+    CHECK(memcmp(&s, &back, sizeof(s)) == 0);
+    CHECK(tml__wire_parse_stats((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len - 1, &back) == TML_EPROTO);
+    tml__sb_release(&sb);
+}
+
+static void test_bad_headers(void)
+{
+    tml_frame_header fh;
+    uint8_t http[] = "GET / HTTP/1.1\r\n";
+    CHECK(tml__wire_header(http, sizeof(http) - 1, &fh) == TML_EPROTO);
+    uint8_t shortb[5] = {0x54, 0x4d, 0x4c, 0x31, 1};
+    CHECK(tml__wire_header(shortb, sizeof(shortb), &fh) == 1);
+    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 2, 0, 1, 0, 0, 0, 0, 0};
+    CHECK(tml__wire_header(v2, 12, &fh) == TML_EPROTO);
+    uint8_t big[12] = {0x54, 0x4d, 0x4c, 0x31, 1, 0, 4, 0, 0, 0, 0x20, 0};
+    CHECK(tml__wire_header(big, 12, &fh) == TML_EPROTO);
+    /* random bytes never crash the decoders */
+    srand(1);
+    for (int k = 0; k < 2000; k++) {
+        uint8_t buf[64];
+        size_t len = (size_t)(rand() % 64);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (uint8_t)rand();
+        tml_hello h;
+        tml_rank_stats s;
+        size_t n;
+        (void)tml__wire_header(buf, len, &fh);
+        (void)tml__wire_parse_hello(buf, len, &h);
+        (void)tml__wire_parse_stats(buf, len, &s);
+        if (tml__wire_parse_steps(buf, len, &n) == 0)
+            CHECK(n == 0);
+    }
+}
+
+#define TESTS X(test_hello_roundtrip) X(test_steps_roundtrip) X(test_stats_roundtrip) X(test_bad_headers)
+#include "harness.h"
