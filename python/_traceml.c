@@ -1,0 +1,998 @@
+/*
+ * _traceml.c - the CPython face of the engine (module traceml_ai._traceml).
+ *
+ * Everything that runs once per step, or once per phase, lives here, so that
+ * the only Python code left on the hot path is the user's own loop. The
+ * package's __init__.py decides *what* to instrument (which classes to patch,
+ * which models to hook); this file decides nothing and only provides the
+ * callables that are installed:
+ *
+ *   PhaseCall  a callable wrapping another callable with a phase. Calling it
+ *              marks the phase around the wrapped call (also when it raises).
+ *              It binds like a function (tp_descr_get, and it is a method
+ *              descriptor so CPython's method-call fast path skips the bound
+ *              method), so it can replace class attributes such as
+ *              `_BaseDataLoaderIter.__next__`, `Tensor.backward` or an
+ *              optimizer's `step`. Kinds: a plain phase; INPUT, timed only
+ *              when the fetch returned a value (StopIteration at the end of
+ *              an epoch is not a fetch); H2D for `Tensor.to`/`.cuda`/`copy_`,
+ *              recorded only for a copy from a non-CUDA tensor to a CUDA one.
+ *   FwdHook    a forward pre/post hook bound to one model (weakly); it marks
+ *              FORWARD only when the module it is called for is that model,
+ *              so a deepcopy of the model (which copies the hook dict) is not
+ *              counted. It deep-copies to itself and pickles to an inert
+ *              hook, so copying or pickling the user's model keeps working.
+ *   TimedIter  the manual-mode `wrap_dataloader_fetch()`: an iterator whose
+ *              fetches are timed as INPUT.
+ *   the step context returned by trace_step(): one shared object whose
+ *              __enter__/__exit__ are tml_step_begin and tml_step_end (or
+ *              tml_step_abort when an exception leaves the bracket). The
+ *              engine keeps the per-thread state, so the object is stateless
+ *              and trace_step() allocates nothing.
+ *
+ * Failures never reach the training loop: a marker that fails is ignored
+ * (the engine counts what it drops), and anything that goes wrong while
+ * installing hooks is reported by the package as a warning.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include "traceml/traceml.h"
+
+enum {
+    KIND_PHASE = 0,   /* phase_begin / call / phase_end */
+    KIND_INPUT = 1,   /* timed, recorded only when a value came back */
+    KIND_H2D = 2,     /* self -> result: recorded when non-CUDA -> CUDA */
+    KIND_H2D_COPY = 3,/* dst.copy_(src): recorded when src non-CUDA, dst CUDA */
+    KIND_PLAIN = 4    /* no marker: used to measure the glue itself */
+};
+
+static PyObject *str_is_cuda;       /* interned "is_cuda" */
+static PyObject *step_ctx;          /* the shared step context */
+static PyObject *h2d_ctx;           /* the shared H2D block context */
+static PyObject *installer;         /* Python callable(model), or NULL */
+static int hooks_enabled;           /* trace_step() installs forward hooks */
+
+#define MODEL_CACHE 4
+static PyObject *model_cache[MODEL_CACHE];  /* weakrefs of hooked models */
+static int model_cache_next;
+
+/* 1 when obj.is_cuda is True, 0 when it is not, -1 when it cannot be told. */
+static int
+is_cuda(PyObject *obj)
+{
+    PyObject *v = PyObject_GetAttr(obj, str_is_cuda);
+    int r;
+
+    if (v == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    r = (v == Py_True);
+    Py_DECREF(v);
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* PhaseCall                                                           */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fn;
+    PyObject *dict;
+    PyObject *weaklist;
+    int phase;
+    int kind;
+} phasecall;
+
+static PyTypeObject phasecall_type;
+
+static PyObject *
+phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                     PyObject *kwnames)
+{
+    phasecall *pc = (phasecall *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *r;
+    int64_t t0;
+
+    switch (pc->kind) {
+    case KIND_PHASE:
+        tml_phase_begin((tml_phase)pc->phase);
+        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        tml_phase_end((tml_phase)pc->phase);
+        return r;
+    case KIND_INPUT:
+        t0 = tml_now_ns();
+        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        if (r != NULL)
+            tml_phase_span(TML_PHASE_INPUT, t0, tml_now_ns());
+        return r;
+    case KIND_H2D:
+        if (nargs < 1 || is_cuda(args[0]) != 0)
+            return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        t0 = tml_now_ns();
+        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        if (r != NULL) {
+            int64_t t1 = tml_now_ns();
+            if (is_cuda(r) == 1)
+                tml_phase_span(TML_PHASE_H2D, t0, t1);
+        }
+        return r;
+    case KIND_H2D_COPY:
+        if (nargs < 2 || is_cuda(args[0]) != 1 || is_cuda(args[1]) != 0)
+            return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        t0 = tml_now_ns();
+        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        if (r != NULL)
+            tml_phase_span(TML_PHASE_H2D, t0, tml_now_ns());
+        return r;
+    default:
+        return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+    }
+}
+
+static PyObject *
+phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fn", "phase", "kind", NULL};
+    PyObject *fn;
+    int phase, kind = KIND_PHASE;
+    phasecall *pc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|i:PhaseCall", kwlist,
+                                     &fn, &phase, &kind))
+        return NULL;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "PhaseCall: fn must be callable");
+        return NULL;
+    }
+    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_PLAIN) {
+        PyErr_SetString(PyExc_ValueError, "PhaseCall: phase or kind out of range");
+        return NULL;
+    }
+    pc = (phasecall *)type->tp_alloc(type, 0);
+    if (pc == NULL)
+        return NULL;
+    Py_INCREF(fn);
+    pc->fn = fn;
+    pc->phase = phase;
+    pc->kind = kind;
+    pc->vectorcall = phasecall_vectorcall;
+    return (PyObject *)pc;
+}
+
+static int
+phasecall_traverse(phasecall *pc, visitproc visit, void *arg)
+{
+    Py_VISIT(pc->fn);
+    Py_VISIT(pc->dict);
+    return 0;
+}
+
+static int
+phasecall_clear(phasecall *pc)
+{
+    Py_CLEAR(pc->fn);
+    Py_CLEAR(pc->dict);
+    return 0;
+}
+
+static void
+phasecall_dealloc(phasecall *pc)
+{
+    PyObject_GC_UnTrack(pc);
+    if (pc->weaklist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)pc);
+    phasecall_clear(pc);
+    Py_TYPE(pc)->tp_free((PyObject *)pc);
+}
+
+/* Binds like a function: through an instance it is a bound method (whose
+ * __func__ is this wrapper, which lr_scheduler's step counter relies on),
+ * through the class it is itself. */
+static PyObject *
+phasecall_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+/* Attributes the wrapper does not have come from the wrapped callable (the
+ * profiler's `hooked` flag on an optimizer step, `__self__` of a bound
+ * method, ...). */
+static PyObject *
+phasecall_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        r = PyObject_GetAttr(((phasecall *)self)->fn, name);
+    }
+    return r;
+}
+
+static PyObject *
+phasecall_get_fnattr(PyObject *self, void *name)
+{
+    PyObject *d = ((phasecall *)self)->dict;
+
+    if (d != NULL) {
+        PyObject *v = PyDict_GetItemString(d, (const char *)name);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttrString(((phasecall *)self)->fn, (const char *)name);
+}
+
+static int
+phasecall_set_fnattr(PyObject *self, PyObject *value, void *name)
+{
+    phasecall *pc = (phasecall *)self;
+
+    if (pc->dict == NULL) {
+        pc->dict = PyDict_New();
+        if (pc->dict == NULL)
+            return -1;
+    }
+    if (value == NULL)
+        return PyDict_DelItemString(pc->dict, (const char *)name);
+    return PyDict_SetItemString(pc->dict, (const char *)name, value);
+}
+
+static PyObject *
+phasecall_repr(PyObject *self)
+{
+    phasecall *pc = (phasecall *)self;
+    return PyUnicode_FromFormat("<traceml phase %d wrapper of %R>", pc->phase, pc->fn);
+}
+
+static PyObject *
+phasecall_reduce(PyObject *self, PyObject *unused)
+{
+    phasecall *pc = (phasecall *)self;
+    (void)unused;
+    return Py_BuildValue("(O(Oii))", (PyObject *)Py_TYPE(self), pc->fn, pc->phase, pc->kind);
+}
+
+static PyMemberDef phasecall_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(phasecall, fn), READONLY, "the wrapped callable"},
+    {"phase", T_INT, offsetof(phasecall, phase), READONLY, "the phase (TML_PHASE_*)"},
+    {"kind", T_INT, offsetof(phasecall, kind), READONLY, "how the call is timed"},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(phasecall, weaklist), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(phasecall, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(phasecall, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyGetSetDef phasecall_getset[] = {
+    {"__name__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__name__"},
+    {"__qualname__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__qualname__"},
+    {"__doc__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__doc__"},
+    {"__module__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__module__"},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}
+};
+
+static PyMethodDef phasecall_methods[] = {
+    {"__reduce__", phasecall_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject phasecall_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceml_ai._traceml.PhaseCall",
+    .tp_basicsize = sizeof(phasecall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+              | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "PhaseCall(fn, phase, kind=0): fn, timed as a phase of the step.",
+    .tp_new = phasecall_new,
+    .tp_dealloc = (destructor)phasecall_dealloc,
+    .tp_traverse = (traverseproc)phasecall_traverse,
+    .tp_clear = (inquiry)phasecall_clear,
+    .tp_vectorcall_offset = offsetof(phasecall, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = phasecall_descr_get,
+    .tp_getattro = phasecall_getattro,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_repr = phasecall_repr,
+    .tp_members = phasecall_members,
+    .tp_getset = phasecall_getset,
+    .tp_methods = phasecall_methods,
+    .tp_dictoffset = offsetof(phasecall, dict),
+    .tp_weaklistoffset = offsetof(phasecall, weaklist),
+};
+
+/* ------------------------------------------------------------------ */
+/* FwdHook                                                             */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *target;   /* weakref to the model, or NULL (inert) */
+    int post;           /* 0: pre-hook (begin), 1: post-hook (end) */
+} fwdhook;
+
+static PyTypeObject fwdhook_type;
+
+static PyObject *
+fwdhook_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                   PyObject *kwnames)
+{
+    fwdhook *h = (fwdhook *)self;
+    (void)kwnames;
+
+    if (h->target != NULL && PyVectorcall_NARGS(nargsf) >= 1
+        && PyWeakref_GET_OBJECT(h->target) == args[0]) {
+        if (h->post)
+            tml_phase_end(TML_PHASE_FORWARD);
+        else
+            tml_phase_begin(TML_PHASE_FORWARD);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+fwdhook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"model", "post", NULL};
+    PyObject *model;
+    int post;
+    fwdhook *h;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Op:FwdHook", kwlist, &model, &post))
+        return NULL;
+    h = (fwdhook *)type->tp_alloc(type, 0);
+    if (h == NULL)
+        return NULL;
+    h->post = post;
+    h->vectorcall = fwdhook_vectorcall;
+    if (model != Py_None) {
+        h->target = PyWeakref_NewRef(model, NULL);
+        if (h->target == NULL) {
+            Py_DECREF(h);
+            return NULL;
+        }
+    }
+    return (PyObject *)h;
+}
+
+static void
+fwdhook_dealloc(fwdhook *h)
+{
+    Py_CLEAR(h->target);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyObject *
+fwdhook_self(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(self);
+    return self;
+}
+
+/* A pickled model keeps an inert hook: loading it needs traceml_ai but
+ * never times anything. */
+static PyObject *
+fwdhook_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_BuildValue("(O(Oi))", (PyObject *)Py_TYPE(self), Py_None,
+                         ((fwdhook *)self)->post);
+}
+
+static PyObject *
+fwdhook_get_model(PyObject *self, void *unused)
+{
+    fwdhook *h = (fwdhook *)self;
+    PyObject *m = h->target != NULL ? PyWeakref_GET_OBJECT(h->target) : Py_None;
+    (void)unused;
+    Py_INCREF(m);
+    return m;
+}
+
+static PyMethodDef fwdhook_methods[] = {
+    {"__copy__", fwdhook_self, METH_NOARGS, NULL},
+    {"__deepcopy__", fwdhook_self, METH_O, NULL},
+    {"__reduce__", fwdhook_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef fwdhook_members[] = {
+    {"post", T_INT, offsetof(fwdhook, post), READONLY, "1 for the post-hook"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(fwdhook, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyGetSetDef fwdhook_getset[] = {
+    {"model", fwdhook_get_model, NULL, "the model this hook times, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL}
+};
+
+static PyTypeObject fwdhook_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceml_ai._traceml.FwdHook",
+    .tp_basicsize = sizeof(fwdhook),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "FwdHook(model, post): forward pre/post hook timing FORWARD for model.",
+    .tp_new = fwdhook_new,
+    .tp_dealloc = (destructor)fwdhook_dealloc,
+    .tp_vectorcall_offset = offsetof(fwdhook, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_methods = fwdhook_methods,
+    .tp_members = fwdhook_members,
+    .tp_getset = fwdhook_getset,
+};
+
+/* ------------------------------------------------------------------ */
+/* TimedIter                                                           */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *src;      /* what was wrapped */
+    PyObject *it;       /* its iterator, NULL when src is a re-iterable */
+} timediter;
+
+static PyTypeObject timediter_type;
+
+static PyObject *
+timediter_make(PyObject *src, PyObject *it)
+{
+    timediter *t = PyObject_GC_New(timediter, &timediter_type);
+
+    if (t == NULL)
+        return NULL;
+    Py_INCREF(src);
+    t->src = src;
+    Py_XINCREF(it);
+    t->it = it;
+    PyObject_GC_Track(t);
+    return (PyObject *)t;
+}
+
+static PyObject *
+timediter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *src, *it, *r;
+    (void)type;
+
+    if (!PyArg_ParseTuple(args, "O:TimedIter", &src))
+        return NULL;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
+        PyErr_SetString(PyExc_TypeError, "TimedIter takes no keyword arguments");
+        return NULL;
+    }
+    /* An iterator is wrapped as is; a loader (re-iterable) gives a fresh
+     * timed iterator per epoch. */
+    if (PyIter_Check(src)) {
+        it = PyObject_GetIter(src);
+        if (it == NULL)
+            return NULL;
+        r = timediter_make(src, it);
+        Py_DECREF(it);
+        return r;
+    }
+    return timediter_make(src, NULL);
+}
+
+static PyObject *
+timediter_iter(PyObject *self)
+{
+    timediter *t = (timediter *)self;
+    PyObject *it, *r;
+
+    if (t->it != NULL) {
+        Py_INCREF(self);
+        return self;
+    }
+    it = PyObject_GetIter(t->src);
+    if (it == NULL)
+        return NULL;
+    r = timediter_make(t->src, it);
+    Py_DECREF(it);
+    return r;
+}
+
+static PyObject *
+timediter_next(PyObject *self)
+{
+    timediter *t = (timediter *)self;
+    PyObject *r;
+    int64_t t0;
+
+    if (t->it == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "call iter() on the wrapped loader before next()");
+        return NULL;
+    }
+    t0 = tml_now_ns();
+    r = (*Py_TYPE(t->it)->tp_iternext)(t->it);
+    if (r != NULL)
+        tml_phase_span(TML_PHASE_INPUT, t0, tml_now_ns());
+    return r;
+}
+
+static Py_ssize_t
+timediter_len(PyObject *self)
+{
+    return PyObject_Size(((timediter *)self)->src);
+}
+
+static PyObject *
+timediter_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(self, name);
+
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        r = PyObject_GetAttr(((timediter *)self)->src, name);
+    }
+    return r;
+}
+
+static int
+timediter_traverse(timediter *t, visitproc visit, void *arg)
+{
+    Py_VISIT(t->src);
+    Py_VISIT(t->it);
+    return 0;
+}
+
+static int
+timediter_clear(timediter *t)
+{
+    Py_CLEAR(t->src);
+    Py_CLEAR(t->it);
+    return 0;
+}
+
+static void
+timediter_dealloc(timediter *t)
+{
+    PyObject_GC_UnTrack(t);
+    timediter_clear(t);
+    PyObject_GC_Del(t);
+}
+
+static PySequenceMethods timediter_as_seq = {
+    .sq_length = timediter_len,
+};
+
+static PyMemberDef timediter_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(timediter, src), READONLY, "the wrapped loader or iterator"},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyTypeObject timediter_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceml_ai._traceml.TimedIter",
+    .tp_basicsize = sizeof(timediter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "TimedIter(loader_or_iterator): its fetches are timed as input wait.",
+    .tp_new = timediter_new,
+    .tp_dealloc = (destructor)timediter_dealloc,
+    .tp_traverse = (traverseproc)timediter_traverse,
+    .tp_clear = (inquiry)timediter_clear,
+    .tp_iter = timediter_iter,
+    .tp_iternext = timediter_next,
+    .tp_getattro = timediter_getattro,
+    .tp_as_sequence = &timediter_as_seq,
+    .tp_members = timediter_members,
+};
+
+/* ------------------------------------------------------------------ */
+/* Context objects: the step bracket and a manual H2D block.           */
+
+typedef struct {
+    PyObject_HEAD
+    int h2d;    /* 0: step bracket, 1: H2D block */
+} ctxobj;
+
+static PyObject *
+ctx_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (((ctxobj *)self)->h2d)
+        tml_phase_begin(TML_PHASE_H2D);
+    else
+        tml_step_begin();
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *
+ctx_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int raised = nargs >= 1 && args[0] != Py_None;
+
+    if (((ctxobj *)self)->h2d)
+        tml_phase_end(TML_PHASE_H2D);
+    else if (raised)
+        tml_step_abort();
+    else
+        tml_step_end();
+    Py_RETURN_FALSE;   /* exceptions propagate unchanged */
+}
+
+static PyObject *
+ctx_repr(PyObject *self)
+{
+    return PyUnicode_FromString(((ctxobj *)self)->h2d ? "<traceml h2d block>"
+                                                      : "<traceml step>");
+}
+
+static PyMethodDef ctx_methods[] = {
+    {"__enter__", ctx_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))ctx_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject ctx_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceml_ai._traceml.StepContext",
+    .tp_basicsize = sizeof(ctxobj),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The context manager of one step (or of one manual H2D block).",
+    .tp_methods = ctx_methods,
+    .tp_repr = ctx_repr,
+};
+
+static PyObject *
+ctx_make(int h2d)
+{
+    ctxobj *c = PyObject_New(ctxobj, &ctx_type);
+
+    if (c != NULL)
+        c->h2d = h2d;
+    return (PyObject *)c;
+}
+
+/* ------------------------------------------------------------------ */
+/* Module functions                                                    */
+
+static PyObject *
+mod_init(PyObject *m, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"run_name", "logs_dir", "instrumented", "disabled", NULL};
+    const char *run_name = NULL, *logs_dir = NULL;
+    unsigned int mask = TML_PHASES_ALL;
+    int disabled = 0, rc;
+    tml_options o;
+    (void)m;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|zzIp:init", kwlist,
+                                     &run_name, &logs_dir, &mask, &disabled))
+        return NULL;
+    memset(&o, 0, sizeof o);
+    o.run_name = run_name;
+    o.logs_dir = logs_dir;
+    o.instrumented = mask & TML_PHASES_ALL;
+    o.disabled = disabled;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tml_init(&o);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *
+mod_shutdown(PyObject *m, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"status", "exit_code", NULL};
+    const char *status = NULL, *text;
+    int exit_code = 0;
+    (void)m;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|zi:shutdown", kwlist, &status, &exit_code))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (status != NULL)
+        tml_shutdown_with(status, exit_code);
+    else
+        tml_shutdown();
+    Py_END_ALLOW_THREADS
+    text = tml_summary_text();
+    if (text == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+}
+
+static PyObject *
+str_or_none(const char *s)
+{
+    if (s == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+static PyObject *
+mod_run_dir(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return str_or_none(tml_run_dir());
+}
+
+static PyObject *
+mod_summary_text(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return str_or_none(tml_summary_text());
+}
+
+static PyObject *
+mod_step_begin(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_step_begin());
+}
+
+static PyObject *
+mod_step_end(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_step_end());
+}
+
+static PyObject *
+mod_step_abort(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_step_abort());
+}
+
+static int
+phase_arg(PyObject *o, int *out)
+{
+    long p = PyLong_AsLong(o);
+
+    if (p == -1 && PyErr_Occurred())
+        return -1;
+    if (p < 0 || p >= TML_PHASE_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "phase out of range");
+        return -1;
+    }
+    *out = (int)p;
+    return 0;
+}
+
+static PyObject *
+mod_phase_begin(PyObject *m, PyObject *arg)
+{
+    int p;
+    (void)m;
+    if (phase_arg(arg, &p) < 0)
+        return NULL;
+    return PyLong_FromLong(tml_phase_begin((tml_phase)p));
+}
+
+static PyObject *
+mod_phase_end(PyObject *m, PyObject *arg)
+{
+    int p;
+    (void)m;
+    if (phase_arg(arg, &p) < 0)
+        return NULL;
+    return PyLong_FromLong(tml_phase_end((tml_phase)p));
+}
+
+static PyObject *
+mod_phase_span(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    int p;
+    long long b, e;
+    (void)m;
+
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "phase_span(phase, begin_ns, end_ns)");
+        return NULL;
+    }
+    if (phase_arg(args[0], &p) < 0)
+        return NULL;
+    b = PyLong_AsLongLong(args[1]);
+    e = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(tml_phase_span((tml_phase)p, b, e));
+}
+
+static PyObject *
+mod_now_ns(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLongLong(tml_now_ns());
+}
+
+static PyObject *
+mod_set_call_cost_ns(PyObject *m, PyObject *arg)
+{
+    long long ns = PyLong_AsLongLong(arg);
+    (void)m;
+    if (ns == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(tml_set_call_cost_ns(ns));
+}
+
+static PyObject *
+mod_strerror(PyObject *m, PyObject *arg)
+{
+    long e = PyLong_AsLong(arg);
+    (void)m;
+    if (e == -1 && PyErr_Occurred())
+        return NULL;
+    return str_or_none(tml_strerror((int)e));
+}
+
+static PyObject *
+mod_version(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return str_or_none(tml_version());
+}
+
+/* A C function that does nothing: the reference for calibrating the glue. */
+static PyObject *
+mod_noop(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m; (void)args; (void)nargs;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_configure(PyObject *m, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"installer", "forward_hooks", NULL};
+    PyObject *inst = Py_None;
+    int fwd = 0, i;
+    (void)m;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Op:_configure", kwlist, &inst, &fwd))
+        return NULL;
+    Py_CLEAR(installer);
+    if (inst != Py_None) {
+        Py_INCREF(inst);
+        installer = inst;
+    }
+    hooks_enabled = fwd && installer != NULL;
+    for (i = 0; i < MODEL_CACHE; i++)
+        Py_CLEAR(model_cache[i]);
+    Py_RETURN_NONE;
+}
+
+static int
+model_cached(PyObject *model)
+{
+    int i;
+
+    for (i = 0; i < MODEL_CACHE; i++)
+        if (model_cache[i] != NULL && PyWeakref_GET_OBJECT(model_cache[i]) == model)
+            return 1;
+    return 0;
+}
+
+/* trace_step(model=None): the one per-step entry. Installs the forward
+ * hooks on a model it has not seen (through the package's installer, off
+ * the hot path after the first step) and returns the shared step context. */
+static PyObject *
+mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "trace_step() takes at most one argument (the model)");
+        return NULL;
+    }
+    if (hooks_enabled && nargs == 1 && args[0] != Py_None && !model_cached(args[0])) {
+        PyObject *r = PyObject_CallOneArg(installer, args[0]);
+
+        if (r == NULL) {
+            PyErr_Clear();   /* the installer reports its own failures */
+        } else {
+            PyObject *ref = PyWeakref_NewRef(args[0], NULL);
+            Py_DECREF(r);
+            if (ref == NULL) {
+                PyErr_Clear();
+            } else {
+                Py_XSETREF(model_cache[model_cache_next], ref);
+                model_cache_next = (model_cache_next + 1) % MODEL_CACHE;
+            }
+        }
+    }
+    Py_INCREF(step_ctx);
+    return step_ctx;
+}
+
+static PyObject *
+mod_h2d_block(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    Py_INCREF(h2d_ctx);
+    return h2d_ctx;
+}
+
+static PyMethodDef mod_methods[] = {
+    {"init", (PyCFunction)(void (*)(void))mod_init, METH_VARARGS | METH_KEYWORDS,
+     "init(run_name=None, logs_dir=None, instrumented=ALL, disabled=False) -> rc"},
+    {"shutdown", (PyCFunction)(void (*)(void))mod_shutdown, METH_VARARGS | METH_KEYWORDS,
+     "shutdown(status=None, exit_code=0) -> summary text (in-process mode) or None"},
+    {"run_dir", mod_run_dir, METH_NOARGS, "the run folder, or None"},
+    {"summary_text", mod_summary_text, METH_NOARGS, "the summary box, or None"},
+    {"step_begin", mod_step_begin, METH_NOARGS, NULL},
+    {"step_end", mod_step_end, METH_NOARGS, NULL},
+    {"step_abort", mod_step_abort, METH_NOARGS, NULL},
+    {"phase_begin", mod_phase_begin, METH_O, NULL},
+    {"phase_end", mod_phase_end, METH_O, NULL},
+    {"phase_span", (PyCFunction)(void (*)(void))mod_phase_span, METH_FASTCALL, NULL},
+    {"now_ns", mod_now_ns, METH_NOARGS, "the engine's monotonic clock (ns)"},
+    {"set_call_cost_ns", mod_set_call_cost_ns, METH_O, NULL},
+    {"strerror", mod_strerror, METH_O, NULL},
+    {"version", mod_version, METH_NOARGS, NULL},
+    {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,
+     "trace_step(model=None): context manager of one training step"},
+    {"h2d_block", mod_h2d_block, METH_NOARGS,
+     "context manager timing its block as host-to-device copies"},
+    {"_noop", (PyCFunction)(void (*)(void))mod_noop, METH_FASTCALL, NULL},
+    {"_configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "traceml_ai._traceml",
+    .m_doc = "TraceML engine bindings (see traceml_ai).",
+    .m_size = -1,
+    .m_methods = mod_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__traceml(void)
+{
+    PyObject *m = NULL;
+
+    if (PyType_Ready(&phasecall_type) < 0 || PyType_Ready(&fwdhook_type) < 0
+        || PyType_Ready(&timediter_type) < 0 || PyType_Ready(&ctx_type) < 0)
+        return NULL;
+    str_is_cuda = PyUnicode_InternFromString("is_cuda");
+    if (str_is_cuda == NULL)
+        goto fail;
+    step_ctx = ctx_make(0);
+    h2d_ctx = ctx_make(1);
+    if (step_ctx == NULL || h2d_ctx == NULL)
+        goto fail;
+    m = PyModule_Create(&moddef);
+    if (m == NULL)
+        goto fail;
+    if (PyModule_AddObjectRef(m, "PhaseCall", (PyObject *)&phasecall_type) < 0
+        || PyModule_AddObjectRef(m, "FwdHook", (PyObject *)&fwdhook_type) < 0
+        || PyModule_AddObjectRef(m, "TimedIter", (PyObject *)&timediter_type) < 0
+        || PyModule_AddObjectRef(m, "StepContext", (PyObject *)&ctx_type) < 0
+        || PyModule_AddIntConstant(m, "INPUT", TML_PHASE_INPUT) < 0
+        || PyModule_AddIntConstant(m, "H2D", TML_PHASE_H2D) < 0
+        || PyModule_AddIntConstant(m, "FORWARD", TML_PHASE_FORWARD) < 0
+        || PyModule_AddIntConstant(m, "BACKWARD", TML_PHASE_BACKWARD) < 0
+        || PyModule_AddIntConstant(m, "OPTIMIZER", TML_PHASE_OPTIMIZER) < 0
+        || PyModule_AddIntConstant(m, "PHASES_ALL", TML_PHASES_ALL) < 0
+        || PyModule_AddIntConstant(m, "KIND_PHASE", KIND_PHASE) < 0
+        || PyModule_AddIntConstant(m, "KIND_INPUT", KIND_INPUT) < 0
+        || PyModule_AddIntConstant(m, "KIND_H2D", KIND_H2D) < 0
+        || PyModule_AddIntConstant(m, "KIND_H2D_COPY", KIND_H2D_COPY) < 0
+        || PyModule_AddIntConstant(m, "KIND_PLAIN", KIND_PLAIN) < 0
+        || PyModule_AddIntConstant(m, "EDISABLED", TML_EDISABLED) < 0
+        || PyModule_AddIntConstant(m, "ECONFIG", TML_ECONFIG) < 0
+        || PyModule_AddStringConstant(m, "VERSION", TML_VERSION_STRING) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_XDECREF(m);
+    Py_CLEAR(step_ctx);
+    Py_CLEAR(h2d_ctx);
+    Py_CLEAR(str_is_cuda);
+    return NULL;
+}

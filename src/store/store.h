@@ -1,0 +1,61 @@
+/*
+ * store.h - telemetry.sqlite: every rank, every step record and (from a
+ * later issue) every resource sample of a run, on disk in the run folder.
+ *
+ * The aggregator is the only writer. Step records and samples are queued
+ * in memory and written in one transaction per batch: tml__store_tick()
+ * writes the batch when it is TML_STORE_FLUSH_MS old or TML_STORE_BATCH
+ * records long; tml__store_flush() writes it now. Ranks, counters and run
+ * metadata are rare and written at once. The schema is docs/sqlite-schema.md
+ * (a unit test keeps the two equal).
+ *
+ * Missing values (-1 in a step record) are stored as NULL and come back as
+ * -1, so a round trip through the store is exact.
+ *
+ * Ownership: the store copies what it is given; tml__store_close frees it.
+ */
+#ifndef TML_STORE_H
+#define TML_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agg/run.h"
+#include "core/record.h"
+
+#define TML_STORE_SCHEMA_VERSION 1
+#define TML_STORE_FLUSH_MS 200
+#define TML_STORE_BATCH 2048
+
+typedef struct tml_store tml_store;
+
+/* The CREATE statements, in order, ";\n"-separated (what docs show). */
+extern const char tml__store_schema_sql[];
+
+/* create=1: makes a new database (the file must not exist) with the schema;
+ * create=0: opens an existing one (TML_EIO when missing or not ours). */
+int tml__store_open(const char *path, int create, tml_store **out);
+/* Flushes what is queued and closes. NULL is fine. */
+void tml__store_close(tml_store *s);
+
+/* The run row (one per database): identity, expected size, wall times. */
+int tml__store_put_run(tml_store *s, const tml_run *run);
+int tml__store_put_meta(tml_store *s, const char *key, const char *value);
+int tml__store_put_rank(tml_store *s, const tml_rank_info *info);
+int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *st, int ended);
+
+/* Queued; written by tick/flush. */
+int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs, size_t n);
+/* rank or node -1: not rank/node specific (stored as NULL). */
+int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
+                          const char *metric, double value);
+
+/* Writes the queue when it is due; now_ms is any monotonic milliseconds. */
+int tml__store_tick(tml_store *s, int64_t now_ms);
+int tml__store_flush(tml_store *s);
+
+/* Loads run, ranks and steps into run (initialized by the caller; its name
+ * and id are overwritten from the database). */
+int tml__store_load(tml_store *s, tml_run *run);
+
+#endif
