@@ -268,9 +268,6 @@ static PyMemberDef phasecall_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(phasecall, fn), READONLY, "the wrapped callable"},
     {"phase", T_INT, offsetof(phasecall, phase), READONLY, "the phase (TML_PHASE_*)"},
     {"kind", T_INT, offsetof(phasecall, kind), READONLY, "how the call is timed"},
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(phasecall, weaklist), READONLY, NULL},
-    {"__dictoffset__", T_PYSSIZET, offsetof(phasecall, dict), READONLY, NULL},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(phasecall, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL}
 };
 
@@ -410,7 +407,6 @@ static PyMethodDef fwdhook_methods[] = {
 
 static PyMemberDef fwdhook_members[] = {
     {"post", T_INT, offsetof(fwdhook, post), READONLY, "1 for the post-hook"},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(fwdhook, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL}
 };
 

@@ -38,4 +38,14 @@ typedef struct tml_manifest {
  * artifacts that exist in run_dir at the time of writing. */
 int tml__manifest_write(const char *run_dir, const tml_manifest *m);
 
+/* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
+ * run_dir/traceml.log, TraceML's own log (never the user's stdout or
+ * stderr). Failures are ignored: logging must not break a run. */
+void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Wall clock in Unix milliseconds, and as "YYYY-mm-ddTHH:MM:SS.mmmZ". */
+int64_t tml__unix_ms(void);
+void tml__iso_time(int64_t unix_ms, char *out, size_t cap);
+
 #endif

@@ -1,0 +1,487 @@
+/*
+ * diag.c - the step-time rules and the run's verdict (SPEC 4.1, 4.4).
+ *
+ * Everything here is a pure function of a tml_window: numbers in, verdict
+ * out. That is deliberate. Rules are where a tool earns or loses trust, so
+ * they must be small enough to read in one sitting and testable on both
+ * sides of every threshold without a training run (tests/unit/test_diag.c).
+ *
+ * The order of the checks is the order of SPEC 4.1's priority: first "can
+ * we say anything" (NO DATA, WARMUP, INCOMPLETE DATA), then the root causes
+ * from the most specific to the least: a straggler explains everyone's
+ * waiting, input wait explains idle compute, H2D explains idle compute on
+ * the GPU clock, residual is work nobody traced, and compute-bound is what
+ * is left when the step is busy doing the model's own work. Every rule that
+ * fires is kept as an issue; the first one is the verdict.
+ *
+ * A rule never reasons from a missing value: a share whose inputs are NAN
+ * is NAN, and every comparison with NAN is false, so a missing phase can
+ * neither fire a verdict nor block one. Comparisons allow 1e-9 of slack so
+ * that a share of exactly 0.10 computed in floating point meets a 0.10
+ * threshold.
+ */
+#include "diag/diag.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EPS 1e-9
+
+static int ge(double v, double th)
+{
+    return !isnan(v) && !isnan(th) && v >= th - EPS;
+}
+
+static const char *metric_names[TML_M_COUNT] = {
+    "step_time", "input_wait", "h2d", "forward", "backward", "optimizer",
+    "compute", "residual", "untraced", "dataloader_fetch_cpu"
+};
+static const char *metric_labels[TML_M_COUNT] = {
+    "Step Time", "Input Wait", "H2D", "Forward", "Backward", "Optimizer",
+    "Compute", "Residual", "Untraced", "DataLoader fetch"
+};
+
+const char *tml__metric_name(tml_metric m)
+{
+    return (unsigned)m < TML_M_COUNT ? metric_names[m] : "?";
+}
+
+const char *tml__metric_label(tml_metric m)
+{
+    return (unsigned)m < TML_M_COUNT ? metric_labels[m] : "?";
+}
+
+const char *tml__severity_name(tml_severity s)
+{
+    switch (s) {
+    case TML_SEV_CRITICAL: return "CRITICAL";
+    case TML_SEV_WARNING:  return "WARNING";
+    default:               return "INFO";
+    }
+}
+
+void tml__thresholds_default(tml_thresholds *t)
+{
+    t->input_warn = 0.10;
+    t->input_crit = 0.20;
+    t->h2d_warn = 0.10;
+    t->h2d_crit = 0.20;
+    t->residual_warn = 0.10;
+    t->residual_crit = 0.20;
+    t->compute_min = 0.90;
+    t->compute_other_max = 0.10;
+    t->straggler_warn = 0.10;
+    t->straggler_crit = 0.20;
+    t->straggler_coverage = 0.80;
+    t->straggler_crit_min_steps = 20;
+    t->min_steps = 2;
+}
+
+static const char *phase_labels[TML_PHASE_COUNT] = {
+    "Input Wait", "H2D", "Forward", "Backward", "Optimizer"
+};
+
+void tml__phase_list(uint32_t mask, char *out, size_t cap)
+{
+    int n = 0, total = 0;
+    size_t len = 0;
+
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        if (mask & TML_PHASE_BIT(p))
+            total++;
+    for (int p = 0; p < TML_PHASE_COUNT; p++) {
+        if (!(mask & TML_PHASE_BIT(p)))
+            continue;
+        const char *sep = n == 0 ? "" : (n == total - 1 ? " and " : ", ");
+        int w = snprintf(out + len, cap - len, "%s%s", sep, phase_labels[p]);
+        if (w < 0 || (size_t)w >= cap - len)
+            return;
+        len += (size_t)w;
+        n++;
+    }
+}
+
+static void diag_init(tml_diagnosis *d, const char *kind, const char *label,
+                      tml_severity sev)
+{
+    memset(d, 0, sizeof(*d));
+    d->kind = kind;
+    d->label = label;
+    d->section = "step_time";
+    d->severity = sev;
+    d->cause = -1;
+    d->share = NAN;
+    d->threshold = NAN;
+    d->straggler.valid = 0;
+    d->straggler.culprit = d->straggler.victim = -1;
+    d->straggler.component = -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double tml__diag_share(const tml_window *w, tml_metric m)
+{
+    double v[64];
+    double *buf = w->nranks <= 64 ? v : malloc(w->nranks * sizeof(*buf));
+    size_t n = 0;
+    double med = NAN;
+
+    if (!buf)
+        return NAN;
+    for (size_t i = 0; i < w->nranks; i++) {
+        const tml_rank_window *r = &w->ranks[i];
+        double s = r->avg_ns[TML_M_STEP], x = r->avg_ns[m];
+        if (r->nsteps == 0 || isnan(s) || isnan(x) || !(s > 0))
+            continue;
+        buf[n++] = x / s;
+    }
+    if (n > 0) {
+        qsort(buf, n, sizeof(*buf), cmp_double);
+        med = n % 2 ? buf[n / 2] : (buf[n / 2 - 1] + buf[n / 2]) / 2.0;
+    }
+    if (buf != v)
+        free(buf);
+    return med;
+}
+
+typedef struct by_value {
+    double v;
+    int i;
+} by_value;
+
+static int cmp_by_value(const void *a, const void *b)
+{
+    const by_value *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v < y->v ? -1 : 1;
+    return x->i - y->i;
+}
+
+void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
+                         tml_straggler *out)
+{
+    by_value *v = NULL;
+    size_t n = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->culprit = out->victim = -1;
+    out->component = -1;
+    out->cost_ns = out->score = NAN;
+    for (int c = 0; c < 3; c++)
+        out->coverage[c] = NAN;
+    if (w->nranks < 2)
+        return;
+    v = malloc(w->nranks * sizeof(*v));
+    if (!v)
+        return;
+    for (size_t i = 0; i < w->nranks; i++) {
+        const tml_rank_window *r = &w->ranks[i];
+        if (r->nsteps == 0)
+            continue;
+        if (isnan(r->avg_ns[TML_M_BACKWARD]) || isnan(r->avg_ns[TML_M_STEP]))
+            goto done;          /* never reason from a missing Backward */
+        v[n].v = r->avg_ns[TML_M_BACKWARD];
+        v[n].i = (int)i;
+        n++;
+    }
+    if (n < 2)
+        goto done;
+    qsort(v, n, sizeof(*v), cmp_by_value);
+    const tml_rank_window *cul = &w->ranks[v[0].i];
+    const tml_rank_window *vic = &w->ranks[v[n / 2].i];
+    out->culprit = v[0].i;
+    out->victim = v[n / 2].i;
+    out->cost_ns = vic->avg_ns[TML_M_BACKWARD] - cul->avg_ns[TML_M_BACKWARD];
+    if (!(vic->avg_ns[TML_M_STEP] > 0))
+        goto done;
+    out->score = out->cost_ns / vic->avg_ns[TML_M_STEP];
+    out->culprit_steps = cul->culprit_steps;
+    out->valid = 1;
+    static const tml_metric comp[3] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD };
+    int best = -1;
+    for (int c = 0; c < 3; c++) {
+        double a = cul->avg_ns[comp[c]], b = vic->avg_ns[comp[c]];
+        if (isnan(a) || isnan(b) || !(out->cost_ns > 0))
+            continue;
+        out->coverage[c] = (a - b) / out->cost_ns;
+        if (best < 0 || out->coverage[c] > out->coverage[best])
+            best = c;
+    }
+    if (best >= 0 && ge(out->coverage[best], th ? th->straggler_coverage : 0.80))
+        out->component = best;
+done:
+    free(v);
+}
+
+static void fmt_rank(const tml_rank_window *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "R%d/N%d", (int)r->rank, (int)r->node);
+}
+
+static double ms(double ns)
+{
+    return ns / 1e6;
+}
+
+static int pct(double share)
+{
+    return (int)lround(share * 100.0);
+}
+
+/* The straggler issue, when the score crosses the warn threshold. */
+static int straggler_issue(const tml_window *w, const tml_thresholds *th,
+                           const tml_straggler *s, tml_diagnosis *d)
+{
+    static const char *kinds[3] = { "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER" };
+    static const char *labels[3] = { "INPUT STRAGGLER", "H2D STRAGGLER", "COMPUTE STRAGGLER" };
+    static const tml_metric comp[3] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD };
+    char cr[32], vr[32];
+
+    if (!s->valid || !ge(s->score, th->straggler_warn))
+        return 0;
+    tml_severity sev = TML_SEV_WARNING;
+    if (ge(s->score, th->straggler_crit) && w->window_steps >= th->straggler_crit_min_steps)
+        sev = TML_SEV_CRITICAL;
+    const tml_rank_window *cul = &w->ranks[s->culprit], *vic = &w->ranks[s->victim];
+    fmt_rank(cul, cr, sizeof(cr));
+    fmt_rank(vic, vr, sizeof(vr));
+    int c = s->component;
+    if (c >= 0) {
+        diag_init(d, kinds[c], labels[c], sev);
+        double a = ms(cul->avg_ns[comp[c]]), b = ms(vic->avg_ns[comp[c]]);
+        if (c == 0) {
+            snprintf(d->why, sizeof(d->why), "%s waited %.1f ms for input; %s waited %.1f ms for input.",
+                     cr, a, vr, b);
+            snprintf(d->next, sizeof(d->next), "Inspect input wait on the slow rank (%s): its DataLoader workers, storage and data shards.", cr);
+        } else if (c == 1) {
+            snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in H2D copies; %s spent %.1f ms.",
+                     cr, a, vr, b);
+            snprintf(d->next, sizeof(d->next), "Inspect host-to-device copies on the slow rank (%s): pinned memory, non_blocking copies, its PCIe/NUMA placement.", cr);
+        } else {
+            snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward; %s spent %.1f ms.",
+                     cr, a, vr, b);
+            snprintf(d->next, sizeof(d->next), "Inspect compute on the slow rank (%s): uneven batch sizes or sequence lengths, a slower or throttled GPU.", cr);
+        }
+        d->cause = -1;
+    } else {
+        diag_init(d, "STRAGGLER", "STRAGGLER", sev);
+        snprintf(d->why, sizeof(d->why),
+                 "Peers waited %.1f ms per step for %s at the gradient all-reduce (%d%% of %s's Step Time); no traced phase explains it.",
+                 ms(s->cost_ns), cr, pct(s->score), vr);
+        snprintf(d->next, sizeof(d->next),
+                 "Inspect synchronisation, collectives and unattributed work on %s.", cr);
+    }
+    d->share = s->score;
+    d->threshold = sev == TML_SEV_CRITICAL ? th->straggler_crit : th->straggler_warn;
+    d->straggler = *s;
+    return 1;
+}
+
+static int share_issue(double share, double warn, double crit, const char *kind,
+                       const char *label, tml_metric cause, const char *next,
+                       const char *multi, tml_diagnosis *d)
+{
+    if (!ge(share, warn))
+        return 0;
+    tml_severity sev = ge(share, crit) ? TML_SEV_CRITICAL : TML_SEV_WARNING;
+    diag_init(d, kind, label, sev);
+    d->cause = (int)cause;
+    d->share = share;
+    d->threshold = sev == TML_SEV_CRITICAL ? crit : warn;
+    snprintf(d->why, sizeof(d->why), "%s took %d%% of Step Time%s.",
+             tml__metric_label(cause), pct(share), multi);
+    snprintf(d->next, sizeof(d->next), "%s", next);
+    return 1;
+}
+
+static const char *missing_hint(int phase)
+{
+    switch (phase) {
+    case TML_PHASE_INPUT:
+        return "iterate a DataLoader or wrap your iterator with traceml.wrap_dataloader_fetch()";
+    case TML_PHASE_H2D:
+        return "move batches with .to(device)/.cuda() or wrap them with traceml.wrap_h2d()";
+    case TML_PHASE_FORWARD:
+        return "call the model (model(x)), not model.forward(x), so its forward is traced";
+    case TML_PHASE_BACKWARD:
+        return "call loss.backward() inside trace_step or wrap the loss with traceml.wrap_backward()";
+    default:
+        return "call optimizer.step() inside trace_step or wrap the optimizer with traceml.wrap_optimizer()";
+    }
+}
+
+void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
+                         tml_step_diag *out)
+{
+    tml_thresholds defaults;
+    const tml_thresholds *th = th_in;
+    tml_diagnosis d;
+    char multi[64] = "";
+    size_t nactive = 0;
+
+    if (!th) {
+        tml__thresholds_default(&defaults);
+        th = &defaults;
+    }
+    memset(out, 0, sizeof(*out));
+    for (int m = 0; m < TML_M_COUNT; m++)
+        out->share[m] = tml__diag_share(w, (tml_metric)m);
+    tml__diag_straggler(w, th, &out->straggler);
+    for (size_t i = 0; i < w->nranks; i++)
+        if (w->ranks[i].nsteps)
+            nactive++;
+    if (nactive > 1)
+        snprintf(multi, sizeof(multi), " (median over %zu ranks)", nactive);
+
+    if (w->common_steps == 0 || w->window_steps == 0 || nactive == 0) {
+        diag_init(&out->primary, "NO_DATA", "NO DATA", TML_SEV_INFO);
+        if (w->nranks == 0)
+            snprintf(out->primary.why, sizeof(out->primary.why), "No rank reported any step.");
+        else if (w->aborted_steps > 0 && w->common_steps == 0)
+            snprintf(out->primary.why, sizeof(out->primary.why),
+                     "Every common step was aborted (%zu), so no step can be timed.", w->aborted_steps);
+        else if (nactive > 1 || (nactive == 1 && w->nranks > 1))
+            snprintf(out->primary.why, sizeof(out->primary.why),
+                     "No step id was reported by every rank.");
+        else
+            snprintf(out->primary.why, sizeof(out->primary.why), "No complete step was recorded.");
+        snprintf(out->primary.next, sizeof(out->primary.next),
+                 "Wrap the training step in traceml.trace_step(model) and run at least a few steps.");
+        return;
+    }
+    if (w->window_steps < th->min_steps) {
+        diag_init(&out->primary, "WARMUP", "WARMUP", TML_SEV_INFO);
+        snprintf(out->primary.why, sizeof(out->primary.why),
+                 "Only %zu step%s in the window after warm-up; at least %zu are needed.",
+                 w->window_steps, w->window_steps == 1 ? "" : "s", th->min_steps);
+        snprintf(out->primary.next, sizeof(out->primary.next),
+                 "Run longer: the diagnosis needs steady-state steps.");
+        return;
+    }
+
+    uint32_t required = TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_FORWARD) |
+                        TML_PHASE_BIT(TML_PHASE_BACKWARD) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
+    uint32_t missing = w->missing & required;
+    if (missing) {
+        char names[128], hint[TML_DIAG_TEXT];
+        size_t hl = 0;
+        int n = 0;
+        tml__phase_list(missing, names, sizeof(names));
+        hint[0] = '\0';
+        for (int p = 0; p < TML_PHASE_COUNT; p++) {
+            if (!(missing & TML_PHASE_BIT(p)))
+                continue;
+            const char *h = missing_hint(p);
+            int wr = snprintf(hint + hl, sizeof(hint) - hl, "%s%c%s",
+                              n ? "; " : "", n ? h[0] : (char)toupper((unsigned char)h[0]), h + 1);
+            if (wr > 0 && (size_t)wr < sizeof(hint) - hl)
+                hl += (size_t)wr;
+            n++;
+        }
+        diag_init(&d, "INCOMPLETE_DATA", "INCOMPLETE DATA", TML_SEV_WARNING);
+        d.missing = missing;
+        snprintf(d.why, sizeof(d.why), "%s %s never observed in the window, so the step cannot be fully explained.",
+                 names, n > 1 ? "were" : "was");
+        snprintf(d.next, sizeof(d.next), "%s.", hint);
+        out->issues[out->nissues++] = d;
+    }
+
+    /* Root causes, in priority order. Straggler needs every rank's Backward,
+     * residual and compute need every compute phase: the NAN inputs keep
+     * them from firing when those are missing. */
+    if (straggler_issue(w, th, &out->straggler, &d))
+        out->issues[out->nissues++] = d;
+    if (share_issue(out->share[TML_M_INPUT], th->input_warn, th->input_crit,
+                    "INPUT_BOUND", "INPUT-BOUND", TML_M_INPUT,
+                    "Increase workers, prefetch, or storage throughput.", multi, &d))
+        out->issues[out->nissues++] = d;
+    if (w->clock == TML_CLOCK_GPU &&
+        share_issue(out->share[TML_M_H2D], th->h2d_warn, th->h2d_crit,
+                    "H2D_BOUND", "H2D-BOUND", TML_M_H2D,
+                    "Use pinned memory and non_blocking copies; make fewer, larger transfers.", multi, &d))
+        out->issues[out->nissues++] = d;
+    if (share_issue(out->share[TML_M_RESIDUAL], th->residual_warn, th->residual_crit,
+                    "RESIDUAL_HEAVY", "RESIDUAL-HEAVY", TML_M_RESIDUAL,
+                    "Look for work in the step outside traced phases: CPU stalls, .item() syncs, logging.", multi, &d))
+        out->issues[out->nissues++] = d;
+    double c = out->share[TML_M_COMPUTE];
+    if (ge(c, th->compute_min) &&
+        !ge(out->share[TML_M_INPUT], th->compute_other_max) &&
+        !ge(out->share[TML_M_H2D], th->compute_other_max) &&
+        !ge(out->share[TML_M_RESIDUAL], th->compute_other_max)) {
+        diag_init(&d, "COMPUTE_BOUND", "COMPUTE-BOUND", TML_SEV_INFO);
+        d.cause = TML_M_COMPUTE;
+        d.share = c;
+        d.threshold = th->compute_min;
+        snprintf(d.why, sizeof(d.why), "Compute took %d%% of Step Time%s.", pct(c), multi);
+        snprintf(d.next, sizeof(d.next),
+                 "Speed up model compute: mixed precision, batch size, kernel-level profiling.");
+        out->issues[out->nissues++] = d;
+    }
+
+    if (out->nissues > 0) {
+        out->primary = out->issues[0];
+        return;
+    }
+    diag_init(&out->primary, "BALANCED", "BALANCED", TML_SEV_INFO);
+    snprintf(out->primary.why, sizeof(out->primary.why),
+             "No phase crossed a threshold: Input Wait %d%%, Compute %d%%, Residual %d%% of Step Time%s.",
+             isnan(out->share[TML_M_INPUT]) ? 0 : pct(out->share[TML_M_INPUT]),
+             isnan(out->share[TML_M_COMPUTE]) ? 0 : pct(out->share[TML_M_COMPUTE]),
+             isnan(out->share[TML_M_RESIDUAL]) ? 0 : pct(out->share[TML_M_RESIDUAL]), multi);
+    snprintf(out->primary.next, sizeof(out->primary.next),
+             "No step-time bottleneck stands out; profile the model if it must be faster.");
+}
+
+int tml__diag_is_cause(const tml_diagnosis *d)
+{
+    static const char *causes[] = {
+        "INPUT_BOUND", "H2D_BOUND", "RESIDUAL_HEAVY", "COMPUTE_BOUND",
+        "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "STRAGGLER"
+    };
+    if (!d->kind)
+        return 0;
+    for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+        if (strcmp(d->kind, causes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
+                           tml_diagnosis *out)
+{
+    const tml_diagnosis *p = &st->primary;
+
+    if (tml__diag_is_cause(p) || strcmp(p->kind, "INCOMPLETE_DATA") == 0) {
+        *out = *p;
+        return;
+    }
+    if (strcmp(p->kind, "NO_DATA") == 0 || strcmp(p->kind, "WARMUP") == 0) {
+        diag_init(out, "INSUFFICIENT_STEP_TIME_DATA", "INSUFFICIENT STEP-TIME DATA", TML_SEV_INFO);
+        snprintf(out->why, sizeof(out->why), "%s", p->why);
+        snprintf(out->next, sizeof(out->next), "%s", p->next);
+        return;
+    }
+    if (!isnan(gpu_util_percent) && gpu_util_percent < 30.0) {
+        diag_init(out, "LOW_GPU_UTILIZATION", "LOW GPU UTILIZATION", TML_SEV_WARNING);
+        snprintf(out->why, sizeof(out->why),
+                 "GPU utilization averaged %.0f%% while no step-time phase stands out.",
+                 gpu_util_percent);
+        snprintf(out->next, sizeof(out->next),
+                 "Look for idle time the step does not explain: small batches, CPU-side work between kernels, synchronisation.");
+        return;
+    }
+    diag_init(out, "NO_CLEAR_PERFORMANCE_BOTTLENECK", "NO CLEAR PERFORMANCE BOTTLENECK", TML_SEV_INFO);
+    snprintf(out->why, sizeof(out->why), "%s", p->why);
+    snprintf(out->next, sizeof(out->next), "%s", p->next);
+}

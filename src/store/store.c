@@ -1,0 +1,560 @@
+/*
+ * store.c - the run's telemetry in SQLite.
+ *
+ * Why SQLite: the user can query a run with the sqlite3 shell, and the
+ * launcher can rebuild a run from the file after the aggregator process
+ * died. Why batches: one INSERT per step in autocommit mode is one fsync-ish
+ * journal write per step; the aggregator instead queues records and writes
+ * them in one transaction every TML_STORE_FLUSH_MS (or every
+ * TML_STORE_BATCH records), so the cost per record is a prepared-statement
+ * step. WAL with synchronous=NORMAL keeps a crash of the aggregator from
+ * losing committed batches and lets a reader open the file while it runs.
+ *
+ * What is in the queue when the aggregator is SIGKILLed is lost (at most one
+ * flush interval); that is the price of batching and is documented.
+ *
+ * Steps are keyed by (rank, step). A record seen twice (a rank that
+ * reconnected and resent) replaces the first, so the file never holds
+ * duplicates.
+ */
+#include "store/store.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "traceml/traceml.h"
+
+/* The exact statements docs/sqlite-schema.md shows (tests compare them
+ * with sqlite_master). */
+const char tml__store_schema_sql[] =
+    "CREATE TABLE run (\n"
+    "    id              TEXT PRIMARY KEY,\n"
+    "    name            TEXT NOT NULL,\n"
+    "    world_size      INTEGER NOT NULL,\n"
+    "    nnodes          INTEGER NOT NULL,\n"
+    "    start_unix_ms   INTEGER,\n"
+    "    end_unix_ms     INTEGER,\n"
+    "    traceml_version TEXT NOT NULL,\n"
+    "    schema_version  INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE TABLE meta (\n"
+    "    key   TEXT PRIMARY KEY,\n"
+    "    value TEXT\n"
+    ");\n"
+    "CREATE TABLE ranks (\n"
+    "    rank                 INTEGER PRIMARY KEY,\n"
+    "    local_rank           INTEGER NOT NULL,\n"
+    "    world_size           INTEGER NOT NULL,\n"
+    "    node_rank            INTEGER NOT NULL,\n"
+    "    nnodes               INTEGER NOT NULL,\n"
+    "    pid                  INTEGER NOT NULL,\n"
+    "    host                 TEXT NOT NULL,\n"
+    "    instrumented         INTEGER NOT NULL,\n"
+    "    events_dropped       INTEGER NOT NULL DEFAULT 0,\n"
+    "    records_dropped      INTEGER NOT NULL DEFAULT 0,\n"
+    "    records_sent         INTEGER NOT NULL DEFAULT 0,\n"
+    "    overhead_ns_per_step INTEGER,\n"
+    "    shipper_cpu_ns       INTEGER,\n"
+    "    ended                INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE TABLE steps (\n"
+    "    rank                      INTEGER NOT NULL,\n"
+    "    step                      INTEGER NOT NULL,\n"
+    "    start_ns                  INTEGER,\n"
+    "    traced_ns                 INTEGER,\n"
+    "    input_ns                  INTEGER,\n"
+    "    h2d_ns                    INTEGER,\n"
+    "    forward_ns                INTEGER,\n"
+    "    backward_ns               INTEGER,\n"
+    "    optimizer_ns              INTEGER,\n"
+    "    gpu_traced_ns             INTEGER,\n"
+    "    gpu_input_ns              INTEGER,\n"
+    "    gpu_h2d_ns                INTEGER,\n"
+    "    gpu_forward_ns            INTEGER,\n"
+    "    gpu_backward_ns           INTEGER,\n"
+    "    gpu_optimizer_ns          INTEGER,\n"
+    "    gap_ns                    INTEGER,\n"
+    "    rss_bytes                 INTEGER,\n"
+    "    cuda_allocated_peak_bytes INTEGER,\n"
+    "    cuda_reserved_peak_bytes  INTEGER,\n"
+    "    observed                  INTEGER NOT NULL,\n"
+    "    flags                     INTEGER NOT NULL,\n"
+    "    PRIMARY KEY (rank, step)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE samples (\n"
+    "    ts_unix_ms INTEGER NOT NULL,\n"
+    "    node       INTEGER,\n"
+    "    rank       INTEGER,\n"
+    "    metric     TEXT NOT NULL,\n"
+    "    value      REAL\n"
+    ");\n"
+    "CREATE INDEX samples_by_metric ON samples (metric, ts_unix_ms);\n";
+
+#define STEP_COLS 21
+
+static const char sql_insert_step[] =
+    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?)";
+
+typedef struct queued_step {
+    int32_t rank;
+    tml_step_record rec;
+} queued_step;
+
+typedef struct queued_sample {
+    int64_t ts_unix_ms;
+    int32_t node, rank;
+    double value;
+    char metric[48];
+} queued_sample;
+
+struct tml_store {
+    sqlite3 *db;
+    sqlite3_stmt *ins_step, *ins_sample;
+    queued_step *steps;
+    size_t nsteps, capsteps;
+    queued_sample *samples;
+    size_t nsamples, capsamples;
+    int64_t oldest_ms;       /* tick time when the queue became non-empty, -1 empty */
+};
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : TML_EIO;
+}
+
+static void bind_opt(sqlite3_stmt *st, int col, int64_t v)
+{
+    if (v == TML_MISSING)
+        sqlite3_bind_null(st, col);
+    else
+        sqlite3_bind_int64(st, col, v);
+}
+
+static int64_t col_opt(sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return TML_MISSING;
+    return sqlite3_column_int64(st, col);
+}
+
+int tml__store_open(const char *path, int create, tml_store **out)
+{
+    tml_store *s = NULL;
+    *out = NULL;
+    if (create && access(path, F_OK) == 0)
+        return TML_EIO;   /* never reuse a file someone else wrote */
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return TML_ENOMEM;
+    s->oldest_ms = -1;
+    int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK)
+        goto fail;
+    sqlite3_busy_timeout(s->db, 1000);
+    if (exec(s->db, "PRAGMA journal_mode=WAL") < 0 ||
+        exec(s->db, "PRAGMA synchronous=NORMAL") < 0)
+        goto fail;
+    if (create) {
+        if (exec(s->db, "BEGIN") < 0 || exec(s->db, tml__store_schema_sql) < 0) {
+            exec(s->db, "ROLLBACK");
+            goto fail;
+        }
+        if (exec(s->db, "COMMIT") < 0)
+            goto fail;
+    }
+    if (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
+        goto fail;   /* also catches a database without our tables */
+    *out = s;
+    return 0;
+fail:
+    sqlite3_finalize(s->ins_step);
+    sqlite3_finalize(s->ins_sample);
+    sqlite3_close(s->db);
+    free(s);
+    return TML_EIO;
+}
+
+void tml__store_close(tml_store *s)
+{
+    if (!s)
+        return;
+    tml__store_flush(s);
+    sqlite3_finalize(s->ins_step);
+    sqlite3_finalize(s->ins_sample);
+    sqlite3_close(s->db);
+    free(s->steps);
+    free(s->samples);
+    free(s);
+}
+
+int tml__store_put_run(tml_store *s, const tml_run *run)
+{
+    if (!s)
+        return TML_EINVAL;
+    sqlite3_stmt *st = NULL;
+    int rc = TML_EIO;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO run VALUES (?,?,?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, run->id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, run->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 3, run->world_size);
+    sqlite3_bind_int(st, 4, run->nnodes);
+    if (run->start_unix_ms > 0)
+        sqlite3_bind_int64(st, 5, run->start_unix_ms);
+    else
+        sqlite3_bind_null(st, 5);
+    if (run->end_unix_ms > 0)
+        sqlite3_bind_int64(st, 6, run->end_unix_ms);
+    else
+        sqlite3_bind_null(st, 6);
+    sqlite3_bind_text(st, 7, TML_VERSION_STRING, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, TML_STORE_SCHEMA_VERSION);
+    if (sqlite3_step(st) == SQLITE_DONE)
+        rc = 0;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int tml__store_put_meta(tml_store *s, const char *key, const char *value)
+{
+    if (!s || !key)
+        return TML_EINVAL;
+    sqlite3_stmt *st = NULL;
+    int rc = TML_EIO;
+    if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES (?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+    if (value)
+        sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, 2);
+    if (sqlite3_step(st) == SQLITE_DONE)
+        rc = 0;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
+{
+    if (!s || !i)
+        return TML_EINVAL;
+    sqlite3_stmt *st = NULL;
+    int rc = TML_EIO;
+    /* An upsert keeps the counters of a rank that says hello again. */
+    if (sqlite3_prepare_v2(s->db,
+            "INSERT INTO ranks (rank, local_rank, world_size, node_rank, nnodes, pid, host,"
+            " instrumented) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
+            " local_rank=excluded.local_rank, world_size=excluded.world_size,"
+            " node_rank=excluded.node_rank, nnodes=excluded.nnodes, pid=excluded.pid,"
+            " host=excluded.host, instrumented=excluded.instrumented, ended=0",
+            -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int(st, 1, i->rank);
+    sqlite3_bind_int(st, 2, i->local_rank);
+    sqlite3_bind_int(st, 3, i->world_size);
+    sqlite3_bind_int(st, 4, i->node_rank);
+    sqlite3_bind_int(st, 5, i->nnodes);
+    sqlite3_bind_int(st, 6, i->pid);
+    sqlite3_bind_text(st, 7, i->host, (int)strnlen(i->host, sizeof(i->host)), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 8, i->instrumented);
+    if (sqlite3_step(st) == SQLITE_DONE)
+        rc = 0;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, int ended)
+{
+    if (!s || !x)
+        return TML_EINVAL;
+    sqlite3_stmt *st = NULL;
+    int rc = TML_EIO;
+    if (sqlite3_prepare_v2(s->db,
+            "UPDATE ranks SET events_dropped=?, records_dropped=?, records_sent=?,"
+            " overhead_ns_per_step=?, shipper_cpu_ns=?, ended=? WHERE rank=?",
+            -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(st, 1, (int64_t)x->events_dropped);
+    sqlite3_bind_int64(st, 2, (int64_t)x->records_dropped);
+    sqlite3_bind_int64(st, 3, (int64_t)x->records_sent);
+    bind_opt(st, 4, x->overhead_ns_per_step);
+    bind_opt(st, 5, x->shipper_cpu_ns);
+    sqlite3_bind_int(st, 6, ended ? 1 : 0);
+    sqlite3_bind_int(st, 7, rank);
+    if (sqlite3_step(st) == SQLITE_DONE)
+        rc = 0;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void note_queued(tml_store *s)
+{
+    if (s->oldest_ms < 0)
+        s->oldest_ms = 0;   /* stamped by the next tick */
+}
+
+int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs, size_t n)
+{
+    if (!s)
+        return TML_EINVAL;
+    if (s->nsteps + n > s->capsteps) {
+        size_t cap = s->capsteps ? s->capsteps : 256;
+        while (cap < s->nsteps + n)
+            cap *= 2;
+        queued_step *p = realloc(s->steps, cap * sizeof(*p));
+        if (!p)
+            return TML_ENOMEM;
+        s->steps = p;
+        s->capsteps = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->steps[s->nsteps].rank = rank;
+        s->steps[s->nsteps].rec = recs[i];
+        s->nsteps++;
+    }
+    note_queued(s);
+    return 0;
+}
+
+int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
+                          const char *metric, double value)
+{
+    if (!s || !metric)
+        return TML_EINVAL;
+    if (s->nsamples == s->capsamples) {
+        size_t cap = s->capsamples ? s->capsamples * 2 : 64;
+        queued_sample *p = realloc(s->samples, cap * sizeof(*p));
+        if (!p)
+            return TML_ENOMEM;
+        s->samples = p;
+        s->capsamples = cap;
+    }
+    queued_sample *q = &s->samples[s->nsamples++];
+    q->ts_unix_ms = ts_unix_ms;
+    q->node = node;
+    q->rank = rank;
+    q->value = value;
+    snprintf(q->metric, sizeof(q->metric), "%s", metric);
+    note_queued(s);
+    return 0;
+}
+
+int tml__store_tick(tml_store *s, int64_t now_ms)
+{
+    if (!s || s->oldest_ms < 0)
+        return 0;
+    if (s->oldest_ms == 0)
+        s->oldest_ms = now_ms > 0 ? now_ms : 1;
+    if (s->nsteps + s->nsamples >= TML_STORE_BATCH ||
+        now_ms - s->oldest_ms >= TML_STORE_FLUSH_MS)
+        return tml__store_flush(s);
+    return 0;
+}
+
+static int write_step(tml_store *s, const queued_step *q)
+{
+    sqlite3_stmt *st = s->ins_step;
+    const tml_step_record *r = &q->rec;
+    int c = 1;
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, c++, q->rank);
+    sqlite3_bind_int64(st, c++, (int64_t)r->step);
+    bind_opt(st, c++, r->start_ns);
+    bind_opt(st, c++, r->traced_ns);
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        bind_opt(st, c++, r->phase_ns[p]);
+    bind_opt(st, c++, r->gpu_traced_ns);
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        bind_opt(st, c++, r->gpu_phase_ns[p]);
+    bind_opt(st, c++, r->gap_ns);
+    bind_opt(st, c++, r->rss_bytes);
+    bind_opt(st, c++, r->cuda_allocated_peak_bytes);
+    bind_opt(st, c++, r->cuda_reserved_peak_bytes);
+    sqlite3_bind_int64(st, c++, r->observed);
+    sqlite3_bind_int64(st, c++, r->flags);
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : TML_EIO;
+}
+
+static int write_sample(tml_store *s, const queued_sample *q)
+{
+    sqlite3_stmt *st = s->ins_sample;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, q->ts_unix_ms);
+    if (q->node < 0)
+        sqlite3_bind_null(st, 2);
+    else
+        sqlite3_bind_int(st, 2, q->node);
+    if (q->rank < 0)
+        sqlite3_bind_null(st, 3);
+    else
+        sqlite3_bind_int(st, 3, q->rank);
+    sqlite3_bind_text(st, 4, q->metric, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 5, q->value);
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : TML_EIO;
+}
+
+int tml__store_flush(tml_store *s)
+{
+    if (!s)
+        return TML_EINVAL;
+    if (s->nsteps == 0 && s->nsamples == 0) {
+        s->oldest_ms = -1;
+        return 0;
+    }
+    int rc = exec(s->db, "BEGIN");
+    for (size_t i = 0; rc == 0 && i < s->nsteps; i++)
+        rc = write_step(s, &s->steps[i]);
+    for (size_t i = 0; rc == 0 && i < s->nsamples; i++)
+        rc = write_sample(s, &s->samples[i]);
+    if (rc == 0)
+        rc = exec(s->db, "COMMIT");
+    if (rc < 0)
+        exec(s->db, "ROLLBACK");
+    /* A batch that cannot be written is dropped rather than retried
+     * forever: the in-memory run still has it for the summary. */
+    s->nsteps = s->nsamples = 0;
+    s->oldest_ms = -1;
+    return rc;
+}
+
+static int load_ranks(tml_store *s, tml_run *run)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = TML_EIO;
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT rank, local_rank, world_size, node_rank, nnodes, pid, host, instrumented,"
+            " events_dropped, records_dropped, records_sent, overhead_ns_per_step,"
+            " shipper_cpu_ns, ended FROM ranks ORDER BY rank",
+            -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.rank = sqlite3_column_int(st, 0);
+        info.local_rank = sqlite3_column_int(st, 1);
+        info.world_size = sqlite3_column_int(st, 2);
+        info.node_rank = sqlite3_column_int(st, 3);
+        info.nnodes = sqlite3_column_int(st, 4);
+        info.pid = sqlite3_column_int(st, 5);
+        const unsigned char *host = sqlite3_column_text(st, 6);
+        if (host)
+            snprintf(info.host, sizeof(info.host), "%s", (const char *)host);
+        info.instrumented = (uint32_t)sqlite3_column_int64(st, 7);
+        tml_rank *r = tml__run_rank(run, &info);
+        if (!r) {
+            rc = TML_ENOMEM;
+            goto out;
+        }
+        r->stats.events_dropped = (uint64_t)sqlite3_column_int64(st, 8);
+        r->stats.records_dropped = (uint64_t)sqlite3_column_int64(st, 9);
+        r->stats.records_sent = (uint64_t)sqlite3_column_int64(st, 10);
+        r->stats.overhead_ns_per_step = col_opt(st, 11);
+        r->stats.shipper_cpu_ns = col_opt(st, 12);
+        r->ended = sqlite3_column_int(st, 13);
+    }
+    rc = step == SQLITE_DONE ? 0 : TML_EIO;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int load_steps(tml_store *s, tml_run *run)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = TML_EIO;
+    if (sqlite3_prepare_v2(s->db, "SELECT * FROM steps ORDER BY rank, step", -1, &st,
+                           NULL) != SQLITE_OK)
+        goto out;
+    if (sqlite3_column_count(st) != STEP_COLS)
+        goto out;
+    int step;
+    tml_rank *cur = NULL;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int32_t rank = sqlite3_column_int(st, 0);
+        if (!cur || cur->info.rank != rank) {
+            cur = tml__run_find(run, rank);
+            if (!cur) {
+                /* steps of a rank whose hello row is missing: keep them */
+                tml_rank_info info;
+                memset(&info, 0, sizeof(info));
+                info.rank = rank;
+                info.world_size = run->world_size;
+                cur = tml__run_rank(run, &info);
+                if (!cur) {
+                    rc = TML_ENOMEM;
+                    goto out;
+                }
+            }
+        }
+        tml_step_record r;
+        memset(&r, 0, sizeof(r));
+        int c = 1;
+        r.step = (uint64_t)sqlite3_column_int64(st, c++);
+        r.start_ns = col_opt(st, c++);
+        r.traced_ns = col_opt(st, c++);
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            r.phase_ns[p] = col_opt(st, c++);
+        r.gpu_traced_ns = col_opt(st, c++);
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            r.gpu_phase_ns[p] = col_opt(st, c++);
+        r.gap_ns = col_opt(st, c++);
+        r.rss_bytes = col_opt(st, c++);
+        r.cuda_allocated_peak_bytes = col_opt(st, c++);
+        r.cuda_reserved_peak_bytes = col_opt(st, c++);
+        r.observed = (uint32_t)sqlite3_column_int64(st, c++);
+        r.flags = (uint32_t)sqlite3_column_int64(st, c++);
+        if (tml__run_add_steps(cur, &r, 1) < 0) {
+            rc = TML_ENOMEM;
+            goto out;
+        }
+    }
+    rc = step == SQLITE_DONE ? 0 : TML_EIO;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int tml__store_load(tml_store *s, tml_run *run)
+{
+    if (!s || !run)
+        return TML_EINVAL;
+    int rc = tml__store_flush(s);
+    if (rc < 0)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id, name, world_size, nnodes, start_unix_ms, end_unix_ms"
+                           " FROM run LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return TML_EIO;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *id = sqlite3_column_text(st, 0);
+        const unsigned char *name = sqlite3_column_text(st, 1);
+        if (id)
+            snprintf(run->id, sizeof(run->id), "%s", (const char *)id);
+        if (name)
+            snprintf(run->name, sizeof(run->name), "%s", (const char *)name);
+        run->world_size = sqlite3_column_int(st, 2);
+        run->nnodes = sqlite3_column_int(st, 3);
+        run->start_unix_ms = sqlite3_column_int64(st, 4);
+        run->end_unix_ms = sqlite3_column_int64(st, 5);
+    }
+    sqlite3_finalize(st);
+    rc = load_ranks(s, run);
+    if (rc == 0)
+        rc = load_steps(s, run);
+    return rc;
+}

@@ -1,0 +1,227 @@
+/*
+ * The engine through its public API against a fake aggregator: a thread
+ * that listens on loopback and speaks the wire protocol, so what the
+ * engine sends (handshake, records, goodbye) is checked byte for byte.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/record.h"
+#include "wire/wire.h"
+#include "harness.h"
+
+typedef struct fake {
+    int lfd, port;
+    int reject;
+    tml_hello hello;
+    tml_step_record recs[64];
+    size_t nrecs;
+    int got_bye;
+    tml_rank_stats bye;
+} fake;
+
+static int recv_all(int fd, uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t k = recv(fd, p, n, 0);
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void *fake_main(void *arg)
+{
+    fake *f = arg;
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    uint8_t hdr[TML_WIRE_HEADER];
+    static uint8_t payload[TML_WIRE_MAX_PAYLOAD];
+    tml_strbuf sb = TML_STRBUF_INIT;
+    for (;;) {
+        tml_frame_header h;
+        if (recv_all(fd, hdr, sizeof(hdr)) < 0 || tml__wire_header(hdr, sizeof(hdr), &h) != 0 ||
+            recv_all(fd, payload, h.len) < 0)
+            break;
+        if (h.type == TML_FRAME_HELLO) {
+            tml__wire_parse_hello(payload, h.len, &f->hello);
+            tml__sb_reset(&sb);
+            if (f->reject)
+                tml__wire_reject(&sb, "bad secret");
+            else
+                tml__wire_welcome(&sb);
+            send(fd, sb.buf, sb.len, MSG_NOSIGNAL);
+            if (f->reject)
+                break;
+        } else if (h.type == TML_FRAME_STEPS) {
+            size_t n;
+            if (tml__wire_parse_steps(payload, h.len, &n) == 0)
+                for (size_t i = 0; i < n && f->nrecs < 64; i++)
+                    tml__wire_parse_step(payload, i, &f->recs[f->nrecs++]);
+        } else if (h.type == TML_FRAME_BYE) {
+            tml__wire_parse_stats(payload, h.len, &f->bye);
+            f->got_bye = 1;
+            break;
+        }
+    }
+    tml__sb_release(&sb);
+    close(fd);
+    return NULL;
+}
+
+static void fake_start(fake *f, pthread_t *th)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    bind(f->lfd, (struct sockaddr *)&a, sizeof(a));
+    listen(f->lfd, 4);
+    socklen_t l = sizeof(a);
+    getsockname(f->lfd, (struct sockaddr *)&a, &l);
+    f->port = ntohs(a.sin_port);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->port);
+    setenv("TRACEML_ADDR", addr, 1);
+    setenv("TRACEML_RUN_ID", "run-1", 1);
+    setenv("TRACEML_SECRET", "secret-1", 1);
+    setenv("TRACEML_RUN_NAME", "enginetest", 1);
+    unsetenv("TRACEML_RUN_DIR");
+    pthread_create(th, NULL, fake_main, f);
+}
+
+static void test_records_reach_aggregator(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th;
+    fake_start(&f, &th);
+    setenv("RANK", "2", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    CHECK_EQ_INT(tml_step_begin(), TML_ESTATE);   /* before init */
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    CHECK_EQ_INT(tml_init(NULL), 0);               /* same config: idempotent */
+    tml_options other = {.run_name = "something_else"};
+    CHECK_EQ_INT(tml_init(&other), TML_ECONFIG);
+    for (int s = 0; s < 5; s++) {
+        int64_t t = tml_now_ns();
+        tml_phase_span(TML_PHASE_INPUT, t - 3000, t - 1000);
+        tml_step_begin();
+        tml_phase_begin(TML_PHASE_FORWARD);
+        tml_phase_begin(TML_PHASE_FORWARD);        /* nested: counted once */
+        tml_phase_end(TML_PHASE_FORWARD);
+        tml_phase_end(TML_PHASE_FORWARD);
+        tml_phase_span(TML_PHASE_BACKWARD, t, t + 500);
+        tml_phase_end(TML_PHASE_OPTIMIZER);        /* end without begin: ignored */
+        tml_step_begin();                          /* nested step: part of the outer */
+        tml_step_end();
+        if (s == 4)
+            tml_step_abort();
+        else
+            tml_step_end();
+    }
+    CHECK_EQ_INT(tml_phase_begin((tml_phase)42), TML_EINVAL);
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_STR(f.hello.run_id, "run-1");
+    CHECK_STR(f.hello.secret, "secret-1");
+    CHECK_EQ_INT(f.hello.info.rank, 2);
+    CHECK_EQ_INT(f.hello.info.world_size, 4);
+    CHECK_EQ_INT(f.nrecs, 5);
+    for (size_t i = 0; i < f.nrecs; i++) {
+        CHECK_EQ_INT(f.recs[i].step, i);
+        CHECK_EQ_INT(f.recs[i].phase_ns[TML_PHASE_INPUT], 2000);
+        CHECK_EQ_INT(f.recs[i].phase_ns[TML_PHASE_BACKWARD], 500);
+        CHECK(f.recs[i].phase_ns[TML_PHASE_FORWARD] >= 0);
+        CHECK_EQ_INT(f.recs[i].observed, TML_PHASE_BIT(TML_PHASE_INPUT) |
+                     TML_PHASE_BIT(TML_PHASE_FORWARD) | TML_PHASE_BIT(TML_PHASE_BACKWARD));
+        CHECK(f.recs[i].traced_ns >= 0);
+        CHECK_EQ_INT(f.recs[i].flags, i == 4 ? TML_STEP_ABORTED : 0);
+    }
+    CHECK(f.got_bye);
+    CHECK_EQ_INT(f.bye.records_sent, 5);
+    CHECK_EQ_INT(f.bye.records_dropped, 0);
+    CHECK(f.bye.overhead_ns_per_step > 0);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+}
+
+static void test_rejected_trains_on(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    f.reject = 1;
+    pthread_t th;
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);               /* fail-open */
+    for (int s = 0; s < 3; s++) {
+        CHECK_EQ_INT(tml_step_begin(), 0);
+        CHECK_EQ_INT(tml_step_end(), 0);
+    }
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_EQ_INT(f.nrecs, 0);
+}
+
+static void test_unreachable_is_bounded(void)
+{
+    setenv("TRACEML_ADDR", "127.0.0.1:9", 1);     /* nobody listens */
+    int64_t t0 = tml_now_ns();
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    for (int s = 0; s < 100; s++) {
+        tml_step_begin();
+        tml_step_end();
+    }
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    CHECK(tml_now_ns() - t0 < 5000000000LL);
+}
+
+static void *thread_steps(void *arg)
+{
+    (void)arg;
+    for (int s = 0; s < 10; s++) {
+        tml_step_begin();
+        tml_step_end();
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th, w[3];
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_create(&w[i], NULL, thread_steps, NULL);
+    for (int i = 0; i < 3; i++)
+        pthread_join(w[i], NULL);
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_EQ_INT(f.nrecs, 30);
+}
+
+static void test_disabled(void)
+{
+    setenv("TRACEML_DISABLED", "1", 1);
+    CHECK_EQ_INT(tml_init(NULL), TML_EDISABLED);
+    CHECK_EQ_INT(tml_step_begin(), TML_EDISABLED);
+    CHECK_EQ_INT(tml_phase_begin(TML_PHASE_INPUT), TML_EDISABLED);
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    unsetenv("TRACEML_DISABLED");
+    CHECK_STR(tml_strerror(TML_EAUTH), "aggregator refused the handshake");
+    CHECK_STR(tml_version(), TML_VERSION_STRING);
+}
+
+#define TESTS X(test_records_reach_aggregator) X(test_rejected_trains_on) \
+    X(test_unreachable_is_bounded) X(test_threads) X(test_disabled)
+#include "harness.h"
