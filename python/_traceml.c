@@ -842,6 +842,23 @@ mod_noop(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* torch >= 2.0 optimizer step hooks: hook(optimizer, args, kwargs). */
+static PyObject *
+mod_opt_begin(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m; (void)args; (void)nargs;
+    tml_phase_begin(TML_PHASE_OPTIMIZER);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_opt_end(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m; (void)args; (void)nargs;
+    tml_phase_end(TML_PHASE_OPTIMIZER);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 mod_configure(PyObject *m, PyObject *args, PyObject *kwds)
 {
@@ -931,10 +948,16 @@ static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, NULL},
     {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,
-     "trace_step(model=None): context manager of one training step"},
+     "trace_step(model=None) -> context manager of one training step.\n\n"
+     "The first time it sees a model (a plain module, a DDP/FSDP wrapper or\n"
+     "the module inside one) in auto or selective mode it installs forward\n"
+     "hooks on it. An exception inside the bracket propagates unchanged (the\n"
+     "step is recorded as aborted)."},
     {"h2d_block", mod_h2d_block, METH_NOARGS,
      "context manager timing its block as host-to-device copies"},
     {"_noop", (PyCFunction)(void (*)(void))mod_noop, METH_FASTCALL, NULL},
+    {"_opt_begin", (PyCFunction)(void (*)(void))mod_opt_begin, METH_FASTCALL, NULL},
+    {"_opt_end", (PyCFunction)(void (*)(void))mod_opt_end, METH_FASTCALL, NULL},
     {"_configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL, NULL, 0, NULL}
 };

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "agg/run.h"
 #include "core/record.h"
 
 typedef struct tml_agg tml_agg;
@@ -41,6 +42,11 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
 int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye);
 /* Number of ranks that said hello and not yet goodbye. */
 size_t tml__agg_open_ranks(const tml_agg *a);
+/* Writes the store's batch when it is due (about every 200 ms); callers
+ * with an event loop call it on every turn. */
+int tml__agg_tick(tml_agg *a);
+/* The run as received so far (valid until the next call on a). */
+const tml_run *tml__agg_run(const tml_agg *a);
 
 /*
  * Flushes the store, diagnoses, writes final_summary.json and

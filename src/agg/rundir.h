@@ -38,6 +38,9 @@ typedef struct tml_manifest {
  * artifacts that exist in run_dir at the time of writing. */
 int tml__manifest_write(const char *run_dir, const tml_manifest *m);
 
+/* Writes dir/name atomically (dir/.name.tmp, then rename). 0 or TML_EIO. */
+int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len);
+
 /* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
  * run_dir/traceml.log, TraceML's own log (never the user's stdout or
  * stderr). Failures are ignored: logging must not break a run. */

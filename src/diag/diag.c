@@ -107,13 +107,13 @@ void tml__phase_list(uint32_t mask, char *out, size_t cap)
     }
 }
 
-static void diag_init(tml_diagnosis *d, const char *kind, const char *label,
-                      tml_severity sev)
+void tml__diag_init(tml_diagnosis *d, const char *kind, const char *label,
+                    const char *section, tml_severity sev)
 {
     memset(d, 0, sizeof(*d));
     d->kind = kind;
     d->label = label;
-    d->section = "step_time";
+    d->section = section;
     d->severity = sev;
     d->cause = -1;
     d->share = NAN;
@@ -121,6 +121,12 @@ static void diag_init(tml_diagnosis *d, const char *kind, const char *label,
     d->straggler.valid = 0;
     d->straggler.culprit = d->straggler.victim = -1;
     d->straggler.component = -1;
+}
+
+static void diag_init(tml_diagnosis *d, const char *kind, const char *label,
+                      tml_severity sev)
+{
+    tml__diag_init(d, kind, label, "step_time", sev);
 }
 
 static int cmp_double(const void *a, const void *b)

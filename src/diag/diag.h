@@ -183,6 +183,44 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th,
  */
 void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
                            tml_diagnosis *out);
+/* An empty diagnosis (cause -1, share/threshold NAN, empty why/next). */
+void tml__diag_init(tml_diagnosis *d, const char *kind, const char *label,
+                    const char *section, tml_severity sev);
+
+/* ---- resources (step memory, system, process) ----------------------- *
+ * The inputs of the resource sections: averages over the run's samples,
+ * NAN where nothing was sampled. Today the engine samples nothing but the
+ * per-step memory of the step records, so system and process rows are all
+ * NAN; the rules below are where SPEC 4.2/4.3 plug in. */
+
+typedef struct tml_sys_node {
+    int32_t node;
+    size_t samples;
+    double cpu_percent;
+    double ram_used_bytes, ram_total_bytes;
+    double gpu_util_percent;
+    double gpu_mem_used_bytes, gpu_mem_total_bytes;
+    double gpu_temp_c;
+    double gpu_power_w, gpu_power_limit_w;
+} tml_sys_node;
+
+typedef struct tml_proc_rank {
+    int32_t rank, node;
+    size_t samples;
+    double cpu_capacity_percent;    /* CPU % / logical cores */
+    double rss_bytes, host_ram_total_bytes;
+    double cuda_allocated_bytes, cuda_reserved_bytes, device_total_bytes;
+} tml_proc_rank;
+
+/* Step memory (SPEC 4.2): NO GPU without CUDA figures, else BALANCED. */
+void tml__diag_step_memory(const tml_window *w, const tml_thresholds *th,
+                           tml_diagnosis *out);
+/* System / process (SPEC 4.3): NORMAL (the rules come with the samplers). */
+void tml__diag_system(const tml_sys_node *nodes, size_t n,
+                      const tml_thresholds *th, tml_diagnosis *out);
+void tml__diag_process(const tml_proc_rank *ranks, size_t n,
+                       const tml_thresholds *th, tml_diagnosis *out);
+
 /* 1 for the bound and straggler kinds (a root cause), else 0. */
 int tml__diag_is_cause(const tml_diagnosis *d);
 /* "Input Wait", "Forward and Backward", "Input Wait, Forward and Optimizer". */

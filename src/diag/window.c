@@ -269,7 +269,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     return 0;
 }
 
-/* Median rank (nearest the median Step Time; ties to the lower rank),
+/* Median rank (nearest the median Step Time; ties to the upper median),
  * worst rank and skew. */
 static void across_ranks(tml_window *w)
 {
@@ -296,9 +296,16 @@ static void across_ranks(tml_window *w)
         double s = w->ranks[i].avg_ns[TML_M_STEP];
         if (isnan(s))
             continue;
-        if (w->median_rank < 0 ||
-            fabs(s - med) < fabs(w->ranks[w->median_rank].avg_ns[TML_M_STEP] - med))
+        if (w->median_rank < 0) {
             w->median_rank = (int)i;
+        } else {
+            double cur = w->ranks[w->median_rank].avg_ns[TML_M_STEP];
+            double d = fabs(s - med), dc = fabs(cur - med);
+            /* Ties go to the upper median (the larger Step Time, then the
+             * higher rank), as the straggler's victim does. */
+            if (d < dc || (d == dc && s >= cur))
+                w->median_rank = (int)i;
+        }
         if (w->worst_rank < 0 || s > w->ranks[w->worst_rank].avg_ns[TML_M_STEP])
             w->worst_rank = (int)i;
     }

@@ -173,7 +173,8 @@ static void test_random_bytes(void)
         if (iter % 2 == 0) {
             for (size_t i = 0; i < len; i++) {
                 seed = seed * 1103515245u + 12345u;
-                b[i] = "{}[]\":,0123456789-+.eEtrufalsn \\u\x01\xff"[(seed >> 16) % 38];
+                static const char set[] = "{}[]\":,0123456789-+.eEtrufalsn \\u\x01\xff";
+                b[i] = set[(seed >> 16) % (sizeof(set) - 1)];
             }
         } else {
             len = n;

@@ -1,0 +1,92 @@
+/*
+ * cli.h - the `traceml` command: a table of subcommands (main.c), one file
+ * per subcommand, and the helpers they share (util.c).
+ *
+ * Only the CLI may print to the terminal or exit the process: library
+ * code returns error codes, the CLI turns them into one line on stderr
+ * ("traceml: error: ...") and an exit status (2 for bad usage or input).
+ */
+#ifndef TML_CLI_H
+#define TML_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "wire/wire.h"
+
+#define TML_EXIT_USAGE 2
+
+typedef struct tml_cli_cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);   /* argv[0] is the subcommand's name */
+    const char *summary;                /* one line for `traceml help`; NULL: hidden */
+    const char *usage;                  /* `traceml help NAME` */
+} tml_cli_cmd;
+
+/* main.c: the table, ended by a zeroed entry. */
+extern const tml_cli_cmd tml__cli_cmds[];
+const tml_cli_cmd *tml__cli_find(const char *name);
+
+int tml__cmd_run(int argc, char **argv);
+int tml__cmd_view(int argc, char **argv);
+int tml__cmd_serve(int argc, char **argv);
+int tml__cmd_help(int argc, char **argv);
+int tml__cmd_aggregate(int argc, char **argv);   /* hidden: `traceml run`'s child */
+
+extern const char tml__usage_run[], tml__usage_view[], tml__usage_serve[],
+    tml__usage_help[];
+
+/* ---- util.c ---- */
+
+/* "traceml: error: <message>" on stderr. Returns TML_EXIT_USAGE. */
+int tml__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, then exit(code). */
+_Noreturn void tml__cli_die(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void tml__cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Matches argv[*i] against option `name` ("--run-name"). Flags (value
+ * NULL) match "--name" only. Valued options match "--name V" (advancing
+ * *i) and "--name=V"; a missing value dies with exit 2. 1 on match. */
+int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+/* Strict numbers: the whole string, within [min, max]; else dies naming opt. */
+long tml__cli_long(const char *opt, const char *s, long min, long max);
+double tml__cli_double(const char *opt, const char *s, double min, double max);
+
+/* Whole file into a malloc'd NUL-terminated buffer; -1 with errno set
+ * (EFBIG over max). */
+int tml__cli_read_file(const char *path, size_t max, char **buf, size_t *len);
+/* Full path of an executable: PATH lookup when name has no '/'. 0 or -1. */
+int tml__cli_which(const char *name, char *out, size_t cap);
+/* Folder of the running binary (/proc/self/exe). 0 or -1. */
+int tml__cli_exe_dir(char *out, size_t cap);
+/* Terminal width of stdout (else $COLUMNS, else 0). */
+int tml__cli_term_width(void);
+/* Monotonic milliseconds. */
+int64_t tml__cli_mono_ms(void);
+void tml__cli_sleep_ms(int ms);
+
+/* A run folder being set up by `run` or `serve`. */
+typedef struct tml_cli_run {
+    char name[128];
+    char dir[4096];          /* logs_dir/name as the user wrote it */
+    char abs_dir[4096];      /* absolute, for child environments */
+    char logs_dir[4096];
+    char id[TML_WIRE_RUNID_MAX];
+    char secret[TML_WIRE_SECRET_MAX];
+    int64_t start_unix_ms;
+} tml_cli_run;
+
+/* Checks (nothing created) that logs_dir can hold a new run folder and
+ * that name (if given) is valid and free. Prints the error; returns 0 or
+ * TML_EXIT_USAGE. */
+int tml__cli_run_check(const char *logs_dir, const char *name);
+/* Creates the folder (name NULL: generated from stem, made unique), the
+ * run id and the secret. Prints the error; returns 0 or TML_EXIT_USAGE. */
+int tml__cli_run_create(tml_cli_run *r, const char *logs_dir, const char *name,
+                        const char *stem);
+/* Prints the text to stdout with a final newline, flushed. */
+void tml__cli_print_summary(const char *text);
+
+#endif

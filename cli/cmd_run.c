@@ -1,0 +1,671 @@
+/*
+ * cmd_run.c - `traceml run`: launch a training under TraceML.
+ *
+ * The launcher is three processes:
+ *
+ *     traceml run (this file)  --fork/exec-->  traceml __aggregate (port, sqlite)
+ *                              --fork/exec-->  $PYTHON SCRIPT args  (the training)
+ *
+ * and the order of work is: validate everything (nothing is created when
+ * any input is wrong), create the run folder and manifest, start the
+ * aggregator and learn its port, start the training with TRACEML_ADDR and
+ * the run's secret in its environment, wait for it, tell the aggregator to
+ * finalize, print final_summary.txt, complete the manifest, and exit with
+ * the training's own exit code.
+ *
+ * Fail-open is the rule: the aggregator is a separate process so that its
+ * death never touches the training. When it dies (or does not answer in
+ * time) the launcher rebuilds the run from telemetry.sqlite itself and
+ * still prints a summary.
+ *
+ * Ctrl-C: the training shares our process group, so a terminal's Ctrl-C
+ * reaches it directly and must not be forwarded a second time. A SIGINT
+ * sent to the launcher alone (kill PID) must be forwarded. The two are told
+ * apart by the kernel's si_code (SI_KERNEL for a terminal) and, for a
+ * SIGINT sent by a program to the whole group, by the aggregator: it keeps
+ * SIGINT blocked, so a group-wide SIGINT shows as pending in its
+ * /proc/PID/status. Then the training gets at most ~1 s to exit before
+ * SIGKILL, and the summary of what arrived is printed, status interrupted,
+ * exit 130.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agg/agg.h"
+#include "agg/rundir.h"
+#include "traceml/traceml.h"
+
+extern char **environ;
+
+const char tml__usage_run[] =
+    "usage: traceml run [options] SCRIPT [script args...]\n"
+    "       traceml run [options] -- COMMAND [args...]\n"
+    "\n"
+    "Runs a Python training script (or, after --, any command) under TraceML,\n"
+    "prints the run summary, writes logs/<run>/ and exits with the training's\n"
+    "exit code.\n"
+    "\n"
+    "Options:\n"
+    "  --mode summary|cli|dashboard  what to show [summary] (cli, dashboard: not yet)\n"
+    "  --run-name NAME         name of the run folder, [A-Za-z0-9_.-]+ [generated]\n"
+    "  --logs-dir DIR          where run folders go [./logs]\n"
+    "  --nproc-per-node N      processes per node [1] (more: not yet)\n"
+    "  --nnodes N              nodes [1] (more: not yet)\n"
+    "  --node-rank K           this node's rank [0]\n"
+    "  --master-addr A         rendezvous address [127.0.0.1]\n"
+    "  --master-port P         rendezvous port [29500]\n"
+    "  --interval SEC          sampling interval [1.0]\n"
+    "  --html-report           also write final_summary.html (not yet)\n"
+    "  --dashboard-port P      dashboard port [8765]\n"
+    "  --python PATH           interpreter [$TRACEML_PYTHON, else /usr/bin/python3]\n"
+    "  --disable-traceml       same launch without instrumentation (baseline)\n";
+
+typedef struct run_opts {
+    const char *mode, *run_name, *logs_dir, *master_addr, *python;
+    long nproc, nnodes, node_rank, master_port, dashboard_port;
+    double interval;
+    int html, disabled, dashdash;
+    char **cmd;            /* SCRIPT args... or COMMAND args... */
+    int ncmd;
+} run_opts;
+
+static volatile sig_atomic_t got_int, int_code, got_term;
+
+static void on_signal(int sig, siginfo_t *info, void *ctx)
+{
+    (void)ctx;
+    if (sig == SIGINT) {
+        if (!got_int)
+            int_code = info ? info->si_code : 0;
+        got_int++;
+    } else {
+        got_term = sig;
+    }
+}
+
+static void parse(int argc, char **argv, run_opts *o)
+{
+    const char *v;
+    memset(o, 0, sizeof(*o));
+    o->mode = "summary";
+    o->logs_dir = "logs";
+    o->master_addr = "127.0.0.1";
+    o->nproc = o->nnodes = 1;
+    o->master_port = 29500;
+    o->dashboard_port = 8765;
+    o->interval = 1.0;
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            o->dashdash = 1;
+            i++;
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0')
+            break;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(tml__usage_run, stdout);
+            exit(0);
+        }
+        if (tml__cli_opt(argc, argv, &i, "--mode", &o->mode) ||
+            tml__cli_opt(argc, argv, &i, "--run-name", &o->run_name) ||
+            tml__cli_opt(argc, argv, &i, "--logs-dir", &o->logs_dir) ||
+            tml__cli_opt(argc, argv, &i, "--master-addr", &o->master_addr) ||
+            tml__cli_opt(argc, argv, &i, "--python", &o->python))
+            continue;
+        if (tml__cli_opt(argc, argv, &i, "--nproc-per-node", &v))
+            o->nproc = tml__cli_long("--nproc-per-node", v, 1, 4096);
+        else if (tml__cli_opt(argc, argv, &i, "--nnodes", &v))
+            o->nnodes = tml__cli_long("--nnodes", v, 1, 4096);
+        else if (tml__cli_opt(argc, argv, &i, "--node-rank", &v))
+            o->node_rank = tml__cli_long("--node-rank", v, 0, 4095);
+        else if (tml__cli_opt(argc, argv, &i, "--master-port", &v))
+            o->master_port = tml__cli_long("--master-port", v, 1, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--dashboard-port", &v))
+            o->dashboard_port = tml__cli_long("--dashboard-port", v, 1, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--interval", &v))
+            o->interval = tml__cli_double("--interval", v, 0.01, 3600.0);
+        else if (tml__cli_opt(argc, argv, &i, "--html-report", NULL))
+            o->html = 1;
+        else if (tml__cli_opt(argc, argv, &i, "--disable-traceml", NULL))
+            o->disabled = 1;
+        else
+            tml__cli_die(TML_EXIT_USAGE,
+                         "unknown option '%s' for 'traceml run' (see 'traceml help run')", a);
+    }
+    o->cmd = argv + i;
+    o->ncmd = argc - i;
+}
+
+/* Everything that can be checked before creating anything. */
+static int validate(run_opts *o, char *prog, size_t cap)
+{
+    if (strcmp(o->mode, "cli") == 0 || strcmp(o->mode, "dashboard") == 0)
+        return tml__cli_error("--mode %s is not available yet (use --mode summary)", o->mode);
+    if (strcmp(o->mode, "summary") != 0)
+        return tml__cli_error("--mode must be summary, cli or dashboard, got '%s'", o->mode);
+    if (o->html)
+        return tml__cli_error("--html-report is not available yet");
+    if (o->node_rank >= o->nnodes)
+        return tml__cli_error("--node-rank %ld must be below --nnodes %ld", o->node_rank,
+                              o->nnodes);
+    if (!*o->master_addr)
+        return tml__cli_error("--master-addr must not be empty");
+    if (o->nproc > 1 || o->nnodes > 1)
+        return tml__cli_error("several processes (--nproc-per-node/--nnodes above 1) are "
+                              "not supported yet");
+    if (o->ncmd == 0)
+        return tml__cli_error(o->dashdash ? "missing COMMAND after --"
+                                          : "missing SCRIPT (usage: traceml run [options] SCRIPT [args...])");
+    if (o->dashdash) {
+        if (tml__cli_which(o->cmd[0], prog, cap) < 0)
+            return tml__cli_error("command '%s' not found or not executable", o->cmd[0]);
+    } else {
+        struct stat st;
+        const char *script = o->cmd[0];
+        if (stat(script, &st) < 0)
+            return tml__cli_error("script '%s' not found: %s", script, strerror(errno));
+        if (!S_ISREG(st.st_mode))
+            return tml__cli_error("script '%s' is not a regular file", script);
+        if (access(script, R_OK) < 0)
+            return tml__cli_error("script '%s' is not readable", script);
+        const char *py = o->python;
+        if (!py || !*py)
+            py = getenv("TRACEML_PYTHON");
+        if (!py || !*py)
+            py = "/usr/bin/python3";
+        if (tml__cli_which(py, prog, cap) < 0)
+            return tml__cli_error("Python interpreter '%s' not found or not executable "
+                                  "(set --python or TRACEML_PYTHON)", py);
+    }
+    if (o->run_name && !tml__run_name_valid(o->run_name))
+        return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",
+                              o->run_name);
+    if (!o->disabled)
+        return tml__cli_run_check(o->logs_dir, o->run_name);
+    return 0;
+}
+
+/* ---- environment of the training ---- */
+
+typedef struct envb {
+    char **v;
+    size_t n, cap;
+    size_t owned_from;   /* v[owned_from..n) were malloc'd here */
+} envb;
+
+static void env_release(envb *e)
+{
+    for (size_t i = e->owned_from; i < e->n; i++)
+        free(e->v[i]);
+    free(e->v);
+    memset(e, 0, sizeof(*e));
+}
+
+static void env_push(envb *e, char *s)
+{
+    if (e->n + 2 > e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 64;
+        char **p = realloc(e->v, cap * sizeof(*p));
+        if (!p)
+            tml__cli_die(1, "out of memory");
+        e->v = p;
+        e->cap = cap;
+    }
+    e->v[e->n++] = s;
+    e->v[e->n] = NULL;
+}
+
+static void env_set(envb *e, const char *key, const char *val)
+{
+    size_t n = strlen(key) + strlen(val) + 2;
+    char *s = malloc(n);
+    if (!s)
+        tml__cli_die(1, "out of memory");
+    snprintf(s, n, "%s=%s", key, val);
+    env_push(e, s);
+}
+
+static const char *const owned_vars[] = {
+    "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
+    "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "PYTHONPATH", NULL,
+};
+
+static void build_env(envb *e, const tml_cli_run *r, int port, int disabled)
+{
+    for (char **p = environ; *p; p++) {
+        int skip = 0;
+        for (const char *const *k = owned_vars; *k && !skip; k++) {
+            size_t n = strlen(*k);
+            skip = strncmp(*p, *k, n) == 0 && (*p)[n] == '=';
+        }
+        if (!skip)
+            env_push(e, *p);
+    }
+    e->owned_from = e->n;
+    char pkg[4096], exe[4096], path[8192];
+    const char *old = getenv("PYTHONPATH");
+    int have_pkg = 0;
+    if (tml__cli_exe_dir(exe, sizeof(exe)) == 0) {
+        int n = snprintf(pkg, sizeof(pkg), "%s/../lib/traceml/python", exe);
+        struct stat st;
+        have_pkg = n > 0 && (size_t)n < sizeof(pkg) && stat(pkg, &st) == 0 &&
+                   S_ISDIR(st.st_mode);
+    }
+    if (have_pkg) {
+        snprintf(path, sizeof(path), "%s%s%s", pkg, old && *old ? ":" : "", old ? old : "");
+        env_set(e, "PYTHONPATH", path);
+    } else if (old) {
+        env_set(e, "PYTHONPATH", old);
+    }
+    if (disabled) {
+        env_set(e, "TRACEML_DISABLED", "1");
+        return;
+    }
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    if (port > 0) {
+        env_set(e, "TRACEML_ADDR", addr);
+        env_set(e, "TRACEML_SECRET", r->secret);
+    } else {
+        env_set(e, "TRACEML_DISABLED", "1");   /* no aggregator: run untraced */
+    }
+    env_set(e, "TRACEML_RUN_ID", r->id);
+    env_set(e, "TRACEML_RUN_NAME", r->name);
+    env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
+    env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
+}
+
+static void child_signals_default(void)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+}
+
+static pid_t start_training(const char *prog, char **argv, char **envp)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    child_signals_default();
+    execve(prog, argv, envp);
+    fprintf(stderr, "traceml: error: cannot run '%s': %s\n", prog, strerror(errno));
+    _exit(127);
+}
+
+/* ---- the aggregator child ---- */
+
+typedef struct aggproc {
+    pid_t pid;
+    int ctl, st;     /* our ends: write control, read status */
+    int port;
+    int alive;
+} aggproc;
+
+static int start_aggregator(aggproc *ap, const tml_cli_run *r)
+{
+    int ctl[2], st[2];
+    memset(ap, 0, sizeof(*ap));
+    ap->ctl = ap->st = -1;
+    if (pipe2(ctl, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2(st, O_CLOEXEC) < 0) {
+        close(ctl[0]);
+        close(ctl[1]);
+        return -1;
+    }
+    char logp[4200], cfd[16], sfd[16];
+    snprintf(logp, sizeof(logp), "%s/traceml.log", r->dir);
+    snprintf(cfd, sizeof(cfd), "%d", ctl[0]);
+    snprintf(sfd, sizeof(sfd), "%d", st[1]);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* SIGINT blocked before exec: see the essay above */
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigprocmask(SIG_SETMASK, &set, NULL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        fcntl(ctl[0], F_SETFD, 0);
+        fcntl(st[1], F_SETFD, 0);
+        int nul = open("/dev/null", O_RDONLY);
+        int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (nul >= 0)
+            dup2(nul, 0);
+        if (log >= 0) {   /* never the user's terminal */
+            dup2(log, 1);
+            dup2(log, 2);
+        }
+        setenv("TRACEML_SECRET", r->secret, 1);
+        char *args[] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
+                        "--run-name", (char *)r->name, "--run-id", (char *)r->id,
+                        "--control-fd", cfd, "--status-fd", sfd, NULL};
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    close(ctl[0]);
+    close(st[1]);
+    if (pid < 0) {
+        close(ctl[1]);
+        close(st[0]);
+        return -1;
+    }
+    ap->pid = pid;
+    ap->alive = 1;
+    ap->ctl = ctl[1];
+    ap->st = st[0];
+    /* its first line: "port N" */
+    char line[64];
+    size_t n = 0;
+    int64_t deadline = tml__cli_mono_ms() + 5000;
+    while (n < sizeof(line) - 1) {
+        int64_t left = deadline - tml__cli_mono_ms();
+        if (left <= 0)
+            break;
+        struct pollfd pf = {ap->st, POLLIN, 0};
+        int pr = poll(&pf, 1, (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            break;
+        ssize_t rd = read(ap->st, line + n, 1);
+        if (rd <= 0)
+            break;
+        if (line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = '\0';
+    int port = 0;
+    if (sscanf(line, "port %d", &port) != 1 || port <= 0)
+        return -1;
+    ap->port = port;
+    return 0;
+}
+
+static void reap_aggregator(aggproc *ap, const char *run_dir, int status)
+{
+    ap->alive = 0;
+    if (WIFSIGNALED(status))
+        tml__run_log(run_dir, "launcher",
+                     "the aggregator (pid %d) was killed by signal %d; training continues, "
+                     "the summary will be built from telemetry.sqlite",
+                     (int)ap->pid, WTERMSIG(status));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        tml__run_log(run_dir, "launcher", "the aggregator (pid %d) exited with status %d",
+                     (int)ap->pid, WEXITSTATUS(status));
+}
+
+/* 1 when a pending SIGINT shows in pid's /proc status (it blocks SIGINT). */
+static int sigint_pending_in(pid_t pid)
+{
+    char path[64], *buf = NULL;
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (tml__cli_read_file(path, 1 << 16, &buf, &len) < 0)
+        return 0;
+    int found = 0;
+    const char *keys[] = {"\nSigPnd:", "\nShdPnd:"};
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(buf, keys[k]);
+        if (p) {
+            unsigned long long mask = strtoull(p + strlen(keys[k]), NULL, 16);
+            if (mask & (1ull << (SIGINT - 1)))
+                found = 1;
+        }
+    }
+    free(buf);
+    return found;
+}
+
+/* Waits for the training; handles Ctrl-C and the aggregator's death. */
+static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interrupted)
+{
+    int status = 0, forwarded_int = 0, killed = 0, forwarded_term = 0;
+    int64_t int_at = 0, kill_at = 0;
+    for (;;) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p == train) {
+            status = st;
+            break;
+        }
+        if (ap && ap->alive && p == ap->pid)
+            reap_aggregator(ap, run_dir, st);
+        int64_t now = tml__cli_mono_ms();
+        if (got_int && !int_at) {
+            int_at = now;
+            *interrupted = 1;
+        }
+        /* decide after 20 ms, once a group-wide signal has reached everyone */
+        if (int_at && !forwarded_int && now - int_at >= 20) {
+            forwarded_int = 1;
+            int group = int_code == SI_KERNEL ||
+                        (ap && ap->alive && sigint_pending_in(ap->pid));
+            if (!group)
+                kill(train, SIGINT);
+            kill_at = now + 1000;
+        }
+        if (got_term && !forwarded_term) {
+            forwarded_term = 1;
+            *interrupted = 1;
+            kill(train, got_term);
+            kill_at = now + 1000;
+        }
+        if (!killed && ((kill_at && now >= kill_at) || got_int > 1)) {
+            killed = 1;
+            kill(train, SIGKILL);
+        }
+        tml__cli_sleep_ms(5);
+    }
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+/* Asks the aggregator to finalize; NULL when it did not (then: fallback). */
+static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const char *status,
+                                     int code, int width)
+{
+    if (!ap->alive)
+        return NULL;
+    char line[96];
+    snprintf(line, sizeof(line), "finalize %s %d %d\n", status, code, width);
+    ssize_t w = write(ap->ctl, line, strlen(line));
+    int interrupted = strcmp(status, "interrupted") == 0;
+    int64_t deadline = tml__cli_mono_ms() + (interrupted ? 1300 : 20000);
+    int st = 0, done = 0;
+    while (w > 0) {
+        pid_t p = waitpid(ap->pid, &st, WNOHANG);
+        if (p == ap->pid) {
+            done = 1;
+            break;
+        }
+        if (tml__cli_mono_ms() >= deadline)
+            break;
+        tml__cli_sleep_ms(5);
+    }
+    if (!done) {
+        tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
+                     "building the summary from telemetry.sqlite");
+        kill(ap->pid, SIGKILL);
+        waitpid(ap->pid, &st, 0);
+        ap->alive = 0;
+        return NULL;
+    }
+    ap->alive = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        reap_aggregator(ap, r->dir, st);
+        return NULL;
+    }
+    char path[4200], *text = NULL;
+    size_t len;
+    snprintf(path, sizeof(path), "%s/final_summary.txt", r->dir);
+    if (tml__cli_read_file(path, 64u << 20, &text, &len) < 0)
+        return NULL;
+    return text;
+}
+
+static char *finalize_here(const tml_cli_run *r, const char *status, int code, int width)
+{
+    tml_agg *agg = NULL;
+    char *text = NULL;
+    tml_agg_opts ao = {r->name, r->id, r->dir, 0, 0};
+    tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
+    if (tml__agg_open_existing(&ao, &agg) == 0) {
+        tml__agg_finalize(agg, status, code, width, &text);
+        tml__agg_free(agg);
+    }
+    return text;
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;   /* no SA_RESTART: waits wake up */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int launch(const run_opts *o, const char *prog, int targc, char **targv, envb *env);
+
+int tml__cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    char prog[4096];
+    parse(argc, argv, &o);
+    int rc = validate(&o, prog, sizeof(prog));
+    if (rc)
+        return rc;
+
+    /* argv of the training: the command as given, or PYTHON SCRIPT args */
+    char **targv = calloc((size_t)o.ncmd + 2, sizeof(*targv));
+    if (!targv)
+        tml__cli_die(1, "out of memory");
+    int targc = 0;
+    if (!o.dashdash)
+        targv[targc++] = prog;
+    for (int i = 0; i < o.ncmd; i++)
+        targv[targc++] = o.cmd[i];
+    targv[targc] = NULL;
+    envb env;
+    memset(&env, 0, sizeof(env));
+    rc = launch(&o, prog, targc, targv, &env);
+    env_release(&env);
+    free(targv);
+    return rc;
+}
+
+static int launch(const run_opts *opts, const char *prog, int targc, char **targv, envb *envp)
+{
+    const run_opts o = *opts;
+    envb env = {NULL, 0, 0, 0};
+    int rc;
+    install_handlers();
+    tml_cli_run r;
+    memset(&r, 0, sizeof(r));
+    int interrupted = 0;
+
+    if (o.disabled) {
+        build_env(&env, &r, 0, 1);
+        *envp = env;
+        pid_t pid = start_training(prog, targv, env.v);
+        if (pid < 0)
+            tml__cli_die(1, "cannot fork: %s", strerror(errno));
+        int code = supervise(pid, NULL, NULL, &interrupted);
+        return interrupted && got_int ? 130 : code;
+    }
+
+    const char *stem = o.cmd[0];
+    rc = tml__cli_run_create(&r, o.logs_dir, o.run_name, stem);
+    if (rc)
+        return rc;
+    tml_manifest m;
+    memset(&m, 0, sizeof(m));
+    m.run_name = r.name;
+    m.run_id = r.id;
+    m.status = "running";
+    m.start_unix_ms = r.start_unix_ms;
+    m.argc = targc;
+    m.argv = targv;
+    m.world_size = 1;
+    m.nnodes = 1;
+    if (tml__manifest_write(r.dir, &m) < 0)
+        tml__cli_warn("could not write %s/manifest.json", r.dir);
+    tml__run_log(r.dir, "launcher", "run %s (id %s) started", r.name, r.id);
+
+    aggproc ap;
+    if (start_aggregator(&ap, &r) < 0) {
+        tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
+                      "running without telemetry", r.dir);
+        tml__run_log(r.dir, "launcher", "aggregator did not start; training runs untraced");
+        if (ap.pid > 0) {
+            kill(ap.pid, SIGKILL);
+            waitpid(ap.pid, NULL, 0);
+        }
+        ap.alive = 0;
+        ap.port = 0;
+    }
+    build_env(&env, &r, ap.port, 0);
+    *envp = env;
+    pid_t pid = start_training(prog, targv, env.v);
+    if (pid < 0) {
+        tml__cli_warn("cannot fork: %s", strerror(errno));
+        return 1;
+    }
+    int code = supervise(pid, &ap, r.dir, &interrupted);
+    const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
+    if (interrupted && got_int)
+        code = 130;
+    int width = tml__cli_term_width();
+
+    char *text = finalize_via_aggregator(&ap, &r, status, code, width);
+    if (!text)
+        text = finalize_here(&r, status, code, width);
+    if (text)
+        tml__cli_print_summary(text);
+    else
+        tml__cli_warn("no summary could be written (see %s/traceml.log)", r.dir);
+    free(text);
+
+    m.status = status;
+    m.exit_code = code;
+    m.end_unix_ms = tml__unix_ms();
+    if (tml__manifest_write(r.dir, &m) < 0)
+        tml__cli_warn("could not update %s/manifest.json", r.dir);
+    tml__run_log(r.dir, "launcher", "run ended: %s, exit code %d", status, code);
+    if (ap.ctl >= 0)
+        close(ap.ctl);
+    if (ap.st >= 0)
+        close(ap.st);
+    return code;
+}

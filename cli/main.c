@@ -1,0 +1,51 @@
+/*
+ * main.c - `traceml`: finds the subcommand in a table and runs it.
+ *
+ * Each subcommand lives in its own file (cmd_<name>.c) with its usage
+ * text, so adding one (compare, a later issue) is one file and one line
+ * here. `traceml` alone prints the help; `--version` the version.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "traceml/traceml.h"
+
+const tml_cli_cmd tml__cli_cmds[] = {
+    {"run", tml__cmd_run, "Run a training script under TraceML and print its summary",
+     tml__usage_run},
+    {"view", tml__cmd_view, "Print a stored run summary again", tml__usage_view},
+    {"serve", tml__cmd_serve, "Run the aggregator alone, for scripts launched another way",
+     tml__usage_serve},
+    {"help", tml__cmd_help, "Show help for traceml or one command", tml__usage_help},
+    {"__aggregate", tml__cmd_aggregate, NULL, NULL},
+    {NULL, NULL, NULL, NULL},
+};
+
+const tml_cli_cmd *tml__cli_find(const char *name)
+{
+    for (const tml_cli_cmd *c = tml__cli_cmds; c->name; c++)
+        if (strcmp(c->name, name) == 0)
+            return c;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return tml__cmd_help(1, (char *[]){"help", NULL});
+    const char *a = argv[1];
+    if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+        printf("traceml %s\n", TML_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+        return tml__cmd_help(argc - 1, argv + 1);
+    if (a[0] == '-')
+        return tml__cli_error("unknown option '%s' (see 'traceml help')", a);
+    const tml_cli_cmd *c = tml__cli_find(a);
+    if (!c)
+        return tml__cli_error("unknown command '%s' (see 'traceml help')", a);
+    return c->fn(argc - 1, argv + 1);
+}

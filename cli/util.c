@@ -1,0 +1,341 @@
+/*
+ * util.c - what every subcommand needs: error lines, strict option and
+ * number parsing, file reading, PATH lookup, and setting up a run folder.
+ *
+ * Argument parsing is deliberately strict (whole-string strtol/strtod with
+ * range checks, no silent defaults for bad values): a typo in a flag must
+ * stop the launch with one clear line before anything is created, not
+ * start a run the user did not ask for.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agg/rundir.h"
+#include "traceml/traceml.h"
+
+static void vline(const char *kind, const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "traceml: %s: ", kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int tml__cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline("error", fmt, ap);
+    va_end(ap);
+    return TML_EXIT_USAGE;
+}
+
+void tml__cli_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline("warning", fmt, ap);
+    va_end(ap);
+}
+
+_Noreturn void tml__cli_die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vline("error", fmt, ap);
+    va_end(ap);
+    exit(code);
+}
+
+int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (!value) {
+        if (a[n] == '\0')
+            return 1;
+        if (a[n] == '=')
+            tml__cli_die(TML_EXIT_USAGE, "option %s takes no value", name);
+        return 0;
+    }
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        tml__cli_die(TML_EXIT_USAGE, "option %s needs a value", name);
+    *value = argv[++*i];
+    return 1;
+}
+
+long tml__cli_long(const char *opt, const char *s, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max)
+        tml__cli_die(TML_EXIT_USAGE, "%s expects an integer from %ld to %ld, got '%s'", opt,
+                     min, max, s);
+    return v;
+}
+
+double tml__cli_double(const char *opt, const char *s, double min, double max)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= min && v <= max))
+        tml__cli_die(TML_EXIT_USAGE, "%s expects a number from %g to %g, got '%s'", opt, min,
+                     max, s);
+    return v;
+}
+
+int tml__cli_read_file(const char *path, size_t max, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    *buf = NULL;
+    if (!f)
+        return -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return -1;
+    }
+    for (;;) {
+        if (cap - n < 4096) {
+            cap = cap ? cap * 2 : 65536;
+            if (cap > max + 4096)
+                cap = max + 4096;
+            char *p = realloc(b, cap + 1);
+            if (!p) {
+                free(b);
+                fclose(f);
+                errno = ENOMEM;
+                return -1;
+            }
+            b = p;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (n > max) {
+            free(b);
+            fclose(f);
+            errno = EFBIG;
+            return -1;
+        }
+        if (r == 0) {
+            if (ferror(f)) {
+                int e = errno;
+                free(b);
+                fclose(f);
+                errno = e ? e : EIO;
+                return -1;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static int is_exec_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int tml__cli_which(const char *name, char *out, size_t cap)
+{
+    if (!name || !*name)
+        return -1;
+    if (strchr(name, '/')) {
+        if (!is_exec_file(name))
+            return -1;
+        int n = snprintf(out, cap, "%s", name);
+        return n > 0 && (size_t)n < cap ? 0 : -1;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t n = colon ? (size_t)(colon - path) : strlen(path);
+        int k = snprintf(out, cap, "%.*s/%s", (int)n, n ? path : ".", name);
+        if (k > 0 && (size_t)k < cap && is_exec_file(out))
+            return 0;
+        path += n + (colon ? 1 : 0);
+    }
+    return -1;
+}
+
+int tml__cli_exe_dir(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0 || (size_t)n >= cap - 1)
+        return -1;
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    return 0;
+}
+
+int tml__cli_term_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    if (c && *c) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (!*end && v > 0 && v < 10000)
+            return (int)v;
+    }
+    return 0;
+}
+
+int64_t tml__cli_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void tml__cli_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The nearest existing folder at or above path must be writable. */
+static int writable_dir(const char *path, char *why, size_t cap)
+{
+    char buf[4096];
+    int n = snprintf(buf, sizeof(buf), "%s", path);
+    if (n <= 0 || (size_t)n >= sizeof(buf)) {
+        snprintf(why, cap, "path too long");
+        return 0;
+    }
+    for (;;) {
+        struct stat st;
+        if (stat(buf, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) {
+                snprintf(why, cap, "'%s' is not a directory", buf);
+                return 0;
+            }
+            if (access(buf, W_OK | X_OK) != 0) {
+                snprintf(why, cap, "'%s' is not writable", buf);
+                return 0;
+            }
+            return 1;
+        }
+        if (errno != ENOENT) {
+            snprintf(why, cap, "'%s': %s", buf, strerror(errno));
+            return 0;
+        }
+        char *slash = strrchr(buf, '/');
+        while (slash && slash > buf && slash[1] == '\0') {   /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(buf, '/');
+        }
+        if (!slash) {
+            snprintf(buf, sizeof(buf), ".");
+        } else if (slash == buf) {
+            buf[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+    }
+}
+
+int tml__cli_run_check(const char *logs_dir, const char *name)
+{
+    char why[4200];
+    if (!logs_dir || !*logs_dir)
+        return tml__cli_error("--logs-dir must not be empty");
+    if (name && !tml__run_name_valid(name))
+        return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]", name);
+    if (!writable_dir(logs_dir, why, sizeof(why)))
+        return tml__cli_error("logs directory '%s' is not usable: %s", logs_dir, why);
+    if (name) {
+        char p[4096];
+        struct stat st;
+        int n = snprintf(p, sizeof(p), "%s/%s", logs_dir, name);
+        if (n <= 0 || (size_t)n >= sizeof(p))
+            return tml__cli_error("run folder path too long");
+        if (lstat(p, &st) == 0)
+            return tml__cli_error("run folder '%s' already exists; choose another --run-name",
+                                  p);
+    }
+    return 0;
+}
+
+int tml__cli_run_create(tml_cli_run *r, const char *logs_dir, const char *name,
+                        const char *stem)
+{
+    memset(r, 0, sizeof(*r));
+    snprintf(r->logs_dir, sizeof(r->logs_dir), "%s", logs_dir);
+    r->start_unix_ms = tml__unix_ms();
+    int rc = TML_EEXIST;
+    if (name) {
+        snprintf(r->name, sizeof(r->name), "%s", name);
+        rc = tml__rundir_create(logs_dir, r->name, r->dir, sizeof(r->dir));
+    } else {
+        char base[96];
+        tml__run_name_generate(stem, base, sizeof(base));
+        for (int k = 1; k < 1000 && rc == TML_EEXIST; k++) {
+            if (k == 1)
+                snprintf(r->name, sizeof(r->name), "%s", base);
+            else
+                snprintf(r->name, sizeof(r->name), "%s_%d", base, k);
+            rc = tml__rundir_create(logs_dir, r->name, r->dir, sizeof(r->dir));
+        }
+    }
+    if (rc == TML_EEXIST)
+        return tml__cli_error("run folder '%s' already exists; choose another --run-name",
+                              r->dir);
+    if (rc < 0)
+        return tml__cli_error("cannot create run folder '%s/%s': %s", logs_dir, r->name,
+                              strerror(errno));
+    if (!realpath(r->dir, r->abs_dir))
+        snprintf(r->abs_dir, sizeof(r->abs_dir), "%s", r->dir);
+    /* 16 and 24 random bytes: hex fits the wire's fields with their NUL */
+    if (tml__random_hex(r->id, 16) < 0 || tml__random_hex(r->secret, 24) < 0) {
+        rmdir(r->dir);
+        return tml__cli_error("cannot read /dev/urandom for the run secret");
+    }
+    return 0;
+}
+
+void tml__cli_print_summary(const char *text)
+{
+    if (!text)
+        return;
+    size_t n = strlen(text);
+    fwrite(text, 1, n, stdout);
+    if (n == 0 || text[n - 1] != '\n')
+        fputc('\n', stdout);
+    fflush(stdout);
+}

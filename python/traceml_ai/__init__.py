@@ -1,0 +1,506 @@
+"""TraceML: why does a training step take as long as it does?
+
+    import traceml_ai as traceml
+    traceml.init(mode="auto")
+    for batch in loader:                    # the fetch is timed as input wait
+        with traceml.trace_step(model):     # one training step
+            ...forward, loss.backward(), optimizer.step()...
+
+This package is glue: it installs the engine's C callables (see
+python/_traceml.c) into PyTorch objects and nothing else. Timing, step
+assembly, diagnosis and every report live in the C engine. No Python code
+of this package runs per step except what installs hooks on a model the
+first time trace_step() sees it.
+
+Importing it does not import torch; init(mode="auto") does. TraceML never
+breaks training: a failure while setting up is a warning on stderr and the
+run goes on uninstrumented.
+"""
+
+import atexit as _atexit
+import json as _json
+import os as _os
+import sys as _sys
+
+__all__ = [
+    "init", "trace_step", "summary", "final_summary",
+    "wrap_dataloader_fetch", "wrap_forward", "wrap_backward",
+    "wrap_optimizer", "wrap_h2d",
+]
+
+__version__ = "0.1.0"
+
+try:
+    from . import _traceml as _c
+    _import_error = None
+    __version__ = _c.VERSION
+except ImportError as _e:          # the engine is missing: fail open
+    _c = None
+    _import_error = _e
+
+_MODES = ("auto", "manual", "selective")
+_config = None          # the configuration of the first successful init()
+_active = False         # the engine is running and patches may be installed
+_patched = []           # (owner, attribute, original) of every patch
+_warned = set()
+
+
+def _warn(msg):
+    """One line on stderr, once per message: TraceML's trouble is not the
+    user's, so it never raises into the training loop."""
+    if msg in _warned:
+        return
+    _warned.add(msg)
+    try:
+        _sys.stderr.write("traceml: warning: %s\n" % msg)
+        _sys.stderr.flush()
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------
+# The per-step entry: a C function when the engine is there.
+
+class _NullStep(object):
+    """Used only when the extension could not be loaded."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL_STEP = _NullStep()
+
+if _c is not None:
+    trace_step = _c.trace_step
+else:
+    def trace_step(model=None):
+        return _NULL_STEP
+
+
+
+# --------------------------------------------------------------------------
+# Patches
+
+def _is_ours(fn):
+    for _ in range(16):
+        if fn is None:
+            return False
+        if _c is not None and isinstance(fn, (_c.PhaseCall,)):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+def _patch(owner, name, phase, kind=None):
+    orig = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+    if orig is None:
+        orig = getattr(owner, name)
+    if _is_ours(orig):
+        return
+    if kind is None:
+        kind = _c.KIND_PHASE
+    setattr(owner, name, _c.PhaseCall(orig, phase, kind))
+    _patched.append((owner, name, orig))
+
+
+def _install_forward(model):
+    """Called by the C trace_step() the first time it sees `model`."""
+    try:
+        pre = getattr(model, "_forward_pre_hooks", None)
+        if pre is not None:
+            for h in list(pre.values()):
+                if isinstance(h, _c.FwdHook) and h.model is model:
+                    return
+        model.register_forward_pre_hook(_c.FwdHook(model, False))
+        model.register_forward_hook(_c.FwdHook(model, True))
+    except Exception as e:
+        _warn("cannot time the forward of %s (%s); call traceml.wrap_forward() "
+              "on an nn.Module" % (type(model).__name__, e))
+
+
+def _wrap_optimizer_class(cls):
+    step = cls.__dict__.get("step")
+    if step is None or isinstance(step, (staticmethod, classmethod)) or not callable(step):
+        return
+    if _is_ours(step):
+        return
+    setattr(cls, "step", _c.PhaseCall(step, _c.OPTIMIZER))
+    _patched.append((cls, "step", step))
+
+
+def _all_subclasses(cls):
+    seen, todo = [], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.append(sub)
+                todo.append(sub)
+    return seen
+
+
+def _patch_optimizer(torch):
+    import importlib
+    opt_mod = importlib.import_module("torch.optim.optimizer")
+    pre = getattr(opt_mod, "register_optimizer_step_pre_hook", None)
+    post = getattr(opt_mod, "register_optimizer_step_post_hook", None)
+    if pre is not None and post is not None:
+        # torch >= 2.0: global hooks, C callables.
+        pre(_c._opt_begin)
+        post(_c._opt_end)
+        return
+    Optimizer = torch.optim.Optimizer
+    for cls in _all_subclasses(Optimizer):
+        _wrap_optimizer_class(cls)
+    # Optimizer classes defined later (the user's own) are wrapped when
+    # they are created.
+    prev = Optimizer.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if prev is not None:
+            prev.__get__(None, cls)(**kwargs)
+        else:
+            super(Optimizer, cls).__init_subclass__(**kwargs)
+        try:
+            if _active:
+                _wrap_optimizer_class(cls)
+        except Exception as e:
+            _warn("cannot time %s.step (%s)" % (cls.__name__, e))
+
+    Optimizer.__init_subclass__ = classmethod(__init_subclass__)
+    _patched.append((Optimizer, "__init_subclass__", prev))
+
+
+def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer):
+    def dl_patch():
+        from torch.utils.data import dataloader as dl
+        _patch(dl._BaseDataLoaderIter, "__next__", _c.INPUT, _c.KIND_INPUT)
+
+    def bw_patch():
+        _patch(torch.Tensor, "backward", _c.BACKWARD)
+        _patch(torch.autograd, "backward", _c.BACKWARD)
+
+    def h2d_patch():
+        _patch(torch.Tensor, "to", _c.H2D, _c.KIND_H2D)
+        _patch(torch.Tensor, "cuda", _c.H2D, _c.KIND_H2D)
+        _patch(torch.Tensor, "copy_", _c.H2D, _c.KIND_H2D_COPY)
+
+    for on, what, fn, helper in (
+            (dataloader, "DataLoader fetches", dl_patch, "wrap_dataloader_fetch"),
+            (backward, "backward", bw_patch, "wrap_backward"),
+            (h2d, "host-to-device copies", h2d_patch, "wrap_h2d"),
+            (optimizer, "optimizer steps", lambda: _patch_optimizer(torch), "wrap_optimizer")):
+        if not on:
+            continue
+        try:
+            fn()
+        except Exception as e:
+            _warn("cannot time %s automatically (%s); use traceml.%s()" % (what, e, helper))
+    _c._configure(_install_forward if forward else None, bool(forward))
+
+
+# --------------------------------------------------------------------------
+# Overhead calibration: what one call through this glue costs.
+
+def _calibrate(n=2000, repeats=5):
+    now = _c.now_ns
+    raw = _c._noop
+    wrapped = _c.PhaseCall(raw, 0, _c.KIND_PLAIN)
+    rng = range(n)
+
+    def loop(fn):
+        t0 = now()
+        for _ in rng:
+            fn()
+        return now() - t0
+
+    def empty():
+        t0 = now()
+        for _ in rng:
+            pass
+        return now() - t0
+
+    t_empty = min(empty() for _ in range(repeats))
+    t_raw = min(loop(raw) for _ in range(repeats))
+    t_wrapped = min(loop(wrapped) for _ in range(repeats))
+    # A hook is one Python-to-C call per marker; a wrapper adds one
+    # forwarding per two markers. Take the larger as the glue per marker.
+    per_hook = (t_raw - t_empty) / float(n)
+    per_wrap = (t_wrapped - t_raw) / float(n) / 2.0
+    return int(max(per_hook, per_wrap, 0.0))
+
+
+# --------------------------------------------------------------------------
+# init
+
+def _env_disabled():
+    return _os.environ.get("TRACEML_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
+         patch_backward=True, patch_h2d=True, patch_optimizer=True,
+         disabled=False, logs_dir=None, run_name=None):
+    """Starts TraceML in this process.
+
+    mode="auto" instruments DataLoader fetches, the traced model's forward,
+    backward, optimizer steps and host-to-device copies; "selective" only
+    those whose patch_* flag is true; "manual" nothing (use the wrap_*
+    helpers). A second call with the same arguments does nothing; with
+    different ones it raises RuntimeError. TRACEML_DISABLED=1 (or
+    disabled=True) makes every call a no-op.
+    """
+    global _config, _active
+    if mode not in _MODES:
+        raise ValueError("traceml.init(): unknown mode %r (expected one of %s)"
+                         % (mode, ", ".join(repr(m) for m in _MODES)))
+    disabled = bool(disabled) or _env_disabled()
+    if mode == "auto":
+        flags = (True, True, True, True, True)
+    elif mode == "manual":
+        flags = (False, False, False, False, False)
+    else:
+        flags = tuple(bool(f) for f in (patch_dataloader, patch_forward,
+                                        patch_backward, patch_h2d, patch_optimizer))
+    if logs_dir is not None:
+        logs_dir = _os.fspath(logs_dir)
+    config = (mode, flags, disabled, logs_dir, run_name)
+    if _config is not None:
+        if _config == config:
+            return None
+        raise RuntimeError(
+            "traceml.init() was already called with a different configuration "
+            "(first: mode=%r, patches=%r, disabled=%r, logs_dir=%r, run_name=%r; "
+            "now: mode=%r, patches=%r, disabled=%r, logs_dir=%r, run_name=%r)"
+            % (_config + config))
+    _config = config
+    if disabled:
+        return None
+    if _c is None:
+        _warn("the TraceML engine could not be loaded (%s); training runs "
+              "without TraceML" % (_import_error,))
+        return None
+    dataloader, forward, backward, h2d, optimizer = flags
+    if mode == "selective":
+        mask = 0
+        for on, phase in ((dataloader, _c.INPUT), (h2d, _c.H2D), (forward, _c.FORWARD),
+                          (backward, _c.BACKWARD), (optimizer, _c.OPTIMIZER)):
+            if on:
+                mask |= 1 << phase
+    else:
+        # auto: everything; manual: what will be wrapped cannot be known
+        # yet, so every phase is required and a never-seen one is missing.
+        mask = _c.PHASES_ALL
+    try:
+        rc = _c.init(run_name, logs_dir, mask, False)
+    except Exception as e:
+        _warn("init failed (%s); training runs without TraceML" % (e,))
+        return None
+    if rc == _c.ECONFIG:
+        raise RuntimeError("traceml.init(): the engine was already started with "
+                           "a different configuration")
+    if rc == _c.EDISABLED:
+        return None
+    if rc < 0:
+        _warn("init failed (%s); training runs without TraceML" % (_c.strerror(rc),))
+        return None
+    _active = True
+    _atexit.register(_at_exit)
+    try:
+        _c.set_call_cost_ns(_calibrate())
+    except Exception as e:
+        _warn("overhead calibration failed (%s)" % (e,))
+    if any(flags):
+        try:
+            import torch
+            _apply_patches(torch, *flags)
+        except Exception as e:
+            _warn("could not install the automatic instrumentation (%s); "
+                  "use the wrap_* helpers" % (e,))
+    return None
+
+
+def _at_exit():
+    global _active
+    if not _active:
+        return
+    _active = False
+    try:
+        _c._configure(None, False)
+        last = getattr(_sys, "last_value", None)
+        if isinstance(last, KeyboardInterrupt):
+            text = _c.shutdown("interrupted", 130)
+        elif last is not None and not isinstance(last, SystemExit):
+            text = _c.shutdown("failed", 1)
+        else:
+            text = _c.shutdown()
+    except Exception as e:
+        _warn("shutdown failed (%s)" % (e,))
+        return
+    if text:
+        try:
+            _sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            _sys.stdout.flush()
+        except Exception:
+            pass
+
+
+# --------------------------------------------------------------------------
+# Manual mode
+
+def wrap_dataloader_fetch(loader_or_iter):
+    """Returns an iterable (for a loader) or iterator (for an iterator)
+    whose fetches are timed as input wait:
+
+        for batch in traceml.wrap_dataloader_fetch(loader): ...
+    """
+    if not _active:
+        return loader_or_iter
+    return _c.TimedIter(loader_or_iter)
+
+
+def wrap_forward(model):
+    """Installs the forward hooks on `model` (an nn.Module); returns it."""
+    if _active:
+        _install_forward(model)
+    return model
+
+
+def wrap_backward(loss):
+    """Makes `loss.backward()` timed as backward; returns the loss:
+
+        traceml.wrap_backward(loss).backward()
+    """
+    if not _active:
+        return loss
+    try:
+        bound = loss.backward
+        if not _is_ours(bound):
+            loss.backward = _c.PhaseCall(bound, _c.BACKWARD)
+    except Exception as e:
+        _warn("wrap_backward: cannot wrap %s (%s)" % (type(loss).__name__, e))
+    return loss
+
+
+def wrap_optimizer(opt):
+    """Makes `opt.step()` timed as the optimizer phase; returns the
+    optimizer. Only this instance changes (an LR scheduler made before or
+    after keeps working)."""
+    if not _active:
+        return opt
+    try:
+        import types
+        step = opt.step
+        if _is_ours(step) or _is_ours(getattr(step, "__func__", None)):
+            return opt
+        func = getattr(step, "__func__", None)
+        if func is not None and getattr(step, "__self__", None) is opt:
+            opt.step = types.MethodType(_c.PhaseCall(func, _c.OPTIMIZER), opt)
+        else:
+            opt.step = _c.PhaseCall(step, _c.OPTIMIZER)
+    except Exception as e:
+        _warn("wrap_optimizer: cannot wrap %s (%s)" % (type(opt).__name__, e))
+    return opt
+
+
+class _NullBlock(object):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def wrap_h2d(fn=None):
+    """Host-to-device copies, two ways:
+
+        with traceml.wrap_h2d():           # the block is timed as H2D
+            x = x.to(device, non_blocking=True)
+
+        to_device = traceml.wrap_h2d(to_device)   # every call is timed as H2D
+
+    Everything inside is counted, whatever the devices (you say it is a copy).
+    """
+    if fn is None:
+        return _c.h2d_block() if _active else _NullBlock()
+    if not callable(fn):
+        raise TypeError("wrap_h2d() takes a callable or nothing (use it as "
+                        "`with traceml.wrap_h2d(): ...`)")
+    if not _active:
+        return fn
+    return _c.PhaseCall(fn, _c.H2D)
+
+
+# --------------------------------------------------------------------------
+# Results
+
+def _rank():
+    for name in ("RANK", "SLURM_PROCID"):
+        v = _os.environ.get(name)
+        if v is not None and v.strip().isdigit():
+            return int(v)
+    return 0
+
+
+def final_summary(all_ranks=False):
+    """The run's final_summary.json as a dict, or None when it is not there
+    (yet): in-process runs write it at exit, `traceml run` writes it after the
+    script ends. On ranks other than 0 it is None unless all_ranks."""
+    if _c is None or (_rank() != 0 and not all_ranks):
+        return None
+    d = _c.run_dir()
+    if not d:
+        return None
+    try:
+        with open(_os.path.join(d, "final_summary.json"), "r", encoding="utf-8") as f:
+            return _json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _scalars(prefix, obj, out, skip=()):
+    if not isinstance(obj, dict):
+        return
+    for k, v in obj.items():
+        if k in skip or v is None or isinstance(v, (dict, list, tuple)):
+            continue
+        out[prefix + str(k)] = v
+
+
+def summary(print_text=False, all_ranks=False):
+    """A flat dict of the run's result with `traceml/`-prefixed keys (for
+    W&B or MLflow), None values left out; None when there is no summary:
+
+        traceml/primary/kind, traceml/primary/severity, ...
+        traceml/meta/common_steps, traceml/meta/traceml_overhead_us_per_step, ...
+        traceml/step_time/diagnosis, traceml/step_time/input_wait_ms,
+        traceml/step_time/input_wait_share_percent, ...
+        traceml/step_memory/..., traceml/system/..., traceml/process/...
+    """
+    fs = final_summary(all_ranks=all_ranks)
+    if fs is None:
+        return None
+    if print_text and fs.get("text"):
+        _sys.stdout.write(fs["text"] if fs["text"].endswith("\n") else fs["text"] + "\n")
+    out = {}
+    _scalars("traceml/", fs, out, skip=("text", "generated_at"))
+    _scalars("traceml/meta/", fs.get("meta"), out)
+    _scalars("traceml/primary/", fs.get("primary_diagnosis"), out)
+    for section in ("step_time", "step_memory", "system", "process"):
+        sec = fs.get(section)
+        if not isinstance(sec, dict):
+            continue
+        d = sec.get("diagnosis")
+        if isinstance(d, dict):
+            for k, name in (("label", "diagnosis"), ("kind", "kind"), ("severity", "severity")):
+                if d.get(k) is not None:
+                    out["traceml/%s/%s" % (section, name)] = d[k]
+        _scalars("traceml/%s/" % section, sec, out)
+        _scalars("traceml/%s/" % section, sec.get("average"), out)
+        shares = sec.get("shares_percent")
+        if isinstance(shares, dict):
+            for k, v in shares.items():
+                if v is not None:
+                    out["traceml/%s/%s_share_percent" % (section, k)] = v
+    return out

@@ -1,0 +1,272 @@
+/*
+ * agg.c - the aggregator object: the in-memory run plus its store, and the
+ * end of the run (diagnose, write the artifacts).
+ *
+ * Everything a rank sends goes to two places: the tml_run in memory, from
+ * which the summary is built, and telemetry.sqlite, from which the same run
+ * can be rebuilt when this process dies (tml__agg_open_existing). The
+ * store is best-effort: when SQLite cannot be written the run goes on and
+ * the summary is still produced from memory; the failure is logged in the
+ * run folder's traceml.log.
+ *
+ * The artifacts are written with temp file + rename, so a reader (the
+ * launcher, `traceml view`, a user's script) never sees half a summary.
+ */
+#include "agg/agg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agg/run.h"
+#include "agg/rundir.h"
+#include "diag/diag.h"
+#include "report/report.h"
+#include "store/store.h"
+#include "traceml/traceml.h"
+#include "util/strbuf.h"
+
+struct tml_agg {
+    tml_run run;
+    tml_store *store;
+    char *run_dir;
+    int store_failed;          /* logged once */
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void store_error(tml_agg *a, const char *what, int rc)
+{
+    if (rc >= 0 || a->store_failed)
+        return;
+    a->store_failed = 1;
+    tml__run_log(a->run_dir, "aggregator", "telemetry.sqlite: %s failed (%s); "
+                 "continuing without storage", what, tml_strerror(rc));
+}
+
+static int agg_alloc(const tml_agg_opts *o, tml_agg **out)
+{
+    *out = NULL;
+    if (!o || !o->run_dir)
+        return TML_EINVAL;
+    tml_agg *a = calloc(1, sizeof(*a));
+    if (!a)
+        return TML_ENOMEM;
+    a->run_dir = strdup(o->run_dir);
+    if (!a->run_dir) {
+        free(a);
+        return TML_ENOMEM;
+    }
+    tml__run_init(&a->run, o->run_name, o->run_id);
+    a->run.world_size = o->world_size;
+    a->run.nnodes = o->nnodes;
+    *out = a;
+    return 0;
+}
+
+static int store_path(const tml_agg *a, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s/telemetry.sqlite", a->run_dir);
+    return n > 0 && (size_t)n < cap ? 0 : TML_EINVAL;
+}
+
+int tml__agg_new(const tml_agg_opts *o, tml_agg **out)
+{
+    tml_agg *a;
+    char path[4096];
+    int rc = agg_alloc(o, &a);
+    if (rc < 0)
+        return rc;
+    a->run.start_unix_ms = tml__unix_ms();
+    rc = store_path(a, path, sizeof(path));
+    if (rc == 0)
+        rc = tml__store_open(path, 1, &a->store);
+    if (rc < 0) {
+        store_error(a, "create", rc);
+    } else {
+        store_error(a, "write run", tml__store_put_run(a->store, &a->run));
+    }
+    *out = a;
+    return 0;
+}
+
+int tml__agg_open_existing(const tml_agg_opts *o, tml_agg **out)
+{
+    tml_agg *a;
+    char path[4096];
+    int rc = agg_alloc(o, &a);
+    if (rc < 0)
+        return rc;
+    rc = store_path(a, path, sizeof(path));
+    if (rc == 0)
+        rc = tml__store_open(path, 0, &a->store);
+    if (rc == 0)
+        rc = tml__store_load(a->store, &a->run);
+    if (rc < 0) {
+        /* Whatever could be loaded stays: a partial run still deserves a
+         * summary, and an empty one says NO DATA. */
+        tml__run_log(a->run_dir, "aggregator", "could not load %s: %s", path,
+                     tml_strerror(rc));
+    }
+    /* names given by the caller win over what the file says */
+    if (o->run_name)
+        snprintf(a->run.name, sizeof(a->run.name), "%s", o->run_name);
+    if (o->run_id)
+        snprintf(a->run.id, sizeof(a->run.id), "%s", o->run_id);
+    if (o->world_size)
+        a->run.world_size = o->world_size;
+    if (o->nnodes)
+        a->run.nnodes = o->nnodes;
+    if (a->run.start_unix_ms <= 0)
+        a->run.start_unix_ms = tml__unix_ms();
+    *out = a;
+    return 0;
+}
+
+void tml__agg_free(tml_agg *a)
+{
+    if (!a)
+        return;
+    tml__store_close(a->store);
+    tml__run_release(&a->run);
+    free(a->run_dir);
+    free(a);
+}
+
+int tml__agg_hello(tml_agg *a, const tml_rank_info *info)
+{
+    tml_rank *r = tml__run_rank(&a->run, info);
+    if (!r)
+        return TML_ENOMEM;
+    r->ended = 0;
+    if (a->store)
+        store_error(a, "write rank", tml__store_put_rank(a->store, info));
+    return 0;
+}
+
+int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t n)
+{
+    tml_rank *r = tml__run_find(&a->run, rank);
+    if (!r)
+        return TML_ESTATE;
+    int rc = tml__run_add_steps(r, recs, n);
+    if (rc < 0)
+        return rc;
+    if (a->store) {
+        store_error(a, "queue steps", tml__store_put_steps(a->store, rank, recs, n));
+        store_error(a, "write steps", tml__store_tick(a->store, mono_ms()));
+    }
+    return 0;
+}
+
+int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye)
+{
+    tml_rank *r = tml__run_find(&a->run, rank);
+    if (!r)
+        return TML_ESTATE;
+    r->stats = *s;
+    if (bye)
+        r->ended = 1;
+    if (a->store) {
+        /* steps first, so a reader never sees counters ahead of records */
+        if (bye)
+            store_error(a, "write steps", tml__store_flush(a->store));
+        store_error(a, "write stats", tml__store_put_stats(a->store, rank, s, bye));
+    }
+    return 0;
+}
+
+size_t tml__agg_open_ranks(const tml_agg *a)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->run.nranks; i++)
+        n += !a->run.ranks[i].ended;
+    return n;
+}
+
+int tml__agg_tick(tml_agg *a)
+{
+    if (!a || !a->store)
+        return 0;
+    int rc = tml__store_tick(a->store, mono_ms());
+    store_error(a, "write steps", rc);
+    return rc;
+}
+
+const tml_run *tml__agg_run(const tml_agg *a)
+{
+    return &a->run;
+}
+
+int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
+                      char **text_out)
+{
+    tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+    char json_path[4096], generated[64];
+    tml_thresholds th;
+    int rc;
+
+    if (text_out)
+        *text_out = NULL;
+    if (!status)
+        status = "completed";
+    a->run.end_unix_ms = tml__unix_ms();
+    if (a->store) {
+        store_error(a, "write steps", tml__store_flush(a->store));
+        store_error(a, "write run", tml__store_put_run(a->store, &a->run));
+        char code[16];
+        snprintf(code, sizeof(code), "%d", exit_code);
+        store_error(a, "write meta", tml__store_put_meta(a->store, "status", status));
+        store_error(a, "write meta", tml__store_put_meta(a->store, "exit_code", code));
+    }
+    if (tml__thresholds_from_env(&th) < 0)
+        tml__run_log(a->run_dir, "aggregator",
+                     "TRACEML_THRESHOLDS is malformed; using the defaults");
+    snprintf(json_path, sizeof(json_path), "%s/final_summary.json", a->run_dir);
+    tml__iso_time(a->run.end_unix_ms, generated, sizeof(generated));
+
+    tml_report_opts ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.status = status;
+    ro.exit_code = exit_code;
+    ro.duration_s = (double)(a->run.end_unix_ms - a->run.start_unix_ms) / 1000.0;
+    if (ro.duration_s < 0)
+        ro.duration_s = 0;
+    ro.json_path = json_path;
+    ro.width = width;
+    ro.th = &th;
+    ro.window_steps = 10000;
+    ro.generated_at = generated;
+    rc = tml__report_build(&a->run, &ro, &text, &json);
+    if (rc < 0)
+        goto out;
+    if (text.failed || json.failed) {
+        rc = TML_ENOMEM;
+        goto out;
+    }
+    rc = tml__write_file_atomic(a->run_dir, "final_summary.json", json.buf ? json.buf : "",
+                                json.len);
+    if (rc == 0)
+        rc = tml__write_file_atomic(a->run_dir, "final_summary.txt", text.buf ? text.buf : "",
+                                    text.len);
+    if (rc < 0)
+        tml__run_log(a->run_dir, "aggregator", "could not write the summary files: %s",
+                     tml_strerror(rc));
+    if (text_out) {
+        *text_out = strdup(text.buf ? text.buf : "");
+        if (!*text_out && rc == 0)
+            rc = TML_ENOMEM;
+    }
+out:
+    if (rc < 0)
+        tml__run_log(a->run_dir, "aggregator", "finalize failed: %s", tml_strerror(rc));
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    return rc;
+}

@@ -1,0 +1,310 @@
+/*
+ * rundir.c - run names, run folders, secrets, the manifest and TraceML's
+ * own log.
+ *
+ * A run folder is the user's record of a run, so it is never reused:
+ * creation is a plain mkdir(2), which fails atomically when the folder
+ * exists, rather than a check followed by a write that could race with
+ * another launch. Names are restricted to [A-Za-z0-9_.-] so a name can never
+ * climb out of the logs folder or need quoting in a shell.
+ *
+ * Files the user may be reading while we write (manifest.json) are written
+ * to a temporary name and renamed over, so a reader sees the old or the new
+ * version, never half of one.
+ */
+#include "agg/rundir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "traceml/traceml.h"
+#include "util/strbuf.h"
+
+#define NAME_MAX_LEN 100
+
+static int name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '-';
+}
+
+int tml__run_name_valid(const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    size_t n = strnlen(name, NAME_MAX_LEN + 1);
+    if (n > NAME_MAX_LEN)
+        return 0;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!name_char(name[i]))
+            return 0;
+    return 1;
+}
+
+int64_t tml__unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void tml__iso_time(int64_t unix_ms, char *out, size_t cap)
+{
+    time_t t = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    char tmp[32];
+    if (!gmtime_r(&t, &tm) || strftime(tmp, sizeof(tmp), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        tmp[0] = '\0';
+    snprintf(out, cap, "%s.%03dZ", tmp, (int)(unix_ms % 1000));
+}
+
+void tml__run_name_generate(const char *stem, char *out, size_t cap)
+{
+    char clean[64];
+    size_t k = 0;
+    if (stem) {
+        const char *base = strrchr(stem, '/');
+        base = base ? base + 1 : stem;
+        size_t n = strlen(base);
+        if (n > 3 && strcmp(base + n - 3, ".py") == 0)
+            n -= 3;
+        for (size_t i = 0; i < n && k < sizeof(clean) - 1; i++)
+            clean[k++] = name_char(base[i]) ? base[i] : '_';
+    }
+    clean[k] = '\0';
+    /* leading dots would make hidden folders (or "." / "..") */
+    size_t skip = 0;
+    while (clean[skip] == '.')
+        skip++;
+    const char *s = clean[skip] ? clean + skip : "run";
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32] = "00000000_000000";
+    if (localtime_r(&now, &tm))
+        strftime(stamp, sizeof(stamp), "%Y%m%d_%H%M%S", &tm);
+    snprintf(out, cap, "%s_%s", s, stamp);
+}
+
+static int mkdir_p(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+int tml__rundir_create(const char *logs_dir, const char *name, char *out, size_t cap)
+{
+    if (!logs_dir || !tml__run_name_valid(name))
+        return TML_EINVAL;
+    int n = snprintf(out, cap, "%s/%s", logs_dir, name);
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return TML_EIO;
+    }
+    if (mkdir_p(logs_dir) < 0)
+        return TML_EIO;
+    if (mkdir(out, 0755) < 0)
+        return errno == EEXIST ? TML_EEXIST : TML_EIO;
+    return 0;
+}
+
+int tml__random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char buf[256];
+    if (nbytes > sizeof(buf))
+        return TML_EINVAL;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return TML_EIO;
+    size_t got = 0;
+    while (got < nbytes) {
+        ssize_t r = read(fd, buf + got, nbytes - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            close(fd);
+            return TML_EIO;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[buf[i] >> 4];
+        out[2 * i + 1] = hex[buf[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+    return 0;
+}
+
+/* Writes data to dir/name through dir/.name.tmp + rename. */
+static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
+{
+    char tmp[4096], dst[4096];
+    int a = snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+    int b = snprintf(dst, sizeof(dst), "%s/%s", dir, name);
+    if (a < 0 || b < 0 || (size_t)a >= sizeof(tmp) || (size_t)b >= sizeof(dst))
+        return TML_EIO;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return TML_EIO;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto fail;
+        off += (size_t)w;
+    }
+    if (close(fd) < 0) {
+        fd = -1;
+        goto fail;
+    }
+    if (rename(tmp, dst) < 0) {
+        unlink(tmp);
+        return TML_EIO;
+    }
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return TML_EIO;
+}
+
+int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len)
+{
+    return write_atomic(dir, name, data, len);
+}
+
+static const char *const artifacts[] = {
+    "final_summary.json", "final_summary.txt", "final_summary.html",
+    "telemetry.sqlite", "traceml.log",
+};
+
+static void add_time(tml_strbuf *sb, const char *key, int64_t ms)
+{
+    if (ms > 0) {
+        char iso[64];
+        tml__iso_time(ms, iso, sizeof(iso));
+        tml__sb_addf(sb, "  \"%s_time\": \"%s\",\n  \"%s_unix_ms\": %lld,\n", key, iso,
+                     key, (long long)ms);
+    } else {
+        tml__sb_addf(sb, "  \"%s_time\": null,\n  \"%s_unix_ms\": null,\n", key, key);
+    }
+}
+
+int tml__manifest_write(const char *run_dir, const tml_manifest *m)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    char host[256] = "";
+    int running = !m->status || strcmp(m->status, "running") == 0;
+    gethostname(host, sizeof(host) - 1);
+
+    tml__sb_adds(&sb, "{\n  \"schema_version\": 1,\n  \"run_name\": ");
+    tml__sb_add_json_str(&sb, m->run_name ? m->run_name : "");
+    tml__sb_adds(&sb, ",\n  \"run_id\": ");
+    tml__sb_add_json_str(&sb, m->run_id ? m->run_id : "");
+    tml__sb_adds(&sb, ",\n  \"status\": ");
+    tml__sb_add_json_str(&sb, m->status ? m->status : "running");
+    if (running)
+        tml__sb_adds(&sb, ",\n  \"exit_code\": null,\n");
+    else
+        tml__sb_addf(&sb, ",\n  \"exit_code\": %d,\n", m->exit_code);
+    tml__sb_adds(&sb, "  \"traceml_version\": \"" TML_VERSION_STRING "\",\n");
+    add_time(&sb, "start", m->start_unix_ms);
+    add_time(&sb, "end", running ? 0 : m->end_unix_ms);
+    if (m->start_unix_ms > 0 && !running && m->end_unix_ms >= m->start_unix_ms)
+        tml__sb_addf(&sb, "  \"duration_s\": %.3f,\n",
+                     (double)(m->end_unix_ms - m->start_unix_ms) / 1000.0);
+    else
+        tml__sb_adds(&sb, "  \"duration_s\": null,\n");
+    tml__sb_adds(&sb, "  \"host\": ");
+    tml__sb_add_json_str(&sb, host);
+    tml__sb_addf(&sb, ",\n  \"world_size\": %d,\n  \"nnodes\": %d,\n  \"command\": [",
+                 (int)m->world_size, (int)m->nnodes);
+    for (int i = 0; i < m->argc; i++) {
+        if (i)
+            tml__sb_adds(&sb, ", ");
+        tml__sb_add_json_str(&sb, m->argv[i] ? m->argv[i] : "");
+    }
+    tml__sb_adds(&sb, "],\n  \"artifacts\": [\"manifest.json\"");
+    for (size_t i = 0; i < sizeof(artifacts) / sizeof(artifacts[0]); i++) {
+        char path[4096];
+        int n = snprintf(path, sizeof(path), "%s/%s", run_dir, artifacts[i]);
+        if (n > 0 && (size_t)n < sizeof(path) && access(path, F_OK) == 0)
+            tml__sb_addf(&sb, ", \"%s\"", artifacts[i]);
+    }
+    tml__sb_adds(&sb, "]\n}\n");
+    if (sb.failed) {
+        tml__sb_release(&sb);
+        return TML_ENOMEM;
+    }
+    int rc = write_atomic(run_dir, "manifest.json", sb.buf, sb.len);
+    tml__sb_release(&sb);
+    return rc;
+}
+
+void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
+{
+    if (!run_dir)
+        return;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    char iso[64], path[4096];
+    int n = snprintf(path, sizeof(path), "%s/traceml.log", run_dir);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return;
+    tml__iso_time(tml__unix_ms(), iso, sizeof(iso));
+    tml__sb_addf(&sb, "%s %s[%d]: ", iso, who ? who : "traceml", (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    tml__sb_vaddf(&sb, fmt, ap);
+    va_end(ap);
+    /* one line per event, whatever the message held */
+    for (size_t i = 0; i < sb.len; i++)
+        if (sb.buf[i] == '\n' || sb.buf[i] == '\r')
+            sb.buf[i] = ' ';
+    tml__sb_addc(&sb, '\n');
+    if (!sb.failed) {
+        /* O_APPEND: one write(2) per line, so concurrent writers interleave
+         * whole lines */
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            ssize_t w = write(fd, sb.buf, sb.len);
+            (void)w;
+            close(fd);
+        }
+    }
+    tml__sb_release(&sb);
+}

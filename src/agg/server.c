@@ -1,0 +1,500 @@
+/*
+ * server.c - the aggregator's event loop.
+ *
+ * Ranks connect over TCP, say HELLO with the run id and the per-run secret
+ * the launcher gave them, and then stream STEPS and STATS frames until BYE.
+ * The loop is a single poll(2) over the listener, the control pipe and every
+ * connection, all non-blocking. Each connection owns a byte buffer; bytes
+ * are appended as they arrive and whole frames are cut off the front, so a
+ * frame split over many reads (or many frames in one read) is the same to
+ * the decoder. A connection may read at most READ_BUDGET bytes per turn, so
+ * one fast rank cannot starve the others or the control pipe.
+ *
+ * Security is deliberately simple: loopback by default, a 32-byte random
+ * secret per run compared in constant time, REJECT and close for anything
+ * that does not open with a valid HELLO, a deadline for the handshake so a
+ * silent connection cannot hold a slot, and a cap on payload sizes. Every
+ * refusal is one line in the run folder's traceml.log, never on the user's
+ * terminal.
+ */
+#include "agg/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agg/rundir.h"
+#include "traceml/traceml.h"
+#include "util/strbuf.h"
+#include "wire/wire.h"
+
+#define MAX_CONNS 1024
+#define HELLO_TIMEOUT_MS 5000
+#define READ_BUDGET (256 * 1024)
+#define CONTROL_LINE_MAX 256
+
+enum conn_state { C_HELLO = 0, C_AUTHED, C_BYE };
+
+typedef struct conn {
+    int fd;
+    int state;
+    int32_t rank;
+    int64_t opened_ms;
+    char peer[64];
+    uint8_t *buf;
+    size_t len, cap;
+} conn;
+
+struct tml_server {
+    tml_agg *agg;
+    int listen_fd, control_fd, port;
+    char *run_id, *secret, *run_dir;
+    volatile sig_atomic_t *stop;
+    conn *conns;
+    size_t nconns;
+    size_t rejected;
+    struct pollfd *pfds;
+    tml_step_record *scratch;
+    char ctl[CONTROL_LINE_MAX];
+    size_t ctl_len;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int secret_equal(const char *given, const char *expected)
+{
+    /* Time depends only on the expected secret's length. */
+    size_t n = strlen(expected);
+    size_t m = strnlen(given, TML_WIRE_SECRET_MAX);
+    unsigned char d = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(expected[i] ^ (i < m ? given[i] : 0));
+    return n > 0 && d == 0;
+}
+
+static void send_frame(conn *c, const tml_strbuf *sb)
+{
+    if (sb->failed || !sb->len)
+        return;
+    /* Small frames on a fresh socket: they fit the send buffer. A client
+     * that does not read is not waited for. */
+    ssize_t w = send(c->fd, sb->buf, sb->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+}
+
+static void close_conn(tml_server *s, size_t i)
+{
+    close(s->conns[i].fd);
+    free(s->conns[i].buf);
+    s->conns[i] = s->conns[s->nconns - 1];
+    s->nconns--;
+}
+
+static void reject(tml_server *s, conn *c, const char *reason)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_reject(&sb, reason);
+    send_frame(c, &sb);
+    tml__sb_release(&sb);
+    s->rejected++;
+    tml__run_log(s->run_dir, "aggregator", "rejected connection from %s: %s", c->peer,
+                 reason);
+}
+
+int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
+{
+    struct addrinfo hints, *ai = NULL;
+    char port[16];
+    int rc = TML_ENOMEM;
+    *out = NULL;
+    if (!o || !agg || !o->run_id || !o->secret || !*o->secret || o->port < 0 ||
+        o->port > 65535)
+        return TML_EINVAL;
+    tml_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return TML_ENOMEM;
+    s->listen_fd = -1;
+    s->agg = agg;
+    s->control_fd = o->control_fd;
+    s->stop = o->stop;
+    s->run_id = strdup(o->run_id);
+    s->secret = strdup(o->secret);
+    s->run_dir = o->run_dir ? strdup(o->run_dir) : NULL;
+    s->conns = calloc(MAX_CONNS, sizeof(*s->conns));
+    s->pfds = calloc(MAX_CONNS + 2, sizeof(*s->pfds));
+    if (!s->run_id || !s->secret || (o->run_dir && !s->run_dir) || !s->conns || !s->pfds)
+        goto fail;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%d", o->port);
+    if (getaddrinfo(o->bind_addr ? o->bind_addr : "127.0.0.1", port, &hints, &ai) != 0 || !ai) {
+        rc = TML_EINVAL;
+        goto fail;
+    }
+    rc = TML_ECONN;
+    s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->listen_fd < 0)
+        goto fail;
+    int one = 1;
+    setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(s->listen_fd, 128) < 0)
+        goto fail;
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof(sin);
+    if (getsockname(s->listen_fd, (struct sockaddr *)&sin, &sl) < 0)
+        goto fail;
+    s->port = ntohs(sin.sin_port);
+    freeaddrinfo(ai);
+    *out = s;
+    return 0;
+fail:
+    if (ai)
+        freeaddrinfo(ai);
+    {
+        int saved = errno;
+        tml__server_free(s);
+        errno = saved;
+    }
+    return rc;
+}
+
+void tml__server_free(tml_server *s)
+{
+    if (!s)
+        return;
+    while (s->nconns)
+        close_conn(s, s->nconns - 1);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    free(s->conns);
+    free(s->pfds);
+    free(s->scratch);
+    free(s->run_id);
+    free(s->secret);
+    free(s->run_dir);
+    free(s);
+}
+
+int tml__server_port(const tml_server *s)
+{
+    return s->port;
+}
+
+size_t tml__server_connections(const tml_server *s)
+{
+    return s->nconns;
+}
+
+size_t tml__server_rejected(const tml_server *s)
+{
+    return s->rejected;
+}
+
+static void accept_all(tml_server *s)
+{
+    for (;;) {
+        struct sockaddr_in sin;
+        socklen_t sl = sizeof(sin);
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&sin, &sl,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;   /* EAGAIN, or an error that the next turn retries */
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
+        if (s->nconns >= MAX_CONNS) {
+            tml__run_log(s->run_dir, "aggregator",
+                         "refused connection from %s:%d: too many connections", ip,
+                         ntohs(sin.sin_port));
+            close(fd);
+            continue;
+        }
+        conn *c = &s->conns[s->nconns++];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        c->rank = -1;
+        c->opened_ms = now_ms();
+        snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(sin.sin_port));
+    }
+}
+
+/* Handles one whole frame. Returns 0 to keep the connection, -1 to close. */
+static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
+{
+    if (c->state == C_HELLO) {
+        tml_hello hello;
+        if (h->type != TML_FRAME_HELLO) {
+            reject(s, c, "expected HELLO first");
+            return -1;
+        }
+        if (tml__wire_parse_hello(p, h->len, &hello) < 0) {
+            reject(s, c, "malformed HELLO");
+            return -1;
+        }
+        if (strcmp(hello.run_id, s->run_id) != 0) {
+            reject(s, c, "wrong run id");
+            return -1;
+        }
+        if (!secret_equal(hello.secret, s->secret)) {
+            reject(s, c, "bad secret");
+            return -1;
+        }
+        if (tml__agg_hello(s->agg, &hello.info) < 0) {
+            reject(s, c, "aggregator out of memory");
+            return -1;
+        }
+        c->state = C_AUTHED;
+        c->rank = hello.info.rank;
+        tml_strbuf sb = TML_STRBUF_INIT;
+        tml__wire_welcome(&sb);
+        send_frame(c, &sb);
+        tml__sb_release(&sb);
+        return 0;
+    }
+    switch (h->type) {
+    case TML_FRAME_STEPS: {
+        size_t n;
+        if (c->state != C_AUTHED || tml__wire_parse_steps(p, h->len, &n) < 0)
+            break;
+        if (!s->scratch) {
+            s->scratch = malloc(TML_WIRE_MAX_STEPS * sizeof(*s->scratch));
+            if (!s->scratch)
+                return -1;
+        }
+        /* a payload can hold more records than the scratch: do it in parts */
+        for (size_t done = 0; done < n;) {
+            size_t k = n - done < TML_WIRE_MAX_STEPS ? n - done : TML_WIRE_MAX_STEPS;
+            for (size_t i = 0; i < k; i++)
+                tml__wire_parse_step(p, done + i, &s->scratch[i]);
+            tml__agg_steps(s->agg, c->rank, s->scratch, k);
+            done += k;
+        }
+        return 0;
+    }
+    case TML_FRAME_STATS:
+    case TML_FRAME_BYE: {
+        tml_rank_stats st;
+        if (c->state != C_AUTHED || tml__wire_parse_stats(p, h->len, &st) < 0)
+            break;
+        int bye = h->type == TML_FRAME_BYE;
+        tml__agg_stats(s->agg, c->rank, &st, bye);
+        if (bye)
+            c->state = C_BYE;
+        return 0;
+    }
+    default:
+        break;
+    }
+    tml__run_log(s->run_dir, "aggregator",
+                 "closed connection from %s (rank %d): unexpected or malformed frame type %u",
+                 c->peer, (int)c->rank, (unsigned)h->type);
+    return -1;
+}
+
+/* Reads what is there and handles whole frames. -1: close it. */
+static int service(tml_server *s, conn *c)
+{
+    size_t budget = READ_BUDGET;
+    int eof = 0;
+    while (budget > 0) {
+        if (c->cap - c->len < 4096) {
+            size_t cap = c->cap ? c->cap * 2 : 16384;
+            if (cap > TML_WIRE_HEADER + TML_WIRE_MAX_PAYLOAD + 65536)
+                cap = TML_WIRE_HEADER + TML_WIRE_MAX_PAYLOAD + 65536;
+            if (cap <= c->cap)
+                break;   /* full: frames below must make room */
+            uint8_t *nb = realloc(c->buf, cap);
+            if (!nb)
+                return -1;
+            c->buf = nb;
+            c->cap = cap;
+        }
+        size_t want = c->cap - c->len < budget ? c->cap - c->len : budget;
+        ssize_t r = recv(c->fd, c->buf + c->len, want, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                eof = 1;   /* reset by the peer: as good as closed */
+            break;
+        }
+        if (r == 0) {
+            eof = 1;
+            break;
+        }
+        c->len += (size_t)r;
+        budget -= (size_t)r;
+    }
+    size_t off = 0;
+    while (c->len - off >= TML_WIRE_HEADER) {
+        tml_frame_header h;
+        int rc = tml__wire_header(c->buf + off, c->len - off, &h);
+        if (rc < 0) {
+            if (c->state == C_HELLO)
+                reject(s, c, "not a TraceML frame");
+            else
+                tml__run_log(s->run_dir, "aggregator",
+                             "closed connection from %s (rank %d): not a TraceML frame",
+                             c->peer, (int)c->rank);
+            return -1;
+        }
+        if (c->len - off - TML_WIRE_HEADER < h.len)
+            break;
+        if (handle_frame(s, c, &h, c->buf + off + TML_WIRE_HEADER) < 0)
+            return -1;
+        off += TML_WIRE_HEADER + h.len;
+    }
+    if (off) {
+        memmove(c->buf, c->buf + off, c->len - off);
+        c->len -= off;
+    }
+    if (eof) {
+        if (c->state == C_HELLO && c->len)
+            tml__run_log(s->run_dir, "aggregator",
+                         "connection from %s closed during the handshake", c->peer);
+        else if (c->state == C_AUTHED)
+            tml__run_log(s->run_dir, "aggregator",
+                         "rank %d (%s) disconnected without saying goodbye", (int)c->rank,
+                         c->peer);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the control pipe; 1 when *cmd holds an event. */
+static int read_control(tml_server *s, tml_server_cmd *cmd)
+{
+    for (;;) {
+        if (s->ctl_len == sizeof(s->ctl))
+            s->ctl_len = 0;   /* an overlong line is garbage: drop it */
+        ssize_t r = read(s->control_fd, s->ctl + s->ctl_len, sizeof(s->ctl) - s->ctl_len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return 0;
+        if (r == 0) {
+            close(s->control_fd);
+            s->control_fd = -1;
+            cmd->event = TML_SERVER_CONTROL_EOF;
+            return 1;
+        }
+        s->ctl_len += (size_t)r;
+        char *nl = memchr(s->ctl, '\n', s->ctl_len);
+        if (!nl)
+            return 0;
+        *nl = '\0';
+        char status[16] = "";
+        int code = 0, width = 0;
+        int n = sscanf(s->ctl, "finalize %15s %d %d", status, &code, &width);
+        size_t used = (size_t)(nl - s->ctl) + 1;
+        memmove(s->ctl, nl + 1, s->ctl_len - used);
+        s->ctl_len -= used;
+        if (n >= 1) {
+            cmd->event = TML_SERVER_FINALIZE;
+            snprintf(cmd->status, sizeof(cmd->status), "%s", status);
+            cmd->exit_code = n >= 2 ? code : 0;
+            cmd->width = n >= 3 ? width : 0;
+            return 1;
+        }
+        tml__run_log(s->run_dir, "aggregator", "ignored control line '%s'", s->ctl);
+        return 0;
+    }
+}
+
+int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
+{
+    size_t np = 0;
+    int got = 0;
+    s->pfds[np].fd = s->listen_fd;
+    s->pfds[np++].events = POLLIN;
+    s->pfds[np].fd = s->control_fd;   /* -1 is skipped by poll */
+    s->pfds[np++].events = POLLIN;
+    for (size_t i = 0; i < s->nconns; i++) {
+        s->pfds[np].fd = s->conns[i].fd;
+        s->pfds[np++].events = POLLIN;
+    }
+    int n = poll(s->pfds, np, timeout_ms);
+    if (n < 0 && errno != EINTR)
+        return TML_EIO;
+    if (n > 0) {
+        /* connections first: their slots shift when one closes */
+        size_t nc = s->nconns;
+        for (size_t k = nc; k-- > 0;) {
+            if (!s->pfds[2 + k].revents)
+                continue;
+            if (service(s, &s->conns[k]) < 0)
+                close_conn(s, k);
+        }
+        if (s->pfds[1].revents && s->control_fd >= 0)
+            got = read_control(s, cmd);
+        if (s->pfds[0].revents)
+            accept_all(s);
+    }
+    int64_t now = now_ms();
+    for (size_t k = s->nconns; k-- > 0;) {
+        conn *c = &s->conns[k];
+        if (c->state == C_HELLO && now - c->opened_ms > HELLO_TIMEOUT_MS) {
+            reject(s, c, "no HELLO in time");
+            close_conn(s, k);
+        }
+    }
+    tml__agg_tick(s->agg);
+    return got;
+}
+
+int tml__server_run(tml_server *s, tml_server_cmd *cmd)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    for (;;) {
+        if (s->stop && *s->stop) {
+            cmd->event = TML_SERVER_STOPPED;
+            return 0;
+        }
+        int rc = tml__server_poll(s, 100, cmd);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
+            return 0;
+    }
+}
+
+static size_t pending(const tml_server *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->nconns; i++)
+        n += s->conns[i].state != C_BYE;
+    return n;
+}
+
+size_t tml__server_drain(tml_server *s, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    tml_server_cmd ignored;
+    /* pick up connections queued in the backlog before looking */
+    accept_all(s);
+    for (;;) {
+        memset(&ignored, 0, sizeof(ignored));
+        tml__server_poll(s, 0, &ignored);
+        size_t left = pending(s);
+        int64_t now = now_ms();
+        if (left == 0 || now >= deadline)
+            return left;
+        int64_t wait = deadline - now;
+        tml__server_poll(s, wait < 20 ? (int)wait : 20, &ignored);
+    }
+}

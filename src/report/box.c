@@ -1,0 +1,593 @@
+/*
+ * box.c - the boxed run summary, as the brief shows it.
+ *
+ * The box is what users read first and paste into issues, so its shape is
+ * fixed: borders of '+', '-' and '|', the title and header line, the
+ * Verdict / Why / Next block, then two rows of side-by-side panels joined
+ * by "||" (STEP TIMING | STEP MEMORY, SYSTEM METRICS | PROCESS METRICS) and
+ * the path of the full evidence.
+ *
+ * Width is counted in display columns, one per code point: the tree and
+ * arrow characters (├ │ └ ─ ◀ ·) are multi-byte in UTF-8 but one column
+ * on a terminal, so padding by bytes would break the right border. Every
+ * line of the box has exactly the requested width; text that does not fit
+ * is wrapped at spaces (continuation lines indented), never cut. Below
+ * TML_REPORT_STACK_BELOW columns the two panels of a row are printed one
+ * under the other instead of side by side.
+ *
+ * Numbers: milliseconds with one decimal, integer percentages ("<1%" for a
+ * non-zero share that rounds to 0), "n/a" for anything missing.
+ */
+#include "report/model.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LINE_MAX_BYTES 640
+#define PANEL_LINES 48
+
+typedef struct panel {
+    char line[PANEL_LINES][LINE_MAX_BYTES];
+    int n;
+} panel;
+
+/* Appends s to dst (cap bytes), padded with spaces to `width` columns,
+ * right-aligned when `right`. */
+static void cell(char *dst, size_t cap, const char *s, size_t width, int right)
+{
+    size_t len = strlen(dst), w = tml__utf8_width(s), pad = w < width ? width - w : 0;
+    size_t slen = strlen(s);
+
+    if (right)
+        for (; pad && len + 1 < cap; pad--)
+            dst[len++] = ' ';
+    if (len + slen >= cap)
+        slen = cap - len - 1;
+    memcpy(dst + len, s, slen);
+    len += slen;
+    for (; pad && len + 1 < cap; pad--)
+        dst[len++] = ' ';
+    dst[len] = '\0';
+}
+
+static char *padd(panel *p)
+{
+    if (p->n >= PANEL_LINES)
+        return p->line[PANEL_LINES - 1];
+    p->line[p->n][0] = '\0';
+    return p->line[p->n++];
+}
+
+static void padd_text(panel *p, const char *s)
+{
+    char *l = padd(p);
+    snprintf(l, LINE_MAX_BYTES, "%s", s);
+}
+
+static void fmt_ms(double ns, char *out, size_t cap)
+{
+    if (isnan(ns))
+        snprintf(out, cap, "n/a");
+    else
+        snprintf(out, cap, "%.1f ms", ns / 1e6);
+}
+
+static void fmt_pct(double part, double whole, char *out, size_t cap)
+{
+    if (isnan(part) || isnan(whole) || !(whole > 0)) {
+        snprintf(out, cap, "%s", isnan(part) ? "" : "n/a");
+        return;
+    }
+    double p = 100.0 * part / whole;
+    if (part > 0 && p < 0.5)
+        snprintf(out, cap, "<1%%");
+    else
+        snprintf(out, cap, "%.0f%%", p);
+}
+
+static void fmt_bytes(double b, char *out, size_t cap)
+{
+    if (isnan(b))
+        snprintf(out, cap, "n/a");
+    else if (b >= 1e9)
+        snprintf(out, cap, "%.1f GB", b / 1e9);
+    else if (b >= 1e6)
+        snprintf(out, cap, "%.1f MB", b / 1e6);
+    else if (b >= 1e3)
+        snprintf(out, cap, "%.1f KB", b / 1e3);
+    else
+        snprintf(out, cap, "%.0f B", b);
+}
+
+static void fmt_rank(const tml_rank_window *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "R%d/N%d", (int)r->rank, (int)r->node);
+}
+
+/* ---- the box's lines ------------------------------------------------ */
+
+static void border(tml_strbuf *sb, int width)
+{
+    tml__sb_addc(sb, '+');
+    for (int i = 0; i < width - 2; i++)
+        tml__sb_addc(sb, '-');
+    tml__sb_adds(sb, "+\n");
+}
+
+/* "| s<pad> |" with s exactly fitting (callers wrap first). */
+static void row(tml_strbuf *sb, int width, const char *s)
+{
+    char l[LINE_MAX_BYTES * 2] = "";
+    cell(l, sizeof(l), s, (size_t)width - 4, 0);
+    tml__sb_adds(sb, "| ");
+    tml__sb_adds(sb, l);
+    tml__sb_adds(sb, " |\n");
+}
+
+/* Byte offset in s after `cols` code points. */
+static size_t byte_at_col(const char *s, size_t cols)
+{
+    size_t i = 0, c = 0;
+    while (s[i]) {
+        if (((unsigned char)s[i] & 0xC0) != 0x80) {
+            if (c == cols)
+                break;
+            c++;
+        }
+        i++;
+    }
+    return i;
+}
+
+/*
+ * Splits text into lines of at most `width` columns at spaces; a word
+ * longer than a line is split hard. Continuation lines start with `indent`
+ * spaces. Calls emit(ctx, line) for each.
+ */
+typedef void (*emit_fn)(void *ctx, const char *line);
+
+static void wrap(const char *text, size_t width, size_t indent, emit_fn emit, void *ctx)
+{
+    char line[LINE_MAX_BYTES * 2];
+    const char *s = text;
+    size_t lead = 0;
+
+    if (indent >= width)
+        indent = 0;
+    do {
+        size_t avail = width - lead;
+        size_t w = tml__utf8_width(s);
+        size_t take;
+        if (w <= avail) {
+            take = strlen(s);
+        } else {
+            size_t limit = byte_at_col(s, avail);
+            take = limit;
+            while (take > 0 && s[take] != ' ')
+                take--;
+            if (take == 0)
+                take = limit;   /* one long word: split it */
+        }
+        if (take >= sizeof(line) - lead - 1)
+            take = sizeof(line) - lead - 1;
+        memset(line, ' ', lead);
+        memcpy(line + lead, s, take);
+        line[lead + take] = '\0';
+        size_t end = lead + take;
+        while (end > lead && line[end - 1] == ' ')
+            line[--end] = '\0';
+        emit(ctx, line);
+        s += take;
+        while (*s == ' ')
+            s++;
+        lead = indent;
+    } while (*s);
+}
+
+typedef struct row_ctx {
+    tml_strbuf *sb;
+    int width;
+} row_ctx;
+
+static void emit_row(void *ctx, const char *line)
+{
+    row_ctx *c = ctx;
+    row(c->sb, c->width, line);
+}
+
+static void text_row(tml_strbuf *sb, int width, const char *prefix, const char *text)
+{
+    char l[LINE_MAX_BYTES * 2];
+    row_ctx c = { sb, width };
+    snprintf(l, sizeof(l), "%s%s", prefix, text);
+    wrap(l, (size_t)width - 4, strlen(prefix), emit_row, &c);
+}
+
+typedef struct panel_ctx {
+    panel *p;
+} panel_ctx;
+
+static void emit_panel(void *ctx, const char *line)
+{
+    panel_ctx *c = ctx;
+    padd_text(c->p, line);
+}
+
+/* Re-flows every line of `in` to `width` columns into `out`. */
+static void relayout(const panel *in, size_t width, panel *out)
+{
+    panel_ctx c = { out };
+    out->n = 0;
+    for (int i = 0; i < in->n; i++) {
+        if (in->line[i][0] == '\0')
+            padd_text(out, "");
+        else
+            wrap(in->line[i], width, 2, emit_panel, &c);
+    }
+}
+
+/* The panels are some tens of KiB: on the heap, not on a thread's stack. */
+typedef struct panels_mem {
+    panel left, right, scratch_l, scratch_r;
+} panels_mem;
+
+/* A row of two panels, side by side or stacked. */
+static void panels(tml_strbuf *sb, int width, panels_mem *pm)
+{
+    const panel *left = &pm->left, *right = &pm->right;
+    panel *sl = &pm->scratch_l, *sr = &pm->scratch_r;
+
+    size_t inner = (size_t)width - 4;
+
+    if (width < TML_REPORT_STACK_BELOW) {
+        relayout(left, inner, sl);
+        for (int i = 0; i < sl->n; i++)
+            row(sb, width, sl->line[i]);
+        row(sb, width, "");
+        relayout(right, inner, sr);
+        for (int i = 0; i < sr->n; i++)
+            row(sb, width, sr->line[i]);
+        return;
+    }
+    size_t lw = (inner - 4) / 2, rw = inner - 4 - lw;
+    relayout(left, lw, sl);
+    relayout(right, rw, sr);
+    int n = sl->n > sr->n ? sl->n : sr->n;
+    for (int i = 0; i < n; i++) {
+        char l[LINE_MAX_BYTES * 3] = "";
+        cell(l, sizeof(l), i < sl->n ? sl->line[i] : "", lw, 0);
+        cell(l, sizeof(l), " || ", 4, 0);
+        cell(l, sizeof(l), i < sr->n ? sr->line[i] : "", rw, 0);
+        row(sb, width, l);
+    }
+}
+
+/* ---- panels --------------------------------------------------------- */
+
+#define NAME_W 22
+#define VAL_W 10
+#define PCT_W 6
+
+static void timing_line(panel *p, const char *name, double ns, double step_ns, int cause)
+{
+    char v[32], pc[16];
+    char *l = padd(p);
+    fmt_ms(ns, v, sizeof(v));
+    fmt_pct(ns, step_ns, pc, sizeof(pc));
+    cell(l, LINE_MAX_BYTES, name, NAME_W, 0);
+    cell(l, LINE_MAX_BYTES, v, VAL_W, 1);
+    cell(l, LINE_MAX_BYTES, pc, PCT_W, 1);
+    if (cause)
+        cell(l, LINE_MAX_BYTES, "  ◀ cause", 0, 0);
+    /* no trailing spaces: the panel pads */
+    size_t e = strlen(l);
+    while (e && l[e - 1] == ' ')
+        l[--e] = '\0';
+}
+
+static const char *clock_name(const tml_report_model *m)
+{
+    return m->win.clock == TML_CLOCK_GPU ? "GPU Clock" : "CPU Clock";
+}
+
+static void step_panel(const tml_report_model *m, panel *p)
+{
+    const tml_window *w = &m->win;
+    const tml_rank_window *r = w->median_rank >= 0 ? &w->ranks[w->median_rank] : NULL;
+    static const struct { const char *name; tml_metric m; } tree[] = {
+        { "Step Time", TML_M_STEP },
+        { "├─ Input Wait", TML_M_INPUT },
+        { "├─ Compute", TML_M_COMPUTE },
+        { "│  ├─ Forward", TML_M_FORWARD },
+        { "│  ├─ Backward", TML_M_BACKWARD },
+        { "│  └─ Optimizer", TML_M_OPTIMIZER },
+        { "├─ H2D", TML_M_H2D },
+        { "└─ Residual", TML_M_RESIDUAL },
+    };
+    char t[LINE_MAX_BYTES], rk[32], v[32];
+    int cause = tml__diag_is_cause(&m->verdict) ? m->verdict.cause : -1;
+
+    p->n = 0;
+    if (m->active_ranks > 1 && r) {
+        fmt_rank(r, rk, sizeof(rk));
+        snprintf(t, sizeof(t), "STEP TIMING (Median %s), %s", rk, clock_name(m));
+    } else {
+        snprintf(t, sizeof(t), "STEP TIMING (Window Average), %s", clock_name(m));
+    }
+    padd_text(p, t);
+    double step = r ? r->avg_ns[TML_M_STEP] : NAN;
+    for (size_t i = 0; i < sizeof(tree) / sizeof(tree[0]); i++)
+        timing_line(p, tree[i].name, r ? r->avg_ns[tree[i].m] : NAN, step,
+                    cause == (int)tree[i].m);
+    fmt_ms(r ? r->avg_ns[TML_M_FETCH_CPU] : NAN, v, sizeof(v));
+    snprintf(t, sizeof(t), "DataLoader fetch: %s (CPU, supplemental)", v);
+    padd_text(p, t);
+    fmt_ms(r ? r->avg_ns[TML_M_UNTRACED] : NAN, v, sizeof(v));
+    if (r && !isnan(r->avg_ns[TML_M_UNTRACED]))
+        snprintf(t, sizeof(t), "Untraced: %s/step outside the step (validation, logging, ...)", v);
+    else
+        snprintf(t, sizeof(t), "Untraced: n/a");
+    padd_text(p, t);
+
+    char ov[32];
+    if (isnan(m->overhead_us))
+        snprintf(ov, sizeof(ov), "n/a");
+    else
+        snprintf(ov, sizeof(ov), "%.1f µs/step", m->overhead_us);
+    int n = snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s · TraceML overhead: %s",
+                     w->warmup_steps, w->warmup_steps == 1 ? "" : "s", ov);
+    uint64_t dropped = m->records_dropped + m->events_dropped;
+    if (dropped && n > 0 && (size_t)n < sizeof(t))
+        snprintf(t + n, sizeof(t) - (size_t)n, " · dropped: %llu", (unsigned long long)dropped);
+    padd_text(p, t);
+}
+
+/* A metrics table: header row plus rows of label / value(s). */
+#define LABEL_W 20
+#define COL_W 16
+#define COL2_W 20
+
+static void table_header(panel *p, const char *first, int multi, const char *what)
+{
+    char *l = padd(p);
+    char a[48], b[48];
+    cell(l, LINE_MAX_BYTES, first, LABEL_W, 0);
+    if (multi) {
+        snprintf(a, sizeof(a), "median %s avg", what);
+        snprintf(b, sizeof(b), "worst %s avg", what);
+        cell(l, LINE_MAX_BYTES, a, COL_W, 1);
+        cell(l, LINE_MAX_BYTES, "  ", 2, 0);
+        cell(l, LINE_MAX_BYTES, b, 0, 0);
+    } else {
+        cell(l, LINE_MAX_BYTES, "avg", COL_W, 1);
+    }
+}
+
+static void table_row(panel *p, const char *label, const char *med, const char *worst)
+{
+    char *l = padd(p);
+    cell(l, LINE_MAX_BYTES, label, LABEL_W, 0);
+    cell(l, LINE_MAX_BYTES, med, COL_W, 1);
+    if (worst) {
+        cell(l, LINE_MAX_BYTES, "  ", 2, 0);
+        cell(l, LINE_MAX_BYTES, worst, 0, 0);
+    }
+    size_t e = strlen(l);
+    while (e && l[e - 1] == ' ')
+        l[--e] = '\0';
+}
+
+static void count_suffix(char *out, size_t cap, int32_t got, int32_t want, const char *what)
+{
+    snprintf(out, cap, " · %d/%d %s", (int)got, (int)want, what);
+}
+
+/* The rank with the largest value of field `off` (a double in the rank
+ * window), -1 when none has it. */
+static int worst_by(const tml_window *w, size_t off)
+{
+    int best = -1;
+    double bv = 0;
+    for (size_t i = 0; i < w->nranks; i++) {
+        double v = *(const double *)(const void *)((const char *)&w->ranks[i] + off);
+        if (isnan(v))
+            continue;
+        if (best < 0 || v > bv) {
+            best = (int)i;
+            bv = v;
+        }
+    }
+    return best;
+}
+
+static void memory_value(const tml_window *w, int idx, size_t off, int with_rank,
+                         char *out, size_t cap)
+{
+    if (idx < 0) {
+        snprintf(out, cap, "n/a");
+        return;
+    }
+    double v = *(const double *)(const void *)((const char *)&w->ranks[idx] + off);
+    char b[32], rk[32];
+    fmt_bytes(v, b, sizeof(b));
+    if (with_rank && !isnan(v)) {
+        fmt_rank(&w->ranks[idx], rk, sizeof(rk));
+        snprintf(out, cap, "%s, %s", b, rk);
+    } else {
+        snprintf(out, cap, "%s", b);
+    }
+}
+
+static void memory_panel(const tml_report_model *m, panel *p)
+{
+    const tml_window *w = &m->win;
+    int multi = m->active_ranks > 1 || m->ranks_reported > 1;
+    char t[LINE_MAX_BYTES], suf[64] = "";
+    static const struct { const char *label; size_t off; } rows[] = {
+        { "Allocated", offsetof(tml_rank_window, cuda_allocated_bytes) },
+        { "Reserved", offsetof(tml_rank_window, cuda_reserved_bytes) },
+        { "RSS", offsetof(tml_rank_window, rss_bytes) },
+    };
+
+    p->n = 0;
+    if (multi)
+        count_suffix(suf, sizeof(suf), (int32_t)m->active_ranks, m->world_size, "ranks");
+    snprintf(t, sizeof(t), "STEP MEMORY: %s%s", m->mem.label, suf);
+    padd_text(p, t);
+    if (strcmp(m->mem.kind, "BALANCED") != 0) {
+        snprintf(t, sizeof(t), "Evidence: %s", m->mem.why);
+        padd_text(p, t);
+    } else {
+        padd_text(p, "");
+    }
+    padd_text(p, "");
+    table_header(p, "avg per-step peak", multi, "rank");
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char a[96], b[96];
+        memory_value(w, w->median_rank, rows[i].off, 0, a, sizeof(a));
+        if (multi) {
+            memory_value(w, worst_by(w, rows[i].off), rows[i].off, 1, b, sizeof(b));
+            table_row(p, rows[i].label, a, b);
+        } else {
+            table_row(p, rows[i].label, a, NULL);
+        }
+    }
+}
+
+static void system_panel(const tml_report_model *m, panel *p)
+{
+    int multi = m->nodes_expected > 1;
+    char t[LINE_MAX_BYTES], suf[64] = "";
+    static const char *rows[] = {
+        "CPU", "RAM used", "GPU util", "GPU memory/device", "GPU temperature", "GPU power"
+    };
+
+    p->n = 0;
+    if (multi)
+        count_suffix(suf, sizeof(suf), m->nodes_reported, m->nodes_expected, "nodes");
+    snprintf(t, sizeof(t), "SYSTEM METRICS: %s%s", m->sys.label, suf);
+    padd_text(p, t);
+    snprintf(t, sizeof(t), "Evidence: %s", m->sys.why);
+    padd_text(p, t);
+    padd_text(p, "");
+    table_header(p, "", multi, "node");
+    /* No sampler yet: every value is n/a (tml_sys_node rows are NAN). */
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        table_row(p, rows[i], "n/a", multi ? "n/a" : NULL);
+}
+
+static void process_panel(const tml_report_model *m, panel *p)
+{
+    const tml_window *w = &m->win;
+    int multi = m->active_ranks > 1 || m->ranks_reported > 1;
+    char t[LINE_MAX_BYTES], suf[64] = "", a[96], b[96];
+
+    p->n = 0;
+    if (multi)
+        count_suffix(suf, sizeof(suf), m->ranks_reported, m->world_size, "ranks");
+    snprintf(t, sizeof(t), "PROCESS METRICS: %s%s", m->proc.label, suf);
+    padd_text(p, t);
+    snprintf(t, sizeof(t), "Evidence: %s", m->proc.why);
+    padd_text(p, t);
+    padd_text(p, "");
+    table_header(p, "", multi, "rank");
+    table_row(p, "CPU capacity", "n/a", multi ? "n/a" : NULL);
+    size_t off = offsetof(tml_rank_window, rss_bytes);
+    memory_value(w, w->median_rank, off, 0, a, sizeof(a));
+    memory_value(w, worst_by(w, off), off, 1, b, sizeof(b));
+    table_row(p, "RSS used", a, multi ? b : NULL);
+    table_row(p, "CUDA allocated", "n/a", multi ? "n/a" : NULL);
+    table_row(p, "CUDA reserved", "n/a", multi ? "n/a" : NULL);
+}
+
+/* ---- the box -------------------------------------------------------- */
+
+static void header_line(const tml_report_model *m, char *out, size_t cap)
+{
+    size_t n = 0;
+    int w;
+#define ADD(...) do { w = snprintf(out + n, cap - n, __VA_ARGS__); \
+    if (w > 0 && (size_t)w < cap - n) n += (size_t)w; } while (0)
+    ADD("%s", m->run->name[0] ? m->run->name : "(unnamed run)");
+    if (m->world_size <= 1 && m->ranks_reported <= 1)
+        ADD(" · %d rank", (int)m->ranks_reported);
+    else
+        ADD(" · %d/%d ranks", (int)m->ranks_reported, (int)m->world_size);
+    if (m->gpus_observed > 0)
+        ADD(" · %d GPU%s observed", (int)m->gpus_observed, m->gpus_observed == 1 ? "" : "s");
+    if (m->nodes_expected > 1)
+        ADD(" · %d/%d nodes", (int)m->nodes_reported, (int)m->nodes_expected);
+    ADD(" · %zu common step%s", m->win.common_steps, m->win.common_steps == 1 ? "" : "s");
+    if (isnan(m->duration_s))
+        ADD(" · n/a");
+    else
+        ADD(" · %.1fs", m->duration_s);
+#undef ADD
+}
+
+void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
+{
+    int width = m->width;
+    char l[LINE_MAX_BYTES];
+    int multi = m->ranks_reported > 1 || m->world_size > 1;
+    panels_mem *pm = malloc(sizeof(*pm));
+
+    if (!pm) {
+        sb->failed = 1;
+        return;
+    }
+
+    border(sb, width);
+    text_row(sb, width, "", "TraceML Run Summary");
+    header_line(m, l, sizeof(l));
+    text_row(sb, width, "", l);
+    border(sb, width);
+    row(sb, width, "");
+    snprintf(l, sizeof(l), "%s (%s)", m->verdict.label, tml__severity_name(m->verdict.severity));
+    text_row(sb, width, "Verdict: ", l);
+    text_row(sb, width, "Why: ", m->verdict.why);
+    if (m->verdict.next[0])
+        text_row(sb, width, "Next: ", m->verdict.next);
+    if (multi) {
+        text_row(sb, width, "", "Scope: N = node · R = global rank · G = GPU index");
+        char miss[LINE_MAX_BYTES] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < m->nmissing && n + 16 < sizeof(miss); i++) {
+            int w = snprintf(miss + n, sizeof(miss) - n, "%sR%d", i ? ", " : "", (int)m->missing_ranks[i]);
+            if (w > 0)
+                n += (size_t)w;
+        }
+        if (m->nmissing)
+            text_row(sb, width, "Missing ranks: ", miss);
+        n = 0;
+        miss[0] = '\0';
+        for (size_t i = 0; i < m->win.nranks && n + 16 < sizeof(miss); i++) {
+            if (m->win.ranks[i].nsteps || m->win.common_steps == 0)
+                continue;
+            int w = snprintf(miss + n, sizeof(miss) - n, "%sR%d/N%d", n ? ", " : "",
+                             (int)m->win.ranks[i].rank, (int)m->win.ranks[i].node);
+            if (w > 0)
+                n += (size_t)w;
+        }
+        if (n)
+            text_row(sb, width, "No steps from: ", miss);
+    }
+    row(sb, width, "");
+    step_panel(m, &pm->left);
+    memory_panel(m, &pm->right);
+    panels(sb, width, pm);
+    row(sb, width, "");
+    system_panel(m, &pm->left);
+    process_panel(m, &pm->right);
+    panels(sb, width, pm);
+    free(pm);
+    row(sb, width, "");
+    row(sb, width, "");
+    if (m->json_path) {
+        text_row(sb, width, "Full evidence: ", m->json_path);
+    }
+    border(sb, width);
+}

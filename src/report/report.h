@@ -1,0 +1,49 @@
+/*
+ * report.h - the run summary: the boxed text of the brief and
+ * final_summary.json (docs/summary-json.md), built from a tml_run.
+ *
+ *     tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+ *     tml_report_opts o = { .status = "completed", .json_path = path };
+ *     if (tml__report_build(run, &o, &text, &json) == 0) ...
+ *     tml__sb_release(&text); tml__sb_release(&json);
+ *
+ * Ownership: the caller owns both buffers; the function appends to them.
+ * The run is only read.
+ */
+#ifndef TML_REPORT_H
+#define TML_REPORT_H
+
+#include <stddef.h>
+#include "agg/run.h"
+#include "diag/diag.h"
+#include "util/strbuf.h"
+
+#define TML_REPORT_DEFAULT_WIDTH 156   /* the brief's box: 156 columns */
+#define TML_REPORT_MIN_WIDTH 60
+#define TML_REPORT_STACK_BELOW 110     /* narrower: panels stack */
+
+typedef struct tml_report_opts {
+    const char *status;       /* "completed", "failed", "interrupted"; NULL = "completed" */
+    int exit_code;
+    double duration_s;        /* run duration; negative or NAN = unknown */
+    const char *json_path;    /* shown as "Full evidence: <path>"; NULL = no line */
+    int width;                /* total box width in columns (borders included);
+                               * 0 = 156 (the brief's); values below 60 are
+                               * raised to 60; below 110 the panels stack */
+    const tml_thresholds *th; /* NULL = defaults */
+    size_t window_steps;      /* 0 = 10000 */
+    const char *generated_at; /* ISO-8601 UTC, NULL = now */
+} tml_report_opts;
+
+/*
+ * Builds the box text and the final_summary.json text (whose "text" field
+ * holds the box). Pure except reading the clock for generated_at when
+ * NULL. Returns 0, or TML_ENOMEM (buffers then hold partial output).
+ */
+int tml__report_build(const tml_run *run, const tml_report_opts *o,
+                      tml_strbuf *text, tml_strbuf *json);
+
+/* Display width of UTF-8 text: one column per code point. */
+size_t tml__utf8_width(const char *s);
+
+#endif

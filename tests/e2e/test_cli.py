@@ -1,0 +1,495 @@
+"""End-to-end tests of the `traceml` binary: version/help, every bad-input
+case (exit 2, one line on stderr, nothing created or overwritten), `view`,
+`serve`, and `run` driving a fake training that speaks the wire protocol
+with `struct` (no torch needed): exit codes, Ctrl-C, a SIGKILLed
+aggregator, a training that raises.
+
+Run: /usr/bin/python3 -m pytest tests/e2e/test_cli.py
+The binary is build/bin/traceml (override with TRACEML_BIN).
+"""
+import json
+import os
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("TRACEML_BIN", os.path.join(ROOT, "build", "bin", "traceml"))
+PY = "/usr/bin/python3"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason="build/bin/traceml not built")
+
+
+def run(args, cwd, timeout=30, **kw):
+    return subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def one_error_line(p):
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip("\n").split("\n")
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("traceml: error: "), p.stderr
+    assert p.stdout == ""
+    return lines[0]
+
+
+# ---- a fake training: speaks the wire protocol of src/wire/wire.c ----
+
+FAKE = r'''
+import os, socket, struct, sys, time, signal
+MAGIC = 0x314c4d54
+def frame(t, payload):
+    return struct.pack("<IHHI", MAGIC, 1, t, len(payload)) + payload
+def s16(b):
+    return struct.pack("<H", len(b)) + b
+def hello(run_id, secret, rank=0):
+    p = s16(run_id.encode()) + s16(secret.encode())
+    p += struct.pack("<7I", rank, 0, 1, 0, 1, os.getpid(), 0x1f) + s16(b"fakehost")
+    return frame(1, p)
+def steps(first, n, input_ms=20.0, fwd_ms=5.0):
+    p = struct.pack("<I", n)
+    for i in range(first, first + n):
+        ph = [int(input_ms * 1e6), 0, int(fwd_ms * 1e6), int(2 * fwd_ms * 1e6), int(1e6)]
+        traced = sum(ph[1:]) + 100000
+        rec = struct.pack("<3Q", i, 1000000000 + i * 50000000, traced)
+        rec += struct.pack("<5q", *ph)
+        rec += struct.pack("<6q", *([-1] * 6))            # no GPU clock
+        rec += struct.pack("<4q", -1 if i == 0 else 0, -1, -1, -1)
+        rec += struct.pack("<II", 0x1f, 0)
+        rec += b"\0" * (160 - len(rec))
+        p += rec
+    return frame(4, p)
+def stats(t, sent):
+    return frame(t, struct.pack("<3Qqq", 0, 0, sent, 800, -1))
+def connect():
+    host, port = os.environ["TRACEML_ADDR"].rsplit(":", 1)
+    s = socket.create_connection((host, int(port)))
+    s.sendall(hello(os.environ["TRACEML_RUN_ID"], os.environ["TRACEML_SECRET"]))
+    h = s.recv(12)
+    assert struct.unpack("<IHHI", h)[2] == 2, "no WELCOME"
+    s.recv(struct.unpack("<IHHI", h)[3])
+    return s
+def touch(path, text="x"):
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+
+mode = sys.argv[1]
+ctl = sys.argv[2] if len(sys.argv) > 2 else None
+if mode == "env":
+    for k in ("TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
+              "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "PYTHONPATH"):
+        print("%s=%s" % (k, os.environ.get(k, "")))
+    sys.exit(0)
+s = connect()
+s.sendall(steps(0, 30))
+s.sendall(stats(5, 30))
+if mode == "complete":
+    s.sendall(stats(6, 30))
+    s.close()
+    sys.exit(0)
+if mode == "raise":
+    s.sendall(stats(6, 30))
+    s.close()
+    raise RuntimeError("boom from the training")
+if mode == "sigint":
+    count = [0]
+    def on_int(sig, frm):
+        count[0] += 1
+        touch(ctl + ".count", str(count[0]))
+    signal.signal(signal.SIGINT, on_int)
+    touch(ctl + ".ready")
+    deadline = time.time() + 20
+    while count[0] == 0 and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)            # a second SIGINT would arrive in here
+    s.sendall(stats(6, 30))
+    s.close()
+    sys.exit(0)
+if mode == "hang":
+    touch(ctl + ".ready")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # forces the launcher's SIGKILL
+    time.sleep(60)
+if mode == "aggkill":
+    touch(ctl + ".ready")
+    deadline = time.time() + 20
+    while not os.path.exists(ctl + ".go") and time.time() < deadline:
+        time.sleep(0.01)
+    try:
+        for k in range(5):
+            s.sendall(steps(30 + k, 1))
+            time.sleep(0.05)
+    except OSError:
+        pass
+    print("training finished on its own")
+    sys.exit(5)
+'''
+
+
+@pytest.fixture
+def fake(tmp_path):
+    p = tmp_path / "fake_train.py"
+    p.write_text(FAKE)
+    return str(p)
+
+
+def wait_for(path, timeout=15):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def manifest(run_dir):
+    with open(os.path.join(run_dir, "manifest.json")) as f:
+        return json.load(f)
+
+
+def box_of(stdout):
+    start = stdout.index("+-")
+    return stdout[start:]
+
+
+# ---- version and help ----
+
+def test_version(tmp_path):
+    p = run(["--version"], tmp_path)
+    assert p.returncode == 0
+    assert p.stdout == "traceml 0.1.0\n"
+
+
+def test_help(tmp_path):
+    for args in ([], ["help"], ["--help"]):
+        p = run(args, tmp_path)
+        assert p.returncode == 0, args
+        assert "run" in p.stdout and "view" in p.stdout and "serve" in p.stdout
+        assert "__aggregate" not in p.stdout
+    p = run(["help", "run"], tmp_path)
+    assert p.returncode == 0 and "--run-name" in p.stdout and "--disable-traceml" in p.stdout
+    p = run(["run", "--help"], tmp_path)
+    assert p.returncode == 0 and "--logs-dir" in p.stdout
+    one_error_line(run(["help", "nope"], tmp_path))
+    one_error_line(run(["frobnicate"], tmp_path))
+    one_error_line(run(["--frobnicate"], tmp_path))
+
+
+# ---- bad input: one line, exit 2, nothing created ----
+
+BAD_RUN = [
+    (["run", "--no-such-flag", "x.py"], "unknown option"),
+    (["run", "missing.py"], "not found"),
+    (["run"], "missing SCRIPT"),
+    (["run", "--python", "/nonexistent/python", "train.py"], "interpreter"),
+    (["run", "--python", "./notexec", "train.py"], "interpreter"),
+    (["run", "--run-name", "../up", "train.py"], "invalid run name"),
+    (["run", "--run-name", "a b", "train.py"], "invalid run name"),
+    (["run", "--run-name"], "needs a value"),
+    (["run", "--mode", "cli", "train.py"], "not available yet"),
+    (["run", "--mode=dashboard", "train.py"], "not available yet"),
+    (["run", "--mode", "fancy", "train.py"], "--mode"),
+    (["run", "--html-report", "train.py"], "not available yet"),
+    (["run", "--nproc-per-node", "2", "train.py"], "not supported yet"),
+    (["run", "--nproc-per-node", "two", "train.py"], "--nproc-per-node"),
+    (["run", "--nproc-per-node", "0", "train.py"], "--nproc-per-node"),
+    (["run", "--nnodes", "1", "--node-rank", "1", "train.py"], "--node-rank"),
+    (["run", "--master-port", "70000", "train.py"], "--master-port"),
+    (["run", "--interval", "-1", "train.py"], "--interval"),
+    (["run", "--interval", "1s", "train.py"], "--interval"),
+    (["run", "--disable-traceml=1", "train.py"], "takes no value"),
+    (["run", "--"], "missing COMMAND"),
+    (["run", "--", "/no/such/binary"], "not found"),
+    (["run", "--", "no-such-command-xyz"], "not found"),
+    (["run", "--logs-dir", "afile/logs", "train.py"], "not usable"),
+    (["run", "--logs-dir", "/proc/tml_no_logs", "train.py"], "/proc/tml_no_logs"),
+    (["run", "--logs-dir", "", "train.py"], "logs-dir"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD_RUN)
+def test_run_bad_input(tmp_path, args, needle):
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    (tmp_path / "afile").write_text("a file, not a folder")
+    (tmp_path / "notexec").write_text("#!/bin/sh\n")
+    os.chmod(tmp_path / "notexec", 0o644)
+    before = sorted(os.listdir(tmp_path))
+    line = one_error_line(run(args, tmp_path))
+    assert needle in line, line
+    assert sorted(os.listdir(tmp_path)) == before      # nothing created
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_run_logs_dir_read_only(tmp_path):
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    try:
+        line = one_error_line(run(["run", "--logs-dir", "ro/logs", "train.py"], tmp_path))
+        assert "not writable" in line
+        assert os.listdir(ro) == []
+    finally:
+        os.chmod(ro, 0o755)
+
+
+def test_run_existing_folder_untouched(tmp_path):
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    run_dir = tmp_path / "logs" / "taken"
+    run_dir.mkdir(parents=True)
+    (run_dir / "marker").write_text("precious")
+    line = one_error_line(run(["run", "--run-name", "taken", "train.py"], tmp_path))
+    assert "already exists" in line
+    assert os.listdir(run_dir) == ["marker"]
+    assert (run_dir / "marker").read_text() == "precious"
+    # serve refuses the same way
+    line = one_error_line(run(["serve", "--run-name", "taken"], tmp_path))
+    assert "already exists" in line
+    assert os.listdir(run_dir) == ["marker"]
+
+
+def test_serve_bad_input(tmp_path):
+    one_error_line(run(["serve", "--port", "99999"], tmp_path))
+    one_error_line(run(["serve", "--bogus"], tmp_path))
+    one_error_line(run(["serve", "--run-name", "no/slash"], tmp_path))
+    assert not (tmp_path / "logs").exists()
+
+
+# ---- view ----
+
+def test_view_bad_files(tmp_path):
+    cases = {
+        "notjson.json": "this is not json\n",
+        "truncated.json": '{"schema_version": 1, "text": "+---- box',
+        "empty.json": "",
+        "noschema.json": '{"text": "box"}',
+        "future.json": '{"schema_version": 99, "text": "box"}',
+        "notext.json": '{"schema_version": 1}',
+        "array.json": '[1, 2, 3]',
+        "binary.json": "\x00\x01\x02\xff",
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_text(content)
+        line = one_error_line(run(["view", name], tmp_path))
+        assert name in line
+    assert "truncated" in one_error_line(run(["view", "truncated.json"], tmp_path))
+    assert "not valid JSON" in one_error_line(run(["view", "notjson.json"], tmp_path))
+    assert "schema_version" in one_error_line(run(["view", "future.json"], tmp_path))
+    assert "No such file" in one_error_line(run(["view", "missing.json"], tmp_path))
+    one_error_line(run(["view", str(tmp_path)], tmp_path))       # a directory
+    one_error_line(run(["view"], tmp_path))
+    one_error_line(run(["view", "a.json", "b.json"], tmp_path))
+    (tmp_path / "ok.json").write_text('{"schema_version": 1, "text": "BOX"}')
+    assert "not available yet" in one_error_line(run(["view", "ok.json", "--html"], tmp_path))
+
+
+def test_view_prints_text(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"schema_version": 1, "text": "line 1\nline 2 ◀ cause\n"}))
+    p = run(["view", "s.json"], tmp_path)
+    assert p.returncode == 0 and p.stderr == ""
+    assert p.stdout == "line 1\nline 2 ◀ cause\n"
+
+
+# ---- run ----
+
+def test_run_command_exit_code_and_artifacts(tmp_path):
+    p = run(["run", "--run-name", "three", "--", "/bin/sh", "-c", "echo from-training; exit 3"], tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert p.stdout.startswith("from-training\n")
+    assert "INSUFFICIENT STEP-TIME DATA" in p.stdout or "NO DATA" in p.stdout
+    run_dir = tmp_path / "logs" / "three"
+    m = manifest(run_dir)
+    assert m["status"] == "failed" and m["exit_code"] == 3
+    assert m["command"] == ["/bin/sh", "-c", "echo from-training; exit 3"]
+    assert m["end_time"] is not None
+    for f in ("final_summary.json", "final_summary.txt", "telemetry.sqlite", "manifest.json"):
+        assert (run_dir / f).exists(), f
+        assert f in m["artifacts"]
+    assert "secret" not in json.dumps(m).lower()
+    txt = (run_dir / "final_summary.txt").read_text()
+    assert box_of(p.stdout).rstrip("\n") == txt.rstrip("\n")
+    v = run(["view", "logs/three/final_summary.json"], tmp_path)
+    assert v.returncode == 0 and v.stdout.rstrip("\n") == txt.rstrip("\n")
+    # the generated name comes from the command's stem and is never reused
+    p2 = run(["run", "--", "/bin/true"], tmp_path)
+    p3 = run(["run", "--", "/bin/true"], tmp_path)
+    assert p2.returncode == 0 and p3.returncode == 0
+    names = sorted(n for n in os.listdir(tmp_path / "logs") if n.startswith("true_"))
+    assert len(names) == 2, names
+
+
+def test_run_environment(tmp_path, fake):
+    p = run(["run", "--run-name", "envrun", fake, "env"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    env = dict(l.split("=", 1) for l in p.stdout.splitlines() if l.startswith(("TRACEML_", "PYTHONPATH")))
+    assert env["TRACEML_ADDR"].startswith("127.0.0.1:")
+    assert len(env["TRACEML_SECRET"]) == 48 and len(env["TRACEML_RUN_ID"]) == 32
+    assert env["TRACEML_RUN_NAME"] == "envrun"
+    assert env["TRACEML_RUN_DIR"] == str(tmp_path / "logs" / "envrun")
+    assert env["TRACEML_DISABLED"] == ""
+    pkg = os.path.join(os.path.dirname(BIN), "..", "lib", "traceml", "python")
+    if os.path.isdir(pkg):
+        assert env["PYTHONPATH"].split(":")[0] == pkg
+    assert manifest(tmp_path / "logs" / "envrun")["command"][1:] == [fake, "env"]
+
+
+def test_run_disable_traceml(tmp_path, fake):
+    p = run(["run", "--disable-traceml", fake, "env"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "TRACEML_DISABLED=1" in p.stdout and "TRACEML_ADDR=\n" in p.stdout
+    assert "TraceML Run Summary" not in p.stdout
+    assert not (tmp_path / "logs").exists()
+    p = run(["run", "--disable-traceml", "--", "/bin/sh", "-c", "exit 4"], tmp_path)
+    assert p.returncode == 4
+
+
+def test_run_fake_training_completes(tmp_path, fake):
+    p = run(["run", "--run-name", "ok", fake, "complete"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "TraceML Run Summary" in p.stdout
+    assert "ok" in p.stdout and "30" in p.stdout
+    run_dir = tmp_path / "logs" / "ok"
+    assert manifest(run_dir)["status"] == "completed"
+    db = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
+    assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 30
+    assert db.execute("SELECT COUNT(*) FROM steps WHERE gpu_traced_ns IS NULL").fetchone()[0] == 30
+    assert db.execute("SELECT ended, host FROM ranks").fetchone() == (1, "fakehost")
+    assert dict(db.execute("SELECT key, value FROM meta").fetchall())["status"] == "completed"
+    summary = json.loads((run_dir / "final_summary.json").read_text())
+    assert summary["text"].rstrip("\n") == box_of(p.stdout).rstrip("\n")
+
+
+def test_run_training_raises(tmp_path, fake):
+    p = run(["run", "--run-name", "boom", fake, "raise"], tmp_path)
+    assert p.returncode == 1
+    assert "Traceback" in p.stderr and "RuntimeError: boom from the training" in p.stderr
+    assert "TraceML Run Summary" in p.stdout
+    m = manifest(tmp_path / "logs" / "boom")
+    assert m["status"] == "failed" and m["exit_code"] == 1
+    assert (tmp_path / "logs" / "boom" / "final_summary.json").exists()
+
+
+def start_launcher(tmp_path, args):
+    return subprocess.Popen([BIN] + args, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@pytest.mark.parametrize("target", ["group", "launcher"])
+def test_ctrl_c(tmp_path, fake, target):
+    ctl = str(tmp_path / "ctl")
+    proc = start_launcher(tmp_path, ["run", "--run-name", "intr", fake, "sigint", ctl])
+    assert wait_for(ctl + ".ready"), proc.communicate(timeout=10)
+    t0 = time.time()
+    if target == "group":
+        os.killpg(proc.pid, signal.SIGINT)     # what a terminal's Ctrl-C does
+    else:
+        os.kill(proc.pid, signal.SIGINT)       # the launcher alone: it forwards
+    out, err = proc.communicate(timeout=10)
+    elapsed = time.time() - t0
+    assert proc.returncode == 130, err
+    assert elapsed < 2.5, elapsed
+    assert "TraceML Run Summary" in out
+    with open(ctl + ".count") as f:
+        assert f.read() == "1"                 # the training got exactly one SIGINT
+    m = manifest(tmp_path / "logs" / "intr")
+    assert m["status"] == "interrupted" and m["exit_code"] == 130
+    assert (tmp_path / "logs" / "intr" / "final_summary.txt").exists()
+
+
+def test_ctrl_c_training_ignores_it(tmp_path, fake):
+    ctl = str(tmp_path / "ctl")
+    proc = start_launcher(tmp_path, ["run", "--run-name", "stubborn", fake, "hang", ctl])
+    assert wait_for(ctl + ".ready")
+    t0 = time.time()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert time.time() - t0 < 2.8              # ~1 s grace, SIGKILL, summary
+    assert "TraceML Run Summary" in out
+    assert manifest(tmp_path / "logs" / "stubborn")["status"] == "interrupted"
+
+
+def children(pid):
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+            out += [int(x) for x in f.read().split()]
+    return out
+
+
+def test_aggregator_killed(tmp_path, fake):
+    ctl = str(tmp_path / "ctl")
+    proc = start_launcher(tmp_path, ["run", "--run-name", "aggdead", fake, "aggkill", ctl])
+    assert wait_for(ctl + ".ready")
+    time.sleep(0.6)                            # > one store flush interval
+    agg = [c for c in children(proc.pid)
+           if b"__aggregate" in open("/proc/%d/cmdline" % c, "rb").read()]
+    assert len(agg) == 1
+    os.kill(agg[0], signal.SIGKILL)
+    time.sleep(0.2)
+    open(ctl + ".go", "w").close()
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 5, err           # the training's own code
+    assert "training finished on its own" in out
+    assert "TraceML Run Summary" in out        # rebuilt from telemetry.sqlite
+    run_dir = tmp_path / "logs" / "aggdead"
+    summary = json.loads((run_dir / "final_summary.json").read_text())
+    assert summary["text"].rstrip("\n") == box_of(out).rstrip("\n")
+    assert "30 common steps" in out or "30 steps" in out or " 30 " in out
+    log = (run_dir / "traceml.log").read_text()
+    assert "killed by signal 9" in log and "finalizing from telemetry.sqlite" in log
+    assert manifest(run_dir)["status"] == "failed"
+
+
+# ---- serve ----
+
+def test_serve_rejects_and_accepts(tmp_path):
+    proc = subprocess.Popen([BIN, "serve", "--run-name", "srv", "--logs-dir", str(tmp_path / "logs")],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {}
+    end = time.time() + 10
+    while time.time() < end:
+        line = proc.stdout.readline()
+        if line.startswith("export "):
+            env = dict(kv.split("=", 1) for kv in line.split()[1:])
+            break
+    assert "TRACEML_ADDR" in env and "TRACEML_SECRET" in env
+    host, port = env["TRACEML_ADDR"].rsplit(":", 1)
+
+    ns = {}
+    exec(FAKE.split("mode = sys.argv[1]")[0], ns)
+    # wrong secret: REJECT, logged
+    s = socket.create_connection((host, int(port)))
+    s.sendall(ns["hello"](env["TRACEML_RUN_ID"], "0" * 48))
+    hdr = s.recv(12)
+    assert struct.unpack("<IHHI", hdr)[2] == 3
+    s.close()
+    # a good session
+    os.environ.update({"TRACEML_ADDR": env["TRACEML_ADDR"], "TRACEML_RUN_ID": env["TRACEML_RUN_ID"],
+                       "TRACEML_SECRET": env["TRACEML_SECRET"]})
+    try:
+        s = ns["connect"]()
+        s.sendall(ns["steps"](0, 12))
+        s.sendall(ns["stats"](6, 12))
+        s.close()
+    finally:
+        for k in ("TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET"):
+            os.environ.pop(k, None)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "TraceML Run Summary" in out
+    run_dir = tmp_path / "logs" / "srv"
+    assert "bad secret" in (run_dir / "traceml.log").read_text()
+    assert manifest(run_dir)["status"] == "completed"
+    db = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
+    assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 12

@@ -1,0 +1,301 @@
+"""The Python API (SPEC 2.1): modes, init's idempotence, TRACEML_DISABLED,
+lazy torch import, in-process mode (plain python, no launcher), exceptions
+in the bracket, several models, and that training results do not change."""
+import json
+import os
+import subprocess
+
+from conftest import PYPATH, PYTHON, base_env, primary, step_diag, step_metric_ms
+
+PRELUDE = r'''
+import os, sys, time, json
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import traceml_ai as traceml
+
+def make(steps=40, batch=16, seed=0):
+    torch.manual_seed(seed)
+    x = torch.randn(steps * batch, 32)
+    y = torch.randint(0, 4, (steps * batch,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=batch)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return loader, model, opt
+'''
+
+
+def py(code, env=None, timeout=120):
+    e = base_env(PYTHONPATH=PYPATH)
+    e.update(env or {})
+    return subprocess.run([PYTHON, "-c", code], env=e, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_import_does_not_import_torch():
+    r = py("import sys, traceml_ai\n"
+           "assert 'torch' not in sys.modules, 'torch imported'\n"
+           "assert callable(traceml_ai.trace_step) and callable(traceml_ai.init)\n"
+           "print('ok')")
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_init_idempotent_conflicting_and_unknown_mode(tmp_path):
+    code = PRELUDE + r'''
+try:
+    traceml.init(mode="turbo")
+except ValueError as e:
+    assert "turbo" in str(e), e
+else:
+    raise SystemExit("unknown mode accepted")
+traceml.init(mode="auto", logs_dir=LOGS, run_name="idem")
+traceml.init(mode="auto", logs_dir=LOGS, run_name="idem")     # same: no-op
+for other in (dict(mode="manual", logs_dir=LOGS, run_name="idem"),
+              dict(mode="auto", logs_dir=LOGS, run_name="other"),
+              dict(mode="auto", patch_h2d=False, logs_dir=LOGS, run_name="idem", disabled=True)):
+    try:
+        traceml.init(**other)
+    except RuntimeError as e:
+        assert "different configuration" in str(e), e
+    else:
+        raise SystemExit("conflicting init accepted: %r" % other)
+print("ok")
+'''.replace("LOGS", repr(str(tmp_path / "logs")))
+    r = py(code)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_disabled_is_a_noop(tmp_path):
+    code = PRELUDE + r'''
+orig_backward = torch.Tensor.backward
+traceml.init(mode="auto", logs_dir=LOGS)
+assert torch.Tensor.backward is orig_backward, "patched while disabled"
+loader, model, opt = make()
+for x, y in loader:
+    with traceml.trace_step(model):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+assert len(model._forward_pre_hooks) == 0
+assert traceml.summary() is None and traceml.final_summary() is None
+print("ok")
+'''.replace("LOGS", repr(str(tmp_path / "logs")))
+    r = py(code, env={"TRACEML_DISABLED": "1"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+    assert not (tmp_path / "logs").exists() or not os.listdir(tmp_path / "logs")
+    assert "TraceML" not in r.stdout
+
+
+TRAIN = PRELUDE + r'''
+MODE = os.environ.get("MODE", "auto")
+kw = json.loads(os.environ.get("KW", "{}"))
+traceml.init(mode=MODE, **kw)
+loader, model, opt = make(steps=int(os.environ.get("STEPS", "40")))
+if MODE == "manual" and os.environ.get("WRAP", "all") == "all":
+    loader = traceml.wrap_dataloader_fetch(loader)
+    traceml.wrap_forward(model)
+    traceml.wrap_optimizer(opt)
+for x, y in loader:
+    time.sleep(0.001)
+    with traceml.trace_step(model):
+        if MODE == "manual":
+            with traceml.wrap_h2d():
+                x = x.to("cpu")
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        if MODE == "manual" and os.environ.get("WRAP", "all") == "all":
+            traceml.wrap_backward(loss)
+        loss.backward()
+        opt.step()
+'''
+
+
+def run_plain(plain_python, mode, kw=None, wrap="all", steps=40):
+    return plain_python("train", code=TRAIN, env={
+        "MODE": mode, "KW": json.dumps(kw or {}), "WRAP": wrap, "STEPS": steps})
+
+
+def test_plain_python_prints_box_and_writes_summary(plain_python):
+    r = run_plain(plain_python, "auto")
+    assert r.rc == 0, r.explain()
+    assert r.run_dir is not None, "run folders: %r\n%s" % (r.all_runs, r.explain())
+    assert "Verdict:" in r.stdout and "TraceML Run Summary" in r.stdout, r.explain()
+    s = r.summary()
+    assert s["text"].strip() in r.stdout
+    with open(r.artifact("final_summary.txt"), encoding="utf-8") as f:
+        assert f.read().strip() == s["text"].strip()
+    for phase in ("forward", "backward", "optimizer", "input_wait"):
+        assert step_metric_ms(s, phase) is not None, phase
+    assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "backward") > 0
+    assert step_metric_ms(s, "optimizer") > 0
+
+
+def test_manual_mode_with_wrap_helpers(plain_python):
+    r = run_plain(plain_python, "manual")
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert step_diag(s)["label"] != "INCOMPLETE DATA", json.dumps(step_diag(s))
+    for phase in ("forward", "backward", "optimizer", "input_wait", "h2d"):
+        v = step_metric_ms(s, phase)
+        assert v is not None and v >= 0, (phase, v)
+    assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "optimizer") > 0
+
+
+def test_manual_mode_without_wrapping_is_incomplete(plain_python):
+    r = run_plain(plain_python, "manual", wrap="none")
+    assert r.rc == 0, r.explain()
+    d = step_diag(r.summary())
+    assert d["label"] == "INCOMPLETE DATA", json.dumps(d)
+    assert "Forward" in d["why"] + d["next"]
+
+
+def test_selective_unpatched_phase_is_missing(plain_python):
+    r = run_plain(plain_python, "selective", kw={"patch_forward": False})
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert step_metric_ms(s, "forward") is None
+    assert step_metric_ms(s, "backward") > 0
+    d = step_diag(s)
+    assert d["label"] == "INCOMPLETE DATA" and "Forward" in d["why"] + d["next"], json.dumps(d)
+
+
+def test_exception_in_bracket_propagates_unchanged(plain_python):
+    code = PRELUDE + r'''
+class Boom(Exception):
+    pass
+traceml.init(mode="auto")
+loader, model, opt = make(steps=30)
+err = Boom("boom")
+caught = 0
+for i, (x, y) in enumerate(loader):
+    try:
+        with traceml.trace_step(model):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad(); loss.backward(); opt.step()
+            if i % 10 == 5:
+                raise err
+    except Boom as e:
+        assert e is err and e.__traceback__ is not None
+        caught += 1
+assert caught == 3
+try:
+    with traceml.trace_step(model):
+        raise KeyError("k")
+except KeyError as e:
+    assert e.args == ("k",)
+print("ok")
+'''
+    r = plain_python("exc", code=code)
+    assert r.rc == 0 and "ok" in r.stdout, r.explain()
+    s = r.summary()
+    assert step_metric_ms(s, "forward") > 0
+
+
+def test_two_models_do_not_corrupt_each_other(plain_python):
+    code = PRELUDE + r'''
+import copy, pickle
+traceml.init(mode="auto")
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 32))
+D = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+og = torch.optim.Adam(G.parameters(), 1e-3)
+od = torch.optim.Adam(D.parameters(), 1e-3)
+keys_g = list(G.state_dict().keys())
+for i in range(60):
+    real = torch.randn(16, 32)
+    z = torch.randn(16, 8)
+    with traceml.trace_step(D):
+        fake = G(z).detach()
+        ld = D(real).mean() - D(fake).mean()
+        od.zero_grad(); ld.backward(); od.step()
+    with traceml.trace_step(G):
+        lg = -D(G(z)).mean()
+        og.zero_grad(); lg.backward(); og.step()
+# one hook pair per model, however many steps
+assert len(G._forward_pre_hooks) == 1 and len(G._forward_hooks) == 1, G._forward_pre_hooks
+assert len(D._forward_pre_hooks) == 1 and len(D._forward_hooks) == 1
+assert list(G.state_dict().keys()) == keys_g
+# the user's model still copies and pickles
+G2 = copy.deepcopy(G)
+G3 = pickle.loads(pickle.dumps(G))
+z = torch.randn(2, 8)
+assert torch.equal(G2(z), G(z)) and torch.equal(G3(z), G(z))
+print("ok")
+'''
+    r = plain_python("gan", code=code)
+    assert r.rc == 0 and "ok" in r.stdout, r.explain()
+    s = r.summary()
+    assert s["meta"]["common_steps"] >= 100, s["meta"]
+    assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "optimizer") > 0
+
+
+SAME = PRELUDE + r'''
+USE = os.environ["USE"] == "1"
+if USE:
+    traceml.init(mode="auto")
+loader, model, opt = make(steps=50)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
+losses = []
+for x, y in loader:
+    ctx = traceml.trace_step(model) if USE else None
+    if ctx: ctx.__enter__()
+    loss = nn.functional.cross_entropy(model(x.to(torch.float32)), y)
+    opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+    if ctx: ctx.__exit__(None, None, None)
+    losses.append(loss.item())
+print("LOSSES", json.dumps(losses), json.dumps([p.sum().item() for p in model.parameters()]),
+      opt._step_count)
+'''
+
+
+def test_results_identical_with_and_without_traceml(plain_python):
+    a = plain_python("same", code=SAME, env={"USE": "0"})
+    b = plain_python("same", code=SAME, env={"USE": "1"})
+    assert a.rc == 0 and b.rc == 0, a.explain() + b.explain()
+    la = [l for l in a.stdout.splitlines() if l.startswith("LOSSES")]
+    lb = [l for l in b.stdout.splitlines() if l.startswith("LOSSES")]
+    assert la and la == lb, (la, lb)
+
+
+def test_init_failure_never_breaks_training(plain_python, tmp_path):
+    # An unwritable logs folder: TraceML warns, training finishes with rc 0.
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    code = PRELUDE + r'''
+traceml.init(mode="auto", logs_dir=BAD)
+loader, model, opt = make(steps=10)
+for x, y in loader:
+    with traceml.trace_step(model):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+print("trained")
+'''.replace("BAD", repr(str(blocker / "logs")))
+    r = plain_python("badlogs", code=code, logs_env=False)
+    assert r.rc == 0 and "trained" in r.stdout, r.explain()
+    assert "traceml" in r.stderr.lower()
+
+
+def test_summary_and_final_summary_after_the_run(plain_python):
+    # An atexit handler registered before init() runs after TraceML's own
+    # (atexit is last-in first-out), when the run folder is written.
+    code = PRELUDE + r'''
+import atexit
+def after():
+    s = traceml.summary()
+    fs = traceml.final_summary()
+    assert fs is not None and fs["primary_diagnosis"]["label"], fs
+    assert s["traceml/primary/label"] == fs["primary_diagnosis"]["label"]
+    assert s["traceml/step_time/input_wait_ms"] == fs["step_time"]["average"]["input_wait_ms"]
+    assert "traceml/step_time/diagnosis" in s and "traceml/meta/common_steps" in s
+    assert all(k.startswith("traceml/") for k in s) and None not in s.values()
+    print("SUMMARY_OK", len(s))
+atexit.register(after)
+assert traceml.summary() is None            # nothing before the end
+traceml.init(mode="auto")
+loader, model, opt = make(steps=30)
+for x, y in loader:
+    with traceml.trace_step(model):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+'''
+    r = plain_python("summ", code=code)
+    assert r.rc == 0 and "SUMMARY_OK" in r.stdout, r.explain()

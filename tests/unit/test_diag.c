@@ -1,0 +1,509 @@
+/*
+ * test_diag.c - the step-time rules, table-driven, on both sides of every
+ * threshold; the straggler score; priority; WARMUP / NO DATA / INCOMPLETE
+ * DATA; the run verdict; the thresholds parser.
+ *
+ * Windows are built by hand from shares of a 100 ms step, so a row of a
+ * table reads like the situation it describes.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/diag.h"
+#include "harness.h"
+
+#define MS 1e6
+
+typedef struct shares {
+    double input, h2d, fwd, bwd, opt, residual;   /* ms of a step; NAN = missing */
+} shares;
+
+static void fill_rank(tml_rank_window *r, int32_t rank, int32_t node, shares s, size_t steps)
+{
+    memset(r, 0, sizeof(*r));
+    r->rank = rank;
+    r->node = node;
+    r->nsteps = steps;
+    double in = isnan(s.input) ? 0 : s.input, h = isnan(s.h2d) ? 0 : s.h2d;
+    double f = isnan(s.fwd) ? 0 : s.fwd, b = isnan(s.bwd) ? 0 : s.bwd, o = isnan(s.opt) ? 0 : s.opt;
+    double res = isnan(s.residual) ? 0 : s.residual;
+    r->avg_ns[TML_M_STEP] = (in + h + f + b + o + res) * MS;
+    r->avg_ns[TML_M_INPUT] = s.input * MS;
+    r->avg_ns[TML_M_H2D] = s.h2d * MS;
+    r->avg_ns[TML_M_FORWARD] = s.fwd * MS;
+    r->avg_ns[TML_M_BACKWARD] = s.bwd * MS;
+    r->avg_ns[TML_M_OPTIMIZER] = s.opt * MS;
+    r->avg_ns[TML_M_COMPUTE] = (s.fwd + s.bwd + s.opt) * MS;   /* NAN if any missing */
+    r->avg_ns[TML_M_RESIDUAL] = isnan(r->avg_ns[TML_M_COMPUTE]) ? NAN : s.residual * MS;
+    r->avg_ns[TML_M_UNTRACED] = NAN;
+    r->avg_ns[TML_M_FETCH_CPU] = s.input * MS;
+    r->step_median_ns = r->step_p90_ns = r->avg_ns[TML_M_STEP];
+    r->rss_bytes = r->cuda_allocated_bytes = r->cuda_reserved_bytes = NAN;
+    r->overhead_ns_per_step = -1;
+    static const int pm[TML_PHASE_COUNT] = { 0, 1, 2, 3, 4 };
+    double v[5] = { s.input, s.h2d, s.fwd, s.bwd, s.opt };
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        if (isnan(v[pm[p]]))
+            r->missing |= TML_PHASE_BIT(p);
+}
+
+static tml_rank_window ranks[8];
+
+static tml_window window(size_t n, const shares *s, size_t steps, tml_clock clock)
+{
+    tml_window w;
+    memset(&w, 0, sizeof(w));
+    w.clock = clock;
+    w.common_steps = steps;
+    w.window_steps = steps;
+    w.max_steps = 10000;
+    w.nranks = n;
+    w.ranks = ranks;
+    for (size_t i = 0; i < n; i++) {
+        fill_rank(&ranks[i], (int32_t)i, (int32_t)(i / 2), s[i], steps);
+        w.missing |= ranks[i].missing;
+    }
+    w.median_rank = 0;
+    w.worst_rank = 0;
+    w.skew = 0;
+    return w;
+}
+
+static const char *verdict1(shares s, size_t steps, tml_clock clock, tml_severity *sev)
+{
+    static tml_step_diag d;
+    tml_window w = window(1, &s, steps, clock);
+    tml__diag_step_time(&w, NULL, &d);
+    if (sev)
+        *sev = d.primary.severity;
+    return d.primary.kind;
+}
+
+/* Shares of a 100 ms step: the rest is compute split 30/50/20 (fwd/bwd/opt)
+ * so that compute itself never crosses 0.90 unless the row says so. */
+static shares split(double input, double h2d, double residual, double compute)
+{
+    shares s = { input, h2d, compute * 0.3, compute * 0.5, compute * 0.2, residual };
+    return s;
+}
+
+#define INFO TML_SEV_INFO
+#define WARN TML_SEV_WARNING
+#define CRIT TML_SEV_CRITICAL
+
+static void test_share_thresholds_table(void)
+{
+    static const struct {
+        double input, h2d, residual, compute;
+        tml_clock clock;
+        const char *kind;
+        tml_severity sev;
+    } t[] = {
+        /* input: 0.099 / 0.10 / 0.199 / 0.20 */
+        { 9.9, 0, 5, 85.1, TML_CLOCK_CPU, "BALANCED", INFO },
+        { 10, 0, 5, 85, TML_CLOCK_CPU, "INPUT_BOUND", WARN },
+        { 19.9, 0, 5, 75.1, TML_CLOCK_CPU, "INPUT_BOUND", WARN },
+        { 20, 0, 5, 75, TML_CLOCK_CPU, "INPUT_BOUND", CRIT },
+        { 64, 0, 2, 34, TML_CLOCK_GPU, "INPUT_BOUND", CRIT },
+        /* residual */
+        { 5, 0, 9.9, 85.1, TML_CLOCK_CPU, "BALANCED", INFO },
+        { 5, 0, 10, 85, TML_CLOCK_CPU, "RESIDUAL_HEAVY", WARN },
+        { 5, 0, 19.9, 75.1, TML_CLOCK_CPU, "RESIDUAL_HEAVY", WARN },
+        { 5, 0, 20, 75, TML_CLOCK_CPU, "RESIDUAL_HEAVY", CRIT },
+        /* H2D: only on the GPU clock */
+        { 5, 9.9, 5, 80.1, TML_CLOCK_GPU, "BALANCED", INFO },
+        { 5, 10, 5, 80, TML_CLOCK_GPU, "H2D_BOUND", WARN },
+        { 5, 19.9, 5, 70.1, TML_CLOCK_GPU, "H2D_BOUND", WARN },
+        { 5, 20, 5, 70, TML_CLOCK_GPU, "H2D_BOUND", CRIT },
+        { 5, 30, 5, 60, TML_CLOCK_CPU, "BALANCED", INFO },
+        /* compute: 0.90 and no other share >= 0.10 */
+        { 3, 3, 4.1, 89.9, TML_CLOCK_CPU, "BALANCED", INFO },
+        { 3, 3, 4, 90, TML_CLOCK_CPU, "COMPUTE_BOUND", INFO },
+        { 0, 0, 0, 100, TML_CLOCK_CPU, "COMPUTE_BOUND", INFO },
+        { 0, 9.9, 0, 90.1, TML_CLOCK_CPU, "COMPUTE_BOUND", INFO },
+        /* H2D >= 0.10 on the CPU clock does not fire H2D-BOUND but does
+         * keep COMPUTE-BOUND from firing */
+        { 0, 10, 0, 90, TML_CLOCK_CPU, "BALANCED", INFO },
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        tml_severity sev;
+        const char *k = verdict1(split(t[i].input, t[i].h2d, t[i].residual, t[i].compute), 100,
+                                 t[i].clock, &sev);
+        if (strcmp(k, t[i].kind) != 0 || sev != t[i].sev)
+            fprintf(stderr, "row %zu: got %s/%d, want %s/%d\n", i, k, (int)sev, t[i].kind, (int)t[i].sev);
+        CHECK_STR(k, t[i].kind);
+        CHECK_EQ_INT(sev, t[i].sev);
+    }
+}
+
+static void test_diagnosis_fields(void)
+{
+    tml_step_diag d;
+    shares s = split(64, 0.4, 1.6, 34);
+    tml_window w = window(1, &s, 256, TML_CLOCK_GPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+    CHECK_STR(d.primary.label, "INPUT-BOUND");
+    CHECK_STR(d.primary.section, "step_time");
+    CHECK_STR(d.primary.why, "Input Wait took 64% of Step Time.");
+    CHECK_STR(d.primary.next, "Increase workers, prefetch, or storage throughput.");
+    CHECK_EQ_INT(d.primary.cause, TML_M_INPUT);
+    CHECK_NEAR(d.primary.share, 0.64, 1e-9);
+    CHECK_NEAR(d.primary.threshold, 0.20, 1e-12);
+    CHECK_EQ_INT(d.nissues, 1);
+    CHECK_NEAR(d.share[TML_M_COMPUTE], 0.34, 1e-9);
+}
+
+/* Priority: straggler, input, H2D, residual, compute; all are issues. */
+static void test_priority_order(void)
+{
+    tml_step_diag d;
+    shares s = split(25, 25, 25, 25);
+    tml_window w = window(1, &s, 100, TML_CLOCK_GPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_EQ_INT(d.nissues, 3);
+    CHECK_STR(d.issues[0].kind, "INPUT_BOUND");
+    CHECK_STR(d.issues[1].kind, "H2D_BOUND");
+    CHECK_STR(d.issues[2].kind, "RESIDUAL_HEAVY");
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+
+    s = split(0, 25, 25, 50);
+    w = window(1, &s, 100, TML_CLOCK_GPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "H2D_BOUND");
+
+    s = split(0, 0, 25, 75);
+    w = window(1, &s, 100, TML_CLOCK_GPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "RESIDUAL_HEAVY");
+}
+
+static void test_shares_median_over_ranks(void)
+{
+    /* input shares 0.05, 0.15, 0.50: the median 0.15 decides */
+    shares s[3] = { split(5, 0, 5, 90), split(15, 0, 5, 80), split(50, 0, 5, 45) };
+    tml_window w = window(3, s, 100, TML_CLOCK_CPU);
+    CHECK_NEAR(tml__diag_share(&w, TML_M_INPUT), 0.15, 1e-9);
+    /* two ranks: the mean of the middle two */
+    w = window(2, s, 100, TML_CLOCK_CPU);
+    CHECK_NEAR(tml__diag_share(&w, TML_M_INPUT), 0.10, 1e-9);
+    /* a rank with the phase missing is skipped, not read as zero */
+    shares m[3] = { split(NAN, 0, 5, 90), split(15, 0, 5, 80), split(50, 0, 5, 45) };
+    w = window(3, m, 100, TML_CLOCK_CPU);
+    CHECK_NEAR(tml__diag_share(&w, TML_M_INPUT), (0.15 + 0.50) / 2, 1e-9);
+    /* every rank missing: NAN */
+    shares all[1] = { split(NAN, 0, 5, 90) };
+    w = window(1, all, 100, TML_CLOCK_CPU);
+    CHECK(isnan(tml__diag_share(&w, TML_M_INPUT)));
+}
+
+/* DDP straggler: the culprit waits least in Backward. Rank r of n ranks:
+ * Backward 100 ms except the culprit (rank 0), whose Backward is shorter
+ * by `cost` and whose component `comp` is longer by `cover` * cost. */
+static tml_window straggler_window(size_t n, double cost, int comp, double cover, size_t steps)
+{
+    shares s[8];
+    for (size_t i = 0; i < n; i++) {
+        s[i].input = 5;
+        s[i].h2d = 2;
+        s[i].fwd = 50;
+        s[i].bwd = 100;
+        s[i].opt = 10;
+        s[i].residual = 3;
+    }
+    s[0].bwd -= cost;
+    double extra = cover * cost;
+    if (comp == 0) s[0].input += extra;
+    else if (comp == 1) s[0].h2d += extra;
+    else if (comp == 2) s[0].fwd += extra;
+    s[0].residual += cost - extra;   /* the rest of the culprit's time */
+    return window(n, s, steps, TML_CLOCK_GPU);
+}
+
+static void test_straggler_score(void)
+{
+    tml_straggler st;
+    tml_thresholds th;
+    tml__thresholds_default(&th);
+
+    /* one process never triggers it */
+    tml_window w = straggler_window(1, 50, 0, 1.0, 100);
+    tml__diag_straggler(&w, &th, &st);
+    CHECK(!st.valid);
+
+    /* cost 34 ms of a 170 ms victim step: score 0.20 */
+    w = straggler_window(4, 34, 0, 1.0, 100);
+    ranks[0].culprit_steps = 90;
+    tml__diag_straggler(&w, &th, &st);
+    CHECK(st.valid);
+    CHECK_EQ_INT(st.culprit, 0);
+    CHECK_EQ_INT(st.victim, 2);        /* upper median of 4 */
+    CHECK_NEAR(st.cost_ns, 34 * MS, 1);
+    CHECK_NEAR(st.score, 34.0 / 170.0, 1e-9);
+    CHECK_NEAR(st.coverage[0], 1.0, 1e-9);
+    CHECK_EQ_INT(st.component, 0);
+    CHECK_EQ_INT(st.culprit_steps, 90);
+
+    /* a missing Backward on any rank: no score */
+    w = straggler_window(2, 34, 0, 1.0, 100);
+    ranks[1].avg_ns[TML_M_BACKWARD] = NAN;
+    tml__diag_straggler(&w, &th, &st);
+    CHECK(!st.valid);
+}
+
+static void test_straggler_table(void)
+{
+    static const struct {
+        size_t nranks;
+        double cost;      /* ms of a 170 ms step */
+        int comp;
+        double cover;
+        size_t steps;
+        const char *kind;
+        tml_severity sev;
+    } t[] = {
+        { 2, 16.83, 0, 1.0, 100, "BALANCED", INFO },            /* score 0.099 */
+        { 2, 17.0, 0, 1.0, 100, "INPUT_STRAGGLER", WARN },      /* 0.10 */
+        { 2, 33.83, 0, 1.0, 100, "INPUT_STRAGGLER", WARN },     /* 0.199 */
+        { 2, 34.0, 0, 1.0, 100, "INPUT_STRAGGLER", CRIT },      /* 0.20 */
+        { 2, 34.0, 0, 1.0, 19, "INPUT_STRAGGLER", WARN },       /* < 20 steps */
+        { 2, 34.0, 0, 1.0, 20, "INPUT_STRAGGLER", CRIT },
+        { 4, 40.0, 1, 0.8, 100, "H2D_STRAGGLER", CRIT },        /* coverage 0.80 */
+        { 4, 40.0, 2, 0.9, 100, "COMPUTE_STRAGGLER", CRIT },
+        { 4, 40.0, 0, 0.79, 100, "STRAGGLER", CRIT },           /* coverage below */
+        { 3, 20.0, -1, 0.0, 100, "STRAGGLER", WARN },
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        tml_step_diag d;
+        tml_window w = straggler_window(t[i].nranks, t[i].cost, t[i].comp, t[i].cover, t[i].steps);
+        tml__diag_step_time(&w, NULL, &d);
+        if (strcmp(d.primary.kind, t[i].kind) != 0 || d.primary.severity != t[i].sev)
+            fprintf(stderr, "row %zu: got %s/%d (score %g), want %s/%d\n", i, d.primary.kind,
+                    (int)d.primary.severity, d.straggler.score, t[i].kind, (int)t[i].sev);
+        CHECK_STR(d.primary.kind, t[i].kind);
+        CHECK_EQ_INT(d.primary.severity, t[i].sev);
+    }
+}
+
+static void test_straggler_before_input(void)
+{
+    /* the culprit's input wait also makes the median input share high:
+     * both fire, straggler first */
+    shares s[2] = { { 250, 1.1, 80, 170, 10, 5 }, { 3.8, 1.1, 80, 416.2, 10, 5 } };
+    tml_window w = window(2, s, 250, TML_CLOCK_GPU);
+    tml_step_diag d;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INPUT_STRAGGLER");
+    CHECK_EQ_INT(d.primary.severity, CRIT);
+    CHECK_STR(d.primary.why, "R0/N0 waited 250.0 ms for input; R1/N0 waited 3.8 ms for input.");
+    CHECK(d.nissues >= 2);
+    CHECK_STR(d.issues[1].kind, "INPUT_BOUND");
+    CHECK(d.primary.straggler.valid);
+}
+
+static void test_no_data_and_warmup(void)
+{
+    tml_step_diag d;
+    tml_window w;
+    memset(&w, 0, sizeof(w));
+    w.median_rank = w.worst_rank = -1;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "NO_DATA");
+    CHECK_STR(d.primary.label, "NO DATA");
+    CHECK_EQ_INT(d.nissues, 0);
+
+    shares s = split(50, 0, 0, 50);
+    w = window(1, &s, 1, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "WARMUP");
+    w = window(1, &s, 2, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+}
+
+static void test_incomplete_data_names_phases(void)
+{
+    tml_step_diag d;
+    shares s = split(5, 0, 5, 90);
+    s.fwd = NAN;
+    tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INCOMPLETE_DATA");
+    CHECK_STR(d.primary.label, "INCOMPLETE DATA");
+    CHECK_EQ_INT(d.primary.missing, TML_PHASE_BIT(TML_PHASE_FORWARD));
+    CHECK(strstr(d.primary.why, "Forward was never observed") != NULL);
+    CHECK(strstr(d.primary.next, "model(x)") != NULL);
+    CHECK(strstr(d.primary.next, "model.forward(x)") != NULL);
+
+    s = split(5, 0, 5, 90);
+    s.input = NAN;
+    s.opt = NAN;
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INCOMPLETE_DATA");
+    CHECK(strstr(d.primary.why, "Input Wait and Optimizer were never observed") != NULL);
+    CHECK(strstr(d.primary.next, "wrap_dataloader_fetch()") != NULL);
+    CHECK(strstr(d.primary.next, "optimizer.step()") != NULL);
+
+    /* an input-bound run with forward missing: INCOMPLETE DATA first, the
+     * input rule (whose inputs are all present) still listed */
+    s = split(50, 0, 0, 50);
+    s.fwd = NAN;
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INCOMPLETE_DATA");
+    CHECK_EQ_INT(d.nissues, 2);
+    CHECK_STR(d.issues[1].kind, "INPUT_BOUND");
+
+    /* H2D missing is not incomplete: copies are optional */
+    s = split(5, NAN, 5, 90);
+    w = window(1, &s, 100, TML_CLOCK_GPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMPUTE_BOUND");
+}
+
+static void test_run_verdict(void)
+{
+    tml_step_diag d;
+    tml_diagnosis v;
+    static const struct {
+        double input, residual, compute;
+        size_t steps;
+        double gpu_util;
+        const char *kind;
+    } t[] = {
+        { 64, 2, 34, 100, NAN, "INPUT_BOUND" },
+        { 5, 20, 75, 100, NAN, "RESIDUAL_HEAVY" },
+        { 1, 1, 98, 100, NAN, "COMPUTE_BOUND" },
+        { 5, 5, 90, 100, 10.0, "COMPUTE_BOUND" },               /* bound wins */
+        { 5, 5, 85, 100, NAN, "NO_CLEAR_PERFORMANCE_BOTTLENECK" },
+        { 5, 5, 85, 100, 29.9, "LOW_GPU_UTILIZATION" },
+        { 5, 5, 85, 100, 30.0, "NO_CLEAR_PERFORMANCE_BOTTLENECK" },
+        { 5, 5, 85, 1, NAN, "INSUFFICIENT_STEP_TIME_DATA" },    /* WARMUP */
+        { 5, 5, 85, 0, NAN, "INSUFFICIENT_STEP_TIME_DATA" },    /* NO DATA */
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        shares s = split(t[i].input, 0, t[i].residual, t[i].compute);
+        tml_window w = window(1, &s, t[i].steps, TML_CLOCK_GPU);
+        tml__diag_step_time(&w, NULL, &d);
+        tml__diag_run_verdict(&d, t[i].gpu_util, &v);
+        if (strcmp(v.kind, t[i].kind) != 0)
+            fprintf(stderr, "row %zu: got %s want %s\n", i, v.kind, t[i].kind);
+        CHECK_STR(v.kind, t[i].kind);
+        CHECK_STR(v.section, "step_time");
+        CHECK(v.why[0] != '\0');
+    }
+    /* INCOMPLETE DATA stays the verdict: it names what to instrument */
+    shares s = split(5, 0, 5, 90);
+    s.bwd = NAN;
+    tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    tml__diag_run_verdict(&d, NAN, &v);
+    CHECK_STR(v.kind, "INCOMPLETE_DATA");
+    CHECK_STR(v.label, "INCOMPLETE DATA");
+}
+
+static void test_thresholds_override_changes_verdict(void)
+{
+    tml_thresholds th;
+    tml_step_diag d;
+    tml__thresholds_default(&th);
+    CHECK(tml__thresholds_parse(&th, "input_warn=0.15,input_crit=0.3") == 0);
+    shares s = split(12, 0, 3, 85);
+    tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, &th, &d);
+    CHECK_STR(d.primary.kind, "BALANCED");
+    s = split(25, 0, 3, 72);
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, &th, &d);
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+    CHECK_EQ_INT(d.primary.severity, WARN);
+}
+
+static void test_thresholds_parser(void)
+{
+    tml_thresholds t, before;
+    tml__thresholds_default(&t);
+    CHECK_NEAR(t.input_warn, 0.10, 0);
+    CHECK_NEAR(t.compute_min, 0.90, 0);
+    CHECK_EQ_INT(t.straggler_crit_min_steps, 20);
+
+    CHECK(tml__thresholds_parse(&t, "") == 0);
+    CHECK(tml__thresholds_parse(&t, NULL) == 0);
+    CHECK(tml__thresholds_parse(&t, " input_warn = 0.15 , input_crit=0.3,") == 0);
+    CHECK_NEAR(t.input_warn, 0.15, 1e-12);
+    CHECK_NEAR(t.input_crit, 0.30, 1e-12);
+    CHECK(tml__thresholds_parse(&t, "compute=0.8,compute_other=0.05,straggler_min_steps=50,min_steps=5") == 0);
+    CHECK_NEAR(t.compute_min, 0.8, 1e-12);
+    CHECK_NEAR(t.compute_other_max, 0.05, 1e-12);
+    CHECK_EQ_INT(t.straggler_crit_min_steps, 50);
+    CHECK_EQ_INT(t.min_steps, 5);
+    CHECK(tml__thresholds_parse(&t, "h2d_warn=0.2,h2d_crit=0.4,residual_warn=0,residual_crit=1") == 0);
+    CHECK(tml__thresholds_parse(&t, "straggler_warn=0.05,straggler_crit=0.5,straggler_coverage=0.7") == 0);
+    CHECK_NEAR(t.straggler_coverage, 0.7, 1e-12);
+
+    static const char *bad[] = {
+        "input_warn", "input_warn=", "=0.1", "nope=0.1", "input_warn=abc",
+        "input_warn=0.1x", "input_warn=1.5", "input_warn=-0.1", "input_warn=nan",
+        "input_warn=inf", "straggler_min_steps=0", "straggler_min_steps=2.5",
+        "min_steps=-1", "input_warn=0.5,input_crit=0.4", "input_warn=0.1;input_crit=0.2",
+        "INPUT_WARN=0.1", "input_warn=0.10000000000000000000000000000000000000000000000000000000000000000001",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        before = t;
+        int rc = tml__thresholds_parse(&t, bad[i]);
+        if (rc != TML_EINVAL)
+            fprintf(stderr, "accepted bad spec: %s\n", bad[i]);
+        CHECK_EQ_INT(rc, TML_EINVAL);
+        CHECK(memcmp(&before, &t, sizeof(t)) == 0);   /* unchanged */
+    }
+    /* all or nothing: a bad second item keeps the first from applying */
+    before = t;
+    CHECK(tml__thresholds_parse(&t, "input_warn=0.01,bogus=1") == TML_EINVAL);
+    CHECK(memcmp(&before, &t, sizeof(t)) == 0);
+}
+
+static void test_phase_list(void)
+{
+    char b[128];
+    tml__phase_list(TML_PHASE_BIT(TML_PHASE_FORWARD), b, sizeof(b));
+    CHECK_STR(b, "Forward");
+    tml__phase_list(TML_PHASE_BIT(TML_PHASE_FORWARD) | TML_PHASE_BIT(TML_PHASE_BACKWARD), b, sizeof(b));
+    CHECK_STR(b, "Forward and Backward");
+    tml__phase_list(TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_FORWARD) |
+                    TML_PHASE_BIT(TML_PHASE_OPTIMIZER), b, sizeof(b));
+    CHECK_STR(b, "Input Wait, Forward and Optimizer");
+    tml__phase_list(0, b, sizeof(b));
+    CHECK_STR(b, "");
+}
+
+static void test_resource_sections(void)
+{
+    tml_diagnosis d;
+    shares s = split(5, 0, 5, 90);
+    tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_memory(&w, NULL, &d);
+    CHECK_STR(d.kind, "NO_GPU");
+    CHECK_STR(d.section, "step_memory");
+    ranks[0].cuda_reserved_bytes = 3.2e9;
+    tml__diag_step_memory(&w, NULL, &d);
+    CHECK_STR(d.kind, "BALANCED");
+    tml_sys_node n = { 0, 0, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN };
+    tml__diag_system(&n, 1, NULL, &d);
+    CHECK_STR(d.kind, "NORMAL");
+    CHECK_STR(d.section, "system");
+    CHECK(strstr(d.why, "No system metrics") != NULL);
+    tml_proc_rank p = { 0, 0, 0, NAN, NAN, NAN, NAN, NAN, NAN };
+    tml__diag_process(&p, 1, NULL, &d);
+    CHECK_STR(d.kind, "NORMAL");
+    CHECK_STR(d.section, "process");
+}
+
+#define TESTS X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_priority_order) \
+    X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
+    X(test_straggler_before_input) X(test_no_data_and_warmup) \
+    X(test_incomplete_data_names_phases) X(test_run_verdict) \
+    X(test_thresholds_override_changes_verdict) X(test_thresholds_parser) X(test_phase_list) \
+    X(test_resource_sections)
+#include "harness.h"

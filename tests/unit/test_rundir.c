@@ -1,0 +1,215 @@
+/* test_rundir.c - run names (both sides of every rule), run folders (never
+ * reused), secrets, the manifest's content, TraceML's own log. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agg/rundir.h"
+#include "traceml/traceml.h"
+#include "util/json.h"
+
+#include "harness.h"
+
+static char dir[256];
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static const char *tmp(void)
+{
+    if (!dir[0]) {
+        snprintf(dir, sizeof(dir), "/tmp/tml_test_rundir_XXXXXX");
+        if (!mkdtemp(dir))
+            abort();
+        atexit(teardown);
+    }
+    return dir;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(1 << 16);
+    *len = fread(buf, 1, (1 << 16) - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_name_valid(void)
+{
+    static const char *good[] = {"a", "run_1", "bert-finetune.v2", "A.b-c_D", "..a", "a..",
+                                 "0", "-x"};
+    static const char *bad[] = {"", ".", "..", "a/b", "../x", "a b", "naïve", "a*", "a\n",
+                                "$HOME", "a:b"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+        CHECK_EQ_INT(tml__run_name_valid(good[i]), 1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        CHECK_EQ_INT(tml__run_name_valid(bad[i]), 0);
+    CHECK_EQ_INT(tml__run_name_valid(NULL), 0);
+    char name[200];
+    memset(name, 'x', sizeof(name));
+    name[100] = '\0';
+    CHECK_EQ_INT(tml__run_name_valid(name), 1);    /* 100 bytes: allowed */
+    name[100] = 'x';
+    name[101] = '\0';
+    CHECK_EQ_INT(tml__run_name_valid(name), 0);    /* 101: not */
+}
+
+static void test_name_generate(void)
+{
+    char out[128];
+    tml__run_name_generate("examples/quickstart.py", out, sizeof(out));
+    CHECK(strncmp(out, "quickstart_", 11) == 0);
+    CHECK_EQ_INT(strlen(out), 11 + 15);   /* YYYYmmdd_HHMMSS */
+    CHECK_EQ_INT(tml__run_name_valid(out), 1);
+    tml__run_name_generate(NULL, out, sizeof(out));
+    CHECK(strncmp(out, "run_", 4) == 0);
+    tml__run_name_generate("/x/my script (v2).py", out, sizeof(out));
+    CHECK(strncmp(out, "my_script__v2__", 15) == 0);
+    CHECK_EQ_INT(tml__run_name_valid(out), 1);
+    tml__run_name_generate("..", out, sizeof(out));
+    CHECK(strncmp(out, "run_", 4) == 0);
+    tml__run_name_generate(".hidden.py", out, sizeof(out));
+    CHECK(strncmp(out, "hidden_", 7) == 0);
+    char longstem[300];
+    memset(longstem, 'a', sizeof(longstem));
+    longstem[299] = '\0';
+    tml__run_name_generate(longstem, out, sizeof(out));
+    CHECK_EQ_INT(tml__run_name_valid(out), 1);
+}
+
+static void test_rundir_create(void)
+{
+    char logs[512], out[1024], marker[1200];
+    snprintf(logs, sizeof(logs), "%s/deep/logs", tmp());
+    CHECK_EQ_INT(tml__rundir_create(logs, "r1", out, sizeof(out)), 0);   /* parents made */
+    struct stat st;
+    CHECK(stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+    /* exists: TML_EEXIST and the contents are untouched */
+    snprintf(marker, sizeof(marker), "%s/marker", out);
+    FILE *f = fopen(marker, "w");
+    fputs("keep", f);
+    fclose(f);
+    CHECK_EQ_INT(tml__rundir_create(logs, "r1", out, sizeof(out)), TML_EEXIST);
+    size_t len;
+    char *m = slurp(marker, &len);
+    CHECK_STR(m, "keep");
+    free(m);
+    CHECK_EQ_INT(tml__rundir_create(logs, "../escape", out, sizeof(out)), TML_EINVAL);
+    CHECK_EQ_INT(tml__rundir_create(logs, "", out, sizeof(out)), TML_EINVAL);
+    /* logs dir is a file */
+    char file[600];
+    snprintf(file, sizeof(file), "%s/afile", tmp());
+    f = fopen(file, "w");
+    fclose(f);
+    CHECK_EQ_INT(tml__rundir_create(file, "r", out, sizeof(out)), TML_EIO);
+    /* output too small */
+    char tiny[8];
+    CHECK_EQ_INT(tml__rundir_create(logs, "r2", tiny, sizeof(tiny)), TML_EIO);
+}
+
+static void test_random_hex(void)
+{
+    char a[65], b[65];
+    CHECK_EQ_INT(tml__random_hex(a, 32), 0);
+    CHECK_EQ_INT(tml__random_hex(b, 32), 0);
+    CHECK_EQ_INT(strlen(a), 64);
+    CHECK(strspn(a, "0123456789abcdef") == 64);
+    CHECK(strcmp(a, b) != 0);
+}
+
+static void test_manifest(void)
+{
+    char run[600], path[700];
+    snprintf(run, sizeof(run), "%s/m", tmp());
+    mkdir(run, 0755);
+    char *argv[] = {"/usr/bin/python3", "train.py", "--lr", "1e-3 \"quoted\""};
+    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, 4, argv, 1, 1};
+    CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
+    snprintf(path, sizeof(path), "%s/manifest.json", run);
+    size_t len;
+    char *buf = slurp(path, &len);
+    tml_json *doc = NULL;
+    CHECK(buf && tml__json_parse(buf, len, &doc, NULL) == 0);
+    free(buf);
+    if (doc) {
+        CHECK_STR(tml__json_str(tml__json_get(doc, "run_name")), "bert");
+        CHECK_STR(tml__json_str(tml__json_get(doc, "run_id")), "id42");
+        CHECK_STR(tml__json_str(tml__json_get(doc, "status")), "running");
+        CHECK_EQ_INT(tml__json_get(doc, "exit_code")->type, TML_JSON_NULL);
+        CHECK_EQ_INT(tml__json_get(doc, "end_time")->type, TML_JSON_NULL);
+        CHECK_STR(tml__json_str(tml__json_get(doc, "start_time")), "2023-11-14T22:13:20.123Z");
+        CHECK_STR(tml__json_str(tml__json_get(doc, "traceml_version")), TML_VERSION_STRING);
+        const tml_json *cmd = tml__json_get(doc, "command");
+        CHECK(cmd && cmd->n == 4);
+        CHECK_STR(tml__json_str(tml__json_at(cmd, 3)), "1e-3 \"quoted\"");
+        const tml_json *art = tml__json_get(doc, "artifacts");
+        CHECK(art && art->n == 1);
+        CHECK(tml__json_get(doc, "secret") == NULL);
+        tml__json_free(doc);
+    }
+    /* final: status, exit code, end time, artifacts that exist */
+    snprintf(path, sizeof(path), "%s/final_summary.txt", run);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    m.status = "failed";
+    m.exit_code = 3;
+    m.end_unix_ms = 1700000002623;
+    CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
+    snprintf(path, sizeof(path), "%s/manifest.json", run);
+    buf = slurp(path, &len);
+    doc = NULL;
+    CHECK(buf && tml__json_parse(buf, len, &doc, NULL) == 0);
+    free(buf);
+    if (doc) {
+        double d = 0;
+        CHECK_STR(tml__json_str(tml__json_get(doc, "status")), "failed");
+        CHECK(tml__json_num(tml__json_get(doc, "exit_code"), &d) && d == 3);
+        CHECK(tml__json_num(tml__json_get(doc, "duration_s"), &d));
+        CHECK_NEAR(d, 2.5, 1e-9);
+        const tml_json *art = tml__json_get(doc, "artifacts");
+        CHECK(art && art->n == 2);
+        CHECK_STR(tml__json_str(tml__json_at(art, 1)), "final_summary.txt");
+        tml__json_free(doc);
+    }
+    /* no temporary file left behind */
+    snprintf(path, sizeof(path), "%s/.manifest.json.tmp", run);
+    CHECK(access(path, F_OK) != 0);
+}
+
+static void test_run_log(void)
+{
+    char run[600], path[700];
+    snprintf(run, sizeof(run), "%s/log", tmp());
+    mkdir(run, 0755);
+    tml__run_log(run, "aggregator", "rejected connection from %s: %s", "1.2.3.4:5", "bad\nsecret");
+    tml__run_log(run, "launcher", "second");
+    snprintf(path, sizeof(path), "%s/traceml.log", run);
+    size_t len;
+    char *buf = slurp(path, &len);
+    CHECK(buf != NULL);
+    if (buf) {
+        int lines = 0;
+        for (size_t i = 0; i < len; i++)
+            lines += buf[i] == '\n';
+        CHECK_EQ_INT(lines, 2);   /* the newline inside a message is flattened */
+        CHECK(strstr(buf, "aggregator[") != NULL);
+        CHECK(strstr(buf, "rejected connection from 1.2.3.4:5: bad secret") != NULL);
+        free(buf);
+    }
+    tml__run_log(NULL, "x", "ignored");   /* no folder: no crash */
+}
+
+#define TESTS X(test_name_valid) X(test_name_generate) X(test_rundir_create) \
+    X(test_random_hex) X(test_manifest) X(test_run_log)
+#include "harness.h"

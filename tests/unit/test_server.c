@@ -1,0 +1,433 @@
+/* test_server.c - the aggregator's socket server, in process: the loop runs
+ * in a thread on a loopback port; the test speaks the wire as a client.
+ * A bad secret, a wrong run id, frames before HELLO and garbage are
+ * rejected and logged; a good session lands in the run; frames split
+ * into single bytes decode the same; the control pipe and drain work. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agg/agg.h"
+#include "agg/server.h"
+#include "traceml/traceml.h"
+#include "util/strbuf.h"
+#include "wire/wire.h"
+
+#include "harness.h"
+
+#define RUN_ID "run0123456789"
+#define SECRET "s3cr3t-0123456789abcdef"
+
+static char dir[256];
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+typedef struct fixture {
+    char run_dir[512];
+    tml_agg *agg;
+    tml_server *srv;
+    pthread_t thread;
+    volatile sig_atomic_t stop;
+    int ctl[2];
+    tml_server_cmd last;
+    int events;
+} fixture;
+
+static void *loop(void *arg)
+{
+    fixture *f = arg;
+    while (!f->stop) {
+        tml_server_cmd cmd;
+        memset(&cmd, 0, sizeof(cmd));
+        if (tml__server_poll(f->srv, 10, &cmd) == 1) {
+            f->last = cmd;
+            f->events++;
+        }
+    }
+    return NULL;
+}
+
+static int start(fixture *f, const char *name)
+{
+    memset(f, 0, sizeof(*f));
+    if (!dir[0]) {
+        snprintf(dir, sizeof(dir), "/tmp/tml_test_server_XXXXXX");
+        if (!mkdtemp(dir))
+            abort();
+        atexit(teardown);
+    }
+    snprintf(f->run_dir, sizeof(f->run_dir), "%s/%s", dir, name);
+    mkdir(f->run_dir, 0755);
+    tml_agg_opts ao = {name, RUN_ID, f->run_dir, 0, 0};
+    if (tml__agg_new(&ao, &f->agg) < 0)
+        return -1;
+    if (pipe(f->ctl) < 0)
+        return -1;
+    tml_server_opts so;
+    memset(&so, 0, sizeof(so));
+    so.run_id = RUN_ID;
+    so.secret = SECRET;
+    so.run_dir = f->run_dir;
+    so.control_fd = f->ctl[0];
+    if (tml__server_new(&so, f->agg, &f->srv) < 0)
+        return -1;
+    return pthread_create(&f->thread, NULL, loop, f) == 0 ? 0 : -1;
+}
+
+static void stop_loop(fixture *f)
+{
+    f->stop = 1;
+    pthread_join(f->thread, NULL);
+}
+
+static void finish(fixture *f)
+{
+    tml__server_free(f->srv);
+    tml__agg_free(f->agg);
+    close(f->ctl[1]);
+}
+
+static int dial(const fixture *f)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)tml__server_port(f->srv));
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+/* Reads one frame's type (0 on EOF/timeout). */
+static int read_frame_type(int fd)
+{
+    uint8_t buf[4096];
+    size_t n = 0;
+    while (n < TML_WIRE_HEADER) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 3000) <= 0)
+            return 0;
+        ssize_t r = recv(fd, buf + n, sizeof(buf) - n, 0);
+        if (r <= 0)
+            return 0;
+        n += (size_t)r;
+    }
+    tml_frame_header h;
+    return tml__wire_header(buf, n, &h) == 0 ? h.type : 0;
+}
+
+/* 1 when the server closed the connection (EOF within 3 s). */
+static int closed_by_peer(int fd)
+{
+    char c[256];
+    for (;;) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 3000) <= 0)
+            return 0;
+        ssize_t r = recv(fd, c, sizeof(c), 0);
+        if (r <= 0)
+            return 1;
+    }
+}
+
+static void hello(tml_strbuf *sb, const char *run_id, const char *secret, int rank)
+{
+    tml_hello h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.run_id, sizeof(h.run_id), "%s", run_id);
+    snprintf(h.secret, sizeof(h.secret), "%s", secret);
+    h.info.rank = rank;
+    h.info.world_size = 1;
+    h.info.nnodes = 1;
+    h.info.pid = 99;
+    h.info.instrumented = TML_PHASES_ALL;
+    snprintf(h.info.host, sizeof(h.info.host), "testhost");
+    tml__wire_hello(sb, &h);
+}
+
+static int log_has(const fixture *f, const char *needle)
+{
+    char path[700], buf[8192];
+    snprintf(path, sizeof(path), "%s/traceml.log", f->run_dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void steps(tml_strbuf *sb, uint64_t first, size_t n)
+{
+    tml_step_record r[8];
+    for (size_t i = 0; i < n; i++) {
+        memset(&r[i], 0, sizeof(r[i]));
+        r[i].step = first + i;
+        r[i].traced_ns = 1000 + (int64_t)i;
+        r[i].gpu_traced_ns = TML_MISSING;
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            r[i].gpu_phase_ns[p] = TML_MISSING;
+        r[i].gap_ns = TML_MISSING;
+        r[i].rss_bytes = TML_MISSING;
+        r[i].cuda_allocated_peak_bytes = TML_MISSING;
+        r[i].cuda_reserved_peak_bytes = TML_MISSING;
+        r[i].observed = TML_PHASES_ALL;
+    }
+    tml__wire_steps(sb, r, n);
+}
+
+static void test_bad_secret_rejected_and_logged(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "badsecret"), 0);
+    int fd = dial(&f);
+    CHECK(fd >= 0);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    hello(&sb, RUN_ID, "s3cr3t-0123456789abcdeX", 0);   /* last byte differs */
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
+    CHECK(closed_by_peer(fd));
+    close(fd);
+    /* a secret that is a prefix of the right one */
+    fd = dial(&f);
+    tml__sb_reset(&sb);
+    hello(&sb, RUN_ID, "s3cr3t", 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
+    close(fd);
+    /* the right secret for another run */
+    fd = dial(&f);
+    tml__sb_reset(&sb);
+    hello(&sb, "otherrun", SECRET, 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
+    close(fd);
+    tml__sb_release(&sb);
+    stop_loop(&f);
+    CHECK_EQ_INT(tml__server_rejected(f.srv), 3);
+    CHECK_EQ_INT(tml__agg_run(f.agg)->nranks, 0);
+    CHECK(log_has(&f, "bad secret"));
+    CHECK(log_has(&f, "wrong run id"));
+    CHECK(log_has(&f, "rejected connection from 127.0.0.1:"));
+    finish(&f);
+}
+
+static void test_frames_before_hello_and_garbage(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "garbage"), 0);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    /* STEPS first */
+    int fd = dial(&f);
+    steps(&sb, 0, 2);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
+    CHECK(closed_by_peer(fd));
+    close(fd);
+    /* an HTTP request */
+    fd = dial(&f);
+    const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(fd, http, strlen(http));
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
+    close(fd);
+    /* an oversized frame after a good hello: closed, no REJECT needed */
+    fd = dial(&f);
+    tml__sb_reset(&sb);
+    hello(&sb, RUN_ID, SECRET, 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    uint8_t big[12] = {'T', 'M', 'L', '1', 1, 0, TML_FRAME_STEPS, 0, 0xff, 0xff, 0xff, 0x7f};
+    send_all(fd, big, sizeof(big));
+    CHECK(closed_by_peer(fd));
+    close(fd);
+    /* a malformed STEPS payload (count does not match length) */
+    fd = dial(&f);
+    tml__sb_reset(&sb);
+    hello(&sb, RUN_ID, SECRET, 1);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    uint8_t bad[16] = {'T', 'M', 'L', '1', 1, 0, TML_FRAME_STEPS, 0, 4, 0, 0, 0, 9, 0, 0, 0};
+    send_all(fd, bad, sizeof(bad));
+    CHECK(closed_by_peer(fd));
+    close(fd);
+    tml__sb_release(&sb);
+    stop_loop(&f);
+    CHECK_EQ_INT(tml__server_rejected(f.srv), 2);
+    CHECK(log_has(&f, "expected HELLO first"));
+    CHECK(log_has(&f, "not a TraceML frame"));
+    CHECK(log_has(&f, "malformed frame"));
+    /* the server still works */
+    finish(&f);
+}
+
+static void test_good_session(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "good"), 0);
+    int fd = dial(&f);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    hello(&sb, RUN_ID, SECRET, 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    tml__sb_reset(&sb);
+    steps(&sb, 0, 5);
+    steps(&sb, 5, 3);
+    tml_rank_stats st = {1, 2, 8, 900, 12345};
+    tml__wire_stats(&sb, TML_FRAME_STATS, &st);
+    st.records_sent = 9;
+    /* sent one byte at a time: reassembly must not care */
+    for (size_t i = 0; i < sb.len; i++)
+        send_all(fd, sb.buf + i, 1);
+    tml__sb_reset(&sb);
+    steps(&sb, 8, 1);
+    tml__wire_stats(&sb, TML_FRAME_BYE, &st);
+    send_all(fd, sb.buf, sb.len);
+    tml__sb_release(&sb);
+    close(fd);
+    /* the loop is still running: wait for the rank to be done */
+    for (int i = 0; i < 300 && tml__server_connections(f.srv); i++)
+        usleep(10000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, 1);
+    if (run->nranks == 1) {
+        const tml_rank *r = &run->ranks[0];
+        CHECK_EQ_INT(r->nsteps, 9);
+        CHECK_EQ_INT(r->ended, 1);
+        CHECK_EQ_INT(r->stats.records_sent, 9);
+        CHECK_EQ_INT(r->stats.overhead_ns_per_step, 900);
+        CHECK_STR(r->info.host, "testhost");
+        for (size_t i = 0; i < r->nsteps; i++)
+            CHECK_EQ_INT(r->steps[i].step, i);
+        CHECK_EQ_INT(r->steps[5].traced_ns, 1000);
+        CHECK_EQ_INT(r->steps[0].gap_ns, TML_MISSING);
+    }
+    CHECK_EQ_INT(tml__agg_open_ranks(f.agg), 0);
+    CHECK_EQ_INT(tml__server_rejected(f.srv), 0);
+    /* finalize writes the artifacts */
+    char *text = NULL;
+    CHECK_EQ_INT(tml__agg_finalize(f.agg, "completed", 0, 0, &text), 0);
+    CHECK(text && strstr(text, "good") != NULL);
+    free(text);
+    char path[700];
+    snprintf(path, sizeof(path), "%s/final_summary.json", f.run_dir);
+    CHECK(access(path, F_OK) == 0);
+    snprintf(path, sizeof(path), "%s/final_summary.txt", f.run_dir);
+    CHECK(access(path, F_OK) == 0);
+    finish(&f);
+
+    /* and the same run comes back from telemetry.sqlite */
+    tml_agg *again = NULL;
+    tml_agg_opts ao = {"good", RUN_ID, f.run_dir, 0, 0};
+    CHECK_EQ_INT(tml__agg_open_existing(&ao, &again), 0);
+    if (again) {
+        const tml_run *run2 = tml__agg_run(again);
+        CHECK_EQ_INT(run2->nranks, 1);
+        if (run2->nranks == 1) {
+            CHECK_EQ_INT(run2->ranks[0].nsteps, 9);
+            CHECK_EQ_INT(run2->ranks[0].ended, 1);
+        }
+        tml__agg_free(again);
+    }
+}
+
+static void test_control_and_drain(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "control"), 0);
+    int fd = dial(&f);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    hello(&sb, RUN_ID, SECRET, 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    const char *line = "finalize interrupted 130 88\n";
+    CHECK_EQ_INT(write(f.ctl[1], line, strlen(line)), (long long)strlen(line));
+    for (int i = 0; i < 300 && !f.events; i++)
+        usleep(10000);
+    stop_loop(&f);
+    CHECK_EQ_INT(f.events, 1);
+    CHECK_EQ_INT(f.last.event, TML_SERVER_FINALIZE);
+    CHECK_STR(f.last.status, "interrupted");
+    CHECK_EQ_INT(f.last.exit_code, 130);
+    CHECK_EQ_INT(f.last.width, 88);
+    /* an open rank holds drain until its deadline... */
+    CHECK_EQ_INT(tml__server_drain(f.srv, 100), 1);
+    /* ...and its goodbye releases it */
+    tml__sb_reset(&sb);
+    steps(&sb, 0, 2);
+    tml_rank_stats st = {0, 0, 2, -1, -1};
+    tml__wire_stats(&sb, TML_FRAME_BYE, &st);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(tml__server_drain(f.srv, 2000), 0);
+    CHECK_EQ_INT(tml__agg_run(f.agg)->ranks[0].nsteps, 2);
+    tml__sb_release(&sb);
+    close(fd);
+    /* the control pipe's end is an event too */
+    close(f.ctl[1]);
+    f.ctl[1] = dup(2);   /* finish() closes it */
+    tml_server_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    int got = 0;
+    for (int i = 0; i < 100 && !got; i++)
+        got = tml__server_poll(f.srv, 10, &cmd);
+    CHECK_EQ_INT(got, 1);
+    CHECK_EQ_INT(cmd.event, TML_SERVER_CONTROL_EOF);
+    finish(&f);
+}
+
+static void test_bind_errors(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "bind"), 0);
+    tml_server *s2 = NULL;
+    tml_server_opts so;
+    memset(&so, 0, sizeof(so));
+    so.run_id = RUN_ID;
+    so.secret = SECRET;
+    so.control_fd = -1;
+    so.port = tml__server_port(f.srv);   /* taken */
+    CHECK_EQ_INT(tml__server_new(&so, f.agg, &s2), TML_ECONN);
+    so.port = 0;
+    so.bind_addr = "not an address";
+    CHECK_EQ_INT(tml__server_new(&so, f.agg, &s2), TML_EINVAL);
+    so.bind_addr = NULL;
+    so.secret = "";
+    CHECK_EQ_INT(tml__server_new(&so, f.agg, &s2), TML_EINVAL);
+    CHECK(s2 == NULL);
+    stop_loop(&f);
+    finish(&f);
+}
+
+#define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
+    X(test_good_session) X(test_control_and_drain) X(test_bind_errors)
+#include "harness.h"

@@ -1,0 +1,330 @@
+/* test_store.c - telemetry.sqlite: write, reopen, load back equal; NULL for
+ * missing values; batching by time; the documented schema is the real one. */
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agg/run.h"
+#include "store/store.h"
+#include "traceml/traceml.h"
+#include "util/strbuf.h"
+
+#include "harness.h"
+
+static char dir[256];
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* A fresh temporary folder per test binary, removed at exit. */
+static void mkpath(char *out, size_t cap, const char *name)
+{
+    if (!dir[0]) {
+        snprintf(dir, sizeof(dir), "/tmp/tml_test_store_XXXXXX");
+        if (!mkdtemp(dir))
+            abort();
+        atexit(teardown);
+    }
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static char *query_text(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char *out = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            out = strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return out;
+}
+
+static tml_step_record make_step(uint64_t i, int missing)
+{
+    tml_step_record r;
+    memset(&r, 0, sizeof(r));
+    r.step = i;
+    r.start_ns = 1000000000 + (int64_t)i * 5000000;
+    r.traced_ns = 4000000 + (int64_t)i;
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        r.phase_ns[p] = 100000 * (p + 1) + (int64_t)i;
+    r.phase_ns[TML_PHASE_H2D] = 0;   /* a measured zero stays zero */
+    r.gpu_traced_ns = missing ? TML_MISSING : 3900000;
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        r.gpu_phase_ns[p] = missing ? TML_MISSING : 90000 * (p + 1);
+    r.gap_ns = i == 0 ? TML_MISSING : 12345;
+    r.rss_bytes = missing ? TML_MISSING : 1000000 + (int64_t)i;
+    r.cuda_allocated_peak_bytes = TML_MISSING;
+    r.cuda_reserved_peak_bytes = missing ? TML_MISSING : 7;
+    r.observed = TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_H2D);
+    r.flags = i == 3 ? TML_STEP_ABORTED : 0;
+    return r;
+}
+
+static long long count_rows(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    long long n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
+}
+
+static void test_roundtrip(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "rt.sqlite");
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), 0);
+    if (!s)
+        return;
+    tml_run run;
+    tml__run_init(&run, "bert", "abc123");
+    run.world_size = 2;
+    run.nnodes = 1;
+    run.start_unix_ms = 1700000000000;
+    CHECK_EQ_INT(tml__store_put_run(s, &run), 0);
+    CHECK_EQ_INT(tml__store_put_meta(s, "status", "completed"), 0);
+
+    tml_rank_info a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    a.rank = 1; a.local_rank = 1; a.world_size = 2; a.node_rank = 0; a.nnodes = 1;
+    a.pid = 4242; a.instrumented = TML_PHASES_ALL;
+    snprintf(a.host, sizeof(a.host), "node-a");
+    b = a;
+    b.rank = 0; b.local_rank = 0; b.pid = 4241;
+    CHECK_EQ_INT(tml__store_put_rank(s, &a), 0);
+    CHECK_EQ_INT(tml__store_put_rank(s, &b), 0);
+
+    tml_step_record recs[10];
+    for (int i = 0; i < 10; i++)
+        recs[i] = make_step((uint64_t)i, i % 2);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, recs, 10), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 1, recs, 4), 0);
+    /* a resent record replaces, never duplicates */
+    CHECK_EQ_INT(tml__store_put_steps(s, 1, recs + 3, 1), 0);
+    CHECK_EQ_INT(tml__store_put_sample(s, 1700000000500, 0, -1, "host.cpu_percent", 42.5), 0);
+
+    tml_rank_stats st = {3, 2, 14, 850, TML_MISSING};
+    CHECK_EQ_INT(tml__store_put_stats(s, 1, &st, 1), 0);
+    tml__store_close(s);   /* flushes */
+
+    /* missing values are NULL in the file */
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 14);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gpu_traced_ns IS NULL"), 7);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE cuda_allocated_peak_bytes IS NULL"), 14);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE h2d_ns = 0"), 14);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gap_ns IS NULL"), 2);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM samples WHERE rank IS NULL AND node = 0"), 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT shipper_cpu_ns IS NULL FROM ranks WHERE rank = 1"), 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT ended FROM ranks WHERE rank = 1"), 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT ended FROM ranks WHERE rank = 0"), 0);
+
+    /* reopen and load: equal to what was written */
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
+    tml_run back;
+    tml__run_init(&back, NULL, NULL);
+    CHECK_EQ_INT(tml__store_load(s, &back), 0);
+    tml__store_close(s);
+    CHECK_STR(back.name, "bert");
+    CHECK_STR(back.id, "abc123");
+    CHECK_EQ_INT(back.world_size, 2);
+    CHECK_EQ_INT(back.start_unix_ms, 1700000000000);
+    CHECK_EQ_INT(back.nranks, 2);
+    if (back.nranks == 2) {
+        tml_rank *r0 = &back.ranks[0], *r1 = &back.ranks[1];
+        CHECK_EQ_INT(r0->info.rank, 0);
+        CHECK_EQ_INT(r1->info.rank, 1);
+        CHECK_EQ_INT(r1->info.pid, 4242);
+        CHECK_STR(r1->info.host, "node-a");
+        CHECK_EQ_INT(r1->info.instrumented, TML_PHASES_ALL);
+        CHECK_EQ_INT(r1->ended, 1);
+        CHECK_EQ_INT(r0->ended, 0);
+        CHECK_EQ_INT(r1->stats.events_dropped, 3);
+        CHECK_EQ_INT(r1->stats.records_dropped, 2);
+        CHECK_EQ_INT(r1->stats.records_sent, 14);
+        CHECK_EQ_INT(r1->stats.overhead_ns_per_step, 850);
+        CHECK_EQ_INT(r1->stats.shipper_cpu_ns, TML_MISSING);
+        CHECK_EQ_INT(r0->stats.overhead_ns_per_step, TML_MISSING);
+        CHECK_EQ_INT(r0->nsteps, 10);
+        CHECK_EQ_INT(r1->nsteps, 4);
+        for (size_t i = 0; i < r0->nsteps && i < 10; i++)
+            CHECK(memcmp(&r0->steps[i], &recs[i], sizeof(recs[i])) == 0);
+        for (size_t i = 0; i < r1->nsteps && i < 4; i++)
+            CHECK(memcmp(&r1->steps[i], &recs[i], sizeof(recs[i])) == 0);
+    }
+    tml__run_release(&back);
+    tml__run_release(&run);
+}
+
+static void test_open_rules(void)
+{
+    char path[512];
+    tml_store *s = NULL;
+    mkpath(path, sizeof(path), "missing.sqlite");
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), TML_EIO);
+    CHECK(s == NULL);
+    CHECK(access(path, F_OK) != 0);   /* opening never creates */
+    mkpath(path, sizeof(path), "exists.sqlite");
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), 0);
+    tml__store_close(s);
+    s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), TML_EIO);   /* never reuse */
+    /* not our database */
+    mkpath(path, sizeof(path), "other.sqlite");
+    sqlite3 *db;
+    sqlite3_open(path, &db);
+    sqlite3_exec(db, "CREATE TABLE x (a)", NULL, NULL, NULL);
+    sqlite3_close(db);
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), TML_EIO);
+    /* a file that is not SQLite at all */
+    mkpath(path, sizeof(path), "garbage.sqlite");
+    FILE *f = fopen(path, "w");
+    fputs("this is not a database, just text that goes on for a while........", f);
+    fclose(f);
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), TML_EIO);
+    CHECK(s == NULL);
+}
+
+static void test_batching(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "batch.sqlite");
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), 0);
+    if (!s)
+        return;
+    tml_rank_info a;
+    memset(&a, 0, sizeof(a));
+    tml__store_put_rank(s, &a);
+    tml_step_record r = make_step(0, 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, &r, 1), 0);
+    CHECK_EQ_INT(tml__store_tick(s, 1000), 0);   /* stamps the batch */
+    CHECK_EQ_INT(tml__store_tick(s, 1000 + TML_STORE_FLUSH_MS - 1), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 0);
+    CHECK_EQ_INT(tml__store_tick(s, 1000 + TML_STORE_FLUSH_MS), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 1);
+    /* a full batch goes at once */
+    tml_step_record *many = malloc(TML_STORE_BATCH * sizeof(*many));
+    for (int i = 0; i < TML_STORE_BATCH; i++)
+        many[i] = make_step((uint64_t)i + 1, 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, many, TML_STORE_BATCH), 0);
+    CHECK_EQ_INT(tml__store_tick(s, 5000), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), TML_STORE_BATCH + 1);
+    free(many);
+    char *mode = query_text(path, "PRAGMA journal_mode");
+    CHECK_STR(mode, "wal");
+    free(mode);
+    tml__store_close(s);
+}
+
+static void normalize(tml_strbuf *out, const char *s, size_t n)
+{
+    int space = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+            space = out->len > 0;
+            continue;
+        }
+        if (space)
+            tml__sb_addc(out, ' ');
+        space = 0;
+        tml__sb_addc(out, c);
+    }
+}
+
+static char *read_doc(void)
+{
+    /* __FILE__ is tests/unit/test_store.c relative to the repository root */
+    char path[1024];
+    const char *f = __FILE__;
+    const char *cut = strstr(f, "tests/unit/");
+    snprintf(path, sizeof(path), "%.*sdocs/sqlite-schema.md", cut ? (int)(cut - f) : 0, f);
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return NULL;
+    }
+    tml_strbuf sb = TML_STRBUF_INIT;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0)
+        tml__sb_add(&sb, buf, n);
+    fclose(fp);
+    return tml__sb_detach(&sb, NULL);
+}
+
+static void test_doc_matches_schema(void)
+{
+    char *doc = read_doc();
+    CHECK(doc != NULL);
+    if (!doc)
+        return;
+    const char *b = strstr(doc, "<!-- schema:begin -->");
+    const char *e = b ? strstr(b, "<!-- schema:end -->") : NULL;
+    const char *open = b ? strstr(b, "```sql\n") : NULL;
+    CHECK(b && e && open && open < e);
+    if (!(b && e && open && open < e)) {
+        free(doc);
+        return;
+    }
+    open += 7;
+    const char *close = strstr(open, "```");
+    /* the doc's statements, normalized, ';'-separated */
+    tml_strbuf want = TML_STRBUF_INIT, got = TML_STRBUF_INIT;
+    normalize(&want, open, (size_t)(close - open));
+
+    char path[512];
+    mkpath(path, sizeof(path), "schema.sqlite");
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), 0);
+    tml__store_close(s);
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid",
+                       -1, &st, NULL);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *sql = (const char *)sqlite3_column_text(st, 0);
+        if (n++)
+            tml__sb_addc(&got, ' ');
+        normalize(&got, sql, strlen(sql));
+        tml__sb_addc(&got, ';');
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    CHECK_EQ_INT(n, 6);
+    CHECK_STR(got.buf, want.buf);
+    /* and the constant the code runs is the same text */
+    tml_strbuf code = TML_STRBUF_INIT;
+    normalize(&code, tml__store_schema_sql, strlen(tml__store_schema_sql));
+    CHECK_STR(code.buf, want.buf);
+    tml__sb_release(&want);
+    tml__sb_release(&got);
+    tml__sb_release(&code);
+    free(doc);
+}
+
+#define TESTS X(test_roundtrip) X(test_open_rules) X(test_batching) X(test_doc_matches_schema)
+#include "harness.h"
