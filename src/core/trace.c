@@ -97,7 +97,7 @@ static struct engine {
     _Atomic int64_t call_cost_ns; /* the caller's glue, per call */
     int64_t start_unix_ms;
     char *summary_text;
-} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local tls_state T;
 static pthread_key_t exit_key;
@@ -517,6 +517,18 @@ static int64_t calibrate_pair(void)
     return (tml_now_ns() - t0) / N;
 }
 
+/* The shipper sleeps on a condition variable against the monotonic clock
+ * (the default, CLOCK_REALTIME, would turn its sleep into a busy loop or
+ * a hang when the wall clock jumps). */
+static void init_cond(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&E.cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 static void on_fork_child(void)
 {
     /* A forked child (e.g. a DataLoader worker) has no shipper thread;
@@ -643,6 +655,8 @@ int tml_init(const tml_options *opts)
             return rc;
         }
     }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_cond);
     static int atfork_done;
     if (!atfork_done) {
         pthread_atfork(NULL, NULL, on_fork_child);

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -210,6 +211,24 @@ static void test_threads(void)
     CHECK_EQ_INT(f.nrecs, 30);
 }
 
+/* The shipper sleeps between drains: idle, it must not spin a core
+ * (a condition variable on the wrong clock once made it do exactly that). */
+static void test_shipper_sleeps(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th;
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    struct timespec ts = {0, 500000000L};
+    nanosleep(&ts, NULL);
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK(f.got_bye);
+    CHECK(f.bye.shipper_cpu_ns < 100000000LL);   /* a spinning thread would use ~500 ms */
+}
+
 static void test_disabled(void)
 {
     setenv("TRACEML_DISABLED", "1", 1);
@@ -223,5 +242,5 @@ static void test_disabled(void)
 }
 
 #define TESTS X(test_records_reach_aggregator) X(test_rejected_trains_on) \
-    X(test_unreachable_is_bounded) X(test_threads) X(test_disabled)
+    X(test_unreachable_is_bounded) X(test_threads) X(test_shipper_sleeps) X(test_disabled)
 #include "harness.h"
