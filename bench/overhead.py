@@ -123,14 +123,15 @@ def inproc(args):
 def run_variant(variant, args, logs):
     cmd = [TRACEML, "run", "--logs-dir", logs, "--run-name",
            "bench_%s_%d_%d" % (variant, os.getpid(), time.monotonic_ns())]
-    if variant != "traceml":
+    if variant in ("baseline", "profiler"):
         cmd.append("--disable-traceml")
-    cmd += [os.path.abspath(__file__), "--worker", "--steps", str(args.steps),
-            "--warmup", str(args.warmup), "--width", str(args.width)]
+    if variant == "inproc":
+        cmd += [os.path.abspath(__file__), "--inproc"]
+    else:
+        cmd += [os.path.abspath(__file__), "--worker", "--steps", str(args.steps),
+                "--warmup", str(args.warmup), "--width", str(args.width)]
     if variant == "profiler":
         cmd.append("--profiler")
-    if variant == "inproc":
-        cmd.append("--inproc")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     for line in p.stdout.splitlines():
@@ -161,11 +162,14 @@ def main():
 
     variants = ["baseline", "traceml", "profiler"]
     res = {v: [] for v in variants}
+    p10 = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="traceml-bench-") as logs:
         for r in range(args.repeats):
             order = variants if r % 2 == 0 else variants[::-1]
             for v in order:
-                res[v].append(run_variant(v, args, logs)["median_us"])
+                out = run_variant(v, args, logs)
+                res[v].append(out["median_us"])
+                p10[v].append(out["p10_us"])
             print("repeat %d/%d: %s" % (r + 1, args.repeats, "  ".join(
                 "%s %.1f us" % (v, res[v][-1]) for v in variants)), file=sys.stderr, flush=True)
 
@@ -176,17 +180,26 @@ def main():
                 r + 1, args.repeats, inproc_runs[-1]["added_us"]), file=sys.stderr, flush=True)
 
     base = statistics.median(res["baseline"])
+    base10 = statistics.median(p10["baseline"])
     rows = []
     for v in variants:
         med = statistics.median(res[v])
         added = statistics.median(a - b for a, b in zip(res[v], res["baseline"]))
-        rows.append((v, med, added, med / base))
+        m10 = statistics.median(p10[v])
+        added10 = statistics.median(a - b for a, b in zip(p10[v], p10["baseline"]))
+        rows.append((v, med, added, med / base, m10, added10, m10 / base10))
     print()
     print("TraceML overhead: %d repeats x %d steps, tiny MLP (width %d), OMP_NUM_THREADS=1"
           % (args.repeats, args.steps, args.width))
-    print("%-10s %14s %16s %8s" % ("variant", "us/step (med)", "added us/step", "ratio"))
-    for v, med, added, ratio in rows:
-        print("%-10s %14.1f %16.1f %8.3f" % (v, med, added if v != "baseline" else 0.0, ratio))
+    print("median over repeats of each run's per-step median (and of its 10th percentile);")
+    print("added = median of the paired per-repeat differences against the baseline")
+    print("%-10s %12s %12s %8s | %12s %12s %8s" % (
+        "variant", "us/step med", "added us", "ratio", "us/step p10", "added us", "ratio"))
+    for v, med, added, ratio, m10, added10, ratio10 in rows:
+        if v == "baseline":
+            added = added10 = 0.0
+        print("%-10s %12.1f %12.1f %8.3f | %12.1f %12.1f %8.3f" % (
+            v, med, added, ratio, m10, added10, ratio10))
     ib = statistics.median(x["baseline_us"] for x in inproc_runs)
     it = statistics.median(x["traceml_us"] for x in inproc_runs)
     ia = statistics.median(x["added_us"] for x in inproc_runs)
@@ -197,9 +210,10 @@ def main():
     print("%-10s %14.1f %16.1f %8.3f" % ("traceml", it, ia, it / ib))
     result = {"inproc": inproc_runs, "inproc_added_us_median": ia,
               "repeats": args.repeats, "steps": args.steps, "width": args.width,
-              "us_per_step": res,
-              "summary": {v: {"median_us": med, "added_us": added, "ratio": ratio}
-                          for v, med, added, ratio in rows}}
+              "us_per_step": res, "p10_us_per_step": p10,
+              "summary": {r[0]: {"median_us": r[1], "added_us": r[2], "ratio": r[3],
+                                 "p10_us": r[4], "added_p10_us": r[5], "ratio_p10": r[6]}
+                          for r in rows}}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
