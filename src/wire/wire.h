@@ -34,6 +34,11 @@ enum tml_frame_type {
     TML_FRAME_STEPS = 4,
     TML_FRAME_STATS = 5,
     TML_FRAME_BYE = 6,
+    /* reserved for later capabilities, so they never collide */
+    TML_FRAME_SAMPLES = 7,       /* resource samples (host, process, GPU) */
+    TML_FRAME_SUMMARY_REQ = 8,   /* a rank asks for the summary so far */
+    TML_FRAME_SUMMARY = 9,       /* the aggregator's answer: JSON text */
+    TML_FRAME_IDENTITY = 10,     /* a rank's identity changed after hello */
 };
 
 typedef struct tml_frame_header {

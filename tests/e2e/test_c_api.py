@@ -1,0 +1,77 @@
+"""The C API end to end: examples/c/toy_train.c (a training loop in plain C
+linked with libtraceml) under `traceml run -- PROGRAM`, started directly with
+no launcher, and against `traceml serve`."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+from conftest import BUILD, REPO, TRACEML, base_env, near, primary, step_metric_ms
+
+TOY = os.path.join(BUILD, "examples", "toy_train")
+
+
+def load(path):
+    import json
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_toy_under_launcher(tmp_path):
+    logs = tmp_path / "logs"
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "ctoy", "--",
+                        TOY, "--steps", "150", "--load-ms", "6"],
+                       env=base_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "final w=3.000" in p.stdout
+    assert "Verdict: INPUT-BOUND (CRITICAL)" in p.stdout
+    s = load(logs / "ctoy" / "final_summary.json")
+    assert primary(s)["label"] == "INPUT-BOUND"
+    assert s["meta"]["common_steps"] == 150
+    wait = step_metric_ms(s, "input_wait")
+    assert near(wait, 6.0), "Input Wait %s ms, injected 6 ms" % wait
+    assert load(logs / "ctoy" / "manifest.json")["status"] == "completed"
+
+
+def test_toy_without_launcher(tmp_path):
+    p = subprocess.run([TOY, "--steps", "50", "--load-ms", "2"], cwd=str(tmp_path),
+                       env=base_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "TraceML Run Summary" in p.stdout
+    runs = os.listdir(tmp_path / "logs")
+    assert len(runs) == 1 and runs[0].startswith("toy_train_"), runs
+    s = load(tmp_path / "logs" / runs[0] / "final_summary.json")
+    assert s["meta"]["common_steps"] == 50
+    assert s["text"] in p.stdout
+    assert load(tmp_path / "logs" / runs[0] / "manifest.json")["status"] == "completed"
+
+
+def test_toy_against_serve(tmp_path):
+    logs = tmp_path / "logs"
+    out_path = tmp_path / "serve.out"
+    with open(out_path, "w") as out:
+        srv = subprocess.Popen([TRACEML, "serve", "--logs-dir", str(logs), "--run-name",
+                                "served"], env=base_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        env = {}
+        deadline = time.time() + 20
+        while time.time() < deadline and "TRACEML_SECRET" not in env:
+            time.sleep(0.1)
+            for line in out_path.read_text().splitlines():
+                if line.startswith("export "):
+                    env.update(re.findall(r"(TRACEML_[A-Z_]+)=(\S+)", line))
+        assert "TRACEML_ADDR" in env and "TRACEML_SECRET" in env, out_path.read_text()
+        p = subprocess.run([TOY, "--steps", "40", "--load-ms", "1"], env=base_env(**env),
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert "TraceML Run Summary" not in p.stdout   # the aggregator prints it
+        time.sleep(0.5)
+        srv.send_signal(signal.SIGINT)
+        srv.wait(timeout=30)
+        assert "TraceML Run Summary" in out_path.read_text()
+        s = load(logs / "served" / "final_summary.json")
+        assert s["meta"]["common_steps"] == 40
+    finally:
+        if srv.poll() is None:
+            srv.kill()
