@@ -24,6 +24,7 @@ WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wform
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc -MMD -MP
 LDLIBS  = -lsqlite3 -lpthread -ldl -lm
+CLI_LDLIBS = -lncursesw   # the terminal view (cli/live_view.c)
 
 PY_INC  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
 PY_EXT  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
@@ -35,7 +36,7 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 EX_SRC   := $(sort $(wildcard examples/c/*.c))
 PY_SRC   := $(sort $(wildcard python/traceml_ai/*.py))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/web_assets.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
@@ -43,9 +44,37 @@ EXAMPLES := $(EX_SRC:examples/c/%.c=$(B)/examples/%)
 PYDIR    := $(B)/lib/traceml/python/traceml_ai
 PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT)
 
-all: $(B)/lib/libtraceml.a $(B)/lib/libtraceml.so $(B)/bin/traceml $(PY_OUT) $(EXAMPLES) $(TESTS) $(BENCHES)
+# Fake NVIDIA libraries for the GPU paths' tests (tests/fakes/), loaded
+# through TRACEML_LIBCUDA / TRACEML_LIBNVML; never installed.
+FAKES    := $(B)/fakes/libcuda.so.1 $(B)/fakes/libnvidia-ml.so.1 $(B)/fakes/libnvidia-ml-min.so.1
+
+all: $(B)/lib/libtraceml.a $(B)/lib/libtraceml.so $(B)/bin/traceml $(PY_OUT) $(EXAMPLES) $(TESTS) $(BENCHES) $(FAKES)
+
+$(B)/fakes/libcuda.so.1: tests/fakes/fake_cuda.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -o $@ $<
+
+$(B)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -o $@ $<
+
+$(B)/fakes/libnvidia-ml-min.so.1: tests/fakes/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -DFAKE_MINIMAL -o $@ $<
 
 $(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The HTML report's web assets (uPlot pinned by web/package-lock.json, and
+# web/report.{js,css}), generated once into build/gen and cached in
+# build/web: npm runs only when the lock file changes.
+WEB_GEN := build/gen/web_assets.c
+$(WEB_GEN): web/package.json web/package-lock.json web/report.js web/report.css scripts/gen-web-assets
+$(WEB_GEN): $(wildcard web/dashboard/*)   # the live dashboard (docs/live.md)
+	scripts/gen-web-assets $@ build/web
+
+$(B)/obj/gen/web_assets.o: $(WEB_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -59,7 +88,7 @@ $(B)/lib/libtraceml.so: $(LIB_OBJ)
 
 $(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SANFLAGS) -pthread -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
+	$(CC) $(SANFLAGS) -pthread -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS) $(CLI_LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
 	@mkdir -p $(dir $@)

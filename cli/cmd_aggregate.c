@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "agg/agg.h"
 #include "agg/rundir.h"
 #include "agg/server.h"
+#include "live/feed.h"
 #include "traceml/traceml.h"
 
 static void say(int fd, const char *line)
@@ -43,8 +45,16 @@ int tml__cmd_aggregate(int argc, char **argv)
 {
     const char *run_dir = NULL, *run_name = NULL, *run_id = NULL, *bind = NULL, *v;
     int control_fd = -1, status_fd = -1, port = 0;
+    /* live views (--mode cli / dashboard): the live server, off by default */
+    const char *live_bind = NULL;
+    int live_port = -1, live_interval_ms = 1000;
     long world = 0, nnodes = 0;
+    int html_report = 0;
     for (int i = 1; i < argc; i++) {
+        if (tml__cli_opt(argc, argv, &i, "--html-report", NULL)) {
+            html_report = 1;
+            continue;
+        }
         if (tml__cli_opt(argc, argv, &i, "--run-dir", &run_dir) ||
             tml__cli_opt(argc, argv, &i, "--run-name", &run_name) ||
             tml__cli_opt(argc, argv, &i, "--run-id", &run_id) ||
@@ -56,6 +66,12 @@ int tml__cmd_aggregate(int argc, char **argv)
             status_fd = (int)tml__cli_long("--status-fd", v, 0, 1 << 20);
         else if (tml__cli_opt(argc, argv, &i, "--port", &v))
             port = (int)tml__cli_long("--port", v, 0, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--live-port", &v))
+            live_port = (int)tml__cli_long("--live-port", v, 0, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--live-bind", &v))
+            live_bind = v;
+        else if (tml__cli_opt(argc, argv, &i, "--live-interval-ms", &v))
+            live_interval_ms = (int)tml__cli_long("--live-interval-ms", v, 10, 3600000);
         else if (tml__cli_opt(argc, argv, &i, "--world-size", &v))
             world = tml__cli_long("--world-size", v, 0, 1 << 20);
         else if (tml__cli_opt(argc, argv, &i, "--nnodes", &v))
@@ -80,6 +96,7 @@ int tml__cmd_aggregate(int argc, char **argv)
     tml_server *srv = NULL;
     tml_agg_opts ao = {run_name, run_id, run_dir, (int32_t)world, (int32_t)nnodes};
     int rc = tml__agg_new(&ao, &agg);
+    tml__agg_set_html_report(agg, html_report);
     if (rc == 0) {
         tml_server_opts so;
         memset(&so, 0, sizeof(so));
@@ -97,14 +114,41 @@ int tml__cmd_aggregate(int argc, char **argv)
         tml__agg_free(agg);
         return 1;
     }
+    /* The live server is optional: failing to bind it (a busy dashboard
+     * port) costs the live views, never the run. */
+    tml_live_server *live = NULL;
+    int live_rc = 0;
+    if (live_port >= 0) {
+        tml_live_server_opts lo;
+        memset(&lo, 0, sizeof(lo));
+        lo.bind_addr = live_bind;
+        lo.port = live_port;
+        lo.run_dir = run_dir;
+        live_rc = tml__live_server_new(&lo, &live);
+        if (live_rc < 0)
+            tml__run_log(run_dir, "aggregator", "live server: cannot listen on %s:%d: %s",
+                         live_bind ? live_bind : "127.0.0.1", live_port, strerror(errno));
+        else
+            tml__run_log(run_dir, "aggregator", "live server on %s:%d",
+                         live_bind ? live_bind : "127.0.0.1", tml__live_server_port(live));
+    }
     char line[64];
-    snprintf(line, sizeof(line), "port %d\n", tml__server_port(srv));
+    if (live_port >= 0)   /* "live -1": asked for, could not listen */
+        snprintf(line, sizeof(line), "port %d live %d\n", tml__server_port(srv),
+                 live ? tml__live_server_port(live) : -1);
+    else
+        snprintf(line, sizeof(line), "port %d\n", tml__server_port(srv));
     say(status_fd, line);
     tml__run_log(run_dir, "aggregator", "listening on %s:%d", bind ? bind : "127.0.0.1",
                  tml__server_port(srv));
 
     tml_server_cmd cmd;
-    rc = tml__server_run(srv, &cmd);
+    tml_live_feed feed;
+    tml__live_feed_init(&feed, live, live_interval_ms, 0);
+    if (live)
+        rc = tml__live_feed_run(&feed, srv, agg, NULL, &cmd);
+    else
+        rc = tml__server_run(srv, &cmd);
     const char *status = "interrupted";
     int code = -1, width = 0;
     if (rc == 0 && cmd.event == TML_SERVER_FINALIZE) {
@@ -122,7 +166,13 @@ int tml__cmd_aggregate(int argc, char **argv)
         tml__run_log(run_dir, "aggregator",
                      "%zu connection(s) still open after %d ms; finalizing without them",
                      left, drain_ms);
+    tml__live_feed_tick(&feed, tml__agg_run(agg), 1, status);   /* the end state */
+    char fs[128];
+    tml__live_feed_stats(&feed, fs, sizeof(fs));
+    if (fs[0])
+        tml__run_log(run_dir, "aggregator", "%s", fs);
     rc = tml__agg_finalize(agg, status, code, width, NULL);
+    tml__live_server_free(live);
     tml__server_free(srv);
     tml__agg_free(agg);
     say(status_fd, rc == 0 ? "done\n" : "failed\n");

@@ -29,6 +29,8 @@
  * exit 130.
  */
 #include "cli.h"
+#include "dist.h"
+#include "live_view.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,17 +58,21 @@ const char tml__usage_run[] =
     "exit code.\n"
     "\n"
     "Options:\n"
-    "  --mode summary|cli|dashboard  what to show [summary] (cli, dashboard: not yet)\n"
+    "  --mode summary|cli|dashboard  what to show [summary]: the summary at the end;\n"
+    "                          cli adds a live terminal view, dashboard a live\n"
+    "                          browser dashboard (docs/live.md)\n"
     "  --run-name NAME         name of the run folder, [A-Za-z0-9_.-]+ [generated]\n"
     "  --logs-dir DIR          where run folders go [./logs]\n"
-    "  --nproc-per-node N      processes per node [1] (more: not yet)\n"
-    "  --nnodes N              nodes [1] (more: not yet)\n"
-    "  --node-rank K           this node's rank [0]\n"
+    "  --nproc-per-node N      ranks on this node, via torch.distributed.run [1]\n"
+    "  --nnodes N              nodes; run `traceml run` on each, same --run-name [1]\n"
+    "  --node-rank K           this node's rank; node 0 prints the summary [0]\n"
     "  --master-addr A         rendezvous address [127.0.0.1]\n"
     "  --master-port P         rendezvous port [29500]\n"
+    "  --aggregator-port P     node 0's telemetry port, multi-node [master port + 1]\n"
     "  --interval SEC          sampling interval [1.0]\n"
-    "  --html-report           also write final_summary.html (not yet)\n"
+    "  --html-report           also write final_summary.html (one self-contained page)\n"
     "  --dashboard-port P      dashboard port [8765]\n"
+    "  --dashboard-bind ADDR   dashboard address [127.0.0.1]; 0.0.0.0 exposes it\n"
     "  --python PATH           interpreter [$TRACEML_PYTHON, else /usr/bin/python3]\n"
     "  --disable-traceml       same launch without instrumentation (baseline)\n";
 
@@ -77,9 +83,22 @@ typedef struct run_opts {
     int html, disabled, dashdash;
     char **cmd;            /* SCRIPT args... or COMMAND args... */
     int ncmd;
+    long agg_port;         /* --aggregator-port, 0 = master port + 1 */
+    int addr_given, port_given;
+    tml_dist dist;         /* the distributed shape (dist.h) */
+    char follower_dir[160];   /* a follower's own folder name */
+    char slurm_name[128];     /* a Slurm run's name when none was given */
 } run_opts;
 
 static volatile sig_atomic_t got_int, int_code, got_term;
+
+/* Live views (--mode cli / dashboard, live_view.h): what the aggregator is
+ * asked to serve, and the terminal view that supervise() keeps drawing. */
+static int live_port_wanted = -1, live_port_got = -1, live_interval_ms = 1000;
+/* --html-report: the aggregator (or the fallback finalize) writes the page */
+static int html_report_wanted;
+static const char *live_bind;
+static tml_live_view *live_view;
 
 static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
@@ -93,13 +112,15 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
     }
 }
 
+static const char default_master_addr[] = "127.0.0.1";
+
 static void parse(int argc, char **argv, run_opts *o)
 {
     const char *v;
     memset(o, 0, sizeof(*o));
     o->mode = "summary";
     o->logs_dir = "logs";
-    o->master_addr = "127.0.0.1";
+    o->master_addr = default_master_addr;
     o->nproc = o->nnodes = 1;
     o->master_port = 29500;
     o->dashboard_port = 8765;
@@ -130,8 +151,13 @@ static void parse(int argc, char **argv, run_opts *o)
             o->nnodes = tml__cli_long("--nnodes", v, 1, 4096);
         else if (tml__cli_opt(argc, argv, &i, "--node-rank", &v))
             o->node_rank = tml__cli_long("--node-rank", v, 0, 4095);
-        else if (tml__cli_opt(argc, argv, &i, "--master-port", &v))
+        else if (tml__cli_opt(argc, argv, &i, "--master-port", &v)) {
             o->master_port = tml__cli_long("--master-port", v, 1, 65535);
+            o->port_given = 1;
+        } else if (tml__cli_opt(argc, argv, &i, "--aggregator-port", &v))
+            o->agg_port = tml__cli_long("--aggregator-port", v, 1, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--dashboard-bind", &live_bind))
+            continue;
         else if (tml__cli_opt(argc, argv, &i, "--dashboard-port", &v))
             o->dashboard_port = tml__cli_long("--dashboard-port", v, 1, 65535);
         else if (tml__cli_opt(argc, argv, &i, "--interval", &v))
@@ -146,25 +172,64 @@ static void parse(int argc, char **argv, run_opts *o)
     }
     o->cmd = argv + i;
     o->ncmd = argc - i;
+    o->addr_given = o->master_addr != default_master_addr;
+}
+
+/* The distributed shape (dist.h): which launcher hosts the aggregator, and
+ * the names every launcher of the run must agree on. */
+static int validate_dist(run_opts *o)
+{
+    tml_dist_args da = {o->nproc, o->nnodes, o->node_rank, o->master_addr, o->master_port,
+                        o->agg_port, o->addr_given, o->port_given, o->dashdash};
+    if (tml__dist_setup(&o->dist, &da))
+        return TML_EXIT_USAGE;
+    const tml_dist *d = &o->dist;
+    if (!d->followers)
+        return 0;
+    if (!o->run_name) {
+        const char *env = getenv("TRACEML_RUN_NAME");
+        const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+        if (env && *env) {
+            o->run_name = env;
+        } else if (d->slurm && job && *job) {
+            const char *stem = strrchr(o->cmd && o->ncmd ? o->cmd[0] : "run", '/');
+            stem = stem ? stem + 1 : (o->ncmd ? o->cmd[0] : "run");
+            char base[64];
+            snprintf(base, sizeof(base), "%.60s", stem);
+            char *dot = strrchr(base, '.');
+            if (dot && strcmp(dot, ".py") == 0)
+                *dot = '\0';
+            snprintf(o->slurm_name, sizeof(o->slurm_name), "%s-slurm%.20s.%.10s", base,
+                     job, step ? step : "0");
+            for (char *c = o->slurm_name; *c; c++)
+                if (!(*c == '-' || *c == '_' || *c == '.' || (*c >= '0' && *c <= '9') ||
+                      (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+                    *c = '_';
+            o->run_name = o->slurm_name;
+        } else {
+            return tml__cli_error("a run launched on several nodes needs --run-name NAME "
+                                  "(the same on every node)");
+        }
+    }
+    snprintf(o->follower_dir, sizeof(o->follower_dir), "%.120s.%s%ld", o->run_name,
+             d->slurm ? "task" : "node", d->slurm ? d->task : d->node_rank);
+    return 0;
 }
 
 /* Everything that can be checked before creating anything. */
 static int validate(run_opts *o, char *prog, size_t cap)
 {
-    if (strcmp(o->mode, "cli") == 0 || strcmp(o->mode, "dashboard") == 0)
-        return tml__cli_error("--mode %s is not available yet (use --mode summary)", o->mode);
-    if (strcmp(o->mode, "summary") != 0)
+    if (strcmp(o->mode, "summary") != 0 && strcmp(o->mode, "cli") != 0 &&
+        strcmp(o->mode, "dashboard") != 0)
         return tml__cli_error("--mode must be summary, cli or dashboard, got '%s'", o->mode);
-    if (o->html)
-        return tml__cli_error("--html-report is not available yet");
+    html_report_wanted = o->html;
     if (o->node_rank >= o->nnodes)
         return tml__cli_error("--node-rank %ld must be below --nnodes %ld", o->node_rank,
                               o->nnodes);
     if (!*o->master_addr)
         return tml__cli_error("--master-addr must not be empty");
-    if (o->nproc > 1 || o->nnodes > 1)
-        return tml__cli_error("several processes (--nproc-per-node/--nnodes above 1) are "
-                              "not supported yet");
+    if (validate_dist(o))
+        return TML_EXIT_USAGE;
     if (o->ncmd == 0)
         return tml__cli_error(o->dashdash ? "missing COMMAND after --"
                                           : "missing SCRIPT (usage: traceml run [options] SCRIPT [args...])");
@@ -193,7 +258,7 @@ static int validate(run_opts *o, char *prog, size_t cap)
         return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",
                               o->run_name);
     if (!o->disabled)
-        return tml__cli_run_check(o->logs_dir, o->run_name);
+        return tml__cli_run_check(o->logs_dir, o->dist.host ? o->run_name : o->follower_dir);
     return 0;
 }
 
@@ -239,10 +304,12 @@ static void env_set(envb *e, const char *key, const char *val)
 
 static const char *const owned_vars[] = {
     "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
-    "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "PYTHONPATH", NULL,
+    "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "PYTHONPATH",
+    "TRACEML_NNODES", NULL,
 };
 
-static void build_env(envb *e, const tml_cli_run *r, int port, int disabled)
+static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
+                      const tml_dist *d)
 {
     for (char **p = environ; *p; p++) {
         int skip = 0;
@@ -273,8 +340,11 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled)
         env_set(e, "TRACEML_DISABLED", "1");
         return;
     }
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    char addr[320];
+    /* a follower's ranks reach the host's aggregator; everyone else's are
+     * on the aggregator's own host */
+    int remote = d && d->enabled && !d->host && d->multi_host;
+    snprintf(addr, sizeof(addr), "%s:%d", remote ? d->master_addr : "127.0.0.1", port);
     if (port > 0) {
         env_set(e, "TRACEML_ADDR", addr);
         env_set(e, "TRACEML_SECRET", r->secret);
@@ -285,6 +355,11 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled)
     env_set(e, "TRACEML_RUN_NAME", r->name);
     env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
     env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
+    if (d && d->enabled) {
+        char nn[32];
+        snprintf(nn, sizeof(nn), "%ld", d->nnodes);
+        env_set(e, "TRACEML_NNODES", nn);
+    }
 }
 
 static void child_signals_default(void)
@@ -306,6 +381,10 @@ static pid_t start_training(const char *prog, char **argv, char **envp)
     if (pid != 0)
         return pid;
     child_signals_default();
+    if (tml__view_child_fd(live_view) >= 0) {   /* the terminal view's output panel */
+        dup2(tml__view_child_fd(live_view), 1);
+        dup2(tml__view_child_fd(live_view), 2);
+    }
     execve(prog, argv, envp);
     fprintf(stderr, "traceml: error: cannot run '%s': %s\n", prog, strerror(errno));
     _exit(127);
@@ -320,7 +399,7 @@ typedef struct aggproc {
     int alive;
 } aggproc;
 
-static int start_aggregator(aggproc *ap, const tml_cli_run *r)
+static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d)
 {
     int ctl[2], st[2];
     memset(ap, 0, sizeof(*ap));
@@ -359,9 +438,47 @@ static int start_aggregator(aggproc *ap, const tml_cli_run *r)
             dup2(log, 2);
         }
         setenv("TRACEML_SECRET", r->secret, 1);
-        char *args[] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
-                        "--run-name", (char *)r->name, "--run-id", (char *)r->id,
-                        "--control-fd", cfd, "--status-fd", sfd, NULL};
+        char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
+                          "--run-name", (char *)r->name, "--run-id", (char *)r->id,
+                          "--control-fd", cfd, "--status-fd", sfd, NULL};
+        char ws[32], nn[32], port[32];
+        int k = 12;
+        if (d && d->enabled) {
+            /* expected ranks and nodes: the summary names those missing */
+            snprintf(ws, sizeof(ws), "%ld", d->world_size);
+            snprintf(nn, sizeof(nn), "%ld", d->nnodes);
+            args[k++] = "--world-size";
+            args[k++] = ws;
+            args[k++] = "--nnodes";
+            args[k++] = nn;
+        }
+        if (d && d->followers) {
+            /* other launchers find it at a known port; other hosts need
+             * more than loopback */
+            snprintf(port, sizeof(port), "%ld", d->agg_port);
+            args[k++] = "--port";
+            args[k++] = port;
+            if (d->multi_host) {
+                args[k++] = "--bind";
+                args[k++] = "0.0.0.0";
+            }
+        }
+        char lport[16], lint[16];
+        if (live_port_wanted >= 0) {
+            snprintf(lport, sizeof(lport), "%d", live_port_wanted);
+            snprintf(lint, sizeof(lint), "%d", live_interval_ms);
+            args[k++] = "--live-port";
+            args[k++] = lport;
+            args[k++] = "--live-interval-ms";
+            args[k++] = lint;
+            if (live_bind) {
+                args[k++] = "--live-bind";
+                args[k++] = (char *)live_bind;
+            }
+        }
+        if (html_report_wanted)
+            args[k++] = "--html-report";
+        args[k] = NULL;
         execv("/proc/self/exe", args);
         _exit(127);
     }
@@ -402,6 +519,8 @@ static int start_aggregator(aggproc *ap, const tml_cli_run *r)
     if (sscanf(line, "port %d", &port) != 1 || port <= 0)
         return -1;
     ap->port = port;
+    if (sscanf(line, "port %*d live %d", &live_port_got) != 1)
+        live_port_got = -1;
     return 0;
 }
 
@@ -478,7 +597,10 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
             killed = 1;
             kill(train, SIGKILL);
         }
-        tml__cli_sleep_ms(5);
+        if (live_view)
+            tml__view_poll(live_view, 5);   /* draws, reads the training's output */
+        else
+            tml__cli_sleep_ms(5);
     }
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
@@ -530,13 +652,16 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     return text;
 }
 
-static char *finalize_here(const tml_cli_run *r, const char *status, int code, int width)
+static char *finalize_here(const tml_cli_run *r, const char *status, int code, int width,
+                           const tml_dist *d)
 {
     tml_agg *agg = NULL;
     char *text = NULL;
-    tml_agg_opts ao = {r->name, r->id, r->dir, 0, 0};
+    tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
+                       d->enabled ? (int32_t)d->nnodes : 0};
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
+        tml__agg_set_html_report(agg, html_report_wanted);
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
     }
@@ -585,6 +710,89 @@ int tml__cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* With several launchers, every one must present the same run id and
+ * secret: the id is derived from the run name; the secret comes from
+ * $TRACEML_SECRET, else the host writes it to its run folder and followers
+ * wait for it there (dist.h). -1 when a follower found no secret. */
+static int share_identity(const run_opts *o, tml_cli_run *r, int *secret_file)
+{
+    const char *env = getenv("TRACEML_SECRET");
+    snprintf(r->name, sizeof(r->name), "%s", o->run_name);
+    tml__dist_run_id(r->name, r->id);
+    if (env && *env) {
+        snprintf(r->secret, sizeof(r->secret), "%s", env);
+        return 0;
+    }
+    if (o->dist.host) {
+        if (tml__dist_write_secret(r->dir, r->secret) == 0)
+            *secret_file = 1;
+        else
+            tml__cli_warn("could not write %s/secret; other nodes need TRACEML_SECRET", r->dir);
+        return 0;
+    }
+    const char *w = getenv("TRACEML_SECRET_WAIT_S");
+    long wait_s = w && *w ? strtol(w, NULL, 10) : 60;
+    if (wait_s < 0 || wait_s > 3600)
+        wait_s = 60;
+    if (tml__dist_read_secret(o->logs_dir, o->run_name, (int)wait_s * 1000, r->secret,
+                              sizeof(r->secret)) == 0)
+        return 0;
+    r->secret[0] = '\0';
+    return -1;
+}
+
+/* A follower (node > 0, Slurm task > 0): its ranks report to the host's
+ * aggregator; it prints no summary and exits with the training's code. */
+static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **targv,
+                  int have_secret, envb *env)
+{
+    const tml_dist *d = &o->dist;
+    int interrupted = 0;
+    char where[320];
+    snprintf(where, sizeof(where), "%s:%ld", d->multi_host ? d->master_addr : "127.0.0.1",
+             d->agg_port);
+    tml_manifest m;
+    memset(&m, 0, sizeof(m));
+    m.run_name = r->name;
+    m.run_id = r->id;
+    m.status = "running";
+    m.start_unix_ms = r->start_unix_ms;
+    m.world_size = (int)d->world_size;
+    m.nnodes = (int)d->nnodes;
+    int argc = 0;
+    while (targv[argc])
+        argc++;
+    m.argc = argc;
+    m.argv = targv;
+    tml__manifest_write(r->dir, &m);
+    if (!have_secret) {
+        tml__cli_warn("no run secret (set TRACEML_SECRET on every node, or share --logs-dir "
+                      "with node 0); this %s trains untraced", d->slurm ? "task" : "node");
+        tml__run_log(r->dir, "launcher", "no secret found in %s/%s/secret; untraced",
+                     o->logs_dir, o->run_name);
+    }
+    tml__run_log(r->dir, "launcher", "%s %ld of run %s: telemetry to %s",
+                 d->slurm ? "task" : "node", d->slurm ? d->task : d->node_rank, r->name, where);
+    build_env(env, r, have_secret ? (int)d->agg_port : 0, 0, d);
+    pid_t pid = start_training(prog, targv, env->v);
+    if (pid < 0) {
+        tml__cli_warn("cannot fork: %s", strerror(errno));
+        return 1;
+    }
+    int code = supervise(pid, NULL, r->dir, &interrupted);
+    if (interrupted && got_int)
+        code = 130;
+    m.status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
+    m.exit_code = code;
+    m.end_unix_ms = tml__unix_ms();
+    tml__manifest_write(r->dir, &m);
+    tml__run_log(r->dir, "launcher", "ended: %s, exit code %d", m.status, code);
+    if (!d->slurm)
+        fprintf(stderr, "traceml: node %ld done (exit code %d); the run summary is printed "
+                "on node 0 (%s/%s there)\n", d->node_rank, code, o->logs_dir, r->name);
+    return code;
+}
+
 static int launch(const run_opts *opts, const char *prog, int targc, char **targv, envb *envp)
 {
     const run_opts o = *opts;
@@ -595,8 +803,34 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     memset(&r, 0, sizeof(r));
     int interrupted = 0;
 
+    /* --interval reaches every traced process's sampler through the
+     * environment; without the option a TRACEML_INTERVAL the user set wins */
+    char ival[32];
+    snprintf(ival, sizeof(ival), "%g", o.interval);
+    setenv("TRACEML_INTERVAL", ival, o.interval != 1.0);
+
+    char store[TML_DIST_STORE][32];
+    char **dargv = NULL;   /* torch.distributed.run around the script */
+    char logd[4300];       /* its --log_dir: per-rank stderr in the run folder */
+    if (o.dist.enabled && !o.dist.slurm) {
+        if (!o.disabled) {
+            rc = tml__cli_run_create(&r, o.logs_dir, o.dist.host ? o.run_name : o.follower_dir,
+                                     o.cmd[0]);
+            if (rc)
+                return rc;
+            snprintf(logd, sizeof(logd), "%s/torchrun", r.abs_dir);
+        }
+        dargv = tml__dist_torchrun_argv(&o.dist, prog, o.disabled ? NULL : logd, targv + 1,
+                                        targc - 1, store);
+        if (!dargv)
+            tml__cli_die(1, "out of memory");
+        targv = dargv;
+        for (targc = 0; targv[targc]; targc++)
+            ;
+    }
+
     if (o.disabled) {
-        build_env(&env, &r, 0, 1);
+        build_env(&env, &r, 0, 1, &o.dist);
         *envp = env;
         pid_t pid = start_training(prog, targv, env.v);
         if (pid < 0)
@@ -606,9 +840,22 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     }
 
     const char *stem = o.cmd[0];
-    rc = tml__cli_run_create(&r, o.logs_dir, o.run_name, stem);
-    if (rc)
-        return rc;
+    if (!r.dir[0]) {
+        rc = tml__cli_run_create(&r, o.logs_dir, o.dist.host ? o.run_name : o.follower_dir,
+                                 stem);
+        if (rc)
+            return rc;
+    }
+    int secret_file = 0;
+    if (o.dist.followers) {
+        rc = share_identity(&o, &r, &secret_file);
+        if (!o.dist.host) {
+            rc = follow(&o, &r, prog, targv, rc == 0, &env);
+            *envp = env;
+            free(dargv);
+            return rc;
+        }
+    }
     tml_manifest m;
     memset(&m, 0, sizeof(m));
     m.run_name = r.name;
@@ -617,14 +864,18 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     m.start_unix_ms = r.start_unix_ms;
     m.argc = targc;
     m.argv = targv;
-    m.world_size = 1;
-    m.nnodes = 1;
+    m.world_size = o.dist.enabled ? (int)o.dist.world_size : 1;
+    m.nnodes = o.dist.enabled ? (int)o.dist.nnodes : 1;
     if (tml__manifest_write(r.dir, &m) < 0)
         tml__cli_warn("could not write %s/manifest.json", r.dir);
     tml__run_log(r.dir, "launcher", "run %s (id %s) started", r.name, r.id);
 
     aggproc ap;
-    if (start_aggregator(&ap, &r) < 0) {
+    if (strcmp(o.mode, "summary") != 0) {
+        live_port_wanted = strcmp(o.mode, "dashboard") == 0 ? (int)o.dashboard_port : 0;
+        live_interval_ms = (int)(o.interval * 1000.0);
+    }
+    if (start_aggregator(&ap, &r, &o.dist) < 0) {
         tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
                       "running without telemetry", r.dir);
         tml__run_log(r.dir, "launcher", "aggregator did not start; training runs untraced");
@@ -635,14 +886,20 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
         ap.alive = 0;
         ap.port = 0;
     }
-    build_env(&env, &r, ap.port, 0);
+    build_env(&env, &r, ap.port, 0, &o.dist);
     *envp = env;
+    live_view = tml__view_start(o.mode, live_port_wanted, live_port_got, live_bind,
+                                live_interval_ms, &r);
     pid_t pid = start_training(prog, targv, env.v);
+    tml__view_started(live_view);
     if (pid < 0) {
         tml__cli_warn("cannot fork: %s", strerror(errno));
+        free(dargv);
         return 1;
     }
     int code = supervise(pid, &ap, r.dir, &interrupted);
+    tml__view_free(live_view);   /* the terminal back as it was, before the summary */
+    live_view = NULL;
     const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     if (interrupted && got_int)
         code = 130;
@@ -650,7 +907,7 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
 
     char *text = finalize_via_aggregator(&ap, &r, status, code, width);
     if (!text)
-        text = finalize_here(&r, status, code, width);
+        text = finalize_here(&r, status, code, width, &o.dist);
     if (text)
         tml__cli_print_summary(text);
     else
@@ -667,5 +924,8 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
         close(ap.ctl);
     if (ap.st >= 0)
         close(ap.st);
+    if (secret_file)
+        tml__dist_remove_secret(r.dir);
+    free(dargv);
     return code;
 }

@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +17,12 @@
 #include "agg/agg.h"
 #include "agg/rundir.h"
 #include "agg/server.h"
+#include "live/feed.h"
 #include "traceml/traceml.h"
 
 const char tml__usage_serve[] =
     "usage: traceml serve [--run-name NAME] [--logs-dir DIR] [--port P] [--bind ADDR]\n"
+    "                     [--dashboard] [--dashboard-port P] [--dashboard-bind ADDR]\n"
     "\n"
     "Runs the TraceML aggregator alone. It prints the environment variables a\n"
     "training needs (export TRACEML_ADDR=... TRACEML_RUN_ID=... TRACEML_SECRET=...),\n"
@@ -29,7 +32,11 @@ const char tml__usage_serve[] =
     "  --run-name NAME   run folder name, [A-Za-z0-9_.-]+ [generated]\n"
     "  --logs-dir DIR    where run folders go [./logs]\n"
     "  --port P          port to listen on [0: any free port]\n"
-    "  --bind ADDR       address to listen on [127.0.0.1]\n";
+    "  --bind ADDR       address to listen on [127.0.0.1]\n"
+    "  --dashboard       serve the live dashboard, /metrics and /api/* (docs/live.md)\n"
+    "  --dashboard-port P  its port [8765] (implies --dashboard)\n"
+    "  --dashboard-bind ADDR  its address [127.0.0.1] (implies --dashboard)\n"
+    "  --interval SEC    live refresh interval [1.0]\n";
 
 static volatile sig_atomic_t stop;
 
@@ -43,6 +50,9 @@ int tml__cmd_serve(int argc, char **argv)
 {
     const char *run_name = NULL, *logs_dir = "logs", *bind = "127.0.0.1", *v;
     int port = 0;
+    int dash = 0, dash_port = 8765;   /* live views: docs/live.md */
+    const char *dash_bind = "127.0.0.1";
+    double interval = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -55,6 +65,15 @@ int tml__cmd_serve(int argc, char **argv)
             continue;
         if (tml__cli_opt(argc, argv, &i, "--port", &v))
             port = (int)tml__cli_long("--port", v, 0, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--dashboard", NULL))
+            dash = 1;
+        else if (tml__cli_opt(argc, argv, &i, "--dashboard-port", &v)) {
+            dash_port = (int)tml__cli_long("--dashboard-port", v, 1, 65535);
+            dash = 1;
+        } else if (tml__cli_opt(argc, argv, &i, "--dashboard-bind", &dash_bind))
+            dash = 1;
+        else if (tml__cli_opt(argc, argv, &i, "--interval", &v))
+            interval = tml__cli_double("--interval", v, 0.01, 3600.0);
         else
             return tml__cli_error("unknown option '%s' for 'traceml serve' "
                                   "(see 'traceml help serve')", a);
@@ -130,11 +149,34 @@ int tml__cmd_serve(int argc, char **argv)
     fflush(stdout);
     tml__run_log(r.dir, "serve", "listening on %s:%d", bind, tml__server_port(srv));
 
+    tml_live_server *live = NULL;
+    if (dash) {
+        tml_live_server_opts lo;
+        memset(&lo, 0, sizeof(lo));
+        lo.bind_addr = dash_bind;
+        lo.port = dash_port;
+        lo.run_dir = r.dir;
+        if (tml__live_server_new(&lo, &live) < 0)
+            tml__cli_warn("the dashboard could not listen on %s:%d: %s; serving without it",
+                          dash_bind, dash_port, strerror(errno));
+        else
+            printf("Live dashboard: http://%s:%d/  (also /metrics, /api/live, /api/summary)\n",
+                   strcmp(dash_bind, "0.0.0.0") == 0 ? host : dash_bind,
+                   tml__live_server_port(live));
+        fflush(stdout);
+    }
     tml_server_cmd cmd;
-    tml__server_run(srv, &cmd);
+    tml_live_feed feed;
+    tml__live_feed_init(&feed, live, (int)(interval * 1000.0), 0);
+    if (live)
+        tml__live_feed_run(&feed, srv, agg, &stop, &cmd);
+    else
+        tml__server_run(srv, &cmd);
     tml__server_drain(srv, 1500);
     char *text = NULL;
+    tml__live_feed_tick(&feed, tml__agg_run(agg), 1, "completed");
     rc = tml__agg_finalize(agg, "completed", 0, tml__cli_term_width(), &text);
+    tml__live_server_free(live);
     tml__server_free(srv);
     tml__agg_free(agg);
     if (text)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/html.h"
 #include "traceml/traceml.h"
 #include "util/json.h"
 
@@ -28,7 +29,8 @@ const char tml__usage_view[] =
     "Prints the run summary stored in SUMMARY.json (a final_summary.json\n"
     "written by `traceml run`) exactly as it was printed, without recomputing.\n"
     "\n"
-    "  --html [OUT]   render an HTML report (not available yet)\n";
+    "  --html [OUT]   write the HTML report instead (one self-contained page\n"
+    "                 that opens offline) to OUT [SUMMARY.json with .html]\n";
 
 /* schema_version may be a number (1) or a string ("1", "1.2"). */
 static int schema_major(const tml_json *v, long *major)
@@ -52,17 +54,68 @@ static int schema_major(const tml_json *v, long *major)
     return 1;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* `view X.json --html [OUT]`: the page, written next to X by default. */
+static int write_html(const char *path, const char *out, const char *json, size_t len)
+{
+    char def[4200];
+    if (!out) {
+        size_t n = strlen(path);
+        if (ends_with(path, ".json"))
+            n -= 5;
+        snprintf(def, sizeof(def), "%.*s.html", (int)(n < 4000 ? n : 4000), path);
+        out = def;
+    }
+    tml_strbuf sb = TML_STRBUF_INIT;
+    if (tml__html_render(json, len, &sb) < 0) {
+        tml__sb_release(&sb);
+        return tml__cli_error("out of memory");
+    }
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        tml__sb_release(&sb);
+        return tml__cli_error("cannot write '%s': %s", out, strerror(errno));
+    }
+    int bad = fwrite(sb.buf, 1, sb.len, f) != sb.len;
+    if (fclose(f) != 0)
+        bad = 1;
+    tml__sb_release(&sb);
+    if (bad)
+        return tml__cli_error("cannot write '%s': %s", out, strerror(errno));
+    printf("Wrote %s\n", out);
+    return 0;
+}
+
 int tml__cmd_view(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *html_out = NULL;
+    int html = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(tml__usage_view, stdout);
             return 0;
         }
-        if (strcmp(a, "--html") == 0 || strncmp(a, "--html=", 7) == 0)
-            return tml__cli_error("view --html is not available yet");
+        if (strncmp(a, "--html=", 7) == 0) {
+            html = 1;
+            html_out = a + 7;
+            if (!*html_out)
+                return tml__cli_error("--html= needs a file name");
+            continue;
+        }
+        if (strcmp(a, "--html") == 0) {
+            html = 1;
+            /* OUT is optional: the next word is it when the summary is
+             * already named or it ends in .html */
+            if (i + 1 < argc && argv[i + 1][0] != '-' && (path || ends_with(argv[i + 1], ".html")))
+                html_out = argv[++i];
+            continue;
+        }
         if (a[0] == '-' && a[1] != '\0')
             return tml__cli_error("unknown option '%s' for 'traceml view' (see 'traceml help view')", a);
         if (path)
@@ -79,7 +132,10 @@ int tml__cmd_view(int argc, char **argv)
     tml_json *doc = NULL;
     tml_json_error err = {0, NULL};
     int rc = tml__json_parse(buf, len, &doc, &err);
-    free(buf);
+    if (rc < 0 || !html) {
+        free(buf);
+        buf = NULL;
+    }
     if (rc == TML_ENOMEM)
         return tml__cli_error("'%s': out of memory", path);
     if (rc < 0) {
@@ -102,12 +158,15 @@ int tml__cmd_view(int argc, char **argv)
     else if (!schema_major(sv, &major) || major < 1 || major > SUMMARY_SCHEMA_MAX)
         tml__cli_error("'%s' has an unsupported schema_version; this traceml reads "
                        "version 1 summaries", path);
+    else if (html)
+        rc = write_html(path, html_out, buf, len);
     else if (!text)
         tml__cli_error("'%s' is not a TraceML summary (no \"text\" field)", path);
     else {
         tml__cli_print_summary(text);
         rc = 0;
     }
+    free(buf);
     tml__json_free(doc);
     return rc;
 }

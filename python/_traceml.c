@@ -30,6 +30,14 @@
  *              engine keeps the per-thread state, so the object is stateless
  *              and trace_step() allocates nothing.
  *
+ * GPU runs: copies and fetches are marked with begin/end (tml_phase_cancel
+ * when the call turns out not to be one), so that a thread with a CUDA
+ * stream also records their CUDA events. The package may install two
+ * callables: a GPU hook that trace_step() calls on its first steps until
+ * it reports that the GPU clock is set up (it calls set_cuda_stream()),
+ * and a memory probe called at the end of each step and of the traced
+ * forward, returning the CUDA allocator's figures for tml_cuda_memory().
+ *
  * Failures never reach the training loop: a marker that fails is ignored
  * (the engine counts what it drops), and anything that goes wrong while
  * installing hooks is reported by the package as a warning.
@@ -53,6 +61,41 @@ static PyObject *step_ctx;          /* the shared step context */
 static PyObject *h2d_ctx;           /* the shared H2D block context */
 static PyObject *installer;         /* Python callable(model), or NULL */
 static int hooks_enabled;           /* trace_step() installs forward hooks */
+static PyObject *gpu_hook;          /* callable() -> True once the GPU clock is set up */
+static int gpu_hook_tries;
+static PyObject *mem_probe;         /* callable() -> 5 ints (tml_cuda_memory) or None */
+
+#define GPU_HOOK_TRIES 50
+
+/* Calls the memory probe, if any, and hands its figures to the engine.
+ * Errors are swallowed: a failing probe is dropped for good. */
+static void
+probe_memory(void)
+{
+    PyObject *r;
+    long long v[5];
+    int i;
+
+    if (mem_probe == NULL)
+        return;
+    r = PyObject_CallNoArgs(mem_probe);
+    if (r == NULL) {
+        PyErr_Clear();
+        Py_CLEAR(mem_probe);
+        return;
+    }
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 5) {
+        for (i = 0; i < 5; i++) {
+            v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(r, i));
+            if (v[i] == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                v[i] = -1;
+            }
+        }
+        tml_cuda_memory(v[0], v[1], v[2], v[3], v[4]);
+    }
+    Py_DECREF(r);
+}
 
 #define MODEL_CACHE 4
 static PyObject *model_cache[MODEL_CACHE];  /* weakrefs of hooked models */
@@ -96,7 +139,6 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     phasecall *pc = (phasecall *)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *r;
-    int64_t t0;
 
     switch (pc->kind) {
     case KIND_PHASE:
@@ -105,29 +147,34 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         tml_phase_end((tml_phase)pc->phase);
         return r;
     case KIND_INPUT:
-        t0 = tml_now_ns();
+        /* begin/end (not a span) so that a GPU-timed thread also records
+         * the fetch's CUDA events; a fetch that raised is no fetch */
+        tml_phase_begin(TML_PHASE_INPUT);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         if (r != NULL)
-            tml_phase_span(TML_PHASE_INPUT, t0, tml_now_ns());
+            tml_phase_end(TML_PHASE_INPUT);
+        else
+            tml_phase_cancel(TML_PHASE_INPUT);
         return r;
     case KIND_H2D:
         if (nargs < 1 || is_cuda(args[0]) != 0)
             return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
-        t0 = tml_now_ns();
+        tml_phase_begin(TML_PHASE_H2D);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
-        if (r != NULL) {
-            int64_t t1 = tml_now_ns();
-            if (is_cuda(r) == 1)
-                tml_phase_span(TML_PHASE_H2D, t0, t1);
-        }
+        if (r != NULL && is_cuda(r) == 1)
+            tml_phase_end(TML_PHASE_H2D);
+        else
+            tml_phase_cancel(TML_PHASE_H2D);
         return r;
     case KIND_H2D_COPY:
         if (nargs < 2 || is_cuda(args[0]) != 1 || is_cuda(args[1]) != 0)
             return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
-        t0 = tml_now_ns();
+        tml_phase_begin(TML_PHASE_H2D);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         if (r != NULL)
-            tml_phase_span(TML_PHASE_H2D, t0, tml_now_ns());
+            tml_phase_end(TML_PHASE_H2D);
+        else
+            tml_phase_cancel(TML_PHASE_H2D);
         return r;
     default:
         return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
@@ -330,10 +377,12 @@ fwdhook_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
 
     if (h->target != NULL && PyVectorcall_NARGS(nargsf) >= 1
         && PyWeakref_GET_OBJECT(h->target) == args[0]) {
-        if (h->post)
+        if (h->post) {
             tml_phase_end(TML_PHASE_FORWARD);
-        else
+            probe_memory();     /* activations are alive: near the step's peak */
+        } else {
             tml_phase_begin(TML_PHASE_FORWARD);
+        }
     }
     Py_RETURN_NONE;
 }
@@ -611,9 +660,12 @@ ctx_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int raised = nargs >= 1 && args[0] != Py_None;
 
-    if (((ctxobj *)self)->h2d)
+    if (((ctxobj *)self)->h2d) {
         tml_phase_end(TML_PHASE_H2D);
-    else if (raised)
+        Py_RETURN_FALSE;
+    }
+    probe_memory();
+    if (raised)
         tml_step_abort();
     else
         tml_step_end();
@@ -715,6 +767,47 @@ mod_run_dir(PyObject *m, PyObject *unused)
 {
     (void)m; (void)unused;
     return str_or_none(tml_run_dir());
+}
+
+/* summary_json() -> str or None: the run's summary so far (or the final
+ * one); the wait (bounded) happens without the GIL. */
+static PyObject *
+mod_summary_json(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    char *out = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tml_summary_json(&out);
+    Py_END_ALLOW_THREADS
+    if (rc < 0 || !out) {
+        tml_free(out);
+        Py_RETURN_NONE;
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(out, (Py_ssize_t)strlen(out), "replace");
+    tml_free(out);
+    return r;
+}
+
+/* summary_flatten(json_text) -> str: the flat traceml/... object as JSON
+ * (the flattening is the engine's, src/report/flat.c). */
+static PyObject *
+mod_summary_flatten(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s)
+        return NULL;
+    char *out = NULL;
+    int rc = tml_summary_flatten(s, (size_t)n, &out);
+    if (rc < 0) {
+        PyErr_Format(PyExc_ValueError, "not a TraceML summary (%s)", tml_strerror(rc));
+        return NULL;
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(out, (Py_ssize_t)strlen(out), "replace");
+    tml_free(out);
+    return r;
 }
 
 static PyObject *
@@ -918,8 +1011,74 @@ mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
+    if (gpu_hook != NULL) {
+        PyObject *r = PyObject_CallNoArgs(gpu_hook);
+        int done = r == Py_True || ++gpu_hook_tries >= GPU_HOOK_TRIES;
+        if (r == NULL) {
+            PyErr_Clear();
+            done = 1;
+        }
+        Py_XDECREF(r);
+        if (done)
+            Py_CLEAR(gpu_hook);
+    }
     Py_INCREF(step_ctx);
     return step_ctx;
+}
+
+/* _set_gpu_hooks(gpu_hook, memory_probe): either may be None. */
+static PyObject *
+mod_set_gpu_hooks(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_set_gpu_hooks(gpu_hook, memory_probe)");
+        return NULL;
+    }
+    Py_CLEAR(gpu_hook);
+    Py_CLEAR(mem_probe);
+    gpu_hook_tries = 0;
+    if (args[0] != Py_None) {
+        Py_INCREF(args[0]);
+        gpu_hook = args[0];
+    }
+    if (args[1] != Py_None) {
+        Py_INCREF(args[1]);
+        mem_probe = args[1];
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_cuda_stream(handle) -> rc: the GPU clock on this thread's stream
+ * (an int, as torch.cuda.Stream.cuda_stream gives it; 0 is the default
+ * stream). */
+static PyObject *
+mod_set_cuda_stream(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    unsigned long long h = PyLong_AsUnsignedLongLong(arg);
+    if (h == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(tml_set_cuda_stream((void *)(uintptr_t)h));
+}
+
+/* cuda_memory(allocated, reserved, allocated_peak, reserved_peak, total) -> rc */
+static PyObject *
+mod_cuda_memory(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long v[5];
+    Py_ssize_t i;
+    (void)m;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "cuda_memory() takes 5 byte counts (-1 unknown)");
+        return NULL;
+    }
+    for (i = 0; i < 5; i++) {
+        v[i] = PyLong_AsLongLong(args[i]);
+        if (v[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    return PyLong_FromLong(tml_cuda_memory(v[0], v[1], v[2], v[3], v[4]));
 }
 
 static PyObject *
@@ -937,6 +1096,10 @@ static PyMethodDef mod_methods[] = {
      "shutdown(status=None, exit_code=0) -> summary text (in-process mode) or None"},
     {"run_dir", mod_run_dir, METH_NOARGS, "the run folder, or None"},
     {"summary_text", mod_summary_text, METH_NOARGS, "the summary box, or None"},
+    {"summary_json", mod_summary_json, METH_NOARGS,
+     "the run's summary so far (final_summary.json's shape) as text, or None"},
+    {"summary_flatten", mod_summary_flatten, METH_O,
+     "summary JSON text -> the flat traceml/... object as JSON text"},
     {"step_begin", mod_step_begin, METH_NOARGS, NULL},
     {"step_end", mod_step_end, METH_NOARGS, NULL},
     {"step_abort", mod_step_abort, METH_NOARGS, NULL},
@@ -959,6 +1122,11 @@ static PyMethodDef mod_methods[] = {
     {"_opt_begin", (PyCFunction)(void (*)(void))mod_opt_begin, METH_FASTCALL, NULL},
     {"_opt_end", (PyCFunction)(void (*)(void))mod_opt_end, METH_FASTCALL, NULL},
     {"_configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_set_gpu_hooks", (PyCFunction)(void (*)(void))mod_set_gpu_hooks, METH_FASTCALL, NULL},
+    {"set_cuda_stream", mod_set_cuda_stream, METH_O,
+     "set_cuda_stream(handle) -> rc: record CUDA events on this stream (GPU clock)"},
+    {"cuda_memory", (PyCFunction)(void (*)(void))mod_cuda_memory, METH_FASTCALL,
+     "cuda_memory(allocated, reserved, allocated_peak, reserved_peak, device_total) -> rc"},
     {NULL, NULL, 0, NULL}
 };
 

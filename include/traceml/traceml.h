@@ -125,6 +125,46 @@ int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */
 int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
 
+/* Forgets an open phase without recording it: for a call that turned out
+ * not to be what the phase means (a fetch that raised StopIteration, a
+ * .to() that did not copy to a GPU). Ends one level of nesting. */
+int tml_phase_cancel(tml_phase phase);
+
+/*
+ * GPU clock (CUDA). After tml_set_cuda_stream(stream) on a thread, every
+ * step and phase boundary on that thread also records a CUDA event on
+ * `stream` (a CUstream / cudaStream_t; NULL is the legacy default stream,
+ * which is what PyTorch's default stream is). The events come from a pool
+ * made here, on the calling thread, in its current CUDA context (so call
+ * it after CUDA is initialised, with the training's device current); the
+ * shipper thread resolves them later with cuEventQuery and never waits
+ * for the GPU. A step then has GPU figures when every boundary of it was
+ * recorded and completed, and the run is diagnosed on the GPU clock when
+ * every step of the window has them. Phases timed with tml_phase_span()
+ * have no GPU boundaries: use begin/end on a GPU-timed thread.
+ *
+ * libcuda.so.1 is loaded at run time ($TRACEML_LIBCUDA names another
+ * file). Returns 0, TML_EIO when there is no CUDA driver or no current
+ * context (nothing changes then), TML_ENOMEM. Cost: each boundary adds
+ * one cuEventRecord (an enqueue, about a microsecond) to the marker.
+ */
+int tml_set_cuda_stream(void *stream);
+/* Stops recording CUDA events on this thread. */
+int tml_unset_cuda_stream(void);
+
+/*
+ * Per-step CUDA memory: reports the caching allocator's figures for the
+ * traced device now (-1 for any that is unknown): bytes allocated and
+ * reserved, the allocator's own all-time peaks of both (read, never reset:
+ * a peak that grew during the step makes that step's peak exact), and the
+ * device's total memory. Call it at the end of a step and at points where
+ * memory peaks (after the forward pass); a step's peak is the largest
+ * figure reported inside it. One ring write, no system call.
+ */
+int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
+                    int64_t allocated_peak_bytes, int64_t reserved_peak_bytes,
+                    int64_t device_total_bytes);
+
 /* Tells TraceML what one call of the caller's own instrumentation glue
  * costs (e.g. a Python hook around a marker), measured by the caller. The
  * summary's overhead per step is then markers per step times (marker cost,
@@ -139,6 +179,29 @@ int64_t tml_now_ns(void);
 const char *tml_summary_text(void);
 /* The run folder of this process's run, or NULL before tml_init(). */
 const char *tml_run_dir(void);
+
+/*
+ * The run's summary as final_summary.json text (docs/summary-json.md),
+ * mid-run or at the end. While the run goes on it is the summary so far
+ * (status "running", "series" null), built by the aggregator (in-process,
+ * or the launcher's over this rank's connection) from every step this
+ * process completed before the call; no file is written and the final
+ * artifacts are not affected. After tml_shutdown() in in-process mode it
+ * is the final_summary.json written then. Waits at most about 5 s.
+ * *out is malloc'd: free it with tml_free(). Returns 0, TML_ESTATE (not
+ * started), TML_EDISABLED, TML_ECONN (no aggregator answered), TML_EIO.
+ */
+int tml_summary_json(char **out);
+/*
+ * A summary's JSON flattened into one object of `traceml/...` scalars for
+ * experiment trackers (W&B, MLflow): traceml/primary/kind,
+ * traceml/step_time/input_wait_ms, ... (docs/python-api.md lists the
+ * rules). Nulls are left out. *out is malloc'd (free with tml_free()).
+ * Returns 0, TML_EPROTO (not a JSON object), TML_ENOMEM.
+ */
+int tml_summary_flatten(const char *json, size_t len, char **out);
+/* Frees what tml_summary_json() / tml_summary_flatten() returned. */
+void tml_free(void *p);
 
 const char *tml_strerror(int err);
 const char *tml_version(void);

@@ -202,6 +202,50 @@ def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer):
 
 
 # --------------------------------------------------------------------------
+# GPU runs: the GPU clock and per-step CUDA memory (docs/design.md)
+
+def _gpu_setup(torch):
+    """Installs the two GPU callables the engine calls (python/_traceml.c):
+    a hook that trace_step() calls on its first steps until CUDA is
+    initialised, which then points the GPU clock at the current stream, and
+    a probe that reads the CUDA caching allocator's figures at the end of
+    each step and of the traced forward. Nothing happens without a usable
+    GPU, and nothing here initialises CUDA or resets the user's peak
+    counters (the probe only reads them)."""
+    if torch is None:
+        return
+    try:
+        if not torch.cuda.is_available():
+            return
+    except Exception:
+        return
+    state = {}
+
+    def probe():
+        dev = state["device"]
+        s = state["stats"](dev)
+        a, r = s["allocated_bytes"]["all"], s["reserved_bytes"]["all"]
+        return (a["current"], r["current"], a["peak"], r["peak"], state["total"])
+
+    def hook():
+        if not torch.cuda.is_initialized():
+            return False
+        dev = torch.cuda.current_device()
+        state["device"] = dev
+        state["total"] = int(torch.cuda.get_device_properties(dev).total_memory)
+        state["stats"] = getattr(torch._C, "_cuda_memoryStats", None) or \
+            torch.cuda.memory_stats_as_nested_dict
+        rc = _c.set_cuda_stream(torch.cuda.current_stream(dev).cuda_stream)
+        if rc < 0:
+            _warn("GPU clock unavailable (%s); step times use the CPU clock"
+                  % _c.strerror(rc))
+        _c._set_gpu_hooks(None, probe)
+        return True
+
+    _c._set_gpu_hooks(hook, None)
+
+
+# --------------------------------------------------------------------------
 # Overhead calibration: what one call through this glue costs.
 
 def _calibrate(torch=None, n=2000, repeats=5):
@@ -328,6 +372,10 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
         _c.set_call_cost_ns(_calibrate(torch if forward else None))
     except Exception as e:
         _warn("overhead calibration failed (%s)" % (e,))
+    try:
+        _gpu_setup(torch if torch is not None else _sys.modules.get("torch"))
+    except Exception as e:
+        _warn("GPU timing could not be set up (%s)" % (e,))
     return None
 
 
@@ -338,6 +386,7 @@ def _at_exit():
     _active = False
     try:
         _c._configure(None, False)
+        _c._set_gpu_hooks(None, None)
         last = getattr(_sys, "last_value", None)
         if isinstance(last, KeyboardInterrupt):
             text = _c.shutdown("interrupted", 130)
@@ -453,34 +502,48 @@ def _rank():
     return 0
 
 
+def _summary_text():
+    """The summary JSON text from the engine (mid-run: the summary so far,
+    asked of the aggregator; after the run: the final one), else the run
+    folder's final_summary.json, else None."""
+    text = None
+    try:
+        text = _c.summary_json()
+    except Exception as e:
+        _warn("summary request failed (%s)" % (e,))
+    if text is None:
+        d = _c.run_dir()
+        if d:
+            try:
+                with open(_os.path.join(d, "final_summary.json"), "r", encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                text = None
+    return text
+
+
 def final_summary(all_ranks=False):
-    """The run's final_summary.json as a dict, or None when it is not there
-    (yet): in-process runs write it at exit, `traceml run` writes it after the
-    script ends. On ranks other than 0 it is None unless all_ranks."""
+    """The run's summary as a dict (final_summary.json's shape): mid-run
+    the summary so far ("status": "running"; nothing is written, the final
+    artifacts are untouched), at the end the final one. None when there is
+    none (TraceML not started or disabled, the aggregator unreachable). On
+    ranks other than 0 it is None unless all_ranks."""
     if _c is None or (_rank() != 0 and not all_ranks):
         return None
-    d = _c.run_dir()
-    if not d:
+    text = _summary_text()
+    if text is None:
         return None
     try:
-        with open(_os.path.join(d, "final_summary.json"), "r", encoding="utf-8") as f:
-            return _json.load(f)
-    except (OSError, ValueError):
+        return _json.loads(text)
+    except ValueError:
         return None
-
-
-def _scalars(prefix, obj, out, skip=()):
-    if not isinstance(obj, dict):
-        return
-    for k, v in obj.items():
-        if k in skip or v is None or isinstance(v, (dict, list, tuple)):
-            continue
-        out[prefix + str(k)] = v
 
 
 def summary(print_text=False, all_ranks=False):
     """A flat dict of the run's result with `traceml/`-prefixed keys (for
-    W&B or MLflow), None values left out; None when there is no summary:
+    W&B or MLflow), None values left out; None when there is no summary.
+    Works mid-run and at the end, like final_summary(). The flattening is
+    the engine's (tml_summary_flatten, docs/python-api.md):
 
         traceml/primary/kind, traceml/primary/severity, ...
         traceml/meta/common_steps, traceml/meta/traceml_overhead_us_per_step, ...
@@ -488,29 +551,20 @@ def summary(print_text=False, all_ranks=False):
         traceml/step_time/input_wait_share_percent, ...
         traceml/step_memory/..., traceml/system/..., traceml/process/...
     """
-    fs = final_summary(all_ranks=all_ranks)
-    if fs is None:
+    if _c is None or (_rank() != 0 and not all_ranks):
         return None
-    if print_text and fs.get("text"):
-        _sys.stdout.write(fs["text"] if fs["text"].endswith("\n") else fs["text"] + "\n")
-    out = {}
-    _scalars("traceml/", fs, out, skip=("text", "generated_at"))
-    _scalars("traceml/meta/", fs.get("meta"), out)
-    _scalars("traceml/primary/", fs.get("primary_diagnosis"), out)
-    for section in ("step_time", "step_memory", "system", "process"):
-        sec = fs.get(section)
-        if not isinstance(sec, dict):
-            continue
-        d = sec.get("diagnosis")
-        if isinstance(d, dict):
-            for k, name in (("label", "diagnosis"), ("kind", "kind"), ("severity", "severity")):
-                if d.get(k) is not None:
-                    out["traceml/%s/%s" % (section, name)] = d[k]
-        _scalars("traceml/%s/" % section, sec, out)
-        _scalars("traceml/%s/" % section, sec.get("average"), out)
-        shares = sec.get("shares_percent")
-        if isinstance(shares, dict):
-            for k, v in shares.items():
-                if v is not None:
-                    out["traceml/%s/%s_share_percent" % (section, k)] = v
+    text = _summary_text()
+    if text is None:
+        return None
+    try:
+        out = _json.loads(_c.summary_flatten(text))
+    except ValueError:
+        return None
+    if print_text:
+        try:
+            box = _json.loads(text).get("text")
+        except ValueError:
+            box = None
+        if box:
+            _sys.stdout.write(box if box.endswith("\n") else box + "\n")
     return out

@@ -21,8 +21,11 @@
 
 #include "agg/run.h"
 #include "agg/rundir.h"
+#include "agg/timeline.h"
 #include "diag/diag.h"
+#include "report/html.h"
 #include "report/report.h"
+#include "sample/sample.h"
 #include "store/store.h"
 #include "traceml/traceml.h"
 #include "util/strbuf.h"
@@ -32,6 +35,7 @@ struct tml_agg {
     tml_store *store;
     char *run_dir;
     int store_failed;          /* logged once */
+    int html_report;           /* tml__agg_set_html_report() */
 };
 
 static int64_t mono_ms(void)
@@ -145,6 +149,7 @@ int tml__agg_hello(tml_agg *a, const tml_rank_info *info)
     if (!r)
         return TML_ENOMEM;
     r->ended = 0;
+    r->lost = 0;
     if (a->store)
         store_error(a, "write rank", tml__store_put_rank(a->store, info));
     return 0;
@@ -165,6 +170,19 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
     return 0;
 }
 
+int tml__agg_samples(tml_agg *a, const tml_sample *v, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = tml__series_add(&a->run.samples, &v[i]);
+    tml__timeline_add(&a->run.timeline, v, n);   /* the report's chart; best-effort */
+    if (a->store) {
+        store_error(a, "queue samples", tml__store_put_samples(a->store, v, n));
+        store_error(a, "write samples", tml__store_tick(a->store, mono_ms()));
+    }
+    return rc;
+}
+
 int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye)
 {
     tml_rank *r = tml__run_find(&a->run, rank);
@@ -180,6 +198,13 @@ int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye)
         store_error(a, "write stats", tml__store_put_stats(a->store, rank, s, bye));
     }
     return 0;
+}
+
+void tml__agg_lost(tml_agg *a, int32_t rank)
+{
+    tml_rank *r = tml__run_find(&a->run, rank);
+    if (r && !r->ended)
+        r->lost = 1;
 }
 
 size_t tml__agg_open_ranks(const tml_agg *a)
@@ -243,6 +268,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     ro.th = &th;
     ro.window_steps = 10000;
     ro.generated_at = generated;
+    ro.series = 1;             /* the HTML report's charts (docs/summary-json.md) */
     rc = tml__report_build(&a->run, &ro, &text, &json);
     if (rc < 0)
         goto out;
@@ -255,6 +281,17 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     if (rc == 0)
         rc = tml__write_file_atomic(a->run_dir, "final_summary.txt", text.buf ? text.buf : "",
                                     text.len);
+    if (rc == 0 && a->html_report) {
+        /* The page is an extra: failing to write it costs the page only. */
+        tml_strbuf html = TML_STRBUF_INIT;
+        int hr = tml__html_render(json.buf ? json.buf : "{}", json.len, &html);
+        if (hr == 0)
+            hr = tml__write_file_atomic(a->run_dir, "final_summary.html", html.buf, html.len);
+        if (hr < 0)
+            tml__run_log(a->run_dir, "aggregator", "could not write final_summary.html: %s",
+                         tml_strerror(hr));
+        tml__sb_release(&html);
+    }
     if (rc < 0)
         tml__run_log(a->run_dir, "aggregator", "could not write the summary files: %s",
                      tml_strerror(rc));
@@ -269,4 +306,32 @@ out:
     tml__sb_release(&text);
     tml__sb_release(&json);
     return rc;
+}
+
+int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
+{
+    char json_path[4096], generated[64];
+    tml_thresholds th;
+    tml_report_opts ro;
+    int64_t now = tml__unix_ms();
+
+    if (tml__thresholds_from_env(&th) < 0)
+        tml__thresholds_default(&th);
+    snprintf(json_path, sizeof(json_path), "%s/final_summary.json", a->run_dir);
+    tml__iso_time(now, generated, sizeof(generated));
+    memset(&ro, 0, sizeof(ro));
+    ro.status = "running";
+    ro.duration_s = a->run.start_unix_ms > 0 && now >= a->run.start_unix_ms
+                    ? (double)(now - a->run.start_unix_ms) / 1000.0 : -1;
+    ro.json_path = json_path;
+    ro.th = &th;
+    ro.window_steps = 10000;
+    ro.generated_at = generated;
+    return tml__report_build(&a->run, &ro, NULL, json);
+}
+
+void tml__agg_set_html_report(tml_agg *a, int on)
+{
+    if (a)
+        a->html_report = on != 0;
 }

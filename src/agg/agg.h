@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include "agg/run.h"
 #include "core/record.h"
+#include "util/strbuf.h"
 
 typedef struct tml_agg tml_agg;
 
@@ -38,8 +39,15 @@ void tml__agg_free(tml_agg *a);
 
 int tml__agg_hello(tml_agg *a, const tml_rank_info *info);
 int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t n);
+/* Resource samples (SAMPLES frames, or the in-process sampler): kept in
+ * memory for the rules and queued for telemetry.sqlite. */
+struct tml_sample;
+int tml__agg_samples(tml_agg *a, const struct tml_sample *v, size_t n);
 /* bye: the rank said goodbye (its last counters). */
 int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye);
+/* The rank's connection ended without a goodbye (it died or was cut off);
+ * the summary names it. Unknown ranks are ignored. */
+void tml__agg_lost(tml_agg *a, int32_t rank);
 /* Number of ranks that said hello and not yet goodbye. */
 size_t tml__agg_open_ranks(const tml_agg *a);
 /* Writes the store's batch when it is due (about every 200 ms); callers
@@ -56,5 +64,14 @@ const tml_run *tml__agg_run(const tml_agg *a);
  */
 int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
                       char **text_out);
+
+/*
+ * The summary of the run so far (status "running", no per-step series),
+ * appended to json: what `traceml.summary()` returns mid-run. Writes no
+ * file and changes nothing, so the final artifacts stay the end's.
+ */
+int tml__agg_summary_json(tml_agg *a, tml_strbuf *json);
+/* on != 0: finalize also writes final_summary.html (--html-report). */
+void tml__agg_set_html_report(tml_agg *a, int on);
 
 #endif

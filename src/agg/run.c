@@ -4,6 +4,7 @@
  * append-only growable array.
  */
 #include "agg/run.h"
+#include "agg/timeline.h"
 
 #include <stdlib.h>
 #include <stdio.h>
@@ -25,6 +26,9 @@ void tml__run_release(tml_run *run)
     free(run->ranks);
     run->ranks = NULL;
     run->nranks = run->cap = 0;
+    tml__series_release(&run->samples);
+    tml__timeline_free(run->timeline);
+    run->timeline = NULL;
 }
 
 tml_rank *tml__run_find(tml_run *run, int32_t rank)

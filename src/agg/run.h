@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/record.h"
+#include "sample/series.h"
 
 typedef struct tml_rank {
     tml_rank_info info;
@@ -18,6 +19,9 @@ typedef struct tml_rank {
     tml_step_record *steps;
     size_t nsteps, cap;
     int ended;               /* sent its goodbye */
+    /* Its connection closed (or was still open at the end) without a
+     * goodbye: the rank died or was cut off. Set by the socket server. */
+    int lost;
 } tml_rank;
 
 typedef struct tml_run {
@@ -29,6 +33,11 @@ typedef struct tml_run {
     int64_t end_unix_ms;
     tml_rank *ranks;         /* sorted by info.rank */
     size_t nranks, cap;
+    /* Resource samples (host, GPU, process), aggregated per place. */
+    tml_series_set samples;
+    /* Host/GPU metrics over time, bounded (agg/timeline.h); NULL until the
+     * first sample. */
+    struct tml_timeline *timeline;
 } tml_run;
 
 void tml__run_init(tml_run *run, const char *name, const char *id);

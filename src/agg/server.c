@@ -18,6 +18,7 @@
  * terminal.
  */
 #include "agg/server.h"
+#include "sample/sample.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,6 +52,10 @@ typedef struct conn {
     char peer[64];
     uint8_t *buf;
     size_t len, cap;
+    /* Bytes still to send (a SUMMARY answer larger than the socket buffer),
+     * written as the socket drains (POLLOUT); never waited for. */
+    tml_strbuf out;
+    size_t out_off;
 } conn;
 
 struct tml_server {
@@ -95,9 +100,34 @@ static void send_frame(conn *c, const tml_strbuf *sb)
     (void)w;
 }
 
+/* Sends what the socket takes now; the rest waits for POLLOUT. */
+static void flush_out(conn *c)
+{
+    while (c->out_off < c->out.len) {
+        ssize_t w = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        c->out_off += (size_t)w;
+    }
+    tml__sb_reset(&c->out);
+    c->out_off = 0;
+}
+
+static void queue_frame(conn *c, const tml_strbuf *sb)
+{
+    if (sb->failed || !sb->len)
+        return;
+    tml__sb_add(&c->out, sb->buf, sb->len);
+    flush_out(c);
+}
+
 static void close_conn(tml_server *s, size_t i)
 {
     close(s->conns[i].fd);
+    tml__sb_release(&s->conns[i].out);
     free(s->conns[i].buf);
     s->conns[i] = s->conns[s->nconns - 1];
     s->nconns--;
@@ -286,6 +316,36 @@ static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const
         }
         return 0;
     }
+    case TML_FRAME_SAMPLES: {
+        size_t n;
+        tml_sample v[256];
+        if (c->state != C_AUTHED || tml__wire_parse_samples(p, h->len, &n) < 0)
+            break;
+        for (size_t done = 0; done < n;) {
+            size_t k = n - done < 256 ? n - done : 256;
+            for (size_t i = 0; i < k; i++) {
+                tml__wire_parse_sample(p, done + i, &v[i]);
+                v[i].rank = c->rank;    /* a rank speaks for itself only */
+            }
+            tml__agg_samples(s->agg, v, k);
+            done += k;
+        }
+        return 0;
+    }
+    case TML_FRAME_SUMMARY_REQ: {
+        /* A rank asks for the summary so far (traceml.summary() mid-run). */
+        if (c->state != C_AUTHED)
+            break;
+        tml_strbuf js = TML_STRBUF_INIT, fr = TML_STRBUF_INIT;
+        int rc = tml__agg_summary_json(s->agg, &js);
+        if (rc == 0 && js.failed)
+            rc = TML_ENOMEM;
+        tml__wire_summary(&fr, rc, rc == 0 ? js.buf : NULL, rc == 0 ? js.len : 0);
+        queue_frame(c, &fr);
+        tml__sb_release(&js);
+        tml__sb_release(&fr);
+        return 0;
+    }
     case TML_FRAME_STATS:
     case TML_FRAME_BYE: {
         tml_rank_stats st;
@@ -367,10 +427,12 @@ static int service(tml_server *s, conn *c)
         if (c->state == C_HELLO && c->len)
             tml__run_log(s->run_dir, "aggregator",
                          "connection from %s closed during the handshake", c->peer);
-        else if (c->state == C_AUTHED)
+        else if (c->state == C_AUTHED) {
             tml__run_log(s->run_dir, "aggregator",
                          "rank %d (%s) disconnected without saying goodbye", (int)c->rank,
                          c->peer);
+            tml__agg_lost(s->agg, c->rank);
+        }
         return -1;
     }
     return 0;
@@ -426,7 +488,7 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
     s->pfds[np++].events = POLLIN;
     for (size_t i = 0; i < s->nconns; i++) {
         s->pfds[np].fd = s->conns[i].fd;
-        s->pfds[np++].events = POLLIN;
+        s->pfds[np++].events = POLLIN | (s->conns[i].out.len ? POLLOUT : 0);
     }
     int n = poll(s->pfds, np, timeout_ms);
     if (n < 0 && errno != EINTR)
@@ -436,6 +498,10 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
         size_t nc = s->nconns;
         for (size_t k = nc; k-- > 0;) {
             if (!s->pfds[2 + k].revents)
+                continue;
+            if ((s->pfds[2 + k].revents & POLLOUT) && s->conns[k].out.len)
+                flush_out(&s->conns[k]);
+            if (!(s->pfds[2 + k].revents & ~POLLOUT))
                 continue;
             if (service(s, &s->conns[k]) < 0)
                 close_conn(s, k);
@@ -492,6 +558,10 @@ size_t tml__server_drain(tml_server *s, int timeout_ms)
         tml__server_poll(s, 0, &ignored);
         size_t left = pending(s);
         int64_t now = now_ms();
+        if (left && now >= deadline)   /* the end of the run: still silent */
+            for (size_t i = 0; i < s->nconns; i++)
+                if (s->conns[i].state == C_AUTHED)
+                    tml__agg_lost(s->agg, s->conns[i].rank);
         if (left == 0 || now >= deadline)
             return left;
         int64_t wait = deadline - now;

@@ -15,15 +15,46 @@
  *   "Untraced" time of SPEC 3.1.
  * - A lost begin or end (ring full) discards that one step; step indices
  *   come from the producer, so ranks stay aligned on step ids.
+ * - GPU clock: the boundaries' CUDA events travel as GPU_SPAN / GPU_STEP
+ *   events and are collected per step (tml_gpu_marks); the shipper turns
+ *   them into durations once the GPU got there. The fetch before the
+ *   bracket carries its GPU pair along with its CPU span.
+ * - CUDA memory: a step's peak is the largest "current" figure reported
+ *   inside it, raised to the allocator's all-time peak when that peak grew
+ *   during the step (then the step is where it was reached, and the figure
+ *   is exact). The user's peak counters are only read, never reset.
  */
 #include "core/assemble.h"
 
 #include <string.h>
 
+static void marks_reset(tml_gpu_marks *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->step_b = g->step_e = -1;
+}
+
+int tml__gpu_marks_any(const tml_gpu_marks *g)
+{
+    return g->step_b >= 0 || g->step_e >= 0 || g->nspans > 0 || g->overflow;
+}
+
 void tml__asm_init(tml_assembler *a)
 {
     memset(a, 0, sizeof(*a));
     a->last_end_ns = -1;
+    marks_reset(&a->gcur);
+    marks_reset(&a->gpu);
+    a->mem_seen_peak[0] = a->mem_seen_peak[1] = -1;
+}
+
+static void add_gpu_span(tml_gpu_marks *g, const tml_gpu_span *sp)
+{
+    if (g->nspans == TML_GPU_MAX_SPANS) {
+        g->overflow = 1;
+        return;
+    }
+    g->span[g->nspans++] = *sp;
 }
 
 static void start_step(tml_assembler *a, const tml_event *e)
@@ -51,6 +82,29 @@ static void start_step(tml_assembler *a, const tml_event *e)
         r->gap_ns = from > a->last_end_ns ? from - a->last_end_ns : 0;
     a->inside_input_ns = 0;
     a->in_step = 1;
+    marks_reset(&a->gcur);
+    if (r->observed & TML_PHASE_BIT(TML_PHASE_INPUT)) {
+        a->gcur.cpu_spans[TML_PHASE_INPUT]++;
+        if (a->has_pending_gpu)
+            add_gpu_span(&a->gcur, &a->pending_gpu);
+    }
+    a->has_pending_gpu = 0;
+    a->mem_step_peak[0] = a->mem_step_peak[1] = -1;
+}
+
+static void feed_mem(tml_assembler *a, const tml_event *e)
+{
+    int k = e->arg ? 1 : 0;
+    int64_t cur = e->t0, peak = e->t1;
+    if (a->in_step) {
+        if (cur > a->mem_step_peak[k])
+            a->mem_step_peak[k] = cur;
+        if (peak >= 0 && a->mem_seen_peak[k] >= 0 && peak > a->mem_seen_peak[k] &&
+            peak > a->mem_step_peak[k])
+            a->mem_step_peak[k] = peak;
+    }
+    if (peak > a->mem_seen_peak[k])
+        a->mem_seen_peak[k] = peak;
 }
 
 int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
@@ -71,9 +125,11 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
                 a->has_pending = 1;
                 a->pending_t0 = e->t0;
                 a->pending_ns = d;
+                a->has_pending_gpu = 0;
             }
             return 0;
         }
+        a->gcur.cpu_spans[e->arg]++;
         if (e->arg == TML_PHASE_INPUT)
             a->inside_input_ns += d;
         a->cur.phase_ns[e->arg] += d;
@@ -81,6 +137,27 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         a->events_in_steps++;
         return 0;
     }
+    case TML_EV_GPU_SPAN: {
+        if (e->arg >= TML_PHASE_COUNT)
+            return 0;
+        tml_gpu_span sp = { e->t0, e->t1, (uint8_t)e->arg, (uint8_t)a->in_step };
+        if (a->in_step) {
+            add_gpu_span(&a->gcur, &sp);
+        } else if (e->arg == TML_PHASE_INPUT && a->has_pending) {
+            a->pending_gpu = sp;
+            a->has_pending_gpu = 1;
+        }
+        return 0;
+    }
+    case TML_EV_GPU_STEP:
+        if (a->in_step) {
+            a->gcur.step_b = e->t0;
+            a->gcur.step_e = e->t1;
+        }
+        return 0;
+    case TML_EV_MEM:
+        feed_mem(a, e);
+        return 0;
     case TML_EV_STEP_END:
         if (!a->in_step) {
             a->records_lost++;   /* its begin was dropped */
@@ -95,6 +172,10 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         out->traced_ns = e->t0 - a->cur.start_ns - a->inside_input_ns;
         if (out->traced_ns < 0)
             out->traced_ns = 0;
+        out->cuda_allocated_peak_bytes = a->mem_step_peak[0];
+        out->cuda_reserved_peak_bytes = a->mem_step_peak[1];
+        a->gpu = a->gcur;
+        marks_reset(&a->gcur);
         return 1;
     default:
         return 0;

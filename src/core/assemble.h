@@ -11,6 +11,27 @@
 #include "core/record.h"
 #include "core/ring.h"
 
+/* The GPU-clock boundaries of one step, as event pool sequence numbers;
+ * the shipper turns them into gpu_* durations once the events completed. */
+#define TML_GPU_MAX_SPANS 32
+
+typedef struct tml_gpu_span {
+    int64_t b, e;            /* begin/end events, -1 missing */
+    uint8_t phase;
+    uint8_t inside;          /* 1: inside the bracket; 0: the fetch before it */
+} tml_gpu_span;
+
+typedef struct tml_gpu_marks {
+    int64_t step_b, step_e;  /* the bracket, -1 missing */
+    uint32_t nspans;
+    int overflow;            /* more spans than fit: no GPU figures */
+    uint32_t cpu_spans[TML_PHASE_COUNT];   /* CPU spans per phase, to check each has its GPU pair */
+    tml_gpu_span span[TML_GPU_MAX_SPANS];
+} tml_gpu_marks;
+
+/* 1 when the marks carry anything for the GPU clock to resolve. */
+int tml__gpu_marks_any(const tml_gpu_marks *g);
+
 typedef struct tml_assembler {
     int in_step;
     tml_step_record cur;
@@ -20,6 +41,14 @@ typedef struct tml_assembler {
     int64_t last_end_ns;         /* -1 before the first step */
     uint64_t events_in_steps;    /* for the overhead estimate */
     uint64_t records_lost;       /* steps whose begin or end was dropped */
+    /* GPU clock: the current step's marks; `gpu` holds those of the step
+     * tml__asm_feed() just completed. */
+    tml_gpu_marks gcur, gpu;
+    int has_pending_gpu;
+    tml_gpu_span pending_gpu;
+    /* CUDA memory: the allocator's peaks seen so far (-1 none) and this
+     * step's per-step peaks. */
+    int64_t mem_seen_peak[2], mem_step_peak[2];
 } tml_assembler;
 
 void tml__asm_init(tml_assembler *a);

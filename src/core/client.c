@@ -15,7 +15,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -143,4 +145,80 @@ fail:
     tml__sb_release(&sb);
     close(fd);
     return rc;
+}
+
+/* recv_all against a deadline (the socket's own timeout is 1 s). */
+static int recv_until(int fd, uint8_t *buf, size_t len, int64_t deadline_ms)
+{
+    while (len) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        if (now >= deadline_ms)
+            return TML_ECONN;
+        int r = poll(&p, 1, (int)(deadline_ms - now));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return TML_ECONN;
+        ssize_t n = recv(fd, buf, len, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            return TML_ECONN;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int tml__client_summary(int fd, int timeout_ms, char **json)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    *json = NULL;
+    tml__wire_summary_req(&sb);
+    int rc = sb.failed ? TML_ENOMEM : tml__client_send(fd, sb.buf, sb.len);
+    tml__sb_release(&sb);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        uint8_t hdr[TML_WIRE_HEADER];
+        tml_frame_header h;
+        if (recv_until(fd, hdr, sizeof(hdr), deadline) < 0)
+            return TML_ECONN;
+        if (tml__wire_header(hdr, sizeof(hdr), &h) != 0)
+            return TML_ECONN;
+        uint8_t *p = malloc(h.len ? h.len : 1);
+        if (!p)
+            return TML_ECONN;
+        if (recv_until(fd, p, h.len, deadline) < 0) {
+            free(p);
+            return TML_ECONN;
+        }
+        if (h.type != TML_FRAME_SUMMARY) {
+            free(p);       /* nothing else is expected; skip it */
+            continue;
+        }
+        int32_t status;
+        const char *j;
+        size_t jl;
+        rc = tml__wire_parse_summary(p, h.len, &status, &j, &jl);
+        if (rc == 0 && status < 0)
+            rc = status;
+        if (rc == 0) {
+            *json = malloc(jl + 1);
+            if (*json) {
+                memcpy(*json, j, jl);
+                (*json)[jl] = '\0';
+            } else {
+                rc = TML_ENOMEM;
+            }
+        }
+        free(p);
+        return rc;
+    }
 }

@@ -13,5 +13,13 @@
 int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms);
 /* Sends all of buf; 0 or TML_ECONN (the caller closes the fd). */
 int tml__client_send(int fd, const void *buf, size_t len);
+/*
+ * Asks the aggregator for the summary so far (SUMMARY_REQ) and waits at
+ * most timeout_ms for its SUMMARY. *json (malloc'd, NUL-terminated, the
+ * caller frees) on 0; TML_ECONN when the connection failed or timed out
+ * (the caller closes the fd: the stream may be mid-frame), or the
+ * aggregator's own error code.
+ */
+int tml__client_summary(int fd, int timeout_ms, char **json);
 
 #endif

@@ -20,6 +20,13 @@ enum tml_event_kind {
     TML_EV_STEP_BEGIN = 1,   /* t0 = begin, t1 = step index on this thread */
     TML_EV_STEP_END = 2,     /* t0 = end, arg = record flags */
     TML_EV_SPAN = 3,         /* arg = phase, [t0, t1] */
+    /* GPU clock (pushed only by threads with a CUDA stream): event pool
+     * sequence numbers of the boundaries, -1 when none could be recorded. */
+    TML_EV_GPU_SPAN = 4,     /* arg = phase, t0/t1 = begin/end events; after its SPAN */
+    TML_EV_GPU_STEP = 5,     /* t0/t1 = the bracket's begin/end events; before STEP_END */
+    /* CUDA caching allocator figures: arg 0 allocated, 1 reserved;
+     * t0 = current bytes, t1 = the allocator's all-time peak (-1 unknown). */
+    TML_EV_MEM = 6,
 };
 
 typedef struct tml_event {

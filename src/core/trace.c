@@ -19,6 +19,16 @@
  * aggregator living in this process, which writes the run folder at
  * shutdown. Delivery failures drop records and count them; they never reach
  * the training loop.
+ *
+ * Two more background pieces hang off the shipper. GPU clock: a thread that
+ * called tml_set_cuda_stream() also records a CUDA event per boundary (one
+ * cuEventRecord, no wait); its completed step records wait in a small
+ * per-ring queue until the shipper sees every event of the step completed
+ * (cuEventQuery, never a synchronize) and fills the gpu_* fields, or gives
+ * up on them after a few seconds. Resources: a sampler thread
+ * (sample/sampler.c) reads /proc and NVML every interval and the shipper
+ * forwards its samples; the shipper also reads the process RSS once per
+ * pass and stamps it on the steps that completed in that pass.
  */
 #include "traceml/traceml.h"
 
@@ -38,20 +48,39 @@
 #include "core/assemble.h"
 #include "core/client.h"
 #include "core/ring.h"
+#include "gpu/cuda.h"
+#include "sample/sample.h"
+#include "sample/sampler.h"
 #include "wire/wire.h"
 
 #define MAX_RINGS 64
 #define SHIP_INTERVAL_NS 10000000L     /* 10 ms */
 #define STATS_INTERVAL_NS 1000000000L  /* 1 s */
 #define RECONNECT_NS 1000000000L
+#define GPU_POOL_EVENTS 4096
+#define GPU_PENDING 256               /* steps waiting for their events */
+#define GPU_GIVE_UP_NS 5000000000L    /* events not done after 5 s: no GPU figures */
+#define GPU_FINAL_WAIT_NS 2000000000L /* at shutdown, for the last steps' events */
 
 enum { ST_OFF = 0, ST_ON = 1, ST_DISABLED = 2, ST_DONE = 3 };
 enum { SLOT_FREE = 0, SLOT_USED = 1, SLOT_RETIRED = 2 };
+
+/* A step record waiting for its CUDA events. */
+typedef struct gpending {
+    tml_step_record rec;
+    tml_gpu_marks marks;
+    int64_t since_ns;
+} gpending;
 
 typedef struct slot {
     tml_ring ring;
     _Atomic int state;
     tml_assembler as;          /* shipper only */
+    /* GPU clock: the event pool of the thread that owns this ring (kept
+     * across threads and inits: events belong to a CUDA context) */
+    _Atomic(tml_gpu_pool *) gpu;
+    gpending *pend;            /* shipper only: ring of GPU_PENDING */
+    size_t phead, plen;
 } slot;
 
 typedef struct tls_state {
@@ -61,6 +90,10 @@ typedef struct tls_state {
     uint64_t next_step;
     uint32_t depth[TML_PHASE_COUNT];
     int64_t t0[TML_PHASE_COUNT];
+    tml_gpu_pool *gpu;         /* set by tml_set_cuda_stream */
+    void *stream;
+    int64_t gseq[TML_PHASE_COUNT];
+    int64_t gstep;
 } tls_state;
 
 static struct engine {
@@ -97,6 +130,19 @@ static struct engine {
     _Atomic int64_t call_cost_ns; /* the caller's glue, per call */
     int64_t start_unix_ms;
     char *summary_text;
+
+    /* resources */
+    tml_sampler *sampler;
+    tml_sample *sbuf;             /* shipper: samples in flight */
+    uint64_t samples_dropped;
+    _Atomic int64_t cuda_bytes[3];   /* allocated, reserved, device total; -1 unknown */
+
+    /* tml_summary_json(): a caller asks (sum_req++), the shipper answers
+     * (sum_done = the request it served) under mu, signalling sum_cv. */
+    pthread_cond_t sum_cv;
+    uint64_t sum_req, sum_done;
+    char *sum_json;
+    int sum_rc;
 } E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local tls_state T;
@@ -202,6 +248,8 @@ int tml_step_begin(void)
         return push(TML_EV_STEP_BEGIN, 0, t, 0);
     if (T.step_depth++ > 0)
         return 0;
+    if (T.gpu)
+        T.gstep = tml__gpu_pool_record(T.gpu, T.stream);
     return push(TML_EV_STEP_BEGIN, 0, t, (int64_t)T.next_step++);
 }
 
@@ -218,6 +266,8 @@ static int step_end(uint32_t flags)
     /* A phase left open by an exception must not leak into the next step. */
     for (int p = 0; p < TML_PHASE_COUNT; p++)
         T.depth[p] = 0;
+    if (T.gpu)
+        push(TML_EV_GPU_STEP, 0, T.gstep, tml__gpu_pool_record(T.gpu, T.stream));
     return push(TML_EV_STEP_END, flags, t, 0);
 }
 
@@ -240,8 +290,11 @@ int tml_phase_begin(tml_phase phase)
         return TML_EINVAL;
     if (!my_slot())
         return TML_EFULL;
-    if (T.depth[phase]++ == 0)
+    if (T.depth[phase]++ == 0) {
+        if (T.gpu)
+            T.gseq[phase] = tml__gpu_pool_record(T.gpu, T.stream);
         T.t0[phase] = tml_now_ns();
+    }
     return 0;
 }
 
@@ -256,7 +309,80 @@ int tml_phase_end(tml_phase phase)
         return 0;
     if (--T.depth[phase] > 0)
         return 0;
-    return push(TML_EV_SPAN, (uint32_t)phase, T.t0[phase], tml_now_ns());
+    int64_t t = tml_now_ns();
+    if (!T.gpu)
+        return push(TML_EV_SPAN, (uint32_t)phase, T.t0[phase], t);
+    int64_t e = tml__gpu_pool_record(T.gpu, T.stream);
+    rc = push(TML_EV_SPAN, (uint32_t)phase, T.t0[phase], t);
+    push(TML_EV_GPU_SPAN, (uint32_t)phase, T.gseq[phase], e);
+    return rc;
+}
+
+int tml_phase_cancel(tml_phase phase)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if ((unsigned)phase >= TML_PHASE_COUNT)
+        return TML_EINVAL;
+    if (my_slot() && T.depth[phase] > 0)
+        T.depth[phase]--;
+    return 0;
+}
+
+int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
+                    int64_t allocated_peak_bytes, int64_t reserved_peak_bytes,
+                    int64_t device_total_bytes)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if (allocated_bytes >= 0)
+        atomic_store_explicit(&E.cuda_bytes[0], allocated_bytes, memory_order_relaxed);
+    if (reserved_bytes >= 0)
+        atomic_store_explicit(&E.cuda_bytes[1], reserved_bytes, memory_order_relaxed);
+    if (device_total_bytes > 0)
+        atomic_store_explicit(&E.cuda_bytes[2], device_total_bytes, memory_order_relaxed);
+    if (allocated_bytes >= 0)
+        rc = push(TML_EV_MEM, 0, allocated_bytes, allocated_peak_bytes >= 0 ? allocated_peak_bytes : -1);
+    if (reserved_bytes >= 0 && rc == 0)
+        rc = push(TML_EV_MEM, 1, reserved_bytes, reserved_peak_bytes >= 0 ? reserved_peak_bytes : -1);
+    return rc;
+}
+
+int tml_set_cuda_stream(void *stream)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    slot *sl = my_slot();
+    if (!sl)
+        return TML_EFULL;
+    tml_cuda *cu = tml__cuda_get();
+    if (!cu)
+        return TML_EIO;
+    tml_gpu_pool *p = atomic_load(&sl->gpu);
+    if (!p) {
+        rc = tml__gpu_pool_new(cu, GPU_POOL_EVENTS, &p);
+        if (rc < 0)
+            return rc;
+        atomic_store(&sl->gpu, p);
+    }
+    T.stream = stream;
+    T.gpu = p;
+    return 0;
+}
+
+int tml_unset_cuda_stream(void)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if (!my_slot())
+        return TML_EFULL;
+    T.gpu = NULL;
+    T.stream = NULL;
+    return 0;
 }
 
 int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns)
@@ -374,9 +500,138 @@ static void send_stats(int bye)
     }
 }
 
-static void drain(void)
+static void add_record(const tml_step_record *r)
+{
+    E.batch[E.nbatch] = *r;
+    if (++E.nbatch == TML_WIRE_MAX_STEPS)
+        deliver_batch();
+}
+
+/* ---- GPU clock: turning a step's events into gpu_* durations ---------- */
+
+/* 1: resolved (figures filled, or given up); 0: some event is not done. */
+static int gpu_resolve(tml_gpu_pool *p, gpending *g, int give_up)
+{
+    tml_step_record *r = &g->rec;
+    const tml_gpu_marks *m = &g->marks;
+    int64_t maxseq = -1, bracket = 0, inside_input = 0, ns;
+    int64_t phase[TML_PHASE_COUNT] = {0};
+    uint32_t pairs[TML_PHASE_COUNT] = {0};
+    int ok = p && !m->overflow && m->step_b >= 0 && m->step_e >= 0;
+
+    for (uint32_t i = 0; i < m->nspans; i++) {
+        if (m->span[i].b > maxseq)
+            maxseq = m->span[i].b;
+        if (m->span[i].e > maxseq)
+            maxseq = m->span[i].e;
+    }
+    if (m->step_e > maxseq)
+        maxseq = m->step_e;
+    if (m->step_b > maxseq)
+        maxseq = m->step_b;
+    for (uint32_t i = 0; ok && i < m->nspans; i++)
+        if (m->span[i].b < 0 || m->span[i].e < 0)
+            ok = 0;
+    if (ok) {
+        /* Events on one stream complete in order, so the last one usually
+         * decides; every event is still asked (a span may have been
+         * recorded on another stream). Not done yet: try again next pass. */
+        int d = tml__gpu_pool_done(p, maxseq);
+        if (d == 1)
+            d = tml__gpu_pool_done(p, m->step_b) == 1 && tml__gpu_pool_done(p, m->step_e) == 1;
+        for (uint32_t i = 0; d == 1 && i < m->nspans; i++) {
+            int x = tml__gpu_pool_done(p, m->span[i].b), y = tml__gpu_pool_done(p, m->span[i].e);
+            d = x < 0 || y < 0 ? -1 : (x == 1 && y == 1);
+        }
+        if (d == 0 && !give_up)
+            return 0;
+        ok = d == 1;
+    }
+    if (ok)
+        ok = tml__gpu_pool_elapsed(p, m->step_b, m->step_e, &bracket) == 0;
+    for (uint32_t i = 0; ok && i < m->nspans; i++) {
+        const tml_gpu_span *sp = &m->span[i];
+        if (tml__gpu_pool_elapsed(p, sp->b, sp->e, &ns) < 0) {
+            ok = 0;
+            break;
+        }
+        phase[sp->phase] += ns;
+        pairs[sp->phase]++;
+        if (sp->phase == TML_PHASE_INPUT && sp->inside)
+            inside_input += ns;
+    }
+    /* every CPU span of the step needs its GPU pair, else the step's GPU
+     * figures would silently leave a phase out */
+    for (int k = 0; ok && k < TML_PHASE_COUNT; k++)
+        if (pairs[k] != m->cpu_spans[k])
+            ok = 0;
+    if (ok) {
+        r->gpu_traced_ns = bracket > inside_input ? bracket - inside_input : 0;
+        for (int k = 0; k < TML_PHASE_COUNT; k++)
+            r->gpu_phase_ns[k] = phase[k];
+    }
+    if (p && maxseq >= 0)
+        tml__gpu_pool_release(p, (uint64_t)maxseq + 1);
+    return 1;
+}
+
+/* Delivers the slot's waiting steps whose events are done (all of them,
+ * with or without GPU figures, when final). */
+static void gpu_flush(slot *s, int64_t now, int final)
+{
+    if (!s->pend || s->plen == 0)
+        return;
+    tml_gpu_pool *p = atomic_load(&s->gpu);
+    if (p && tml__gpu_pool_bind(p) < 0)
+        p = NULL;
+    while (s->plen) {
+        gpending *g = &s->pend[s->phead];
+        int give_up = final || now - g->since_ns > GPU_GIVE_UP_NS;
+        if (!gpu_resolve(p, g, give_up))
+            break;
+        add_record(&g->rec);
+        s->phead = (s->phead + 1) % GPU_PENDING;
+        s->plen--;
+    }
+}
+
+static void gpu_wait(slot *s, const tml_step_record *r, int64_t now)
+{
+    if (!s->pend) {
+        s->pend = calloc(GPU_PENDING, sizeof(*s->pend));
+        if (!s->pend) {
+            add_record(r);
+            return;
+        }
+    }
+    if (s->plen == GPU_PENDING) {
+        /* the GPU is far behind: the oldest step goes without GPU figures */
+        gpending *old = &s->pend[s->phead];
+        gpu_resolve(atomic_load(&s->gpu), old, 1);
+        add_record(&old->rec);
+        s->phead = (s->phead + 1) % GPU_PENDING;
+        s->plen--;
+    }
+    gpending *g = &s->pend[(s->phead + s->plen) % GPU_PENDING];
+    g->rec = *r;
+    g->marks = s->as.gpu;
+    g->since_ns = now;
+    s->plen++;
+}
+
+static size_t gpu_waiting(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < MAX_RINGS; i++)
+        n += E.slots[i].plen;
+    return n;
+}
+
+static void drain_final(int final)
 {
     tml_event ev[512];
+    tml_step_record rec;
+    int64_t rss = -2, now = tml_now_ns();
     for (int i = 0; i < MAX_RINGS; i++) {
         slot *s = &E.slots[i];
         int st = atomic_load_explicit(&s->state, memory_order_acquire);
@@ -385,11 +640,20 @@ static void drain(void)
         uint32_t n;
         while ((n = tml__ring_pop(&s->ring, ev, 512)) > 0) {
             for (uint32_t k = 0; k < n; k++) {
-                if (tml__asm_feed(&s->as, &ev[k], &E.batch[E.nbatch]) &&
-                    ++E.nbatch == TML_WIRE_MAX_STEPS)
-                    deliver_batch();
+                if (!tml__asm_feed(&s->as, &ev[k], &rec))
+                    continue;
+                if (rss == -2)
+                    rss = tml__rss_bytes();   /* once per pass, never per marker */
+                rec.rss_bytes = rss;
+                if (tml__gpu_marks_any(&s->as.gpu))
+                    gpu_wait(s, &rec, now);
+                else
+                    add_record(&rec);
             }
         }
+        gpu_flush(s, now, final);
+        if (st == SLOT_RETIRED && s->plen)
+            continue;          /* recycle once its steps are out */
         if (st == SLOT_RETIRED) {
             /* The thread is gone and its ring is empty: recycle it. */
             uint64_t lost = s->as.records_lost, evs = s->as.events_in_steps;
@@ -400,6 +664,82 @@ static void drain(void)
         }
     }
     deliver_batch();
+}
+
+static void drain(void)
+{
+    drain_final(0);
+}
+
+/* Forwards the sampler's samples (dropped and counted without a path). */
+static void deliver_samples(void)
+{
+    size_t n;
+    if (!E.sampler)
+        return;
+    if (!E.sbuf) {
+        E.sbuf = malloc(TML_WIRE_MAX_SAMPLES * sizeof(*E.sbuf));
+        if (!E.sbuf)
+            return;
+    }
+    while ((n = tml__sampler_take(E.sampler, E.sbuf, TML_WIRE_MAX_SAMPLES)) > 0) {
+        if (E.agg) {
+            tml__agg_samples(E.agg, E.sbuf, n);
+        } else if (E.fd >= 0) {
+            tml__wire_samples(&E.out, E.sbuf, n);
+            send_out();
+            if (E.fd < 0)
+                E.samples_dropped += n;
+        } else {
+            E.samples_dropped += n;
+        }
+    }
+}
+
+/*
+ * Answers a pending tml_summary_json() request, after this pass's drain so
+ * the summary holds every step completed before the call: in-process from
+ * the local aggregator (which only this thread touches), under a launcher
+ * by asking the aggregator over this rank's own connection, so the request
+ * arrives after the steps already sent. The answer is bounded in time.
+ */
+static void serve_summary(int final)
+{
+    pthread_mutex_lock(&E.mu);
+    uint64_t req = E.sum_req;
+    int pending = req != E.sum_done;
+    pthread_mutex_unlock(&E.mu);
+    if (!pending)
+        return;
+    char *json = NULL;
+    int rc = TML_ESTATE;
+    if (final) {
+        rc = TML_ESTATE;       /* shutting down: the final summary comes next */
+    } else if (E.agg) {
+        tml_strbuf sb = TML_STRBUF_INIT;
+        rc = tml__agg_summary_json(E.agg, &sb);
+        if (rc == 0 && sb.failed)
+            rc = TML_ENOMEM;
+        json = rc == 0 ? tml__sb_detach(&sb, NULL) : NULL;
+        tml__sb_release(&sb);
+    } else if (E.fd >= 0) {
+        send_out();
+        rc = E.fd >= 0 ? tml__client_summary(E.fd, 3000, &json) : TML_ECONN;
+        if (rc == TML_ECONN && E.fd >= 0) {
+            close(E.fd);
+            E.fd = -1;
+            log_line("summary request failed", "reconnecting");
+        }
+    } else {
+        rc = TML_ECONN;
+    }
+    pthread_mutex_lock(&E.mu);
+    free(E.sum_json);
+    E.sum_json = json;
+    E.sum_rc = rc;
+    E.sum_done = req;
+    pthread_cond_broadcast(&E.sum_cv);
+    pthread_mutex_unlock(&E.mu);
 }
 
 static void *shipper_main(void *arg)
@@ -422,6 +762,8 @@ static void *shipper_main(void *arg)
         int64_t now = tml_now_ns();
         try_connect(now);
         drain();
+        deliver_samples();
+        serve_summary(0);
         if (now >= next_stats) {
             send_stats(0);
             next_stats = now + STATS_INTERVAL_NS;
@@ -431,7 +773,20 @@ static void *shipper_main(void *arg)
     pthread_mutex_unlock(&E.mu);
     try_connect(tml_now_ns());
     drain();
+    /* The last steps' CUDA events may still be in flight: poll them for a
+     * moment (this is the end of the run, not the training loop). */
+    int64_t deadline = tml_now_ns() + GPU_FINAL_WAIT_NS;
+    while (gpu_waiting() && tml_now_ns() < deadline) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        drain();
+    }
+    drain_final(1);
+    deliver_samples();
+    if (E.samples_dropped)
+        log_line("resource samples dropped (no aggregator)", "see the sampler");
     send_stats(1);
+    serve_summary(1);
     return NULL;
 }
 
@@ -526,6 +881,7 @@ static void init_cond(void)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&E.cv, &ca);
+    pthread_cond_init(&E.sum_cv, &ca);
     pthread_condattr_destroy(&ca);
 }
 
@@ -536,6 +892,7 @@ static void on_fork_child(void)
     atomic_store(&E.state, ST_DONE);
     E.thread_started = 0;
     E.agg = NULL;
+    E.sampler = NULL;     /* its thread is not in the child */
     E.fd = -1;
 }
 
@@ -568,6 +925,10 @@ static int start_local(void)
     rc = tml__agg_new(&ao, &E.agg);
     if (rc < 0)
         return rc;
+    /* TRACEML_HTML_REPORT=1: final_summary.html too (traceml run --html-report
+     * does the same for launched runs) */
+    const char *html = getenv("TRACEML_HTML_REPORT");
+    tml__agg_set_html_report(E.agg, html && *html && strcmp(html, "0") != 0);
     tml_manifest m = {.run_name = E.run_name, .run_id = run_id, .status = "running",
                       .start_unix_ms = E.start_unix_ms,
                       .world_size = E.hello.info.world_size, .nnodes = E.hello.info.nnodes};
@@ -668,6 +1029,21 @@ int tml_init(const tml_options *opts)
         return TML_ENOMEM;
     }
     E.thread_started = 1;
+    for (int k = 0; k < 3; k++)
+        atomic_store(&E.cuda_bytes[k], -1);
+    E.samples_dropped = 0;
+    /* Resources: this process always; the host once per node (local rank
+     * 0); the rank's GPU through NVML. A sampler that cannot start only
+     * means n/a in the summary. */
+    tml_sampler_opts so = {.interval_s = 0, .rank = E.hello.info.rank,
+                           .node = E.hello.info.node_rank,
+                           .local_rank = E.hello.info.local_rank,
+                           .host = E.hello.info.local_rank == 0, .gpu = 1,
+                           .cuda_bytes = E.cuda_bytes};
+    if (tml__sampler_start(&so, &E.sampler) < 0) {
+        E.sampler = NULL;
+        log_line("resource sampler", "could not start; system and process metrics are n/a");
+    }
     return 0;
 }
 
@@ -681,12 +1057,16 @@ int tml_shutdown_with(const char *status, int exit_code)
     if (st != ST_ON || E.pid != getpid())
         return TML_ESTATE;
     atomic_store(&E.state, ST_DONE);
+    /* the sampler first: its last samples go out with the shipper's last pass */
+    tml__sampler_halt(E.sampler);
     pthread_mutex_lock(&E.mu);
     E.stop = 1;
     pthread_cond_signal(&E.cv);
     pthread_mutex_unlock(&E.mu);
     pthread_join(E.thread, NULL);
     E.thread_started = 0;
+    tml__sampler_stop(E.sampler);
+    E.sampler = NULL;
     if (E.fd >= 0) {
         close(E.fd);
         E.fd = -1;
@@ -726,4 +1106,72 @@ const char *tml_summary_text(void)
 const char *tml_run_dir(void)
 {
     return E.run_dir[0] ? E.run_dir : NULL;
+}
+
+/* After the run: the final_summary.json this process's run wrote. */
+static int read_final(char **out)
+{
+    char path[PATH_MAX + 32];
+    if (!E.run_dir[0])
+        return TML_ESTATE;
+    snprintf(path, sizeof(path), "%s/final_summary.json", E.run_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return TML_EIO;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        tml__sb_add(&sb, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || sb.failed || sb.len == 0) {
+        tml__sb_release(&sb);
+        return bad || sb.len == 0 ? TML_EIO : TML_ENOMEM;
+    }
+    *out = tml__sb_detach(&sb, NULL);
+    return 0;
+}
+
+int tml_summary_json(char **out)
+{
+    if (!out)
+        return TML_EINVAL;
+    *out = NULL;
+    int st = atomic_load(&E.state);
+    if (st == ST_DISABLED)
+        return TML_EDISABLED;
+    if (st != ST_ON || E.pid != getpid() || !E.thread_started)
+        return st == ST_DONE && E.pid == getpid() ? read_final(out) : TML_ESTATE;
+
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += 5;       /* the shipper answers within ~3 s at worst */
+    pthread_mutex_lock(&E.mu);
+    uint64_t req = ++E.sum_req;
+    pthread_cond_signal(&E.cv);
+    int rc = 0;
+    while (E.sum_done < req && rc == 0)
+        rc = pthread_cond_timedwait(&E.sum_cv, &E.mu, &until);
+    if (E.sum_done < req) {
+        rc = TML_ECONN;
+    } else {
+        rc = E.sum_rc;
+        if (rc == 0 && E.sum_json) {
+            *out = strdup(E.sum_json);
+            if (!*out)
+                rc = TML_ENOMEM;
+        } else if (rc == 0) {
+            rc = TML_ESTATE;
+        }
+    }
+    pthread_mutex_unlock(&E.mu);
+    if (rc == TML_ESTATE && atomic_load(&E.state) == ST_DONE)
+        return read_final(out);
+    return rc;
+}
+
+void tml_free(void *p)
+{
+    free(p);
 }

@@ -78,6 +78,10 @@ void tml__thresholds_default(tml_thresholds *t)
     t->straggler_coverage = 0.80;
     t->straggler_crit_min_steps = 20;
     t->min_steps = 2;
+    t->mem_pressure_warn = 0.92;
+    t->mem_pressure_crit = 0.97;
+    t->mem_min_steps = 50;
+    t->creep_mb = 1024;
 }
 
 static const char *phase_labels[TML_PHASE_COUNT] = {
@@ -121,6 +125,12 @@ void tml__diag_init(tml_diagnosis *d, const char *kind, const char *label,
     d->straggler.valid = 0;
     d->straggler.culprit = d->straggler.victim = -1;
     d->straggler.component = -1;
+    d->res.valid = 0;
+    d->res.metric = NULL;
+    d->res.value = d->res.threshold = NAN;
+    d->res.rank = d->res.node = d->res.gpu = -1;
+    d->res.growth_bytes_per_step = d->res.growth_bytes = NAN;
+    d->res.projected_full_step = d->res.capacity_bytes = NAN;
 }
 
 static void diag_init(tml_diagnosis *d, const char *kind, const char *label,

@@ -38,6 +38,10 @@ typedef struct tml_thresholds {
     double straggler_coverage;              /* one component explains (0.80) */
     size_t straggler_crit_min_steps;        /* CRITICAL needs this many steps (20) */
     size_t min_steps;                       /* fewer window steps: WARMUP (2) */
+    /* Step memory (SPEC 4.2) */
+    double mem_pressure_warn, mem_pressure_crit;   /* peak reserved / device (0.92 / 0.97) */
+    size_t mem_min_steps;                   /* memory rules need this many steps (50) */
+    size_t creep_mb;                        /* MEMORY CREEP growth, MiB (1024) */
 } tml_thresholds;
 
 /* The SPEC 4.1 defaults. */
@@ -89,6 +93,9 @@ typedef struct tml_rank_window {
     double avg_ns[TML_M_COUNT];    /* window averages; NAN = missing */
     double step_median_ns;         /* Step Time median / p90; NAN without steps */
     double step_p90_ns;
+    /* Step-to-step noise of Step Time over the window: standard deviation
+     * and median absolute deviation from the median; NAN without steps. */
+    double step_stddev_ns, step_mad_ns;
     uint32_t missing;              /* TML_PHASE_BIT of the phases missing here */
     /* How many window steps had this rank as the straggler culprit (the
      * smallest collective-bound phase of the step), 0 for one rank. */
@@ -130,6 +137,18 @@ const char *tml__severity_name(tml_severity s);   /* "INFO", ... */
 
 #define TML_DIAG_TEXT 512
 
+/* Evidence of a resource finding (step memory, system, process). */
+typedef struct tml_res_evidence {
+    int valid;
+    const char *metric;        /* what `value` is: "peak_reserved_percent", ... */
+    double value, threshold;   /* NAN none */
+    int32_t rank, node, gpu;   /* where; -1 not applicable */
+    double growth_bytes_per_step;   /* MEMORY RISING / CREEP; NAN otherwise */
+    double growth_bytes;            /* over the window */
+    double projected_full_step;     /* the step at which capacity would be reached */
+    double capacity_bytes;          /* device memory (GPU) or host RAM (CPU-only) */
+} tml_res_evidence;
+
 /* Straggler evidence (SPEC 4.1). */
 typedef struct tml_straggler {
     int valid;                 /* the score could be computed */
@@ -154,6 +173,7 @@ typedef struct tml_diagnosis {
     double threshold;          /* the threshold it crossed, NAN none */
     uint32_t missing;          /* INCOMPLETE DATA: TML_PHASE_BIT mask */
     tml_straggler straggler;   /* straggler kinds; valid=0 otherwise */
+    tml_res_evidence res;      /* resource kinds; valid=0 otherwise */
 } tml_diagnosis;
 
 #define TML_DIAG_MAX_ISSUES 8
@@ -202,6 +222,13 @@ typedef struct tml_sys_node {
     double gpu_mem_used_bytes, gpu_mem_total_bytes;
     double gpu_temp_c;
     double gpu_power_w, gpu_power_limit_w;
+    /* peaks and ratios the rules use (NAN unsampled) */
+    double ram_used_peak_bytes;
+    double gpu_mem_peak_percent;    /* max over the node's GPUs of peak used / total */
+    double gpu_temp_peak_c;
+    double gpu_power_percent;       /* max over GPUs of avg power / limit, in % */
+    int32_t gpus;                   /* GPUs sampled on the node */
+    int32_t worst_gpu;              /* the GPU of gpu_mem_peak_percent, -1 none */
 } tml_sys_node;
 
 typedef struct tml_proc_rank {
@@ -210,7 +237,47 @@ typedef struct tml_proc_rank {
     double cpu_capacity_percent;    /* CPU % / logical cores */
     double rss_bytes, host_ram_total_bytes;
     double cuda_allocated_bytes, cuda_reserved_bytes, device_total_bytes;
+    double cpu_percent;             /* 100 = one core */
+    double rss_peak_bytes;
+    double cuda_reserved_peak_bytes;   /* the largest per-step peak */
+    int32_t gpu;                    /* the GPU it samples, -1 unknown */
 } tml_proc_rank;
+
+/* A section's verdict and every finding behind it. */
+typedef struct tml_section_diag {
+    tml_diagnosis primary;
+    tml_diagnosis issues[TML_DIAG_MAX_ISSUES];
+    size_t nissues;
+} tml_section_diag;
+
+/* Step memory input: per rank, the per-step peak series over the window:
+ * CUDA reserved bytes on GPU runs, process RSS on CPU-only runs. */
+typedef struct tml_mem_rank {
+    int32_t rank, node;
+    const double *series;      /* window order; n entries (none NAN) */
+    const uint64_t *steps;     /* their step ids */
+    size_t n;
+    double capacity_bytes;     /* device total (GPU) / host RAM (CPU); NAN unknown */
+} tml_mem_rank;
+
+typedef struct tml_mem_input {
+    int gpu;                   /* 1: CUDA reserved series; 0: RSS (CPU-only run) */
+    const tml_mem_rank *ranks;
+    size_t nranks;
+} tml_mem_input;
+
+/* SPEC 4.2 on the series (HIGH PRESSURE, IMBALANCE, MEMORY CREEP, MEMORY
+ * RISING, BALANCED, NO GPU). th NULL = defaults. */
+void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th,
+                      tml_section_diag *out);
+/* SPEC 4.3. gpu_util_out (may be NULL) receives the run's average GPU
+ * utilisation, NAN when no GPU was sampled. */
+void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thresholds *th,
+                            tml_section_diag *out, double *gpu_util_out);
+void tml__diag_process_rules(const tml_proc_rank *ranks, size_t n, const tml_thresholds *th,
+                             tml_section_diag *out);
+/* Least-squares slope of v (per index step); NAN with fewer than 2. */
+double tml__slope(const double *v, size_t n);
 
 /* Step memory (SPEC 4.2): NO GPU without CUDA figures, else BALANCED. */
 void tml__diag_step_memory(const tml_window *w, const tml_thresholds *th,

@@ -30,6 +30,9 @@ static const key keys[] = {
     FRAC(straggler_warn), FRAC(straggler_crit), FRAC(straggler_coverage),
     { "straggler_min_steps", offsetof(tml_thresholds, straggler_crit_min_steps), 1 },
     { "min_steps", offsetof(tml_thresholds, min_steps), 1 },
+    FRAC(mem_pressure_warn), FRAC(mem_pressure_crit),
+    { "mem_min_steps", offsetof(tml_thresholds, mem_min_steps), 1 },
+    { "creep_mb", offsetof(tml_thresholds, creep_mb), 1 },
 };
 #undef FRAC
 
@@ -109,7 +112,8 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec)
         p = comma + 1;
     }
     if (c.input_warn > c.input_crit || c.h2d_warn > c.h2d_crit ||
-        c.residual_warn > c.residual_crit || c.straggler_warn > c.straggler_crit)
+        c.residual_warn > c.residual_crit || c.straggler_warn > c.straggler_crit ||
+        c.mem_pressure_warn > c.mem_pressure_crit)
         return TML_EINVAL;
     *t = c;
     return 0;

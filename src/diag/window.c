@@ -23,7 +23,8 @@
  * Which clock. CUDA-event durations are what the GPU actually did; CPU
  * durations can hide asynchronous kernels. We diagnose on the GPU clock only
  * when every window step of every rank carries GPU figures; a mix would
- * compare numbers of different kinds. The DataLoader fetch and the untraced
+ * compare numbers of different kinds. (A few leading steps taken before GPU
+ * timing was set up count as warm-up: see gpu_late_start.) The DataLoader fetch and the untraced
  * gap stay on the CPU clock either way.
  *
  * Missing versus zero. A phase whose bit is never set in `observed` over
@@ -162,6 +163,7 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     for (int m = 0; m < TML_M_COUNT; m++)
         rw->avg_ns[m] = NAN;
     rw->step_median_ns = rw->step_p90_ns = NAN;
+    rw->step_stddev_ns = rw->step_mad_ns = NAN;
     rw->rss_bytes = rw->cuda_allocated_bytes = rw->cuda_reserved_bytes = NAN;
     rw->missing = TML_PHASES_ALL;
     rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
@@ -265,6 +267,14 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     qsort(st, nwin, sizeof(*st), cmp_double);
     rw->step_median_ns = nwin % 2 ? st[nwin / 2] : (st[nwin / 2 - 1] + st[nwin / 2]) / 2.0;
     rw->step_p90_ns = percentile_sorted(st, nwin, 0.90);
+    /* Noise: what `traceml compare` holds a change against. */
+    double mean = sum[TML_M_STEP] / (double)nwin, var = 0;
+    for (size_t j = 0; j < nwin; j++)
+        var += (st[j] - mean) * (st[j] - mean);
+    rw->step_stddev_ns = nwin > 1 ? sqrt(var / (double)(nwin - 1)) : 0;
+    for (size_t j = 0; j < nwin; j++)
+        st[j] = fabs(st[j] - rw->step_median_ns);
+    rw->step_mad_ns = median_of(st, nwin);
     free(st);
     return 0;
 }
@@ -323,7 +333,50 @@ void tml__window_release(tml_window *w)
     w->skew = NAN;
 }
 
+static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
+                          tml_window *w);
+
+/* GPU timing is often set up during the first step (CUDA initialises
+ * lazily), so the first few steps may lack GPU figures while every later
+ * one has them. Those few (at most GPU_LATE_MAX, and only when all later
+ * common steps have GPU figures) count as warm-up rather than sending the
+ * whole run to the CPU clock. */
+#define GPU_LATE_MAX 5
+
+static size_t gpu_late_start(const tml_run *run, const size_t *col, size_t nactive,
+                             const size_t *idx, size_t ncommon, size_t from)
+{
+    size_t k = 0;
+    for (size_t j = from; j < ncommon; j++) {
+        int all = 1;
+        for (size_t c = 0; c < nactive && all; c++)
+            if (run->ranks[col[c]].steps[idx[j * nactive + c]].gpu_traced_ns < 0)
+                all = 0;
+        if (all)
+            break;
+        k++;
+    }
+    if (k == 0 || k > GPU_LATE_MAX || from + k >= ncommon)
+        return 0;
+    for (size_t j = from + k; j < ncommon; j++)
+        for (size_t c = 0; c < nactive; c++)
+            if (run->ranks[col[c]].steps[idx[j * nactive + c]].gpu_traced_ns < 0)
+                return 0;
+    return k;
+}
+
 int tml__window_compute(const tml_run *run, size_t max_steps, tml_window *w)
+{
+    return window_compute(run, max_steps, 1, w);
+}
+
+int tml__window_compute_cpu(const tml_run *run, size_t max_steps, tml_window *w)
+{
+    return window_compute(run, max_steps, 0, w);
+}
+
+static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
+                          tml_window *w)
 {
     step_ref **refs = NULL;
     size_t *nrefs = NULL;
@@ -403,6 +456,8 @@ int tml__window_compute(const tml_run *run, size_t max_steps, tml_window *w)
             series[j] = mx;
         }
         w->warmup_steps = tml__warmup_count(series, ncommon);
+        if (allow_gpu)
+            w->warmup_steps += gpu_late_start(run, col, nactive, idx, ncommon, w->warmup_steps);
     }
 
     size_t avail = ncommon - w->warmup_steps;
@@ -414,7 +469,7 @@ int tml__window_compute(const tml_run *run, size_t max_steps, tml_window *w)
         const tml_rank *r0 = &run->ranks[col[0]];
         w->first_step = r0->steps[win[0]].step;
         w->last_step = r0->steps[win[(nwin - 1) * nactive]].step;
-        w->clock = TML_CLOCK_GPU;
+        w->clock = allow_gpu ? TML_CLOCK_GPU : TML_CLOCK_CPU;
         for (size_t j = 0; j < nwin && w->clock == TML_CLOCK_GPU; j++)
             for (size_t k = 0; k < nactive; k++)
                 if (run->ranks[col[k]].steps[win[j * nactive + k]].gpu_traced_ns < 0) {

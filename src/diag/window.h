@@ -22,6 +22,9 @@
  */
 int tml__window_compute(const tml_run *run, size_t max_steps, tml_window *w);
 void tml__window_release(tml_window *w);
+/* The same window on the CPU clock whatever GPU figures exist (compare
+ * and the report's per-clock figures need both clocks). */
+int tml__window_compute_cpu(const tml_run *run, size_t max_steps, tml_window *w);
 
 /* The warm-up rule on a series of step times (docs/diagnosis.md): the
  * number of leading entries to leave out. Exposed for tests. */

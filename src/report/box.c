@@ -293,6 +293,22 @@ static const char *clock_name(const tml_report_model *m)
     return m->win.clock == TML_CLOCK_GPU ? "GPU Clock" : "CPU Clock";
 }
 
+/* Across ranks: the slowest rank against the median one (SPEC 3.3). */
+static void rank_skew_line(const tml_report_model *m, panel *p)
+{
+    const tml_window *w = &m->win;
+    char t[LINE_MAX_BYTES], rk[32], v[32];
+    if (w->worst_rank < 0 || isnan(w->skew)) {
+        padd_text(p, "Slowest rank: n/a");
+        return;
+    }
+    fmt_rank(&w->ranks[w->worst_rank], rk, sizeof(rk));
+    fmt_ms(w->ranks[w->worst_rank].avg_ns[TML_M_STEP], v, sizeof(v));
+    snprintf(t, sizeof(t), "Slowest rank: %s %s · skew +%.0f%% vs median", rk, v,
+             w->skew * 100.0);
+    padd_text(p, t);
+}
+
 static void step_panel(const tml_report_model *m, panel *p)
 {
     const tml_window *w = &m->win;
@@ -331,6 +347,9 @@ static void step_panel(const tml_report_model *m, panel *p)
     else
         snprintf(t, sizeof(t), "Untraced: n/a");
     padd_text(p, t);
+
+    if (m->active_ranks > 1)
+        rank_skew_line(m, p);
 
     char ov[32];
     if (isnan(m->overhead_us))
@@ -457,13 +476,81 @@ static void memory_panel(const tml_report_model *m, panel *p)
     }
 }
 
+/* A resource row's value in a column: "n/a", "18%", "6.2 GB (19%)", ...
+ * `kind`: 0 percent, 1 bytes with an optional share of `of`, 2 degrees C,
+ * 3 watts, 4 plain bytes. */
+static void res_value(double v, double of, int kind, char *out, size_t cap)
+{
+    char b[32];
+    if (isnan(v)) {
+        snprintf(out, cap, "n/a");
+        return;
+    }
+    switch (kind) {
+    case 0:
+        snprintf(out, cap, "%.0f%%", v);
+        break;
+    case 1:
+        fmt_bytes(v, b, sizeof(b));
+        if (of > 0)
+            snprintf(out, cap, "%s (%.0f%%)", b, 100.0 * v / of);
+        else
+            snprintf(out, cap, "%s", b);
+        break;
+    case 2:
+        snprintf(out, cap, "%.0fC", v);
+        break;
+    case 3:
+        snprintf(out, cap, "%.0fW", v);
+        break;
+    default:
+        fmt_bytes(v, out, cap);
+        break;
+    }
+}
+
+typedef struct res_col {
+    double v, of;
+    const char *where;      /* "N1", "R2/N1" */
+} res_col;
+
+static int cmp_res_col(const void *a, const void *b)
+{
+    double x = ((const res_col *)a)->v, y = ((const res_col *)b)->v;
+    return (x > y) - (x < y);
+}
+
+/* One resource row over several places: the median place's value (upper
+ * median, a real place) and the worst (largest) with its name. */
+static void res_row(panel *p, const char *label, res_col *c, size_t n, int kind, int multi)
+{
+    char med[96], worst[96], v[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(c[i].v))
+            c[k++] = c[i];
+    if (k == 0) {
+        table_row(p, label, "n/a", multi ? "n/a" : NULL);
+        return;
+    }
+    qsort(c, k, sizeof(*c), cmp_res_col);
+    res_value(c[k / 2].v, c[k / 2].of, kind, med, sizeof(med));
+    if (!multi) {
+        table_row(p, label, med, NULL);
+        return;
+    }
+    res_value(c[k - 1].v, c[k - 1].of, kind, v, sizeof(v));
+    snprintf(worst, sizeof(worst), "%s, %s", v, c[k - 1].where);
+    table_row(p, label, med, worst);
+}
+
 static void system_panel(const tml_report_model *m, panel *p)
 {
     int multi = m->nodes_expected > 1;
     char t[LINE_MAX_BYTES], suf[64] = "";
-    static const char *rows[] = {
-        "CPU", "RAM used", "GPU util", "GPU memory/device", "GPU temperature", "GPU power"
-    };
+    size_t n = m->nnodes;
+    res_col *c = calloc(n ? n : 1, sizeof(*c));
+    char (*names)[16] = calloc(n ? n : 1, sizeof(*names));
 
     p->n = 0;
     if (multi)
@@ -474,16 +561,37 @@ static void system_panel(const tml_report_model *m, panel *p)
     padd_text(p, t);
     padd_text(p, "");
     table_header(p, "", multi, "node");
-    /* No sampler yet: every value is n/a (tml_sys_node rows are NAN). */
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        table_row(p, rows[i], "n/a", multi ? "n/a" : NULL);
+    if (!c || !names) {
+        free(c);
+        free(names);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(names[i], sizeof(names[i]), "N%d", (int)m->nodes[i].node);
+#define ROW(label, expr, ofexpr, kind) do { \
+        for (size_t i = 0; i < n; i++) { \
+            const tml_sys_node *nd = &m->nodes[i]; \
+            c[i].v = (expr); c[i].of = (ofexpr); c[i].where = names[i]; \
+        } \
+        res_row(p, label, c, n, kind, multi); } while (0)
+    ROW("CPU", nd->cpu_percent, NAN, 0);
+    ROW("RAM used", nd->ram_used_bytes, nd->ram_total_bytes, 1);
+    ROW("GPU util", nd->gpu_util_percent, NAN, 0);
+    ROW("GPU memory/device", nd->gpu_mem_used_bytes, nd->gpu_mem_total_bytes, 1);
+    ROW("GPU temperature", nd->gpu_temp_c, NAN, 2);
+    ROW("GPU power", nd->gpu_power_w, NAN, 3);
+#undef ROW
+    free(c);
+    free(names);
 }
 
 static void process_panel(const tml_report_model *m, panel *p)
 {
-    const tml_window *w = &m->win;
     int multi = m->active_ranks > 1 || m->ranks_reported > 1;
-    char t[LINE_MAX_BYTES], suf[64] = "", a[96], b[96];
+    char t[LINE_MAX_BYTES], suf[64] = "";
+    size_t n = m->nprocs;
+    res_col *c = calloc(n ? n : 1, sizeof(*c));
+    char (*names)[24] = calloc(n ? n : 1, sizeof(*names));
 
     p->n = 0;
     if (multi)
@@ -494,16 +602,71 @@ static void process_panel(const tml_report_model *m, panel *p)
     padd_text(p, t);
     padd_text(p, "");
     table_header(p, "", multi, "rank");
-    table_row(p, "CPU capacity", "n/a", multi ? "n/a" : NULL);
-    size_t off = offsetof(tml_rank_window, rss_bytes);
-    memory_value(w, w->median_rank, off, 0, a, sizeof(a));
-    memory_value(w, worst_by(w, off), off, 1, b, sizeof(b));
-    table_row(p, "RSS used", a, multi ? b : NULL);
-    table_row(p, "CUDA allocated", "n/a", multi ? "n/a" : NULL);
-    table_row(p, "CUDA reserved", "n/a", multi ? "n/a" : NULL);
+    if (!c || !names) {
+        free(c);
+        free(names);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(names[i], sizeof(names[i]), "R%d/N%d", (int)m->procs[i].rank,
+                 (int)m->procs[i].node);
+#define ROW(label, expr, ofexpr, kind) do { \
+        for (size_t i = 0; i < n; i++) { \
+            const tml_proc_rank *pr = &m->procs[i]; \
+            c[i].v = (expr); c[i].of = (ofexpr); c[i].where = names[i]; \
+        } \
+        res_row(p, label, c, n, kind, multi); } while (0)
+    ROW("CPU capacity", pr->cpu_capacity_percent, NAN, 0);
+    ROW("RSS used", pr->rss_bytes, pr->host_ram_total_bytes, 1);
+    ROW("CUDA allocated", pr->cuda_allocated_bytes, NAN, 4);
+    ROW("CUDA reserved", pr->cuda_reserved_bytes, pr->device_total_bytes, 1);
+#undef ROW
+    free(c);
+    free(names);
 }
 
 /* ---- the box -------------------------------------------------------- */
+
+/* Ranks whose connection ended without a goodbye: they died mid-run (or
+ * were cut off), so the window stops at the last step they reported. */
+static void lost_ranks_row(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    char l[LINE_MAX_BYTES] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < m->run->nranks && n + 64 < sizeof(l); i++) {
+        const tml_rank *r = &m->run->ranks[i];
+        if (!r->lost)
+            continue;
+        int w;
+        if (r->nsteps)
+            w = snprintf(l + n, sizeof(l) - n, "%sR%d/N%d after step %llu", n ? ", " : "",
+                         (int)r->info.rank, (int)r->info.node_rank,
+                         (unsigned long long)r->steps[r->nsteps - 1].step);
+        else
+            w = snprintf(l + n, sizeof(l) - n, "%sR%d/N%d before any step", n ? ", " : "",
+                         (int)r->info.rank, (int)r->info.node_rank);
+        if (w > 0)
+            n += (size_t)w;
+    }
+    if (n)
+        text_row(sb, width, "Lost (no goodbye): ", l);
+}
+
+/* The straggler's per-step evidence: how often the same rank was the
+ * culprit, and the score behind the verdict. */
+static void straggler_row(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    const tml_straggler *s = &m->verdict.straggler;
+    char l[LINE_MAX_BYTES], cr[32], vr[32];
+    if (!tml__diag_is_cause(&m->verdict) || !s->valid || s->culprit < 0 || s->victim < 0)
+        return;
+    fmt_rank(&m->win.ranks[s->culprit], cr, sizeof(cr));
+    fmt_rank(&m->win.ranks[s->victim], vr, sizeof(vr));
+    snprintf(l, sizeof(l), "%s was the straggler in %zu of %zu window steps; peers waited "
+             "%.1f ms per step for it (score %.2f of %s's Step Time).", cr, s->culprit_steps,
+             m->win.window_steps, s->cost_ns / 1e6, s->score, vr);
+    text_row(sb, width, "Evidence: ", l);
+}
 
 static void header_line(const tml_report_model *m, char *out, size_t cap)
 {
@@ -574,6 +737,8 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
         }
         if (n)
             text_row(sb, width, "No steps from: ", miss);
+        lost_ranks_row(m, sb, width);
+        straggler_row(m, sb, width);
     }
     row(sb, width, "");
     step_panel(m, &pm->left);

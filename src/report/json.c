@@ -13,6 +13,7 @@
 #include "report/model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -182,6 +183,36 @@ static void straggler_obj(jw *w, const char *key, const tml_window *win, const t
     jw_close(w, '}');
 }
 
+/* Evidence of a resource finding (step memory, system, process). */
+static void resource_obj(jw *w, const char *key, const tml_res_evidence *r)
+{
+    if (!r->valid) {
+        jw_null(w, key);
+        return;
+    }
+    jw_open(w, key, '{');
+    jw_str(w, "metric", r->metric);
+    jw_num(w, "value", r->value, 3);
+    jw_num(w, "threshold", r->threshold, 3);
+    if (r->rank >= 0)
+        jw_int(w, "rank", r->rank);
+    else
+        jw_null(w, "rank");
+    if (r->node >= 0)
+        jw_int(w, "node", r->node);
+    else
+        jw_null(w, "node");
+    if (r->gpu >= 0)
+        jw_int(w, "gpu", r->gpu);
+    else
+        jw_null(w, "gpu");
+    jw_bytes(w, "growth_bytes_per_step", r->growth_bytes_per_step);
+    jw_bytes(w, "growth_bytes", r->growth_bytes);
+    jw_num(w, "projected_full_step", r->projected_full_step, 0);
+    jw_bytes(w, "capacity_bytes", r->capacity_bytes);
+    jw_close(w, '}');
+}
+
 static void diagnosis_obj(jw *w, const char *key, const tml_diagnosis *d,
                           const tml_window *win)
 {
@@ -198,6 +229,7 @@ static void diagnosis_obj(jw *w, const char *key, const tml_diagnosis *d,
     jw_pct(w, "threshold_percent", d->threshold);
     phase_array(w, "missing_phases", d->missing);
     straggler_obj(w, "straggler", win, &d->straggler);
+    resource_obj(w, "resource", &d->res);
     jw_close(w, '}');
     jw_close(w, '}');
 }
@@ -224,6 +256,8 @@ static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx
         step_metrics(w, nan);
         jw_null(w, "step_time_p50_ms");
         jw_null(w, "step_time_p90_ms");
+        jw_null(w, "step_time_stddev_ms");
+        jw_null(w, "step_time_mad_ms");
         jw_close(w, '}');
         return;
     }
@@ -237,6 +271,8 @@ static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx
     step_metrics(w, r->avg_ns);
     jw_ms(w, "step_time_p50_ms", r->step_median_ns);
     jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
+    jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);
+    jw_ms(w, "step_time_mad_ms", r->step_mad_ns);
     jw_close(w, '}');
 }
 
@@ -272,6 +308,44 @@ static const char *clock_str(const tml_window *win)
     return win->clock == TML_CLOCK_GPU ? "gpu" : "cpu";
 }
 
+/* The step-to-step noise compare holds a change against: the standard
+ * deviation of the median rank's Step Time over the window. (A robust
+ * sigma from the MAD was tried first: it ignores the occasional slow step,
+ * and two runs of the same script on a busy machine then differed by more
+ * than their "noise".) */
+static double step_noise_ns(const tml_window *win)
+{
+    if (win->median_rank < 0)
+        return NAN;
+    return win->ranks[win->median_rank].step_stddev_ns;
+}
+
+/* step_time.by_clock.<clock>: the median rank's figures on one clock. */
+static void clock_figures(jw *w, const char *key, const tml_window *win)
+{
+    static const tml_metric keys[] = {
+        TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
+        TML_M_OPTIMIZER, TML_M_COMPUTE, TML_M_RESIDUAL
+    };
+    const tml_rank_window *r = win->median_rank >= 0 ? &win->ranks[win->median_rank] : NULL;
+    char k[64];
+    jw_open(w, key, '{');
+    if (r) {
+        char l[32];
+        rank_label(r, l, sizeof(l));
+        jw_str(w, "label", l);
+    } else {
+        jw_null(w, "label");
+    }
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        snprintf(k, sizeof(k), "%s_ms", tml__metric_name(keys[i]));
+        jw_ms(w, k, r ? r->avg_ns[keys[i]] : NAN);
+    }
+    jw_ms(w, "noise_ms", step_noise_ns(win));
+    jw_int(w, "window_steps", (long long)win->window_steps);
+    jw_close(w, '}');
+}
+
 static void step_time_section(jw *w, const tml_report_model *m)
 {
     const tml_window *win = &m->win;
@@ -302,6 +376,14 @@ static void step_time_section(jw *w, const tml_report_model *m)
     step_rank_obj(w, "worst", win, win->worst_rank);
     jw_pct(w, "skew_percent", win->skew);
     straggler_obj(w, "straggler", win, &m->st.straggler);
+    jw_ms(w, "noise_ms", step_noise_ns(win));
+    jw_open(w, "by_clock", '{');
+    clock_figures(w, "cpu", m->has_cpu_win ? &m->cpu_win : win);
+    if (win->clock == TML_CLOCK_GPU)
+        clock_figures(w, "gpu", win);
+    else
+        jw_null(w, "gpu");
+    jw_close(w, '}');
     jw_open(w, "per_rank", '[');
     for (size_t i = 0; i < win->nranks; i++) {
         const tml_rank_window *r = &win->ranks[i];
@@ -316,6 +398,8 @@ static void step_time_section(jw *w, const tml_report_model *m)
         step_metrics(w, r->avg_ns);
         jw_ms(w, "step_time_p50_ms", r->step_median_ns);
         jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
+        jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);
+        jw_ms(w, "step_time_mad_ms", r->step_mad_ns);
         phase_array(w, "missing_phases", r->nsteps ? r->missing : 0);
         jw_int(w, "culprit_steps", (long long)r->culprit_steps);
         if (r->overhead_ns_per_step >= 0)
@@ -378,7 +462,13 @@ static void step_memory_section(jw *w, const tml_report_model *m)
         median = win->median_rank;
     jw_open(w, "step_memory", '{');
     diagnosis_obj(w, "diagnosis", &m->mem, win);
-    issues_arr(w, NULL, 0, win);
+    issues_arr(w, m->mem_s.issues, m->mem_s.nissues, win);
+    /* what the memory rules analysed: CUDA reserved per-step peaks, or
+     * per-step RSS on a CPU-only run; null when neither was recorded */
+    size_t analysed = 0;
+    for (size_t i = 0; i < m->mem_nranks; i++)
+        analysed += m->mem_ranks[i].n;
+    jw_str(w, "series", analysed ? (m->mem_gpu ? "cuda_reserved" : "rss") : NULL);
     window_obj(w, win, clock_str(win));
     jw_open(w, "average", '{');
     jw_bytes(w, "peak_allocated_bytes", na ? sa / (double)na : NAN);
@@ -396,6 +486,14 @@ static void step_memory_section(jw *w, const tml_report_model *m)
         rank_label(&win->ranks[i], l, sizeof(l));
         jw_str(w, "label", l);
         memory_fields(w, &win->ranks[i]);
+        const tml_mem_rank *mr = i < m->mem_nranks ? &m->mem_ranks[i] : NULL;
+        double pk = NAN;
+        for (size_t k = 0; mr && k < mr->n; k++)
+            if (isnan(pk) || mr->series[k] > pk)
+                pk = mr->series[k];
+        jw_int(w, "steps_analysed", mr ? (long long)mr->n : 0);
+        jw_bytes(w, "series_peak_bytes", pk);
+        jw_bytes(w, "capacity_bytes", mr ? mr->capacity_bytes : NAN);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -414,6 +512,66 @@ static void sys_fields(jw *w, const tml_sys_node *n)
     jw_num(w, "gpu_temperature_c", n ? n->gpu_temp_c : nan, 1);
     jw_num(w, "gpu_power_w", n ? n->gpu_power_w : nan, 1);
     jw_num(w, "gpu_power_limit_w", n ? n->gpu_power_limit_w : nan, 1);
+    jw_bytes(w, "ram_used_peak_bytes", n ? n->ram_used_peak_bytes : nan);
+    jw_num(w, "gpu_memory_peak_percent", n ? n->gpu_mem_peak_percent : nan, 2);
+    jw_num(w, "gpu_temperature_peak_c", n ? n->gpu_temp_peak_c : nan, 1);
+    jw_num(w, "gpu_power_percent", n ? n->gpu_power_percent : nan, 2);
+}
+
+/* Mean over nodes of each field (NAN fields skipped). */
+static void sys_average(const tml_report_model *m, tml_sys_node *avg)
+{
+    static const size_t off[] = {
+        offsetof(tml_sys_node, cpu_percent), offsetof(tml_sys_node, ram_used_bytes),
+        offsetof(tml_sys_node, ram_total_bytes), offsetof(tml_sys_node, gpu_util_percent),
+        offsetof(tml_sys_node, gpu_mem_used_bytes), offsetof(tml_sys_node, gpu_mem_total_bytes),
+        offsetof(tml_sys_node, gpu_temp_c), offsetof(tml_sys_node, gpu_power_w),
+        offsetof(tml_sys_node, gpu_power_limit_w), offsetof(tml_sys_node, ram_used_peak_bytes),
+        offsetof(tml_sys_node, gpu_mem_peak_percent), offsetof(tml_sys_node, gpu_temp_peak_c),
+        offsetof(tml_sys_node, gpu_power_percent),
+    };
+    memset(avg, 0, sizeof(*avg));
+    for (size_t k = 0; k < sizeof(off) / sizeof(off[0]); k++) {
+        double sum = 0;
+        size_t n = 0;
+        for (size_t i = 0; i < m->nnodes; i++) {
+            double v = *(const double *)(const void *)((const char *)&m->nodes[i] + off[k]);
+            if (!isnan(v)) {
+                sum += v;
+                n++;
+            }
+        }
+        *(double *)(void *)((char *)avg + off[k]) = n ? sum / (double)n : NAN;
+    }
+}
+
+/* The system section's median and worst node: by host CPU % (upper
+ * median), or the node a finding names for the worst. -1 none. */
+static void sys_pick(const tml_report_model *m, int *median, int *worst)
+{
+    int order[256];
+    size_t n = 0;
+    *median = *worst = -1;
+    for (size_t i = 0; i < m->nnodes && n < 256; i++)
+        if (m->nodes[i].samples)
+            order[n++] = (int)i;
+    if (n == 0)
+        return;
+    for (size_t i = 1; i < n; i++)          /* insertion sort by CPU %, NAN first */
+        for (size_t j = i; j > 0; j--) {
+            double a = m->nodes[order[j - 1]].cpu_percent, b = m->nodes[order[j]].cpu_percent;
+            if (!(isnan(b) ? 0 : isnan(a) || a > b))
+                break;
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    *median = order[n / 2];
+    *worst = order[n - 1];
+    if (m->sys.res.valid && m->sys.res.node >= 0)
+        for (size_t i = 0; i < m->nnodes; i++)
+            if (m->nodes[i].node == m->sys.res.node)
+                *worst = (int)i;
 }
 
 static void system_section(jw *w, const tml_report_model *m)
@@ -421,25 +579,30 @@ static void system_section(jw *w, const tml_report_model *m)
     size_t samples = 0;
     for (size_t i = 0; i < m->nnodes; i++)
         samples += m->nodes[i].samples;
+    tml_sys_node avg;
+    int med, worst;
+    sys_average(m, &avg);
+    sys_pick(m, &med, &worst);
     jw_open(w, "system", '{');
     diagnosis_obj(w, "diagnosis", &m->sys, &m->win);
-    issues_arr(w, NULL, 0, &m->win);
+    issues_arr(w, m->sys_s.issues, m->sys_s.nissues, &m->win);
     jw_open(w, "window", '{');
     jw_int(w, "samples", (long long)samples);
     jw_close(w, '}');
     jw_open(w, "average", '{');
-    sys_fields(w, NULL);
+    sys_fields(w, samples ? &avg : NULL);
     jw_close(w, '}');
-    /* Median/worst nodes come with the samplers; without samples there is
-     * no node to name. */
-    jw_open(w, "median", '{');
-    jw_null(w, "node");
-    sys_fields(w, NULL);
-    jw_close(w, '}');
-    jw_open(w, "worst", '{');
-    jw_null(w, "node");
-    sys_fields(w, NULL);
-    jw_close(w, '}');
+    const int pick[2] = { med, worst };
+    const char *keys[2] = { "median", "worst" };
+    for (int k = 0; k < 2; k++) {
+        jw_open(w, keys[k], '{');
+        if (pick[k] >= 0)
+            jw_int(w, "node", m->nodes[pick[k]].node);
+        else
+            jw_null(w, "node");
+        sys_fields(w, pick[k] >= 0 ? &m->nodes[pick[k]] : NULL);
+        jw_close(w, '}');
+    }
     jw_open(w, "per_node", '[');
     for (size_t i = 0; i < m->nnodes; i++) {
         jw_open(w, NULL, '{');
@@ -459,6 +622,25 @@ static void proc_fields(jw *w, const tml_proc_rank *p)
     jw_bytes(w, "rss_bytes", p ? p->rss_bytes : nan);
     jw_bytes(w, "cuda_allocated_bytes", p ? p->cuda_allocated_bytes : nan);
     jw_bytes(w, "cuda_reserved_bytes", p ? p->cuda_reserved_bytes : nan);
+    jw_num(w, "cpu_percent", p ? p->cpu_percent : nan, 2);
+    jw_bytes(w, "rss_peak_bytes", p ? p->rss_peak_bytes : nan);
+    jw_bytes(w, "cuda_reserved_peak_bytes", p ? p->cuda_reserved_peak_bytes : nan);
+    jw_bytes(w, "device_total_bytes", p ? p->device_total_bytes : nan);
+    jw_bytes(w, "host_ram_total_bytes", p ? p->host_ram_total_bytes : nan);
+}
+
+static double proc_mean(const tml_report_model *m, size_t off)
+{
+    double s = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < m->nprocs; i++) {
+        double v = *(const double *)(const void *)((const char *)&m->procs[i] + off);
+        if (!isnan(v)) {
+            s += v;
+            n++;
+        }
+    }
+    return n ? s / (double)n : NAN;
 }
 
 static void process_section(jw *w, const tml_report_model *m)
@@ -482,13 +664,22 @@ static void process_section(jw *w, const tml_report_model *m)
     }
     jw_open(w, "process", '{');
     diagnosis_obj(w, "diagnosis", &m->proc, &m->win);
-    issues_arr(w, NULL, 0, &m->win);
+    issues_arr(w, m->proc_s.issues, m->proc_s.nissues, &m->win);
     jw_open(w, "window", '{');
     jw_int(w, "samples", (long long)samples);
     jw_close(w, '}');
     jw_open(w, "average", '{');
-    tml_proc_rank avg = { .cpu_capacity_percent = NAN, .rss_bytes = n ? s / (double)n : NAN,
-                          .cuda_allocated_bytes = NAN, .cuda_reserved_bytes = NAN };
+    tml_proc_rank avg = {
+        .cpu_capacity_percent = proc_mean(m, offsetof(tml_proc_rank, cpu_capacity_percent)),
+        .rss_bytes = n ? s / (double)n : NAN,
+        .cuda_allocated_bytes = proc_mean(m, offsetof(tml_proc_rank, cuda_allocated_bytes)),
+        .cuda_reserved_bytes = proc_mean(m, offsetof(tml_proc_rank, cuda_reserved_bytes)),
+        .cpu_percent = proc_mean(m, offsetof(tml_proc_rank, cpu_percent)),
+        .rss_peak_bytes = proc_mean(m, offsetof(tml_proc_rank, rss_peak_bytes)),
+        .cuda_reserved_peak_bytes = proc_mean(m, offsetof(tml_proc_rank, cuda_reserved_peak_bytes)),
+        .device_total_bytes = proc_mean(m, offsetof(tml_proc_rank, device_total_bytes)),
+        .host_ram_total_bytes = proc_mean(m, offsetof(tml_proc_rank, host_ram_total_bytes)),
+    };
     proc_fields(w, &avg);
     jw_close(w, '}');
     const tml_proc_rank *pick[2] = { med, worst };
@@ -541,6 +732,10 @@ static void thresholds_obj(jw *w, const tml_thresholds *t)
     jw_num(w, "straggler_coverage", t->straggler_coverage, 4);
     jw_int(w, "straggler_min_steps", (long long)t->straggler_crit_min_steps);
     jw_int(w, "min_steps", (long long)t->min_steps);
+    jw_num(w, "mem_pressure_warn", t->mem_pressure_warn, 4);
+    jw_num(w, "mem_pressure_crit", t->mem_pressure_crit, 4);
+    jw_int(w, "mem_min_steps", (long long)t->mem_min_steps);
+    jw_int(w, "creep_mb", (long long)t->creep_mb);
     jw_close(w, '}');
 }
 
@@ -566,6 +761,21 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     for (size_t i = 0; i < m->nmissing; i++)
         jw_int(&w, NULL, m->missing_ranks[i]);
     jw_close(&w, ']');
+    jw_open(&w, "lost_ranks", '[');   /* connection ended without a goodbye */
+    for (size_t i = 0; i < m->run->nranks; i++) {
+        const tml_rank *r = &m->run->ranks[i];
+        if (!r->lost)
+            continue;
+        jw_open(&w, NULL, '{');
+        jw_int(&w, "rank", r->info.rank);
+        jw_int(&w, "node", r->info.node_rank);
+        if (r->nsteps)
+            jw_int(&w, "last_step", (long long)r->steps[r->nsteps - 1].step);
+        else
+            jw_null(&w, "last_step");
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
     jw_int(&w, "nodes", m->nodes_expected);
     jw_int(&w, "nodes_reported", m->nodes_reported);
     jw_int(&w, "gpus_observed", m->gpus_observed);
@@ -585,6 +795,11 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     step_memory_section(&w, m);
     system_section(&w, m);
     process_section(&w, m);
+    jw_key(&w, "series");
+    if (m->series)
+        tml__report_series(m, out);
+    else
+        tml__sb_adds(out, "null");
     jw_str(&w, "text", text);
     jw_close(&w, '}');
     tml__sb_addc(out, '\n');

@@ -34,9 +34,30 @@ typedef struct tml_report_model {
     tml_proc_rank *procs;         /* one per reported rank */
     size_t nprocs;
     double gpu_util_percent;      /* run average, NAN unsampled */
+    /* The window again on the CPU clock when `win` is on the GPU clock
+     * (step_time.by_clock; compare needs a clock both runs have). */
+    tml_window cpu_win;
+    int has_cpu_win;
+    int series;                   /* embed the per-step series (opts.series) */
+    /* Resource sections in full (resources.c): m->mem/sys/proc are their
+     * primaries. The memory series live as long as the model. */
+    tml_section_diag mem_s, sys_s, proc_s;
+    int mem_gpu;                  /* the memory series are CUDA reserved */
+    tml_mem_rank *mem_ranks;
+    double *mem_values;
+    uint64_t *mem_step_ids;
+    size_t mem_nranks;
 } tml_report_model;
+
+/* resources.c: fills nodes, procs, the memory series, the three resource
+ * sections and gpu_util_percent from the run's samples and steps (the
+ * window must be computed). 0 or TML_ENOMEM. */
+int tml__report_resources(tml_report_model *m, const int32_t *nodes, size_t nnodes);
+void tml__report_resources_release(tml_report_model *m);
 
 void tml__report_box(const tml_report_model *m, tml_strbuf *out);
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out);
+/* series.c: the "series" value (an object, or null), compact JSON. */
+void tml__report_series(const tml_report_model *m, tml_strbuf *out);
 
 #endif

@@ -73,6 +73,12 @@ static int model_init(tml_report_model *m, const tml_run *run, const tml_report_
 
     if (tml__window_compute(run, o ? o->window_steps : 0, &m->win) < 0)
         return TML_ENOMEM;
+    m->series = o ? o->series : 0;
+    if (m->win.clock == TML_CLOCK_GPU) {
+        if (tml__window_compute_cpu(run, o ? o->window_steps : 0, &m->cpu_win) < 0)
+            return TML_ENOMEM;
+        m->has_cpu_win = 1;
+    }
     tml__diag_step_time(&m->win, &m->th, &m->st);
 
     /* Header counts. */
@@ -123,36 +129,9 @@ static int model_init(tml_report_model *m, const tml_run *run, const tml_report_
                 m->missing_ranks[m->nmissing++] = r;
     }
 
-    /* Resource sections: nothing is sampled yet but per-step memory. */
-    m->nnodes = ndistinct;
-    m->nodes = calloc(ndistinct ? ndistinct : 1, sizeof(*m->nodes));
-    m->nprocs = run->nranks;
-    m->procs = calloc(run->nranks ? run->nranks : 1, sizeof(*m->procs));
-    if (!m->nodes || !m->procs)
+    /* Resource sections: samples, per-step memory, their rules. */
+    if (tml__report_resources(m, nodes, ndistinct) < 0)
         goto fail;
-    for (size_t i = 0; i < ndistinct; i++) {
-        tml_sys_node *n = &m->nodes[i];
-        n->node = nodes[i];
-        n->cpu_percent = n->ram_used_bytes = n->ram_total_bytes = NAN;
-        n->gpu_util_percent = n->gpu_mem_used_bytes = n->gpu_mem_total_bytes = NAN;
-        n->gpu_temp_c = n->gpu_power_w = n->gpu_power_limit_w = NAN;
-    }
-    for (size_t i = 0; i < run->nranks; i++) {
-        tml_proc_rank *p = &m->procs[i];
-        const tml_rank_window *rw = &m->win.ranks[i];
-        p->rank = run->ranks[i].info.rank;
-        p->node = run->ranks[i].info.node_rank;
-        p->cpu_capacity_percent = NAN;
-        p->rss_bytes = rw->rss_bytes;
-        p->host_ram_total_bytes = NAN;
-        p->cuda_allocated_bytes = rw->cuda_allocated_bytes;
-        p->cuda_reserved_bytes = rw->cuda_reserved_bytes;
-        p->device_total_bytes = NAN;
-    }
-    m->gpu_util_percent = NAN;
-    tml__diag_step_memory(&m->win, &m->th, &m->mem);
-    tml__diag_system(m->nodes, m->nnodes, &m->th, &m->sys);
-    tml__diag_process(m->procs, m->nprocs, &m->th, &m->proc);
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->verdict);
     free(nodes);
     return 0;
@@ -165,9 +144,12 @@ fail:
 static void model_release(tml_report_model *m)
 {
     tml__window_release(&m->win);
+    if (m->has_cpu_win)
+        tml__window_release(&m->cpu_win);
     free(m->missing_ranks);
     free(m->nodes);
     free(m->procs);
+    tml__report_resources_release(m);
 }
 
 int tml__report_build(const tml_run *run, const tml_report_opts *o,

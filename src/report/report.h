@@ -33,6 +33,8 @@ typedef struct tml_report_opts {
     const tml_thresholds *th; /* NULL = defaults */
     size_t window_steps;      /* 0 = 10000 */
     const char *generated_at; /* ISO-8601 UTC, NULL = now */
+    int series;               /* 1: embed the per-step series the HTML report
+                               * draws ("series"); 0: "series" is null */
 } tml_report_opts;
 
 /*

@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include "traceml/traceml.h"
+#include "sample/sample.h"
+#include "sample/series.h"
 
 /* The exact statements docs/sqlite-schema.md shows (tests compare them
  * with sqlite_master). */
@@ -88,6 +90,7 @@ const char tml__store_schema_sql[] =
     "    ts_unix_ms INTEGER NOT NULL,\n"
     "    node       INTEGER,\n"
     "    rank       INTEGER,\n"
+    "    gpu        INTEGER,\n"
     "    metric     TEXT NOT NULL,\n"
     "    value      REAL\n"
     ");\n"
@@ -97,7 +100,7 @@ const char tml__store_schema_sql[] =
 
 static const char sql_insert_step[] =
     "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?)";
+static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?)";
 
 typedef struct queued_step {
     int32_t rank;
@@ -106,7 +109,7 @@ typedef struct queued_step {
 
 typedef struct queued_sample {
     int64_t ts_unix_ms;
-    int32_t node, rank;
+    int32_t node, rank, gpu;
     double value;
     char metric[48];
 } queued_sample;
@@ -328,8 +331,31 @@ int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs
     return 0;
 }
 
+static int put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
+                      int32_t gpu, const char *metric, double value);
+
 int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
                           const char *metric, double value)
+{
+    return put_sample(s, ts_unix_ms, node, rank, -1, metric, value);
+}
+
+int tml__store_put_samples(tml_store *s, const tml_sample *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *name = tml__sample_metric_name(v[i].metric);
+        if (!name)
+            continue;       /* a metric of a newer version: not ours to name */
+        int rc = put_sample(s, v[i].ts_unix_ms, v[i].node, v[i].rank, v[i].gpu, name,
+                            v[i].value);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
+                      int32_t gpu, const char *metric, double value)
 {
     if (!s || !metric)
         return TML_EINVAL;
@@ -345,6 +371,7 @@ int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_
     q->ts_unix_ms = ts_unix_ms;
     q->node = node;
     q->rank = rank;
+    q->gpu = gpu;
     q->value = value;
     snprintf(q->metric, sizeof(q->metric), "%s", metric);
     note_queued(s);
@@ -400,8 +427,12 @@ static int write_sample(tml_store *s, const queued_sample *q)
         sqlite3_bind_null(st, 3);
     else
         sqlite3_bind_int(st, 3, q->rank);
-    sqlite3_bind_text(st, 4, q->metric, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 5, q->value);
+    if (q->gpu < 0)
+        sqlite3_bind_null(st, 4);
+    else
+        sqlite3_bind_int(st, 4, q->gpu);
+    sqlite3_bind_text(st, 5, q->metric, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 6, q->value);
     return sqlite3_step(st) == SQLITE_DONE ? 0 : TML_EIO;
 }
 
@@ -527,6 +558,31 @@ out:
     return rc;
 }
 
+/* Samples back into the run's per-place aggregates. */
+static int load_samples(tml_store *s, tml_run *run)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT ts_unix_ms, node, rank, gpu, metric, value FROM samples"
+                           " ORDER BY ts_unix_ms",
+                           -1, &st, NULL) != SQLITE_OK)
+        return TML_EIO;
+    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+        tml_sample x;
+        x.ts_unix_ms = sqlite3_column_int64(st, 0);
+        x.node = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
+        x.rank = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
+        x.gpu = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
+        x.metric = tml__sample_metric_id((const char *)sqlite3_column_text(st, 4));
+        x.value = sqlite3_column_double(st, 5);
+        if (x.metric)
+            rc = tml__series_add(&run->samples, &x);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int tml__store_load(tml_store *s, tml_run *run)
 {
     if (!s || !run)
@@ -556,5 +612,7 @@ int tml__store_load(tml_store *s, tml_run *run)
     rc = load_ranks(s, run);
     if (rc == 0)
         rc = load_steps(s, run);
+    if (rc == 0)
+        rc = load_samples(s, run);
     return rc;
 }

@@ -50,6 +50,11 @@ int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs
 int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
                           const char *metric, double value);
 
+/* Queues resource samples (sample/sample.h); unknown metric ids are
+ * skipped. */
+struct tml_sample;
+int tml__store_put_samples(tml_store *s, const struct tml_sample *v, size_t n);
+
 /* Writes the queue when it is due; now_ms is any monotonic milliseconds. */
 int tml__store_tick(tml_store *s, int64_t now_ms);
 int tml__store_flush(tml_store *s);

@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "sample/sample.h"
+
 static void put_u16(tml_strbuf *sb, uint16_t v)
 {
     uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
@@ -261,4 +263,75 @@ int tml__wire_parse_stats(const uint8_t *p, size_t len, tml_rank_stats *s)
     s->overhead_ns_per_step = (int64_t)take_u64(&c);
     s->shipper_cpu_ns = (int64_t)take_u64(&c);
     return c.bad ? TML_EPROTO : 0;
+}
+
+void tml__wire_samples(tml_strbuf *out, const tml_sample *v, size_t n)
+{
+    size_t at = begin_frame(out, TML_FRAME_SAMPLES);
+    put_u32(out, (uint32_t)n);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t bits;
+        memcpy(&bits, &v[k].value, sizeof(bits));
+        put_u64(out, (uint64_t)v[k].ts_unix_ms);
+        put_u32(out, (uint32_t)v[k].node);
+        put_u32(out, (uint32_t)v[k].rank);
+        put_u32(out, (uint32_t)v[k].gpu);
+        put_u32(out, v[k].metric);
+        put_u64(out, bits);
+    }
+    end_frame(out, at);
+}
+
+int tml__wire_parse_samples(const uint8_t *p, size_t len, size_t *n)
+{
+    if (len < 4)
+        return TML_EPROTO;
+    uint32_t count = get_u32(p);
+    if ((size_t)count * TML_WIRE_SAMPLE_SIZE != len - 4)
+        return TML_EPROTO;
+    *n = count;
+    return 0;
+}
+
+void tml__wire_parse_sample(const uint8_t *p, size_t i, tml_sample *out)
+{
+    const uint8_t *q = p + 4 + i * TML_WIRE_SAMPLE_SIZE;
+    uint64_t bits = get_u64(q + 24);
+    out->ts_unix_ms = (int64_t)get_u64(q);
+    out->node = (int32_t)get_u32(q + 8);
+    out->rank = (int32_t)get_u32(q + 12);
+    out->gpu = (int32_t)get_u32(q + 16);
+    out->metric = get_u32(q + 20);
+    memcpy(&out->value, &bits, sizeof(bits));
+}
+
+void tml__wire_summary_req(tml_strbuf *out)
+{
+    size_t at = begin_frame(out, TML_FRAME_SUMMARY_REQ);
+    put_u32(out, 0);
+    end_frame(out, at);
+}
+
+void tml__wire_summary(tml_strbuf *out, int32_t status, const char *json, size_t len)
+{
+    if (len + 4 > TML_WIRE_MAX_PAYLOAD) {   /* too large for one frame */
+        status = TML_EFULL;
+        len = 0;
+    }
+    size_t at = begin_frame(out, TML_FRAME_SUMMARY);
+    put_u32(out, (uint32_t)status);
+    if (len)
+        tml__sb_add(out, json, len);
+    end_frame(out, at);
+}
+
+int tml__wire_parse_summary(const uint8_t *p, size_t len, int32_t *status,
+                            const char **json, size_t *json_len)
+{
+    if (len < 4)
+        return TML_EPROTO;
+    *status = (int32_t)get_u32(p);
+    *json = (const char *)p + 4;
+    *json_len = len - 4;
+    return 0;
 }

@@ -69,6 +69,26 @@ void tml__wire_reject(tml_strbuf *out, const char *reason);
 void tml__wire_steps(tml_strbuf *out, const tml_step_record *recs, size_t n);
 void tml__wire_stats(tml_strbuf *out, uint16_t type, const tml_rank_stats *s);
 
+/* SAMPLES (type 7): u32 count, then count samples of TML_WIRE_SAMPLE_SIZE
+ * bytes (ts_unix_ms u64, node i32, rank i32, gpu i32, metric u32, value
+ * f64 as its IEEE-754 bits). Callers batch at most TML_WIRE_MAX_SAMPLES. */
+#define TML_WIRE_SAMPLE_SIZE 32
+#define TML_WIRE_MAX_SAMPLES 4096
+struct tml_sample;
+void tml__wire_samples(tml_strbuf *out, const struct tml_sample *v, size_t n);
+/* Sets *n to the sample count; decode sample i with parse_sample. */
+int tml__wire_parse_samples(const uint8_t *p, size_t len, size_t *n);
+void tml__wire_parse_sample(const uint8_t *p, size_t i, struct tml_sample *out);
+
+/* SUMMARY_REQ (type 8): u32 flags (0), sent by a rank on its connection;
+ * the aggregator answers SUMMARY (type 9): i32 status (0, or a negative
+ * TML_E* when no summary could be built), then the summary JSON (the rest
+ * of the payload, not NUL-terminated). parse_summary points *json into p. */
+void tml__wire_summary_req(tml_strbuf *out);
+void tml__wire_summary(tml_strbuf *out, int32_t status, const char *json, size_t len);
+int tml__wire_parse_summary(const uint8_t *p, size_t len, int32_t *status,
+                            const char **json, size_t *json_len);
+
 /* Payload decoders: 0 or TML_EPROTO. */
 int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out);
 /* Sets *n to the record count; decode record i with parse_step. */

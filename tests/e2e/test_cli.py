@@ -196,8 +196,8 @@ BAD_RUN = [
     (["run", "--mode", "cli", "train.py"], "not available yet"),
     (["run", "--mode=dashboard", "train.py"], "not available yet"),
     (["run", "--mode", "fancy", "train.py"], "--mode"),
-    (["run", "--html-report", "train.py"], "not available yet"),
-    (["run", "--nproc-per-node", "2", "train.py"], "not supported yet"),
+    (["run", "--html-report=1", "train.py"], "takes no value"),
+    (["run", "--nnodes", "2", "train.py"], "needs --run-name"),
     (["run", "--nproc-per-node", "two", "train.py"], "--nproc-per-node"),
     (["run", "--nproc-per-node", "0", "train.py"], "--nproc-per-node"),
     (["run", "--nnodes", "1", "--node-rank", "1", "train.py"], "--node-rank"),
@@ -288,7 +288,7 @@ def test_view_bad_files(tmp_path):
     one_error_line(run(["view"], tmp_path))
     one_error_line(run(["view", "a.json", "b.json"], tmp_path))
     (tmp_path / "ok.json").write_text('{"schema_version": 1, "text": "BOX"}')
-    assert "not available yet" in one_error_line(run(["view", "ok.json", "--html"], tmp_path))
+    assert "needs a file name" in one_error_line(run(["view", "ok.json", "--html="], tmp_path))
 
 
 def test_view_prints_text(tmp_path):

@@ -489,12 +489,14 @@ static void test_resource_sections(void)
     ranks[0].cuda_reserved_bytes = 3.2e9;
     tml__diag_step_memory(&w, NULL, &d);
     CHECK_STR(d.kind, "BALANCED");
-    tml_sys_node n = { 0, 0, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN };
+    tml_sys_node n = { .node = 0, .samples = 0, .cpu_percent = NAN, .ram_used_bytes = NAN,
+                       .ram_total_bytes = NAN, .gpu_util_percent = NAN };
     tml__diag_system(&n, 1, NULL, &d);
     CHECK_STR(d.kind, "NORMAL");
     CHECK_STR(d.section, "system");
     CHECK(strstr(d.why, "No system metrics") != NULL);
-    tml_proc_rank p = { 0, 0, 0, NAN, NAN, NAN, NAN, NAN, NAN };
+    tml_proc_rank p = { .rank = 0, .node = 0, .samples = 0, .cpu_capacity_percent = NAN,
+                        .rss_bytes = NAN, .cuda_reserved_bytes = NAN };
     tml__diag_process(&p, 1, NULL, &d);
     CHECK_STR(d.kind, "NORMAL");
     CHECK_STR(d.section, "process");

@@ -1,0 +1,495 @@
+/*
+ * loadgen.c - many ranks against one aggregator: does it keep up, and what
+ * does it cost?
+ *
+ * Two measurements, printed as tables:
+ *
+ *  1. Live: an aggregator process (the same poll server, aggregator and
+ *     SQLite store as `traceml run` forks) and N simulated ranks speaking
+ *     the real wire protocol (HELLO with run id and secret, STEPS frames,
+ *     STATS every second, BYE), each sending R step records per second for
+ *     S seconds, one record per frame as a rank's shipper does at that
+ *     rate. Reported: records sent and received (lost = the difference, from
+ *     the aggregator's own count after every BYE), the aggregator's CPU %
+ *     of one core over the send phase, its peak RSS, and how long its
+ *     finalize took (drain + store flush + diagnosis + report).
+ *
+ *  2. Offline: the summary of a run of N ranks x K steps built in memory
+ *     (tml__report_build: window, diagnosis, box and JSON), median of
+ *     repeats.
+ *
+ *     build/bench/loadgen [--ranks 256] [--rate 50] [--seconds 60]
+ *                         [--summary-steps 10000] [--repeats 3]
+ *
+ * Exit status 1 when any record was lost (a correctness failure, not a
+ * timing one).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agg/agg.h"
+#include "agg/run.h"
+#include "agg/server.h"
+#include "report/report.h"
+#include "util/strbuf.h"
+#include "wire/wire.h"
+
+#define RUN_ID "loadgen0000000000000000000000000"
+#define SECRET "loadgen-secret-0123456789abcdef"
+#define THREADS 4
+
+static long opt_ranks = 256, opt_rate = 50, opt_seconds = 60, opt_steps = 10000,
+            opt_repeats = 3;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A plausible DDP step: 1 ms input, 5/10/1 ms compute, rank-dependent noise. */
+static void fake_step(tml_step_record *r, int32_t rank, uint64_t step)
+{
+    memset(r, 0, sizeof(*r));
+    uint64_t h = (step * 2654435761u) ^ ((uint64_t)rank * 40503u);
+    int64_t jitter = (int64_t)(h % 200000);
+    r->step = step;
+    r->start_ns = (int64_t)step * 20000000;
+    r->phase_ns[TML_PHASE_INPUT] = 1000000 + (rank == 7 ? 4000000 : 0);
+    r->phase_ns[TML_PHASE_H2D] = 0;
+    r->phase_ns[TML_PHASE_FORWARD] = 5000000 + jitter;
+    r->phase_ns[TML_PHASE_BACKWARD] = 10000000 - (rank == 7 ? 4000000 : 0);
+    r->phase_ns[TML_PHASE_OPTIMIZER] = 1000000;
+    r->traced_ns = 16500000 + jitter;
+    r->gpu_traced_ns = -1;
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        r->gpu_phase_ns[p] = -1;
+    r->gap_ns = step ? 10000 : -1;
+    r->rss_bytes = 1000000000 + rank * 1000;
+    r->cuda_allocated_peak_bytes = -1;
+    r->cuda_reserved_peak_bytes = -1;
+    r->observed = TML_PHASES_ALL;
+}
+
+/* ---- the aggregator child ---------------------------------------------- */
+
+static volatile sig_atomic_t child_stop;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    child_stop = 1;
+}
+
+/* Runs the server until the control pipe says finalize; reports
+ * "received <n> finalize_ms <ms>\n" on status_fd. */
+static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port_fd)
+{
+    tml_agg *agg = NULL;
+    tml_server *srv = NULL;
+    tml_agg_opts ao = {"loadgen", RUN_ID, dir, (int32_t)opt_ranks, 1};
+    signal(SIGTERM, on_term);
+    signal(SIGPIPE, SIG_IGN);
+    if (tml__agg_new(&ao, &agg) < 0)
+        return 1;
+    tml_server_opts so;
+    memset(&so, 0, sizeof(so));
+    so.run_id = RUN_ID;
+    so.secret = SECRET;
+    so.run_dir = dir;
+    so.control_fd = ctl_fd;
+    so.stop = &child_stop;
+    if (tml__server_new(&so, agg, &srv) < 0)
+        return 1;
+    char line[128];
+    int n = snprintf(line, sizeof(line), "%d\n", tml__server_port(srv));
+    if (write(port_fd, line, (size_t)n) != n)
+        return 1;
+    tml_server_cmd cmd;
+    tml__server_run(srv, &cmd);
+    int64_t t0 = now_ns();
+    tml__server_drain(srv, 5000);
+    tml__agg_finalize(agg, "completed", 0, 156, NULL);
+    double fin_ms = (double)(now_ns() - t0) / 1e6;
+    const tml_run *run = tml__agg_run(agg);
+    unsigned long long got = 0;
+    for (size_t i = 0; i < run->nranks; i++)
+        got += run->ranks[i].nsteps;
+    n = snprintf(line, sizeof(line), "received %llu finalize_ms %.1f\n", got, fin_ms);
+    if (write(status_fd, line, (size_t)n) != n)
+        return 1;
+    tml__server_free(srv);
+    tml__agg_free(agg);
+    return 0;
+}
+
+/* ---- simulated ranks --------------------------------------------------- */
+
+typedef struct sender {
+    int port;
+    int32_t first, count;   /* ranks first..first+count-1 */
+    int fds[1024];
+    unsigned long long sent, failed;
+} sender;
+
+static int send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            poll(&pf, 1, 100);
+            continue;
+        }
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int connect_rank(sender *s, int32_t rank)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)s->port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+        return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    tml_hello h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.run_id, sizeof(h.run_id), "%s", RUN_ID);
+    snprintf(h.secret, sizeof(h.secret), "%s", SECRET);
+    h.info.rank = rank;
+    h.info.local_rank = rank % 8;
+    h.info.world_size = (int32_t)opt_ranks;
+    h.info.node_rank = rank / 8;
+    h.info.nnodes = (int32_t)((opt_ranks + 7) / 8);
+    h.info.pid = 100000 + rank;
+    h.info.instrumented = TML_PHASES_ALL;
+    snprintf(h.info.host, sizeof(h.info.host), "node%d", (int)(rank / 8));
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_hello(&sb, &h);
+    int rc = send_all(fd, sb.buf, sb.len);
+    tml__sb_release(&sb);
+    /* the WELCOME frame: header + empty or short payload */
+    uint8_t buf[256];
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (rc < 0 || poll(&pf, 1, 5000) != 1 || recv(fd, buf, sizeof(buf), 0) < TML_WIRE_HEADER) {
+        close(fd);
+        return -1;
+    }
+    tml_frame_header fh;
+    if (tml__wire_header(buf, TML_WIRE_HEADER, &fh) < 0 || fh.type != TML_FRAME_WELCOME) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *sender_main(void *arg)
+{
+    sender *s = arg;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml_step_record rec;
+    int64_t period = 1000000000 / opt_rate;
+    int64_t t0 = now_ns();
+    long total = opt_rate * opt_seconds;
+    tml_rank_stats st;
+    memset(&st, 0, sizeof(st));
+    st.overhead_ns_per_step = 1000;
+    for (long step = 0; step < total; step++) {
+        int64_t due = t0 + step * period;
+        int64_t now = now_ns();
+        if (due > now) {
+            struct timespec ts = {(time_t)((due - now) / 1000000000),
+                                  (long)((due - now) % 1000000000)};
+            nanosleep(&ts, NULL);
+        }
+        for (int32_t i = 0; i < s->count; i++) {
+            if (s->fds[i] < 0)
+                continue;
+            fake_step(&rec, s->first + i, (uint64_t)step);
+            tml__sb_reset(&sb);
+            tml__wire_steps(&sb, &rec, 1);
+            if (step % opt_rate == opt_rate - 1) {
+                st.records_sent = (uint64_t)step + 1;
+                tml__wire_stats(&sb, TML_FRAME_STATS, &st);
+            }
+            if (send_all(s->fds[i], sb.buf, sb.len) < 0) {
+                s->failed++;
+                close(s->fds[i]);
+                s->fds[i] = -1;
+                continue;
+            }
+            s->sent++;
+        }
+    }
+    st.records_sent = (uint64_t)total;
+    for (int32_t i = 0; i < s->count; i++) {
+        if (s->fds[i] < 0)
+            continue;
+        tml__sb_reset(&sb);
+        tml__wire_stats(&sb, TML_FRAME_BYE, &st);
+        send_all(s->fds[i], sb.buf, sb.len);
+    }
+    tml__sb_release(&sb);
+    return NULL;
+}
+
+static double cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NAN;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, stt = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                     &stt) != 2)
+        return NAN;
+    return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long status_kb(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, strlen(key)) == 0)
+            v = strtol(line + strlen(key), NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static int live(void)
+{
+    char dir[] = "/tmp/traceml-loadgen-XXXXXX";
+    int ctl[2], st[2], pp[2];
+    if (!mkdtemp(dir) || pipe(ctl) < 0 || pipe(st) < 0 || pipe(pp) < 0)
+        return 2;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ctl[1]);
+        close(st[0]);
+        close(pp[0]);
+        _exit(aggregator_child(dir, ctl[0], st[1], pp[1]));
+    }
+    close(ctl[0]);
+    close(st[1]);
+    close(pp[1]);
+    char line[128] = "";
+    ssize_t r = read(pp[0], line, sizeof(line) - 1);
+    int port = r > 0 ? atoi(line) : 0;
+    if (port <= 0) {
+        fprintf(stderr, "loadgen: the aggregator did not start\n");
+        return 2;
+    }
+    sender *ss = calloc(THREADS, sizeof(*ss));
+    pthread_t th[THREADS];
+    long per = (opt_ranks + THREADS - 1) / THREADS;
+    long connected = 0;
+    for (int t = 0; t < THREADS; t++) {
+        ss[t].port = port;
+        ss[t].first = (int32_t)(t * per);
+        ss[t].count = (int32_t)(per < opt_ranks - t * per ? per : opt_ranks - t * per);
+        if (ss[t].count < 0)
+            ss[t].count = 0;
+        for (int32_t i = 0; i < ss[t].count; i++) {
+            ss[t].fds[i] = connect_rank(&ss[t], ss[t].first + i);
+            connected += ss[t].fds[i] >= 0;
+        }
+    }
+    double c0 = cpu_ticks(pid);
+    int64_t w0 = now_ns();
+    for (int t = 0; t < THREADS; t++)
+        pthread_create(&th[t], NULL, sender_main, &ss[t]);
+    unsigned long long sent = 0, failed = 0;
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        sent += ss[t].sent;
+        failed += ss[t].failed;
+    }
+    double wall = (double)(now_ns() - w0) / 1e9;
+    double c1 = cpu_ticks(pid);
+    long rss = status_kb(pid, "VmRSS:"), hwm = status_kb(pid, "VmHWM:");
+    if (write(ctl[1], "finalize completed 0 156\n", 25) != 25)
+        return 2;
+    char res[256] = "";
+    size_t got = 0;
+    while (got < sizeof(res) - 1) {
+        r = read(st[0], res + got, sizeof(res) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    unsigned long long received = 0;
+    double fin_ms = NAN;
+    sscanf(res, "received %llu finalize_ms %lf", &received, &fin_ms);
+    for (int t = 0; t < THREADS; t++)
+        for (int32_t i = 0; i < ss[t].count; i++)
+            if (ss[t].fds[i] >= 0)
+                close(ss[t].fds[i]);
+    free(ss);
+
+    printf("## live: %ld ranks x %ld steps/s for %ld s against one aggregator\n\n",
+           opt_ranks, opt_rate, opt_seconds);
+    printf("| ranks connected | records sent | records received | lost | send phase s | "
+           "aggregator CPU %% (one core) | aggregator RSS MiB (end / peak) | finalize ms |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f / %.1f | %.0f |\n\n", connected,
+           sent, received, (long long)sent - (long long)received, wall,
+           100.0 * (c1 - c0) / wall, rss / 1024.0, hwm / 1024.0, fin_ms);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "loadgen: could not remove %s\n", dir);
+    return (connected == opt_ranks && failed == 0 && sent == received) ? 0 : 1;
+}
+
+/* ---- offline summary --------------------------------------------------- */
+
+static int offline(void)
+{
+    tml_run run;
+    tml__run_init(&run, "loadgen", RUN_ID);
+    run.world_size = (int32_t)opt_ranks;
+    run.nnodes = (int32_t)((opt_ranks + 7) / 8);
+    tml_step_record *recs = malloc((size_t)opt_steps * sizeof(*recs));
+    if (!recs)
+        return 2;
+    for (int32_t r = 0; r < opt_ranks; r++) {
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.rank = r;
+        info.node_rank = r / 8;
+        info.local_rank = r % 8;
+        info.world_size = (int32_t)opt_ranks;
+        info.instrumented = TML_PHASES_ALL;
+        tml_rank *rk = tml__run_rank(&run, &info);
+        for (long s = 0; s < opt_steps; s++)
+            fake_step(&recs[s], r, (uint64_t)s);
+        if (!rk || tml__run_add_steps(rk, recs, (size_t)opt_steps) < 0)
+            return 2;
+        rk->ended = 1;
+    }
+    free(recs);
+    double *ms = calloc((size_t)opt_repeats, sizeof(*ms));
+    size_t text_len = 0, json_len = 0;
+    const char *verdict = "?";
+    for (long i = 0; i < opt_repeats; i++) {
+        tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+        tml_report_opts o;
+        memset(&o, 0, sizeof(o));
+        o.status = "completed";
+        o.duration_s = 200;
+        o.json_path = "final_summary.json";
+        o.generated_at = "2026-01-01T00:00:00Z";
+        int64_t t0 = now_ns();
+        int rc = tml__report_build(&run, &o, &text, &json);
+        ms[i] = (double)(now_ns() - t0) / 1e6;
+        if (rc < 0)
+            return 2;
+        text_len = text.len;
+        json_len = json.len;
+        verdict = text.buf && strstr(text.buf, "INPUT STRAGGLER") ? "INPUT STRAGGLER (R7)"
+                                                                  : "other";
+        tml__sb_release(&text);
+        tml__sb_release(&json);
+    }
+    qsort(ms, (size_t)opt_repeats, sizeof(*ms), cmp_d);
+    printf("## offline: the final summary of %ld ranks x %ld steps (tml__report_build)\n\n",
+           opt_ranks, opt_steps);
+    printf("| step records | median ms | min ms | max ms | box bytes | JSON bytes | verdict |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---|\n");
+    printf("| %ld | %.0f | %.0f | %.0f | %zu | %zu | %s |\n\n", opt_ranks * opt_steps,
+           ms[opt_repeats / 2], ms[0], ms[opt_repeats - 1], text_len, json_len, verdict);
+    free(ms);
+    tml__run_release(&run);
+    return 0;
+}
+
+static long arg_long(const char *name, const char *v, long lo, long hi)
+{
+    char *end;
+    long x = strtol(v ? v : "", &end, 10);
+    if (!v || *end || x < lo || x > hi) {
+        fprintf(stderr, "loadgen: %s must be an integer in [%ld, %ld]\n", name, lo, hi);
+        exit(2);
+    }
+    return x;
+}
+
+int main(int argc, char **argv)
+{
+    int do_live = 1, do_offline = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--ranks") == 0)
+            opt_ranks = arg_long(a, v, 1, 1000), i++;
+        else if (strcmp(a, "--rate") == 0)
+            opt_rate = arg_long(a, v, 1, 10000), i++;
+        else if (strcmp(a, "--seconds") == 0)
+            opt_seconds = arg_long(a, v, 1, 3600), i++;
+        else if (strcmp(a, "--summary-steps") == 0)
+            opt_steps = arg_long(a, v, 2, 1000000), i++;
+        else if (strcmp(a, "--repeats") == 0)
+            opt_repeats = arg_long(a, v, 1, 100), i++;
+        else if (strcmp(a, "--live-only") == 0)
+            do_offline = 0;
+        else if (strcmp(a, "--offline-only") == 0)
+            do_live = 0;
+        else {
+            fprintf(stderr, "loadgen: unknown option '%s'\n", a);
+            return 2;
+        }
+    }
+    int rc = 0;
+    if (do_live)
+        rc = live();
+    if (do_offline && rc != 2) {
+        int r2 = offline();
+        if (r2)
+            rc = r2;
+    }
+    return rc;
+}

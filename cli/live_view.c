@@ -1,0 +1,936 @@
+/*
+ * live_view.c - the terminal view of `traceml run --mode cli`.
+ *
+ * The launcher draws it, not the aggregator: the launcher owns the terminal
+ * and the training's output, while the aggregator owns the data. The view
+ * asks the aggregator's live server for /api/live once per interval (a
+ * loopback HTTP GET that takes well under a millisecond) and draws the JSON
+ * it gets, so the terminal view and the browser dashboard show the very same
+ * numbers, computed once, in C, by live/snapshot.c.
+ *
+ * Full screen uses ncursesw on stdscr only: each refresh erases and redraws
+ * everything and curses sends the difference, which is what makes it cheap
+ * over SSH; a resize (SIGWINCH, which curses turns into KEY_RESIZE) is just
+ * the next redraw at the new size. The training writes into a
+ * pseudo-terminal, so Python keeps its terminal buffering and the panel
+ * shows lines as they are printed; escape sequences are dropped and a bare
+ * CR (progress bars) rewrites the current line. Everything the training
+ * prints is also appended to <run_dir>/training_output.log, since the
+ * full-screen view does not leave it in the terminal's scrollback.
+ *
+ * When the terminal cannot do it (not a tty, TERM=dumb, terminfo unknown)
+ * the view prints one plain line per interval instead and leaves the
+ * training's output alone.
+ */
+#include "live_view.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curses.h>
+
+#include "cli.h"
+#include "util/json.h"
+#include "util/strbuf.h"
+
+#define OUT_LINES 1000
+#define OUT_COLS 400
+
+struct tml_live_view {
+    int live_port, interval_ms;
+    int full;             /* drawing full screen now */
+    int hidden;           /* q was pressed */
+    int ended;
+    int utf8;
+    SCREEN *scr;
+    int pty_master, pty_slave;
+    int log_fd;
+    char run_name[128];
+    char out_path[4200];
+    int64_t next_fetch_ms, next_draw_ms;
+    tml_json *doc;        /* the last /api/live */
+    char status_msg[160];
+    uint64_t last_plain_steps;
+    /* training output: a ring of lines, the last one being written */
+    char (*lines)[OUT_COLS];
+    size_t nlines, head;  /* head: index of the line being written */
+    size_t col;
+    int esc;              /* inside an escape sequence: 1 after ESC, 2 in CSI, 3 in OSC */
+};
+
+/* ---- data ---------------------------------------------------------- */
+
+/* GET path from the live server; the body as a parsed JSON document. */
+static tml_json *fetch_json(int port, const char *path)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    struct timeval tv = {0, 500000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    tml_strbuf resp = TML_STRBUF_INIT;
+    tml_json *doc = NULL;
+    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+        goto done;
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+        goto done;
+    for (;;) {
+        if (tml__sb_grow(&resp, 65536) < 0 || resp.len > (64u << 20))
+            goto done;
+        ssize_t r = recv(fd, resp.buf + resp.len, 65536, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            goto done;
+        if (r == 0)
+            break;
+        resp.len += (size_t)r;
+    }
+    if (!resp.len || strncmp(resp.buf, "HTTP/1.1 200", 12) != 0)
+        goto done;
+    resp.buf[resp.len] = '\0';
+    const char *body = strstr(resp.buf, "\r\n\r\n");
+    if (!body)
+        goto done;
+    body += 4;
+    tml__json_parse(body, resp.len - (size_t)(body - resp.buf), &doc, NULL);
+done:
+    close(fd);
+    tml__sb_release(&resp);
+    return doc;
+}
+
+static double num_at(const tml_json *v, const char *path)
+{
+    double d;
+    return tml__json_num(tml__json_path(v, path), &d) ? d : NAN;
+}
+
+static const char *str_at(const tml_json *v, const char *path)
+{
+    return tml__json_str(tml__json_path(v, path));
+}
+
+/* ---- training output ----------------------------------------------- */
+
+static char *cur_line(tml_live_view *v)
+{
+    return v->lines[v->head];
+}
+
+static void new_line(tml_live_view *v)
+{
+    v->head = (v->head + 1) % OUT_LINES;
+    v->lines[v->head][0] = '\0';
+    v->col = 0;
+    if (v->nlines < OUT_LINES)
+        v->nlines++;
+}
+
+/* Feeds output bytes into the line ring: escape sequences dropped, CR
+ * rewrites the line, tabs expanded, other controls dropped. */
+static void feed_output(tml_live_view *v, const char *p, size_t n)
+{
+    if (!v->lines)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (v->esc == 1) {   /* after ESC */
+            v->esc = c == '[' ? 2 : c == ']' ? 3 : 0;
+            continue;
+        }
+        if (v->esc == 2) {   /* CSI: parameters until a final byte */
+            if (c >= 0x40 && c <= 0x7e)
+                v->esc = 0;
+            continue;
+        }
+        if (v->esc == 3) {   /* OSC: until BEL (or ESC \) */
+            if (c == 0x07 || c == 0x1b)
+                v->esc = c == 0x1b ? 1 : 0;
+            continue;
+        }
+        if (c == 0x1b) {
+            v->esc = 1;
+        } else if (c == '\n') {
+            new_line(v);
+        } else if (c == '\r') {
+            v->col = 0;
+            cur_line(v)[0] = '\0';
+        } else if (c == '\t') {
+            do {
+                if (v->col < OUT_COLS - 1)
+                    cur_line(v)[v->col++] = ' ';
+            } while (v->col % 8 && v->col < OUT_COLS - 1);
+            cur_line(v)[v->col] = '\0';
+        } else if (c >= 0x20 && c != 0x7f) {
+            if (v->col < OUT_COLS - 1) {
+                cur_line(v)[v->col++] = (char)c;
+                cur_line(v)[v->col] = '\0';
+            }
+        }
+    }
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0 && fd >= 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads what the training wrote. Returns 1 when the pty is done. */
+static int read_pty(tml_live_view *v)
+{
+    char buf[16384];
+    for (int k = 0; k < 64; k++) {
+        ssize_t r = read(v->pty_master, buf, sizeof(buf));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (r <= 0)
+            return 1;   /* EIO: every writer closed the slave */
+        write_all(v->log_fd, buf, (size_t)r);
+        if (v->hidden || !v->full)
+            write_all(1, buf, (size_t)r);
+        else
+            feed_output(v, buf, (size_t)r);
+    }
+    return 0;
+}
+
+/* ---- drawing ------------------------------------------------------- */
+
+enum { C_CRIT = 1, C_WARN, C_OK, C_HEAD, C_DIM };
+
+/* Writes s at (y, x), at most w columns (UTF-8 aware, one column each). */
+static void put(int y, int x, int w, const char *s)
+{
+    if (y < 0 || y >= LINES || x >= COLS || w <= 0 || !s)
+        return;
+    if (x + w > COLS)
+        w = COLS - x;
+    const char *p = s;
+    int cols = 0;
+    while (*p && cols < w) {
+        p++;
+        while ((*p & 0xC0) == 0x80)
+            p++;
+        cols++;
+    }
+    mvaddnstr(y, x, s, (int)(p - s));
+}
+
+static void putf(int y, int x, int w, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void putf(int y, int x, int w, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    put(y, x, w, buf);
+}
+
+static void fmt_ms(char *out, size_t cap, double ms)
+{
+    if (isnan(ms))
+        snprintf(out, cap, "n/a");
+    else if (ms >= 10000)
+        snprintf(out, cap, "%.1f s", ms / 1000.0);
+    else if (ms >= 100)
+        snprintf(out, cap, "%.0f ms", ms);
+    else
+        snprintf(out, cap, "%.1f ms", ms);
+}
+
+static void fmt_bytes(char *out, size_t cap, double b)
+{
+    if (isnan(b))
+        snprintf(out, cap, "n/a");
+    else if (b >= 1073741824.0)
+        snprintf(out, cap, "%.2f GiB", b / 1073741824.0);
+    else
+        snprintf(out, cap, "%.0f MiB", b / 1048576.0);
+}
+
+static void fmt_pct(char *out, size_t cap, double p)
+{
+    if (isnan(p))
+        snprintf(out, cap, "n/a");
+    else
+        snprintf(out, cap, "%.0f%%", p);
+}
+
+/* A sparkline of the last w values of a JSON array (nulls are gaps),
+ * scaled from 0 to the largest value shown. */
+static void sparkline(tml_live_view *v, int y, int x, int w, const tml_json *arr)
+{
+    static const char *const blocks[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                          "\u2585", "\u2586", "\u2587", "\u2588"};
+    static const char ascii[8] = {'_', '.', ':', '-', '=', '+', '*', '#'};
+    if (!arr || arr->type != TML_JSON_ARRAY || w <= 0)
+        return;
+    size_t n = arr->n, from = n > (size_t)w ? n - (size_t)w : 0;
+    double mx = 0;
+    for (size_t i = from; i < n; i++) {
+        double d;
+        if (tml__json_num(&arr->items[i], &d) && d > mx)
+            mx = d;
+    }
+    if (mx <= 0)
+        return;
+    move(y, x);
+    for (size_t i = from; i < n; i++) {
+        double d;
+        if (!tml__json_num(&arr->items[i], &d)) {
+            addch(' ');
+            continue;
+        }
+        int k = (int)(d / mx * 7.0 + 0.5);
+        k = k < 0 ? 0 : k > 7 ? 7 : k;
+        if (v->utf8)
+            addstr(blocks[k]);
+        else
+            addch((chtype)ascii[k]);
+    }
+}
+
+static int frame_utf8;   /* box lines as UTF-8 text rather than the ACS charset */
+
+static void frame(int y, int x, int h, int w, const char *title)
+{
+    if (h < 2 || w < 4)
+        return;
+    if (frame_utf8) {
+        /* real box-drawing characters: the same on every UTF-8 terminal,
+         * and readable in a captured pane or a log of the screen */
+        move(y, x);
+        addstr("\u250c");
+        for (int i = 0; i < w - 2; i++)
+            addstr("\u2500");
+        addstr("\u2510");
+        for (int r = 1; r < h - 1; r++) {
+            mvaddstr(y + r, x, "\u2502");
+            mvaddstr(y + r, x + w - 1, "\u2502");
+        }
+        move(y + h - 1, x);
+        addstr("\u2514");
+        for (int i = 0; i < w - 2; i++)
+            addstr("\u2500");
+        addstr("\u2518");
+        attron(A_BOLD);
+        putf(y, x + 2, w - 4, " %s ", title);
+        attroff(A_BOLD);
+        return;
+    }
+    mvaddch(y, x, ACS_ULCORNER);
+    mvhline(y, x + 1, ACS_HLINE, w - 2);
+    mvaddch(y, x + w - 1, ACS_URCORNER);
+    mvvline(y + 1, x, ACS_VLINE, h - 2);
+    mvvline(y + 1, x + w - 1, ACS_VLINE, h - 2);
+    mvaddch(y + h - 1, x, ACS_LLCORNER);
+    mvhline(y + h - 1, x + 1, ACS_HLINE, w - 2);
+    mvaddch(y + h - 1, x + w - 1, ACS_LRCORNER);
+    attron(A_BOLD);
+    putf(y, x + 2, w - 4, " %s ", title);
+    attroff(A_BOLD);
+}
+
+static int sev_color(const char *sev)
+{
+    if (!sev)
+        return 0;
+    if (strcmp(sev, "CRITICAL") == 0)
+        return C_CRIT;
+    if (strcmp(sev, "WARNING") == 0)
+        return C_WARN;
+    return C_OK;
+}
+
+static const tml_json *series_rank_row(const tml_json *doc)
+{
+    double want = num_at(doc, "series.rank");
+    const tml_json *ranks = tml__json_get(doc, "ranks");
+    for (size_t i = 0; ranks && i < ranks->n; i++)
+        if (num_at(&ranks->items[i], "rank") == want)
+            return &ranks->items[i];
+    return tml__json_at(ranks, 0);
+}
+
+static double gauge(const tml_json *doc, const char *name, const char *who, double id)
+{
+    const tml_json *g = tml__json_get(doc, "gauges");
+    for (size_t i = 0; g && i < g->n; i++) {
+        const char *n = str_at(&g->items[i], "name");
+        if (n && strcmp(n, name) == 0 && num_at(&g->items[i], who) == id)
+            return num_at(&g->items[i], "value");
+    }
+    return NAN;
+}
+
+static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int w)
+{
+    static const struct {
+        const char *label, *avg, *share, *series;
+    } rows[] = {
+        {"Step Time", "step_time_ms", NULL, "series.step_time_ms"},
+        {"Input Wait", "input_wait_ms", "shares_percent.input_wait", "series.input_wait_ms"},
+        {"H2D", "h2d_ms", "shares_percent.h2d", "series.h2d_ms"},
+        {"Forward", "forward_ms", "shares_percent.forward", "series.forward_ms"},
+        {"Backward", "backward_ms", "shares_percent.backward", "series.backward_ms"},
+        {"Optimizer", "optimizer_ms", "shares_percent.optimizer", "series.optimizer_ms"},
+        {"Residual", "residual_ms", "shares_percent.residual", "series.residual_ms"},
+    };
+    int n = (int)(sizeof(rows) / sizeof(rows[0]));
+    int h = n + 3;
+    char title[96];
+    snprintf(title, sizeof(title), "STEP TIMING  rank %.0f, last %.0f steps",
+             num_at(doc, "series.rank"), num_at(doc, "window.window_steps"));
+    frame(y, x, h, w, title);
+    const tml_json *r = series_rank_row(doc);
+    const char *cause = str_at(doc, "verdict.cause");
+    attron(A_DIM);
+    put(y + 1, x + 2, w - 4, "phase         avg      share  history");
+    attroff(A_DIM);
+    for (int i = 0; i < n; i++) {
+        char a[32], s[16];
+        fmt_ms(a, sizeof(a), num_at(r, rows[i].avg));
+        if (rows[i].share)
+            fmt_pct(s, sizeof(s), num_at(doc, rows[i].share));
+        else
+            snprintf(s, sizeof(s), " ");
+        int is_cause = cause && strncmp(cause, rows[i].avg, strlen(cause)) == 0 &&
+                       rows[i].avg[strlen(cause)] == '_';
+        if (is_cause)
+            attron(A_BOLD);
+        putf(y + 2 + i, x + 2, w - 4, "%-11s %9s %7s", rows[i].label, a, s);
+        if (is_cause)
+            attroff(A_BOLD);
+        sparkline(v, y + 2 + i, x + 33, w - 35, tml__json_path(doc, rows[i].series));
+    }
+    return h;
+}
+
+static int draw_resources(tml_live_view *v, const tml_json *doc, int y, int x, int w)
+{
+    const tml_json *r = series_rank_row(doc);
+    double rank = num_at(doc, "series.rank");
+    char a[32], b[32], c[32], d[32];
+    int h = 7;
+    frame(y, x, h, w, "STEP MEMORY");
+    fmt_bytes(a, sizeof(a), num_at(r, "rss_bytes"));
+    putf(y + 1, x + 2, w - 4, "RSS            %10s", a);
+    sparkline(v, y + 1, x + 29, w - 31, tml__json_path(doc, "series.rss_bytes"));
+    fmt_bytes(a, sizeof(a), num_at(r, "cuda_allocated_bytes"));
+    putf(y + 2, x + 2, w - 4, "CUDA allocated %10s", a);
+    sparkline(v, y + 2, x + 29, w - 31, tml__json_path(doc, "series.cuda_allocated_bytes"));
+    fmt_bytes(a, sizeof(a), num_at(r, "cuda_reserved_bytes"));
+    putf(y + 3, x + 2, w - 4, "CUDA reserved  %10s", a);
+    sparkline(v, y + 3, x + 29, w - 31, tml__json_path(doc, "series.cuda_reserved_bytes"));
+    const char *lab = str_at(doc, "step_memory.label");
+    putf(y + 5, x + 2, w - 4, "%s", lab ? lab : "n/a");
+
+    int y2 = y + h;
+    int h2 = 7;
+    frame(y2, x, h2, w, "SYSTEM | PROCESS");
+    double node = num_at(r, "node");
+    fmt_pct(a, sizeof(a), gauge(doc, "traceml_system_cpu_percent", "node", node));
+    fmt_bytes(b, sizeof(b), gauge(doc, "traceml_system_ram_used_bytes", "node", node));
+    fmt_bytes(c, sizeof(c), gauge(doc, "traceml_system_ram_total_bytes", "node", node));
+    putf(y2 + 1, x + 2, w - 4, "CPU %-5s  RAM %s / %s", a, b, c);
+    fmt_pct(a, sizeof(a), num_at(doc, "gpu_util_percent"));
+    fmt_bytes(b, sizeof(b), gauge(doc, "traceml_system_gpu_memory_used_bytes", "node", node));
+    double t = gauge(doc, "traceml_system_gpu_temperature_c", "node", node);
+    double p = gauge(doc, "traceml_system_gpu_power_w", "node", node);
+    if (isnan(t))
+        snprintf(c, sizeof(c), "n/a");
+    else
+        snprintf(c, sizeof(c), "%.0f C", t);
+    if (isnan(p))
+        snprintf(d, sizeof(d), "n/a");
+    else
+        snprintf(d, sizeof(d), "%.0f W", p);
+    putf(y2 + 2, x + 2, w - 4, "GPU %-5s  mem %s  %s  %s", a, b, c, d);
+    fmt_pct(a, sizeof(a), gauge(doc, "traceml_process_cpu_capacity_percent", "rank", rank));
+    fmt_bytes(b, sizeof(b), gauge(doc, "traceml_process_rss_bytes", "rank", rank));
+    putf(y2 + 3, x + 2, w - 4, "process CPU %s of capacity  RSS %s", a, b);
+    const char *sl = str_at(doc, "system.label"), *pl = str_at(doc, "process.label");
+    putf(y2 + 5, x + 2, w - 4, "system %s | process %s", sl ? sl : "n/a", pl ? pl : "n/a");
+    return h + h2;
+}
+
+static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
+{
+    const tml_json *ranks = tml__json_get(doc, "ranks");
+    if (!ranks || ranks->n < 2 || maxh < 4)
+        return 0;
+    int rows = (int)ranks->n;
+    if (rows > maxh - 3)
+        rows = maxh - 3;
+    int h = rows + 3;
+    frame(y, x, h, w, "RANKS  live window averages");
+    attron(A_DIM);
+    put(y + 1, x + 2, w - 4,
+        "rank         steps    step      p90     input   forward  backward  optimizer");
+    attroff(A_DIM);
+    double worst = num_at(doc, "worst_rank");
+    for (int i = 0; i < rows; i++) {
+        const tml_json *r = &ranks->items[i];
+        char s[6][32];
+        fmt_ms(s[0], 32, num_at(r, "step_time_ms"));
+        fmt_ms(s[1], 32, num_at(r, "step_time_p90_ms"));
+        fmt_ms(s[2], 32, num_at(r, "input_wait_ms"));
+        fmt_ms(s[3], 32, num_at(r, "forward_ms"));
+        fmt_ms(s[4], 32, num_at(r, "backward_ms"));
+        fmt_ms(s[5], 32, num_at(r, "optimizer_ms"));
+        int is_worst = num_at(r, "rank") == worst;
+        if (is_worst)
+            attron(A_BOLD);
+        const char *lab = str_at(r, "label");
+        putf(y + 2 + i, x + 2, w - 4, "%-10s %7.0f %8s %8s %9s %9s %9s %10s%s",
+             lab ? lab : "?", num_at(r, "steps_received"), s[0], s[1], s[2], s[3], s[4], s[5],
+             is_worst ? "  worst" : "");
+        if (is_worst)
+            attroff(A_BOLD);
+    }
+    return h;
+}
+
+static void draw_output(tml_live_view *v, int y, int x, int w, int h)
+{
+    if (h < 3)
+        return;
+    frame(y, x, h, w, "TRAINING OUTPUT");
+    int rows = h - 2;
+    /* the last `rows` lines, the one being written included when non-empty */
+    size_t have = v->nlines + 1;
+    size_t skip_cur = cur_line(v)[0] == '\0' ? 1 : 0;
+    size_t avail = have - skip_cur;
+    size_t show = avail < (size_t)rows ? avail : (size_t)rows;
+    for (size_t k = 0; k < show; k++) {
+        size_t back = skip_cur + (show - 1 - k);
+        size_t idx = (v->head + OUT_LINES - back) % OUT_LINES;
+        put(y + 1 + (int)k, x + 2, w - 4, v->lines[idx]);
+    }
+}
+
+static void draw(tml_live_view *v)
+{
+    frame_utf8 = v->utf8;
+    erase();
+    int W = COLS, H = LINES;
+    const tml_json *doc = v->doc;
+    char hdr[512];
+    if (doc) {
+        const tml_json *ranks = tml__json_get(doc, "ranks");
+        double last = -1;
+        for (size_t i = 0; ranks && i < ranks->n; i++) {
+            double l = num_at(&ranks->items[i], "last_step");
+            if (!isnan(l) && l > last)
+                last = l;
+        }
+        const char *clk = str_at(doc, "window.clock");
+        snprintf(hdr, sizeof(hdr), " TraceML live \u00b7 %s \u00b7 %zu rank%s \u00b7 step %.0f "
+                 "\u00b7 %.0fs \u00b7 %s clock",
+                 v->run_name, ranks ? ranks->n : 0, ranks && ranks->n == 1 ? "" : "s",
+                 last < 0 ? 0 : last, num_at(doc, "elapsed_s"),
+                 clk && strcmp(clk, "gpu") == 0 ? "GPU" : "CPU");
+    } else {
+        snprintf(hdr, sizeof(hdr), " TraceML live \u00b7 %s \u00b7 %s", v->run_name,
+                 v->status_msg[0] ? v->status_msg : "waiting for the first steps");
+    }
+    if (!v->utf8)
+        for (char *p = hdr; *p; p++)
+            if ((unsigned char)*p == 0xC2 && (unsigned char)p[1] == 0xB7) {
+                p[0] = ' ';
+                p[1] = '|';
+            }
+    attron(A_REVERSE);
+    mvhline(0, 0, ' ', W);
+    put(0, 0, W, hdr);
+    put(0, W - 14 > 0 ? W - 14 : 0, 14, " q: hide view ");
+    attroff(A_REVERSE);
+
+    int y = 1;
+    if (doc) {
+        const char *label = str_at(doc, "verdict.label");
+        const char *sev = str_at(doc, "verdict.severity");
+        int col = has_colors() ? sev_color(sev) : 0;
+        attron(A_BOLD | (col ? COLOR_PAIR(col) : 0));
+        putf(y, 1, W - 2, "Verdict: %s (%s)", label ? label : "NO DATA", sev ? sev : "INFO");
+        attroff(A_BOLD | (col ? COLOR_PAIR(col) : 0));
+        attron(A_DIM);
+        putf(y, 1 + 14 + (int)strlen(label ? label : "NO DATA") + (int)strlen(sev ? sev : "INFO"),
+             W - 40, "over the last %.0f steps", num_at(doc, "window.window_steps"));
+        attroff(A_DIM);
+        const char *why = str_at(doc, "verdict.why"), *next = str_at(doc, "verdict.next");
+        putf(y + 1, 1, W - 2, "Why: %s", why && *why ? why : "-");
+        putf(y + 2, 1, W - 2, "Next: %s", next && *next ? next : "-");
+    }
+    y += 4;
+    int rest = H - y;
+    if (doc && W >= 60 && rest >= 14 + 5) {
+        int used;
+        if (W >= 100) {
+            int lw = W * 58 / 100;
+            int h1 = draw_timing(v, doc, y, 0, lw);
+            int h2 = draw_resources(v, doc, y, lw, W - lw);
+            used = h1 > h2 ? h1 : h2;
+        } else {
+            used = draw_timing(v, doc, y, 0, W);
+            if (H - (y + used) >= 14 + 5)
+                used += draw_resources(v, doc, y + used, 0, W);
+        }
+        y += used;
+        int maxh = (H - y) - 6;
+        y += draw_ranks(doc, y, 0, W, maxh > 12 ? 12 : maxh);
+    }
+    draw_output(v, y, 0, W, H - y);
+    refresh();
+}
+
+/* ---- life cycle ---------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    return tml__cli_mono_ms();
+}
+
+static int open_pty(tml_live_view *v)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0)
+        return -1;
+    if (grantpt(m) < 0 || unlockpt(m) < 0)
+        goto fail;
+    char name[128];
+    if (ptsname_r(m, name, sizeof(name)) != 0)
+        goto fail;
+    int s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s < 0)
+        goto fail;
+    struct termios t;
+    if (tcgetattr(s, &t) == 0) {
+        t.c_oflag &= ~(tcflag_t)OPOST;   /* "\n" stays "\n" */
+        t.c_lflag &= ~(tcflag_t)ECHO;
+        tcsetattr(s, TCSANOW, &t);
+    }
+    fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
+    v->pty_master = m;
+    v->pty_slave = s;
+    return 0;
+fail:
+    close(m);
+    return -1;
+}
+
+static void size_pty(tml_live_view *v)
+{
+    if (v->pty_master < 0)
+        return;
+    struct winsize ws;
+    memset(&ws, 0, sizeof(ws));
+    ws.ws_col = (unsigned short)(v->full && !v->hidden ? (COLS > 8 ? COLS - 4 : 4) : 80);
+    ws.ws_row = (unsigned short)(v->full && !v->hidden ? (LINES > 4 ? LINES : 4) : 24);
+    if (!v->full || v->hidden) {
+        struct winsize real;
+        if (ioctl(1, TIOCGWINSZ, &real) == 0 && real.ws_col)
+            ws = real;
+    }
+    ioctl(v->pty_master, TIOCSWINSZ, &ws);
+}
+
+tml_live_view *tml__view_new(const tml_view_opts *o)
+{
+    tml_live_view *v = calloc(1, sizeof(*v));
+    if (!v)
+        return NULL;
+    v->pty_master = v->pty_slave = v->log_fd = -1;
+    v->live_port = o->live_port;
+    v->interval_ms = o->interval_ms > 0 ? o->interval_ms : 1000;
+    snprintf(v->run_name, sizeof(v->run_name), "%s", o->run_name ? o->run_name : "run");
+    if (o->run_dir)
+        snprintf(v->out_path, sizeof(v->out_path), "%s/training_output.log", o->run_dir);
+
+    const char *term = getenv("TERM");
+    int can = !o->force_plain && isatty(0) && isatty(1) && term && *term &&
+              strcmp(term, "dumb") != 0;
+    if (can) {
+        setlocale(LC_ALL, "");
+        const char *cs = nl_langinfo(CODESET);
+        v->utf8 = cs && strcmp(cs, "UTF-8") == 0;
+        v->lines = calloc(OUT_LINES, sizeof(*v->lines));
+        if (v->lines && open_pty(v) == 0) {
+            /* newterm, unlike initscr, returns NULL for an unknown TERM */
+            v->scr = newterm(NULL, stdout, stdin);
+            if (v->scr) {
+                v->full = 1;
+                cbreak();
+                noecho();
+                nodelay(stdscr, TRUE);
+                keypad(stdscr, TRUE);
+                curs_set(0);
+                if (has_colors()) {
+                    start_color();
+                    use_default_colors();
+                    init_pair(C_CRIT, COLOR_RED, -1);
+                    init_pair(C_WARN, COLOR_YELLOW, -1);
+                    init_pair(C_OK, COLOR_GREEN, -1);
+                }
+                size_pty(v);
+            }
+        }
+        if (!v->full) {
+            if (v->pty_master >= 0)
+                close(v->pty_master);
+            if (v->pty_slave >= 0)
+                close(v->pty_slave);
+            v->pty_master = v->pty_slave = -1;
+        } else if (v->out_path[0]) {
+            v->log_fd = open(v->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        }
+    }
+    if (!v->full && !o->force_plain && can)
+        tml__cli_warn("the terminal cannot show the live view (TERM=%s); printing plain lines",
+                      term);
+    return v;
+}
+
+int tml__view_fullscreen(const tml_live_view *v)
+{
+    return v && v->full;
+}
+
+int tml__view_child_fd(const tml_live_view *v)
+{
+    return v ? v->pty_slave : -1;
+}
+
+void tml__view_started(tml_live_view *v)
+{
+    if (v && v->pty_slave >= 0) {
+        close(v->pty_slave);
+        v->pty_slave = -1;
+    }
+}
+
+static void fetch(tml_live_view *v)
+{
+    if (v->live_port <= 0) {
+        snprintf(v->status_msg, sizeof(v->status_msg), "no live data (aggregator not running)");
+        return;
+    }
+    tml_json *doc = fetch_json(v->live_port, "/api/live");
+    if (doc) {
+        tml__json_free(v->doc);
+        v->doc = doc;
+        v->status_msg[0] = '\0';
+    } else {
+        snprintf(v->status_msg, sizeof(v->status_msg), "live data unavailable");
+    }
+}
+
+static void plain_line(tml_live_view *v)
+{
+    if (!v->doc)
+        return;
+    const tml_json *ranks = tml__json_get(v->doc, "ranks");
+    uint64_t steps = 0;
+    for (size_t i = 0; ranks && i < ranks->n; i++) {
+        double s = num_at(&ranks->items[i], "steps_received");
+        if (!isnan(s) && (uint64_t)s > steps)
+            steps = (uint64_t)s;
+    }
+    if (steps == v->last_plain_steps)
+        return;   /* nothing new: no line */
+    v->last_plain_steps = steps;
+    const char *line = str_at(v->doc, "line");
+    if (line) {
+        fflush(stdout);
+        write_all(1, line, strlen(line));
+        write_all(1, "\n", 1);
+    }
+}
+
+void tml__view_poll(tml_live_view *v, int timeout_ms)
+{
+    if (!v || v->ended) {
+        tml__cli_sleep_ms(timeout_ms);
+        return;
+    }
+    struct pollfd pf[2];
+    int np = 0;
+    if (v->pty_master >= 0) {
+        pf[np].fd = v->pty_master;
+        pf[np++].events = POLLIN;
+    }
+    if (v->full && !v->hidden) {
+        pf[np].fd = 0;
+        pf[np++].events = POLLIN;
+    }
+    if (np)
+        poll(pf, (nfds_t)np, timeout_ms);
+    else
+        tml__cli_sleep_ms(timeout_ms);
+    if (v->pty_master >= 0 && read_pty(v)) {
+        close(v->pty_master);
+        v->pty_master = -1;
+    }
+    int64_t now = now_ms();
+    int redraw = 0;
+    if (v->full && !v->hidden) {
+        int ch;
+        while ((ch = getch()) != ERR) {
+            if (ch == 'q' || ch == 'Q') {
+                v->hidden = 1;
+                endwin();
+                size_pty(v);
+                const char msg[] = "traceml: live view hidden; training continues, "
+                                   "the summary follows at the end.\n";
+                write_all(1, msg, sizeof(msg) - 1);
+                return;
+            }
+            if (ch == KEY_RESIZE) {
+                size_pty(v);
+                redraw = 1;
+            }
+        }
+    }
+    if (now >= v->next_fetch_ms) {
+        v->next_fetch_ms = now + v->interval_ms;
+        if (!v->hidden)
+            fetch(v);
+        redraw = 1;
+        if (!v->full)
+            plain_line(v);
+    }
+    if (v->full && !v->hidden && (redraw || now >= v->next_draw_ms)) {
+        v->next_draw_ms = now + 250;   /* output shows within a quarter second */
+        draw(v);
+    }
+}
+
+void tml__view_end(tml_live_view *v)
+{
+    if (!v || v->ended)
+        return;
+    /* what the training printed last (its descendants may still hold the
+     * pty: wait a little, not forever) */
+    int64_t until = now_ms() + 300;
+    while (v->pty_master >= 0 && now_ms() < until) {
+        struct pollfd pf = {v->pty_master, POLLIN, 0};
+        if (poll(&pf, 1, 50) <= 0)
+            break;
+        if (read_pty(v)) {
+            close(v->pty_master);
+            v->pty_master = -1;
+        }
+    }
+    if (v->full && !v->hidden) {
+        v->next_fetch_ms = 0;
+        fetch(v);
+        draw(v);
+        endwin();
+    }
+    v->ended = 1;
+    if (v->full && !v->hidden) {
+        /* the panel's last lines, so the terminal keeps the training's end */
+        size_t have = v->nlines + (cur_line(v)[0] ? 1 : 0);
+        size_t show = have < 10 ? have : 10;
+        if (show) {
+            tml_strbuf sb = TML_STRBUF_INIT;
+            tml__sb_addf(&sb, "traceml: the training's last output (all of it: %s):\n",
+                         v->out_path[0] ? v->out_path : "not saved");
+            size_t skip_cur = cur_line(v)[0] ? 0 : 1;
+            for (size_t k = 0; k < show; k++) {
+                size_t back = skip_cur + (show - 1 - k);
+                tml__sb_addf(&sb, "  %s\n", v->lines[(v->head + OUT_LINES - back) % OUT_LINES]);
+            }
+            if (!sb.failed)
+                write_all(1, sb.buf, sb.len);
+            tml__sb_release(&sb);
+        }
+    }
+}
+
+void tml__view_free(tml_live_view *v)
+{
+    if (!v)
+        return;
+    tml__view_end(v);
+    if (v->scr)
+        delscreen(v->scr);
+    if (v->pty_master >= 0)
+        close(v->pty_master);
+    if (v->pty_slave >= 0)
+        close(v->pty_slave);
+    if (v->log_fd >= 0)
+        close(v->log_fd);
+    tml__json_free(v->doc);
+    free(v->lines);
+    free(v);
+}
+
+tml_live_view *tml__view_start(const char *mode, int port_wanted, int port_got,
+                               const char *bind, int interval_ms, const tml_cli_run *r)
+{
+    if (!mode || strcmp(mode, "summary") == 0 || port_wanted < 0)
+        return NULL;
+    if (strcmp(mode, "dashboard") == 0) {
+        const char *addr = bind && *bind ? bind : "127.0.0.1";
+        if (port_got <= 0) {
+            tml__cli_warn("the dashboard could not listen on %s:%d (port in use? see "
+                          "%s/traceml.log); training continues without it "
+                          "(try --dashboard-port)", addr, port_wanted, r->dir);
+            return NULL;
+        }
+        char host[256] = "this-machine";
+        if (gethostname(host, sizeof(host) - 1) != 0)
+            snprintf(host, sizeof(host), "this-machine");
+        int wildcard = strcmp(addr, "0.0.0.0") == 0;
+        fprintf(stderr, "traceml: live dashboard: http://%s:%d/  (also /metrics, "
+                "/api/live, /api/summary)\n", wildcard ? host : addr, port_got);
+        if (!wildcard)
+            fprintf(stderr, "traceml: from another machine: ssh -N -L %d:127.0.0.1:%d %s  "
+                    "then open http://localhost:%d/\n", port_got, port_got, host, port_got);
+        fflush(stderr);
+        return NULL;
+    }
+    tml_view_opts o;
+    memset(&o, 0, sizeof(o));
+    o.live_port = port_got;
+    o.interval_ms = interval_ms;
+    o.run_dir = r->dir;
+    o.run_name = r->name;
+    return tml__view_new(&o);
+}

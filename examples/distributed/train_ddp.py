@@ -1,0 +1,99 @@
+"""A small DDP training run on CPU (gloo) with injectable causes, for the
+distributed scenarios of TraceML (tests/e2e/test_distributed.py).
+
+    traceml run --nproc-per-node 2 examples/distributed/train_ddp.py --slow-input-rank 1
+
+Each rank trains a tiny MLP under DistributedDataParallel. Every forward
+also waits --device-ms (default 15 ms): a stand-in for the accelerator time
+a real model spends, so that steps are long enough for timings to be stable
+when several ranks share two CPU cores. Injected causes, all exact:
+
+  --slow-input-rank K    rank K's DataLoader sleeps --delay-ms per batch
+  --slow-input-all       every rank's DataLoader sleeps --delay-ms
+  --slow-compute-rank K  rank K's forward takes --delay-ms longer
+  --kill-rank K --kill-at-step S   rank K SIGKILLs itself at step S
+
+Ranks are told apart by RANK (torchrun) or SLURM_PROCID (srun), like
+torch.distributed itself. Set OMP_NUM_THREADS=1 on small machines.
+"""
+import argparse
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "diagnosis"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import traceml_ai as traceml  # noqa: E402
+from _common import dataset, fast_loader, mlp, sleep_ms, slow_loader  # noqa: E402
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=int(os.environ.get("TRACEML_EX_STEPS", 40)))
+    p.add_argument("--delay-ms", type=float, default=60.0)
+    p.add_argument("--device-ms", type=float, default=15.0)
+    p.add_argument("--slow-input-rank", type=int, default=-1)
+    p.add_argument("--slow-input-all", action="store_true")
+    p.add_argument("--slow-compute-rank", type=int, default=-1)
+    p.add_argument("--kill-rank", type=int, default=-1)
+    p.add_argument("--kill-at-step", type=int, default=10)
+    return p.parse_args()
+
+
+class Device(nn.Module):
+    """The MLP plus a fixed wait: what a forward on an accelerator costs."""
+
+    def __init__(self, net, wait_ms):
+        super().__init__()
+        self.net = net
+        self.wait_ms = wait_ms
+
+    def forward(self, x):
+        sleep_ms(self.wait_ms)
+        return self.net(x)
+
+
+def main():
+    a = parse()
+    if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
+        os.environ.setdefault("RANK", os.environ["SLURM_PROCID"])
+        os.environ.setdefault("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1"))
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+    traceml.init(mode="auto")
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.set_num_threads(1)
+
+    batch = 32
+    ds = dataset(a.steps, batch, seed=rank)
+    slow = a.slow_input_all or rank == a.slow_input_rank
+    loader = slow_loader(ds, batch, a.delay_ms / 1000.0) if slow else fast_loader(ds, batch)
+    extra = a.delay_ms if rank == a.slow_compute_rank else 0.0
+    model = DDP(Device(mlp(width=64), a.device_ms + extra))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+
+    for step, (x, y) in enumerate(loader):
+        if rank == a.kill_rank and step == a.kill_at_step:
+            print("rank %d: SIGKILL at step %d" % (rank, step), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        with traceml.trace_step(model):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+    dist.barrier()
+    dist.destroy_process_group()
+    if rank == 0:
+        print("trained %d steps" % a.steps)
+
+
+if __name__ == "__main__":
+    main()

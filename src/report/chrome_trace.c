@@ -1,0 +1,187 @@
+/*
+ * chrome_trace.c - a run's steps as a Chrome / Perfetto trace (the JSON
+ * "Trace Event Format"), for `traceml export --chrome-trace`.
+ *
+ * The summary says which phase dominates on average; a timeline shows the
+ * steps themselves: the one slow step every 50, the rank whose input waits
+ * drift, the pause outside the loop. Open the file in ui.perfetto.dev or
+ * chrome://tracing.
+ *
+ * Layout: one process (the run), one track (thread) per rank named
+ * "R<rank>/N<node>". Each step is a "Step N" slice from the start of its
+ * input wait to the end of its bracket, with the phases as child slices;
+ * time outside every bracket and fetch is an "Untraced" slice before it.
+ * Times are the CPU monotonic clock of each rank, in microseconds from the
+ * run's earliest event (ranks on one node share that clock; across nodes
+ * the clocks are independent, so tracks of different nodes line up only
+ * approximately).
+ *
+ * What is exact and what is laid out: a step record holds the bracket's
+ * start, its traced duration, the input wait before it and the total time
+ * of each phase, not where each phase's calls sat inside the step. So the
+ * Step, Input Wait and Untraced slices are where they happened, and inside
+ * the bracket the phases are laid end to end in the order a training step
+ * runs them (H2D, Forward, Backward, Optimizer), each as long as it
+ * measured; what is left of the bracket is the residual. GPU-clock figures
+ * and memory are in the Step slice's args.
+ */
+#include "report/chrome_trace.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int64_t nonneg(int64_t v)
+{
+    return v > 0 ? v : 0;
+}
+
+/* Microseconds from t0, nanosecond precision. */
+static void add_us(tml_strbuf *sb, int64_t ns)
+{
+    int64_t us = ns / 1000, frac = ns % 1000;
+    if (ns < 0) {
+        tml__sb_addf(sb, "%.3f", (double)ns / 1000.0);
+        return;
+    }
+    tml__sb_addf(sb, "%lld.%03lld", (long long)us, (long long)frac);
+}
+
+static void slice(tml_strbuf *sb, const char *name, const char *cat, int tid, int64_t ts,
+                  int64_t dur, const char *args)
+{
+    tml__sb_adds(sb, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":");
+    tml__sb_addf(sb, "%d,\"name\":", tid);
+    tml__sb_add_json_str(sb, name);
+    tml__sb_addf(sb, ",\"cat\":\"%s\",\"ts\":", cat);
+    add_us(sb, ts);
+    tml__sb_adds(sb, ",\"dur\":");
+    add_us(sb, dur);
+    if (args) {
+        tml__sb_adds(sb, ",\"args\":");
+        tml__sb_adds(sb, args);
+    }
+    tml__sb_addc(sb, '}');
+}
+
+static void arg_ms(tml_strbuf *a, const char *key, int64_t ns)
+{
+    if (ns < 0)
+        tml__sb_addf(a, ",\"%s\":null", key);
+    else
+        tml__sb_addf(a, ",\"%s\":%.3f", key, (double)ns / 1e6);
+}
+
+int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
+{
+    static const char *const names[TML_PHASE_COUNT] = {
+        "Input Wait", "H2D", "Forward", "Backward", "Optimizer"
+    };
+    static const char *const cpu_keys[TML_PHASE_COUNT] = {
+        "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms"
+    };
+    static const char *const gpu_keys[TML_PHASE_COUNT] = {
+        "gpu_input_wait_ms", "gpu_h2d_ms", "gpu_forward_ms", "gpu_backward_ms",
+        "gpu_optimizer_ms"
+    };
+    int64_t t0 = INT64_MAX;
+    size_t n = 0;
+    tml_strbuf args = TML_STRBUF_INIT;
+
+    for (size_t i = 0; i < run->nranks; i++)
+        for (size_t j = 0; j < run->ranks[i].nsteps; j++) {
+            const tml_step_record *s = &run->ranks[i].steps[j];
+            int64_t t = s->start_ns - nonneg(s->phase_ns[TML_PHASE_INPUT]) - nonneg(s->gap_ns);
+            if (t < t0)
+                t0 = t;
+        }
+    if (t0 == INT64_MAX)
+        t0 = 0;
+
+    tml__sb_adds(out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run_name\":");
+    tml__sb_add_json_str(out, run->name);
+    tml__sb_adds(out, ",\"run_id\":");
+    tml__sb_add_json_str(out, run->id);
+    tml__sb_addf(out, ",\"traceml_version\":\"%s\",\"clock\":\"cpu monotonic\"},\n"
+                 "\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\","
+                 "\"args\":{\"name\":", TML_VERSION_STRING);
+    {
+        char pn[200];
+        snprintf(pn, sizeof(pn), "TraceML run %s", run->name);
+        tml__sb_add_json_str(out, pn);
+    }
+    tml__sb_adds(out, "}}");
+
+    for (size_t i = 0; i < run->nranks; i++) {
+        const tml_rank *r = &run->ranks[i];
+        int tid = r->info.rank;
+        char label[128];
+        snprintf(label, sizeof(label), "R%d/N%d", (int)r->info.rank, (int)r->info.node_rank);
+        tml__sb_addf(out, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
+                     "\"args\":{\"name\":", tid);
+        tml__sb_add_json_str(out, label);
+        tml__sb_addf(out, "}},\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                     "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid, tid);
+        for (size_t j = 0; j < r->nsteps; j++) {
+            const tml_step_record *s = &r->steps[j];
+            int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]);
+            int64_t traced = nonneg(s->traced_ns);
+            int64_t begin = s->start_ns - in - t0;
+            char name[64];
+            int aborted = (s->flags & TML_STEP_ABORTED) != 0;
+            snprintf(name, sizeof(name), "Step %llu%s", (unsigned long long)s->step,
+                     aborted ? " (aborted)" : "");
+            if (s->gap_ns > 0) {
+                slice(out, "Untraced", "untraced", tid, begin - s->gap_ns, s->gap_ns, NULL);
+                n++;
+            }
+            tml__sb_reset(&args);
+            tml__sb_addf(&args, "{\"step\":%llu,\"rank\":%d", (unsigned long long)s->step,
+                         (int)r->info.rank);
+            arg_ms(&args, "step_time_ms", in + traced);
+            arg_ms(&args, "traced_ms", traced);
+            for (int p = 0; p < TML_PHASE_COUNT; p++)
+                arg_ms(&args, cpu_keys[p], (s->observed & TML_PHASE_BIT(p)) ? s->phase_ns[p] : -1);
+            if (s->gpu_traced_ns >= 0) {
+                arg_ms(&args, "gpu_traced_ms", s->gpu_traced_ns);
+                for (int p = 0; p < TML_PHASE_COUNT; p++)
+                    arg_ms(&args, gpu_keys[p], s->gpu_phase_ns[p]);
+            }
+            if (s->rss_bytes >= 0)
+                tml__sb_addf(&args, ",\"rss_bytes\":%lld", (long long)s->rss_bytes);
+            if (s->cuda_allocated_peak_bytes >= 0)
+                tml__sb_addf(&args, ",\"peak_allocated_bytes\":%lld",
+                             (long long)s->cuda_allocated_peak_bytes);
+            if (s->cuda_reserved_peak_bytes >= 0)
+                tml__sb_addf(&args, ",\"peak_reserved_bytes\":%lld",
+                             (long long)s->cuda_reserved_peak_bytes);
+            if (aborted)
+                tml__sb_adds(&args, ",\"aborted\":true");
+            tml__sb_addc(&args, '}');
+            slice(out, name, "step", tid, begin, in + traced, args.buf);
+            n++;
+            if ((s->observed & TML_PHASE_BIT(TML_PHASE_INPUT)) && in > 0) {
+                slice(out, names[TML_PHASE_INPUT], "input", tid, begin, in, NULL);
+                n++;
+            }
+            int64_t at = s->start_ns - t0, end = at + traced;
+            for (int p = TML_PHASE_H2D; p < TML_PHASE_COUNT; p++) {
+                int64_t d = nonneg(s->phase_ns[p]);
+                if (!(s->observed & TML_PHASE_BIT(p)) || d == 0)
+                    continue;
+                if (at + d > end)
+                    d = end - at;
+                if (d <= 0)
+                    break;
+                slice(out, names[p], "phase", tid, at, d, NULL);
+                n++;
+                at += d;
+            }
+        }
+    }
+    tml__sb_adds(out, "\n]}\n");
+    tml__sb_release(&args);
+    if (nslices)
+        *nslices = n;
+    return out->failed ? TML_ENOMEM : 0;
+}

@@ -1,0 +1,730 @@
+/*
+ * compare.c - two run summaries in, one verdict out (SPEC 6).
+ *
+ * The question a user asks after changing something is "did it help?", and
+ * the honest answers are five: IMPROVEMENT, REGRESSION, MIXED (time and
+ * memory moved in opposite directions), EQUIVALENT and INCONCLUSIVE (the
+ * runs cannot be compared: one has no step-time window). The rules:
+ *
+ *  - Clock. Step times are compared on a clock both runs have: the GPU
+ *    clock when both summaries carry GPU figures, else the CPU clock. Each
+ *    summary has its figures on both clocks where it can (step_time.
+ *    by_clock), so a GPU run can still be compared with a CPU-clock run.
+ *  - Gates. Step time moves when it changes by at least 3%; peak reserved
+ *    memory when it changes by at least 10% (both configurable).
+ *  - Noise. A change past the gate but smaller than the runs' own
+ *    step-to-step noise (the larger of the two runs' standard deviations of
+ *    Step Time over the window) is not a change: EQUIVALENT, and the Why says so
+ *    with the noise. Two runs of the same script on a busy machine differ
+ *    by a few percent; calling that a regression would make the CI gate
+ *    (--fail-on-regression) cry wolf.
+ *  - Verdict. Neither moved: EQUIVALENT. Opposite directions: MIXED.
+ *    Otherwise the direction that moved: faster or smaller is IMPROVEMENT.
+ *
+ * The tables of the box and of the JSON come from one list of rows built
+ * once, so the two never disagree.
+ */
+#include "report/compare.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+#include "traceml/traceml.h"
+
+#define CMP_WIDTH 88
+#define CMP_SCHEMA_MAX 1
+
+void tml__cmp_gates_default(tml_cmp_gates *g)
+{
+    g->step_time = 0.03;
+    g->memory = 0.10;
+}
+
+const char *tml__cmp_verdict_name(tml_cmp_verdict v)
+{
+    switch (v) {
+    case TML_CMP_EQUIVALENT: return "EQUIVALENT";
+    case TML_CMP_IMPROVEMENT: return "IMPROVEMENT";
+    case TML_CMP_REGRESSION: return "REGRESSION";
+    case TML_CMP_MIXED: return "MIXED";
+    case TML_CMP_INCONCLUSIVE: return "INCONCLUSIVE";
+    }
+    return "INCONCLUSIVE";
+}
+
+static const char *clock_name(int c)
+{
+    return c == TML_CMP_GPU ? "GPU" : "CPU";
+}
+
+void tml__cmp_run_init(tml_cmp_run *r)
+{
+    memset(r, 0, sizeof(*r));
+    for (int c = 0; c < 2; c++) {
+        tml_cmp_clock *k = &r->clock[c];
+        k->step_ms = k->input_ms = k->h2d_ms = k->compute_ms = k->residual_ms = NAN;
+        k->noise_ms = NAN;
+    }
+    r->peak_reserved_bytes = r->mem_skew_percent = NAN;
+    r->proc_cpu_percent = r->proc_rss_bytes = NAN;
+    r->sys_cpu_percent = r->sys_ram_used_bytes = r->gpu_util_percent = r->gpu_mem_percent = NAN;
+}
+
+/* ---- reading a summary ------------------------------------------------ */
+
+static double num_at(const tml_json *v, const char *path)
+{
+    double d;
+    return tml__json_num(tml__json_path(v, path), &d) ? d : NAN;
+}
+
+static void str_at(const tml_json *v, const char *path, char *out, size_t cap)
+{
+    const char *s = tml__json_str(tml__json_path(v, path));
+    snprintf(out, cap, "%s", s ? s : "");
+}
+
+static int schema_major(const tml_json *v, long *major)
+{
+    double d;
+    if (tml__json_num(v, &d)) {
+        if (!isfinite(d) || d < 0 || d > 1e6 || d != floor(d))
+            return 0;
+        *major = (long)d;
+        return 1;
+    }
+    const char *s = tml__json_str(v);
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    long m = strtol(s, &end, 10);
+    if (end == s || errno || m < 0 || (*end && *end != '.'))
+        return 0;
+    *major = m;
+    return 1;
+}
+
+static void clock_from(const tml_json *fig, tml_cmp_clock *k, double noise_fallback)
+{
+    if (!fig || fig->type != TML_JSON_OBJECT)
+        return;
+    k->step_ms = num_at(fig, "step_time_ms");
+    k->input_ms = num_at(fig, "input_wait_ms");
+    k->h2d_ms = num_at(fig, "h2d_ms");
+    k->compute_ms = num_at(fig, "compute_ms");
+    k->residual_ms = num_at(fig, "residual_ms");
+    k->noise_ms = num_at(fig, "noise_ms");
+    if (isnan(k->noise_ms))
+        k->noise_ms = noise_fallback;
+    k->valid = !isnan(k->step_ms);
+}
+
+int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap)
+{
+    long major;
+    tml__cmp_run_init(r);
+    if (!doc || doc->type != TML_JSON_OBJECT) {
+        snprintf(why, cap, "not a TraceML summary (not a JSON object)");
+        return TML_EPROTO;
+    }
+    const tml_json *sv = tml__json_get(doc, "schema_version");
+    if (!sv) {
+        snprintf(why, cap, "not a TraceML summary (no schema_version)");
+        return TML_EPROTO;
+    }
+    if (!schema_major(sv, &major) || major < 1 || major > CMP_SCHEMA_MAX) {
+        snprintf(why, cap, "unsupported schema_version (this traceml reads version %d)",
+                 CMP_SCHEMA_MAX);
+        return TML_EPROTO;
+    }
+    const tml_json *st = tml__json_get(doc, "step_time");
+    if (!st || st->type != TML_JSON_OBJECT || !tml__json_get(doc, "primary_diagnosis")) {
+        snprintf(why, cap, "not a TraceML summary (no step_time or primary_diagnosis)");
+        return TML_EPROTO;
+    }
+    str_at(doc, "meta.run_name", r->label, sizeof(r->label));
+    str_at(doc, "primary_diagnosis.label", r->primary, sizeof(r->primary));
+    static const char *const sec[TML_CMP_SEC_COUNT] = {
+        "step_time.diagnosis.label", "step_memory.diagnosis.label",
+        "process.diagnosis.label", "system.diagnosis.label"
+    };
+    for (int i = 0; i < TML_CMP_SEC_COUNT; i++)
+        str_at(doc, sec[i], r->diag[i], sizeof(r->diag[i]));
+    double ws = num_at(st, "window.window_steps");
+    r->window_steps = isfinite(ws) && ws > 0 ? (size_t)ws : 0;
+
+    double noise = num_at(st, "noise_ms");
+    const tml_json *bc = tml__json_get(st, "by_clock");
+    if (bc) {
+        clock_from(tml__json_get(bc, "cpu"), &r->clock[TML_CMP_CPU], NAN);
+        clock_from(tml__json_get(bc, "gpu"), &r->clock[TML_CMP_GPU], NAN);
+    } else {
+        /* An older summary: only the diagnosis clock's figures. */
+        char clk[16];
+        str_at(st, "window.clock", clk, sizeof(clk));
+        int c = strcmp(clk, "gpu") == 0 ? TML_CMP_GPU : TML_CMP_CPU;
+        clock_from(tml__json_get(st, "median"), &r->clock[c], noise);
+    }
+    if (r->window_steps == 0)
+        r->clock[0].valid = r->clock[1].valid = 0;
+
+    r->peak_reserved_bytes = num_at(doc, "step_memory.average.peak_reserved_bytes");
+    double med = num_at(doc, "step_memory.median.peak_reserved_bytes");
+    double worst = num_at(doc, "step_memory.worst.peak_reserved_bytes");
+    r->mem_skew_percent = med > 0 && !isnan(worst) ? 100.0 * (worst - med) / med : NAN;
+    r->proc_cpu_percent = num_at(doc, "process.average.cpu_percent");
+    if (isnan(r->proc_cpu_percent))
+        r->proc_cpu_percent = num_at(doc, "process.average.cpu_capacity_percent");
+    r->proc_rss_bytes = num_at(doc, "process.average.rss_bytes");
+    r->sys_cpu_percent = num_at(doc, "system.average.cpu_percent");
+    r->sys_ram_used_bytes = num_at(doc, "system.average.ram_used_bytes");
+    r->gpu_util_percent = num_at(doc, "system.average.gpu_util_percent");
+    double used = num_at(doc, "system.average.gpu_memory_used_bytes");
+    double total = num_at(doc, "system.average.gpu_memory_total_bytes");
+    r->gpu_mem_percent = total > 0 && !isnan(used) ? 100.0 * used / total : NAN;
+    return 0;
+}
+
+/* ---- the verdict ------------------------------------------------------ */
+
+static const char *run_name(const tml_cmp_run *r, const char *which)
+{
+    return r->label[0] ? r->label : which;
+}
+
+static int pick_clock(const tml_cmp_run *a, const tml_cmp_run *b)
+{
+    if (a->clock[TML_CMP_GPU].valid && b->clock[TML_CMP_GPU].valid)
+        return TML_CMP_GPU;
+    if (a->clock[TML_CMP_CPU].valid && b->clock[TML_CMP_CPU].valid)
+        return TML_CMP_CPU;
+    return -1;
+}
+
+static int usable(const tml_cmp_run *r)
+{
+    return r->window_steps >= 2 && (r->clock[0].valid || r->clock[1].valid);
+}
+
+static void inconclusive(const tml_cmp_run *a, const tml_cmp_run *b, tml_cmp_result *out)
+{
+    out->verdict = TML_CMP_INCONCLUSIVE;
+    if (usable(a) && usable(b)) {
+        snprintf(out->why, sizeof(out->why),
+                 "The runs have no step-time clock in common: step time cannot be compared.");
+        return;
+    }
+    const tml_cmp_run *bad = usable(a) ? b : a;
+    const char *which = bad == a ? "A" : "B";
+    if (bad->window_steps == 0 || !(bad->clock[0].valid || bad->clock[1].valid))
+        snprintf(out->why, sizeof(out->why),
+                 "%s (%s) has no step-time window (%s): step time cannot be compared.",
+                 which, run_name(bad, which), bad->primary[0] ? bad->primary : "no data");
+    else
+        snprintf(out->why, sizeof(out->why),
+                 "%s (%s) has %zu step in its window: too few to compare.", which,
+                 run_name(bad, which), bad->window_steps);
+}
+
+void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,
+                     tml_cmp_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (gates)
+        out->gates = *gates;
+    else
+        tml__cmp_gates_default(&out->gates);
+    out->time_a_ms = out->time_b_ms = out->time_change = out->noise_ms = NAN;
+    out->mem_change = NAN;
+    out->clock = pick_clock(a, b);
+
+    /* Memory is a secondary signal: compared when both runs have it. */
+    double ma = a->peak_reserved_bytes, mb = b->peak_reserved_bytes;
+    if (!isnan(ma) && !isnan(mb) && ma > 0) {
+        out->mem_compared = 1;
+        out->mem_change = (mb - ma) / ma;
+        if (fabs(out->mem_change) >= out->gates.memory)
+            out->mem_moved = out->mem_change > 0 ? 1 : -1;
+    }
+
+    /* Step time is the primary signal: without it there is no verdict. */
+    if (out->clock < 0 || !usable(a) || !usable(b)) {
+        inconclusive(a, b, out);
+        return;
+    }
+    if (!(a->clock[out->clock].step_ms > 0) || isnan(b->clock[out->clock].step_ms)) {
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        snprintf(out->why, sizeof(out->why), "A's step time is zero: no change can be measured.");
+        return;
+    }
+    const tml_cmp_clock *ka = &a->clock[out->clock], *kb = &b->clock[out->clock];
+    out->time_a_ms = ka->step_ms;
+    out->time_b_ms = kb->step_ms;
+    double d = kb->step_ms - ka->step_ms;
+    out->time_change = d / ka->step_ms;
+    if (!isnan(ka->noise_ms) || !isnan(kb->noise_ms))
+        out->noise_ms = fmax(isnan(ka->noise_ms) ? 0 : ka->noise_ms,
+                             isnan(kb->noise_ms) ? 0 : kb->noise_ms);
+    if (fabs(out->time_change) >= out->gates.step_time) {
+        if (!isnan(out->noise_ms) && fabs(d) < out->noise_ms)
+            out->within_noise = 1;
+        else
+            out->time_moved = d > 0 ? 1 : -1;
+    }
+
+    const char *clk = clock_name(out->clock);
+    double tp = 100.0 * out->time_change, mp = 100.0 * out->mem_change;
+    const char *tdir = d > 0 ? "increased" : "decreased";
+    const char *mdir = out->mem_change > 0 ? "increased" : "decreased";
+    char *w = out->why;
+    size_t cap = sizeof(out->why);
+
+    if (out->time_moved && out->mem_moved && out->time_moved != out->mem_moved) {
+        out->verdict = TML_CMP_MIXED;
+        snprintf(w, cap, "%s Step Time %s by %.1f%% while peak reserved memory %s by %.1f%%.",
+                 clk, tdir, fabs(tp), mdir, fabs(mp));
+        return;
+    }
+    int dir = out->time_moved ? out->time_moved : out->mem_moved;
+    if (dir) {
+        out->verdict = dir < 0 ? TML_CMP_IMPROVEMENT : TML_CMP_REGRESSION;
+        if (out->time_moved && out->mem_moved)
+            snprintf(w, cap, "%s Step Time %s by %.1f%%; peak reserved memory %s by %.1f%%.",
+                     clk, tdir, fabs(tp), mdir, fabs(mp));
+        else if (out->time_moved)
+            snprintf(w, cap, "%s Step Time %s by %.1f%%.", clk, tdir, fabs(tp));
+        else
+            snprintf(w, cap, "Peak reserved memory %s by %.1f%%; %s Step Time %+.1f%% "
+                     "(within the %.0f%% gate).", mdir, fabs(mp), clk, tp,
+                     100.0 * out->gates.step_time);
+        return;
+    }
+    out->verdict = TML_CMP_EQUIVALENT;
+    if (out->within_noise)
+        snprintf(w, cap, "%s Step Time changed by %+.1f%% (%+.2f ms), less than the runs' "
+                 "step-to-step noise (+/-%.2f ms).", clk, tp, d, out->noise_ms);
+    else if (out->mem_compared)
+        snprintf(w, cap, "%s Step Time changed by %+.1f%% and peak reserved memory by "
+                 "%+.1f%%, within the %.0f%% / %.0f%% gates.", clk, tp, mp,
+                 100.0 * out->gates.step_time, 100.0 * out->gates.memory);
+    else
+        snprintf(w, cap, "%s Step Time changed by %+.1f%%, within the %.0f%% gate.", clk, tp,
+                 100.0 * out->gates.step_time);
+}
+
+/* ---- the rows of the tables ------------------------------------------- */
+
+typedef enum { R_DIAG, R_MS, R_NOISE, R_BYTES, R_PP } row_kind;
+
+typedef struct row {
+    int section;
+    const char *id;            /* JSON metric id */
+    char name[48];             /* as printed */
+    row_kind kind;
+    double a, b;
+    const char *sa, *sb;       /* R_DIAG */
+} row;
+
+#define MAX_ROWS 24
+
+static row *add_row(row *rows, size_t *n, int section, const char *id, const char *name,
+                    row_kind kind, double a, double b)
+{
+    row *r = &rows[(*n)++];
+    memset(r, 0, sizeof(*r));
+    r->section = section;
+    r->id = id;
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    r->kind = kind;
+    r->a = a;
+    r->b = b;
+    return r;
+}
+
+static void add_diag(row *rows, size_t *n, int section, const char *id, const char *name,
+                     const char *a, const char *b)
+{
+    row *r = add_row(rows, n, section, id, name, R_DIAG, NAN, NAN);
+    r->sa = a;
+    r->sb = b;
+}
+
+static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *res,
+                         row *rows)
+{
+    size_t n = 0;
+    int c = res->clock >= 0 ? res->clock : TML_CMP_CPU;
+    const tml_cmp_clock *ka = &a->clock[c], *kb = &b->clock[c];
+    char name[48];
+
+    add_diag(rows, &n, TML_CMP_SEC_STEP_TIME, "step_time_diagnosis", "Step time diagnosis",
+             a->diag[TML_CMP_SEC_STEP_TIME], b->diag[TML_CMP_SEC_STEP_TIME]);
+    snprintf(name, sizeof(name), "%s Step Time", clock_name(c));
+    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "step_time_ms", name, R_MS, ka->step_ms, kb->step_ms);
+    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "input_wait_ms", "Input", R_MS, ka->input_ms,
+            kb->input_ms);
+    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "h2d_ms", "H2D", R_MS, ka->h2d_ms, kb->h2d_ms);
+    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "compute_ms", "Compute", R_MS, ka->compute_ms,
+            kb->compute_ms);
+    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "residual_ms", "Residual", R_MS, ka->residual_ms,
+            kb->residual_ms);
+    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "noise_ms", "Step-to-step noise", R_NOISE,
+            ka->noise_ms, kb->noise_ms);
+
+    add_diag(rows, &n, TML_CMP_SEC_STEP_MEMORY, "step_memory_diagnosis", "Step memory diagnosis",
+             a->diag[TML_CMP_SEC_STEP_MEMORY], b->diag[TML_CMP_SEC_STEP_MEMORY]);
+    add_row(rows, &n, TML_CMP_SEC_STEP_MEMORY, "peak_reserved_bytes", "Peak reserved", R_BYTES,
+            a->peak_reserved_bytes, b->peak_reserved_bytes);
+    add_row(rows, &n, TML_CMP_SEC_STEP_MEMORY, "memory_skew_percent", "Memory skew", R_PP,
+            a->mem_skew_percent, b->mem_skew_percent);
+
+    add_diag(rows, &n, TML_CMP_SEC_PROCESS, "process_diagnosis", "Process diagnosis",
+             a->diag[TML_CMP_SEC_PROCESS], b->diag[TML_CMP_SEC_PROCESS]);
+    add_row(rows, &n, TML_CMP_SEC_PROCESS, "process_cpu_percent", "Process CPU avg", R_PP,
+            a->proc_cpu_percent, b->proc_cpu_percent);
+    add_row(rows, &n, TML_CMP_SEC_PROCESS, "process_rss_bytes", "Process RSS avg", R_BYTES,
+            a->proc_rss_bytes, b->proc_rss_bytes);
+
+    add_diag(rows, &n, TML_CMP_SEC_SYSTEM, "system_diagnosis", "System diagnosis",
+             a->diag[TML_CMP_SEC_SYSTEM], b->diag[TML_CMP_SEC_SYSTEM]);
+    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "system_cpu_percent", "System CPU avg", R_PP,
+            a->sys_cpu_percent, b->sys_cpu_percent);
+    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "system_ram_used_bytes", "System RAM avg", R_BYTES,
+            a->sys_ram_used_bytes, b->sys_ram_used_bytes);
+    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "gpu_util_percent", "GPU util avg", R_PP,
+            a->gpu_util_percent, b->gpu_util_percent);
+    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "gpu_memory_percent", "GPU memory avg", R_PP,
+            a->gpu_mem_percent, b->gpu_mem_percent);
+    return n;
+}
+
+/* ---- formatting ------------------------------------------------------- */
+
+static void fmt_ms(double v, char *out, size_t cap)
+{
+    if (isnan(v))
+        snprintf(out, cap, "n/a");
+    else if (v != 0 && fabs(v) < 0.1)
+        snprintf(out, cap, "%.2f ms", v);
+    else
+        snprintf(out, cap, "%.1f ms", v);
+}
+
+static void fmt_bytes(double b, char *out, size_t cap)
+{
+    double m = fabs(b);
+    if (isnan(b))
+        snprintf(out, cap, "n/a");
+    else if (m >= 1e9)
+        snprintf(out, cap, "%.1f GB", b / 1e9);
+    else if (m >= 1e6)
+        snprintf(out, cap, "%.1f MB", b / 1e6);
+    else if (m >= 1e3)
+        snprintf(out, cap, "%.1f KB", b / 1e3);
+    else
+        snprintf(out, cap, "%.0f B", b);
+}
+
+static void fmt_value(const row *r, double v, const char *s, char *out, size_t cap)
+{
+    switch (r->kind) {
+    case R_DIAG:
+        snprintf(out, cap, "%s", s && *s ? s : "n/a");
+        break;
+    case R_MS:
+        fmt_ms(v, out, cap);
+        break;
+    case R_NOISE:
+        if (isnan(v))
+            snprintf(out, cap, "n/a");
+        else
+            snprintf(out, cap, "+/-%.2f ms", v);
+        break;
+    case R_BYTES:
+        fmt_bytes(v, out, cap);
+        break;
+    case R_PP:
+        if (isnan(v))
+            snprintf(out, cap, "n/a");
+        else
+            snprintf(out, cap, "%.1f%%", v);
+        break;
+    }
+}
+
+static int diag_known(const char *s)
+{
+    return s && *s;
+}
+
+static void fmt_delta(const row *r, char *out, size_t cap)
+{
+    double d = r->b - r->a;
+    char pct[32] = "";
+    if (r->kind == R_DIAG) {
+        if (!diag_known(r->sa) || !diag_known(r->sb))
+            snprintf(out, cap, "n/a");
+        else
+            snprintf(out, cap, "%s", strcmp(r->sa, r->sb) == 0 ? "same" : "changed");
+        return;
+    }
+    if (r->kind == R_NOISE) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    if (isnan(r->a) || isnan(r->b)) {
+        snprintf(out, cap, "n/a");
+        return;
+    }
+    if ((r->kind == R_MS || r->kind == R_BYTES) && r->a > 0)
+        snprintf(pct, sizeof(pct), " (%+.1f%%)", 100.0 * d / r->a);
+    if (r->kind == R_MS) {
+        char v[32];
+        if (d != 0 && fabs(d) < 0.1)
+            snprintf(v, sizeof(v), "%+.2f ms", d);
+        else
+            snprintf(v, sizeof(v), "%+.1f ms", d);
+        snprintf(out, cap, "%s%s", v, pct);
+    } else if (r->kind == R_BYTES) {
+        char v[32];
+        fmt_bytes(fabs(d), v, sizeof(v));
+        snprintf(out, cap, "%s%s%s", d > 0 ? "+" : d < 0 ? "-" : "", v, pct);
+    } else {
+        snprintf(out, cap, "%+.1f pp", d);
+    }
+}
+
+/* ---- the box ---------------------------------------------------------- */
+
+static void border(tml_strbuf *sb)
+{
+    tml__sb_addc(sb, '+');
+    for (int i = 0; i < CMP_WIDTH - 2; i++)
+        tml__sb_addc(sb, '-');
+    tml__sb_adds(sb, "+\n");
+}
+
+/* One line, cut to fit (callers wrap long text first). */
+static void line(tml_strbuf *sb, const char *s)
+{
+    size_t inner = CMP_WIDTH - 4, w = 0, i = 0;
+    tml__sb_adds(sb, "| ");
+    for (; s[i] && w < inner; i++) {
+        tml__sb_addc(sb, s[i]);
+        if (((unsigned char)s[i] & 0xC0) != 0x80)
+            w++;
+    }
+    /* finish a UTF-8 sequence that was cut */
+    while (s[i] && ((unsigned char)s[i] & 0xC0) == 0x80)
+        tml__sb_addc(sb, s[i++]);
+    for (; w < inner; w++)
+        tml__sb_addc(sb, ' ');
+    tml__sb_adds(sb, " |\n");
+}
+
+/* prefix + text wrapped at spaces; continuation lines indented. */
+static void text_lines(tml_strbuf *sb, const char *prefix, const char *text)
+{
+    char buf[1024];
+    size_t inner = CMP_WIDTH - 4, indent = strlen(prefix);
+    snprintf(buf, sizeof(buf), "%s%s", prefix, text);
+    const char *s = buf;
+    size_t lead = 0;
+    do {
+        char l[256];
+        size_t avail = inner - lead, take = strlen(s);
+        if (take > avail) {
+            take = avail;
+            while (take > 0 && s[take] != ' ')
+                take--;
+            if (take == 0)
+                take = avail;
+        }
+        memset(l, ' ', lead);
+        memcpy(l + lead, s, take);
+        l[lead + take] = '\0';
+        line(sb, l);
+        s += take;
+        while (*s == ' ')
+            s++;
+        lead = indent < inner / 2 ? indent : 0;
+    } while (*s);
+}
+
+static void table_line(tml_strbuf *sb, const char *c0, const char *c1, const char *c2,
+                       const char *c3)
+{
+    char l[256];
+    snprintf(l, sizeof(l), "%-24s %-16s %-16s %s", c0, c1, c2, c3);
+    line(sb, l);
+}
+
+void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
+                   tml_strbuf *out)
+{
+    static const char *const titles[TML_CMP_SEC_COUNT] = {
+        NULL, "Step Memory", "Process", "System"
+    };
+    row rows[MAX_ROWS];
+    size_t n = build_rows(a, b, r, rows);
+    char l[512];
+
+    border(out);
+    line(out, "TraceML Compare");
+    border(out);
+    line(out, "");
+    text_lines(out, "A: ", run_name(a, "A"));
+    text_lines(out, "B: ", run_name(b, "B"));
+    line(out, "Delta: B - A");
+    snprintf(l, sizeof(l), "%s -> %s (%s)", a->primary[0] ? a->primary : "n/a",
+             b->primary[0] ? b->primary : "n/a",
+             !a->primary[0] || !b->primary[0] ? "n/a"
+             : strcmp(a->primary, b->primary) == 0 ? "same" : "changed");
+    text_lines(out, "Primary diagnosis: ", l);
+    line(out, "");
+    snprintf(l, sizeof(l), "Verdict: %s", tml__cmp_verdict_name(r->verdict));
+    line(out, l);
+    text_lines(out, "Why: ", r->why);
+
+    for (int s = 0; s < TML_CMP_SEC_COUNT; s++) {
+        line(out, "");
+        if (s == TML_CMP_SEC_STEP_TIME) {
+            if (r->clock >= 0)
+                snprintf(l, sizeof(l), "Step Time (%s comparison clock)", clock_name(r->clock));
+            else
+                snprintf(l, sizeof(l), "Step Time (no comparable clock)");
+            line(out, l);
+        } else {
+            line(out, titles[s]);
+        }
+        table_line(out, "Metric", "A", "B", "Delta");
+        for (size_t i = 0; i < n; i++) {
+            if (rows[i].section != s)
+                continue;
+            char va[64], vb[64], dl[96];
+            fmt_value(&rows[i], rows[i].a, rows[i].sa, va, sizeof(va));
+            fmt_value(&rows[i], rows[i].b, rows[i].sb, vb, sizeof(vb));
+            fmt_delta(&rows[i], dl, sizeof(dl));
+            table_line(out, rows[i].name, va, vb, dl);
+        }
+    }
+    border(out);
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+static void j_num(tml_strbuf *sb, double v, int decimals)
+{
+    if (!isfinite(v)) {
+        tml__sb_adds(sb, "null");
+        return;
+    }
+    if (v == 0)
+        v = 0;
+    tml__sb_addf(sb, "%.*f", decimals, v);
+}
+
+static void j_str(tml_strbuf *sb, const char *s)
+{
+    if (s && *s)
+        tml__sb_add_json_str(sb, s);
+    else
+        tml__sb_adds(sb, "null");
+}
+
+static void j_run(tml_strbuf *sb, const char *key, const tml_cmp_run *r)
+{
+    tml__sb_addf(sb, "  \"%s\": {\"run_name\": ", key);
+    j_str(sb, r->label);
+    tml__sb_adds(sb, ", \"path\": ");
+    j_str(sb, r->path);
+    tml__sb_adds(sb, ", \"primary_diagnosis\": ");
+    j_str(sb, r->primary);
+    tml__sb_addf(sb, ", \"window_steps\": %zu},\n", r->window_steps);
+}
+
+void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
+                   const char *text, const char *generated_at, tml_strbuf *out)
+{
+    static const char *const sec_key[TML_CMP_SEC_COUNT] = {
+        "step_time", "step_memory", "process", "system"
+    };
+    row rows[MAX_ROWS];
+    size_t n = build_rows(a, b, r, rows);
+
+    tml__sb_adds(out, "{\n  \"schema_version\": 1,\n  \"kind\": \"traceml_compare\",\n");
+    tml__sb_adds(out, "  \"generated_at\": ");
+    j_str(out, generated_at);
+    tml__sb_addf(out, ",\n  \"traceml_version\": \"%s\",\n", TML_VERSION_STRING);
+    j_run(out, "a", a);
+    j_run(out, "b", b);
+    tml__sb_addf(out, "  \"verdict\": \"%s\",\n  \"why\": ", tml__cmp_verdict_name(r->verdict));
+    j_str(out, r->why);
+    tml__sb_adds(out, ",\n  \"clock\": ");
+    j_str(out, r->clock < 0 ? NULL : r->clock == TML_CMP_GPU ? "gpu" : "cpu");
+    tml__sb_adds(out, ",\n  \"gates\": {\"step_time_percent\": ");
+    j_num(out, 100.0 * r->gates.step_time, 2);
+    tml__sb_adds(out, ", \"peak_reserved_percent\": ");
+    j_num(out, 100.0 * r->gates.memory, 2);
+    tml__sb_adds(out, "},\n  \"step_time_a_ms\": ");
+    j_num(out, r->time_a_ms, 3);
+    tml__sb_adds(out, ",\n  \"step_time_b_ms\": ");
+    j_num(out, r->time_b_ms, 3);
+    tml__sb_adds(out, ",\n  \"step_time_change_percent\": ");
+    j_num(out, 100.0 * r->time_change, 2);
+    tml__sb_adds(out, ",\n  \"noise_ms\": ");
+    j_num(out, r->noise_ms, 3);
+    tml__sb_addf(out, ",\n  \"within_noise\": %s,\n  \"peak_reserved_change_percent\": ",
+                 r->within_noise ? "true" : "false");
+    j_num(out, r->mem_compared ? 100.0 * r->mem_change : NAN, 2);
+    tml__sb_adds(out, ",\n  \"primary_diagnosis\": {\"a\": ");
+    j_str(out, a->primary);
+    tml__sb_adds(out, ", \"b\": ");
+    j_str(out, b->primary);
+    tml__sb_addf(out, ", \"changed\": %s},\n  \"sections\": {",
+                 a->primary[0] && b->primary[0] && strcmp(a->primary, b->primary) != 0
+                 ? "true" : "false");
+    for (int s = 0; s < TML_CMP_SEC_COUNT; s++) {
+        tml__sb_addf(out, "%s\n    \"%s\": [", s ? "," : "", sec_key[s]);
+        int first = 1;
+        for (size_t i = 0; i < n; i++) {
+            const row *rw = &rows[i];
+            if (rw->section != s)
+                continue;
+            tml__sb_addf(out, "%s\n      {\"metric\": \"%s\", \"label\": ", first ? "" : ",",
+                         rw->id);
+            first = 0;
+            j_str(out, rw->name);
+            if (rw->kind == R_DIAG) {
+                tml__sb_adds(out, ", \"a\": ");
+                j_str(out, rw->sa);
+                tml__sb_adds(out, ", \"b\": ");
+                j_str(out, rw->sb);
+                tml__sb_addf(out, ", \"changed\": %s}",
+                             diag_known(rw->sa) && diag_known(rw->sb) &&
+                             strcmp(rw->sa, rw->sb) != 0 ? "true" : "false");
+                continue;
+            }
+            int dec = rw->kind == R_BYTES ? 0 : rw->kind == R_PP ? 2 : 3;
+            tml__sb_adds(out, ", \"a\": ");
+            j_num(out, rw->a, dec);
+            tml__sb_adds(out, ", \"b\": ");
+            j_num(out, rw->b, dec);
+            tml__sb_adds(out, ", \"delta\": ");
+            j_num(out, rw->kind == R_NOISE ? NAN : rw->b - rw->a, dec);
+            tml__sb_adds(out, ", \"delta_percent\": ");
+            j_num(out, (rw->kind == R_MS || rw->kind == R_BYTES) && rw->a > 0
+                       ? 100.0 * (rw->b - rw->a) / rw->a : NAN, 2);
+            tml__sb_addc(out, '}');
+        }
+        tml__sb_adds(out, "\n    ]");
+    }
+    tml__sb_adds(out, "\n  },\n  \"text\": ");
+    j_str(out, text);
+    tml__sb_adds(out, "\n}\n");
+}

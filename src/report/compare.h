@@ -1,0 +1,111 @@
+/*
+ * compare.h - `traceml compare A B`: did run B get faster, slower, or stay
+ * the same as run A, and what changed (SPEC 6, docs/compare.md).
+ *
+ *     tml_cmp_run a, b;                    // from two parsed summaries
+ *     char why[256];
+ *     if (tml__cmp_run_from_json(doc_a, &a, why, sizeof(why)) < 0) ...
+ *     tml_cmp_result r;
+ *     tml__cmp_decide(&a, &b, NULL, &r);   // NULL: the SPEC's gates
+ *     tml__cmp_text(&a, &b, &r, &box);     // the brief's "TraceML Compare" box
+ *     tml__cmp_json(&a, &b, &r, box.buf, &json);
+ *
+ * Everything but tml__cmp_run_from_json works on the plain structs below,
+ * so a table-driven test can feed numbers and read verdicts. Missing is
+ * NAN (or "" for labels), never 0.
+ *
+ * Ownership: the structs hold copies; nothing here allocates except into
+ * the caller's strbufs.
+ */
+#ifndef TML_COMPARE_H
+#define TML_COMPARE_H
+
+#include <stddef.h>
+
+#include "util/json.h"
+#include "util/strbuf.h"
+
+#define TML_CMP_LABEL 128
+
+enum { TML_CMP_CPU = 0, TML_CMP_GPU = 1 };
+
+/* Step-time figures of one run on one clock (the median rank's, as the
+ * run summary prints them), milliseconds. */
+typedef struct tml_cmp_clock {
+    int valid;                     /* the run has figures on this clock */
+    double step_ms, input_ms, h2d_ms, compute_ms, residual_ms;
+    double noise_ms;               /* step-to-step noise (Step Time stddev) */
+} tml_cmp_clock;
+
+enum { TML_CMP_SEC_STEP_TIME, TML_CMP_SEC_STEP_MEMORY, TML_CMP_SEC_PROCESS,
+       TML_CMP_SEC_SYSTEM, TML_CMP_SEC_COUNT };
+
+/* What compare reads from one final_summary.json. */
+typedef struct tml_cmp_run {
+    char label[TML_CMP_LABEL];     /* meta.run_name, else the file name */
+    char path[TML_CMP_LABEL * 4];  /* where it was read from ("" unknown) */
+    char primary[64];              /* primary_diagnosis.label */
+    char diag[TML_CMP_SEC_COUNT][64];   /* each section's diagnosis label */
+    size_t window_steps;
+    tml_cmp_clock clock[2];        /* TML_CMP_CPU, TML_CMP_GPU */
+    double peak_reserved_bytes;    /* step_memory.average */
+    double mem_skew_percent;       /* (worst - median) / median peak reserved */
+    double proc_cpu_percent;       /* process CPU (cpu_percent, else capacity) */
+    double proc_rss_bytes;
+    double sys_cpu_percent, sys_ram_used_bytes, gpu_util_percent, gpu_mem_percent;
+} tml_cmp_run;
+
+/* SPEC 6 defaults: 3% step time, 10% peak reserved memory. */
+typedef struct tml_cmp_gates {
+    double step_time;              /* fraction */
+    double memory;                 /* fraction */
+} tml_cmp_gates;
+
+typedef enum tml_cmp_verdict {
+    TML_CMP_EQUIVALENT = 0,
+    TML_CMP_IMPROVEMENT,
+    TML_CMP_REGRESSION,
+    TML_CMP_MIXED,
+    TML_CMP_INCONCLUSIVE
+} tml_cmp_verdict;
+
+typedef struct tml_cmp_result {
+    tml_cmp_verdict verdict;
+    tml_cmp_gates gates;
+    int clock;                     /* TML_CMP_CPU / _GPU; -1 when none is comparable */
+    double time_a_ms, time_b_ms;   /* Step Time on that clock */
+    double time_change;            /* (B - A) / A; NAN when not comparable */
+    double noise_ms;               /* the larger of the two runs' noise; NAN unknown */
+    int time_moved;                /* -1 faster, +1 slower, 0 within gate or noise */
+    int within_noise;              /* past the gate but smaller than the noise */
+    int mem_compared;              /* both runs have peak reserved memory */
+    double mem_change;             /* (B - A) / A; NAN when not compared */
+    int mem_moved;                 /* -1 less, +1 more, 0 within the gate */
+    char why[512];
+} tml_cmp_result;
+
+void tml__cmp_gates_default(tml_cmp_gates *g);
+const char *tml__cmp_verdict_name(tml_cmp_verdict v);   /* "IMPROVEMENT", ... */
+
+/* An empty run: every number NAN, every label "". */
+void tml__cmp_run_init(tml_cmp_run *r);
+/*
+ * Fills r from a parsed final_summary.json. Returns 0, or TML_EPROTO with
+ * a reason in why ("not a JSON object", "no schema_version", "unsupported
+ * schema_version 2 (this traceml reads 1)", "no step_time section").
+ * Optional parts that are absent stay missing.
+ */
+int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap);
+
+/* The verdict of SPEC 6 (docs/compare.md). gates NULL = defaults. Pure. */
+void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,
+                     tml_cmp_result *out);
+
+/* The "TraceML Compare" box (88 columns), appended to out. */
+void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
+                   tml_strbuf *out);
+/* The comparison as JSON (docs/compare.md), "text" holding the box. */
+void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
+                   const char *text, const char *generated_at, tml_strbuf *out);
+
+#endif

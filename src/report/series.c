@@ -1,0 +1,266 @@
+/*
+ * series.c - the per-step series embedded in final_summary.json ("series"),
+ * from which the HTML report draws its charts.
+ *
+ * Why in the JSON and not read from telemetry.sqlite: `traceml view X.json
+ * --html` must work from the summary file alone (mailed, attached to a CI
+ * job, copied off a cluster without the database). So the summary carries
+ * what the charts show, and nothing more: per rank, per step, the phases on
+ * the diagnosis clock and the per-step memory.
+ *
+ * Size is bounded whatever the run length. Steps are grouped into buckets
+ * of `bucket_steps` consecutive step ids, the same buckets for every rank,
+ * and each bucket holds the mean of that rank's steps in it; the bucket
+ * width is chosen so that a rank has at most SERIES_POINTS_MAX points and
+ * all ranks together at most SERIES_POINTS_TOTAL. At most SERIES_RANKS_MAX
+ * ranks are included (the median and worst rank always), the count of the
+ * others is in "ranks_omitted". A 10,000-step, 8-rank run thus embeds 8 x
+ * 500 points per array (docs/performance.md has the size).
+ *
+ * The rules of the window hold here too: a phase missing on a rank is a
+ * null array, never zeros; on the GPU clock a step without GPU figures is
+ * left out of its bucket's timing (its memory still counts); aborted steps
+ * are left out. Unlike the window, the series covers the whole run (warm-up
+ * included), and says where the window starts so a chart can shade it.
+ */
+#include "report/model.h"
+#include "agg/timeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SERIES_RANKS_MAX 64
+#define SERIES_POINTS_MAX 600
+#define SERIES_POINTS_MIN 60
+#define SERIES_POINTS_TOTAL 4000
+
+enum {
+    S_STEP, S_INPUT, S_H2D, S_FWD, S_BWD, S_OPT, S_RESIDUAL, S_UNTRACED,
+    S_RSS, S_ALLOC, S_RESV, S_COUNT
+};
+
+static const char *const s_names[S_COUNT] = {
+    "step_time_ms", "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms",
+    "optimizer_ms", "residual_ms", "untraced_ms", "rss_bytes",
+    "peak_allocated_bytes", "peak_reserved_bytes"
+};
+
+/* "12.300" -> "12.3", "0.000" -> "0", "-0.0" -> "0". */
+static void add_num(tml_strbuf *sb, double v, int decimals)
+{
+    char b[64];
+    if (!isfinite(v)) {
+        tml__sb_adds(sb, "null");
+        return;
+    }
+    snprintf(b, sizeof(b), "%.*f", decimals, v);
+    if (strchr(b, '.')) {
+        size_t n = strlen(b);
+        while (n > 0 && b[n - 1] == '0')
+            b[--n] = '\0';
+        if (n > 0 && b[n - 1] == '.')
+            b[--n] = '\0';
+    }
+    if (strcmp(b, "-0") == 0)
+        snprintf(b, sizeof(b), "0");
+    tml__sb_adds(sb, b);
+}
+
+static int64_t nonneg(int64_t v)
+{
+    return v > 0 ? v : 0;
+}
+
+/* Which of the window's ranks go into the series (indices, by rank). */
+static size_t pick_ranks(const tml_window *w, size_t *out)
+{
+    size_t n = 0;
+    if (w->nranks <= SERIES_RANKS_MAX) {
+        for (size_t i = 0; i < w->nranks; i++)
+            out[n++] = i;
+        return n;
+    }
+    char *take = calloc(w->nranks, 1);
+    if (!take)
+        return 0;
+    size_t want = SERIES_RANKS_MAX;
+    if (w->median_rank >= 0) {
+        take[w->median_rank] = 1;
+        want--;
+    }
+    if (w->worst_rank >= 0 && !take[w->worst_rank]) {
+        take[w->worst_rank] = 1;
+        want--;
+    }
+    for (size_t i = 0; i < w->nranks && want > 0; i++)
+        if (!take[i]) {
+            take[i] = 1;
+            want--;
+        }
+    for (size_t i = 0; i < w->nranks; i++)
+        if (take[i])
+            out[n++] = i;
+    free(take);
+    return n;
+}
+
+/* One rank's bucket means: vals[k * nb + b], NAN for empty buckets. */
+static void fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock clock,
+                      uint64_t first, uint64_t bucket, size_t nb, double *vals,
+                      size_t *cnt)
+{
+    for (size_t i = 0; i < S_COUNT * nb; i++) {
+        vals[i] = 0;
+        cnt[i] = 0;
+    }
+    for (size_t i = 0; i < r->nsteps; i++) {
+        const tml_step_record *s = &r->steps[i];
+        if ((s->flags & TML_STEP_ABORTED) || s->step < first)
+            continue;
+        size_t b = (size_t)((s->step - first) / bucket);
+        if (b >= nb)
+            continue;
+        int timed = clock == TML_CLOCK_CPU || s->gpu_traced_ns >= 0;
+        if (timed) {
+            const int64_t *ph = clock == TML_CLOCK_GPU ? s->gpu_phase_ns : s->phase_ns;
+            double traced = (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_traced_ns
+                                                                  : s->traced_ns);
+            double p[TML_PHASE_COUNT];
+            for (int k = 0; k < TML_PHASE_COUNT; k++)
+                p[k] = (double)nonneg(ph[k]);
+            double res = traced - p[TML_PHASE_H2D] - p[TML_PHASE_FORWARD] -
+                         p[TML_PHASE_BACKWARD] - p[TML_PHASE_OPTIMIZER];
+            double v[S_RESIDUAL + 1] = {
+                p[TML_PHASE_INPUT] + traced, p[TML_PHASE_INPUT], p[TML_PHASE_H2D],
+                p[TML_PHASE_FORWARD], p[TML_PHASE_BACKWARD], p[TML_PHASE_OPTIMIZER],
+                res > 0 ? res : 0
+            };
+            for (int k = 0; k <= S_RESIDUAL; k++) {
+                vals[k * nb + b] += v[k] / 1e6;
+                cnt[k * nb + b]++;
+            }
+        }
+        if (s->gap_ns >= 0) {
+            vals[S_UNTRACED * nb + b] += (double)s->gap_ns / 1e6;
+            cnt[S_UNTRACED * nb + b]++;
+        }
+        const int64_t mem[3] = { s->rss_bytes, s->cuda_allocated_peak_bytes,
+                                 s->cuda_reserved_peak_bytes };
+        for (int k = 0; k < 3; k++)
+            if (mem[k] >= 0) {
+                vals[(S_RSS + k) * nb + b] += (double)mem[k];
+                cnt[(S_RSS + k) * nb + b]++;
+            }
+    }
+    for (size_t i = 0; i < S_COUNT * nb; i++)
+        vals[i] = cnt[i] ? vals[i] / (double)cnt[i] : NAN;
+
+    /* Missing phases are null arrays, as in the window. */
+    static const int of_phase[TML_PHASE_COUNT] = { S_INPUT, S_H2D, S_FWD, S_BWD, S_OPT };
+    uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) | TML_PHASE_BIT(TML_PHASE_BACKWARD) |
+                       TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        if (rw->missing & TML_PHASE_BIT(p))
+            for (size_t b = 0; b < nb; b++)
+                vals[of_phase[p] * nb + b] = NAN;
+    if (rw->missing & compute)
+        for (size_t b = 0; b < nb; b++)
+            vals[S_RESIDUAL * nb + b] = NAN;
+}
+
+static int all_nan(const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(v[i]))
+            return 0;
+    return 1;
+}
+
+void tml__report_series(const tml_report_model *m, tml_strbuf *out)
+{
+    const tml_window *w = &m->win;
+    const tml_run *run = m->run;
+    size_t *pick = NULL, *cnt = NULL;
+    double *vals = NULL;
+    uint64_t first = UINT64_MAX, last = 0;
+
+    pick = calloc(w->nranks ? w->nranks : 1, sizeof(*pick));
+    size_t np = pick ? pick_ranks(w, pick) : 0;
+    for (size_t k = 0; k < np; k++) {
+        const tml_rank *r = &run->ranks[pick[k]];
+        for (size_t i = 0; i < r->nsteps; i++) {
+            if (r->steps[i].flags & TML_STEP_ABORTED)
+                continue;
+            if (r->steps[i].step < first)
+                first = r->steps[i].step;
+            if (r->steps[i].step > last)
+                last = r->steps[i].step;
+        }
+    }
+    if (np == 0 || first > last) {
+        tml__sb_adds(out, "null");
+        free(pick);
+        return;
+    }
+    size_t per_rank = SERIES_POINTS_TOTAL / np;
+    if (per_rank > SERIES_POINTS_MAX)
+        per_rank = SERIES_POINTS_MAX;
+    if (per_rank < SERIES_POINTS_MIN)
+        per_rank = SERIES_POINTS_MIN;
+    uint64_t span = last - first + 1;
+    uint64_t bucket = (span + per_rank - 1) / per_rank;
+    if (bucket < 1)
+        bucket = 1;
+    size_t nb = (size_t)((span + bucket - 1) / bucket);
+    vals = malloc(S_COUNT * nb * sizeof(*vals));
+    cnt = malloc(S_COUNT * nb * sizeof(*cnt));
+    if (!vals || !cnt) {
+        out->failed = 1;
+        goto done;
+    }
+
+    tml__sb_addf(out, "{\"clock\": \"%s\", \"bucket_steps\": %llu, \"first_step\": %llu, "
+                 "\"last_step\": %llu, ",
+                 w->clock == TML_CLOCK_GPU ? "gpu" : "cpu", (unsigned long long)bucket,
+                 (unsigned long long)first, (unsigned long long)last);
+    if (w->window_steps)
+        tml__sb_addf(out, "\"window_first_step\": %llu, \"window_last_step\": %llu, ",
+                     (unsigned long long)w->first_step, (unsigned long long)w->last_step);
+    else
+        tml__sb_adds(out, "\"window_first_step\": null, \"window_last_step\": null, ");
+    tml__sb_addf(out, "\"ranks_omitted\": %zu,\n    \"step\": [", w->nranks - np);
+    for (size_t b = 0; b < nb; b++)
+        tml__sb_addf(out, "%s%llu", b ? "," : "", (unsigned long long)(first + b * bucket));
+    tml__sb_adds(out, "],\n    \"ranks\": [");
+    for (size_t k = 0; k < np; k++) {
+        const tml_rank_window *rw = &w->ranks[pick[k]];
+        fill_rank(&run->ranks[pick[k]], rw, w->clock, first, bucket, nb, vals, cnt);
+        tml__sb_addf(out, "%s\n      {\"rank\": %d, \"node\": %d, \"label\": \"R%d/N%d\"",
+                     k ? "," : "", (int)rw->rank, (int)rw->node, (int)rw->rank, (int)rw->node);
+        for (int s = 0; s < S_COUNT; s++) {
+            const double *v = vals + (size_t)s * nb;
+            tml__sb_addf(out, ",\n       \"%s\": ", s_names[s]);
+            if (all_nan(v, nb)) {
+                tml__sb_adds(out, "null");
+                continue;
+            }
+            tml__sb_addc(out, '[');
+            for (size_t b = 0; b < nb; b++) {
+                if (b)
+                    tml__sb_addc(out, ',');
+                add_num(out, v[b], s >= S_RSS ? 0 : 3);
+            }
+            tml__sb_addc(out, ']');
+        }
+        tml__sb_addc(out, '}');
+    }
+    tml__sb_adds(out, "\n    ],\n    \"system\": ");
+    tml__timeline_json(run->timeline, out);
+    tml__sb_addc(out, '}');
+done:
+    free(pick);
+    free(vals);
+    free(cnt);
+}

@@ -1,0 +1,24 @@
+/*
+ * web_assets.h - the HTML report's web assets, compiled in: uPlot (from
+ * npm, pinned by web/package-lock.json) and web/report.{js,css}. The
+ * definitions are generated at build time by scripts/gen-web-assets into
+ * build/gen/web_assets.c. Each array is NUL-terminated; _len excludes it.
+ */
+#ifndef TML_WEB_ASSETS_H
+#define TML_WEB_ASSETS_H
+
+#include <stddef.h>
+
+extern const char tml__web_uplot_version[];
+extern const unsigned char tml__web_uplot_js[], tml__web_uplot_css[],
+    tml__web_uplot_license[], tml__web_report_js[], tml__web_report_css[];
+extern const size_t tml__web_uplot_js_len, tml__web_uplot_css_len,
+    tml__web_uplot_license_len, tml__web_report_js_len, tml__web_report_css_len;
+
+/* The live dashboard (web/dashboard/, served by src/live/assets.c). */
+extern const unsigned char tml__web_dashboard_html[], tml__web_dashboard_js[],
+    tml__web_dashboard_css[];
+extern const size_t tml__web_dashboard_html_len, tml__web_dashboard_js_len,
+    tml__web_dashboard_css_len;
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * proc.h - parsers for the few /proc files the sampler reads.
+ *
+ * Every parser takes (buf, len), needs no NUL terminator, never reads past
+ * len and returns 0 or TML_EPROTO; they are unit-tested on captured files
+ * (tests/fixtures/proc). Reading the files is tml__proc_read(), the only
+ * function here that does I/O.
+ */
+#ifndef TML_PROC_H
+#define TML_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The aggregate "cpu " line of /proc/stat, in clock ticks. */
+typedef struct tml_cpu_times {
+    uint64_t busy;     /* user + nice + system + irq + softirq + steal */
+    uint64_t total;    /* busy + idle + iowait */
+} tml_cpu_times;
+
+/* MemTotal and MemAvailable (kernels before 3.14: MemFree + Buffers +
+ * Cached), in bytes. */
+typedef struct tml_meminfo {
+    int64_t total_bytes;
+    int64_t available_bytes;
+} tml_meminfo;
+
+/* The fields of /proc/<pid>/stat the sampler uses. The process name may
+ * hold spaces and parentheses: it runs to the *last* ')' of the line. */
+typedef struct tml_pid_stat {
+    int32_t pid;
+    char comm[64];         /* truncated */
+    char state;
+    uint64_t utime_ticks, stime_ticks;
+    int64_t rss_pages;
+} tml_pid_stat;
+
+int tml__proc_parse_stat(const char *buf, size_t len, tml_cpu_times *out);
+int tml__proc_parse_meminfo(const char *buf, size_t len, tml_meminfo *out);
+int tml__proc_parse_pid_stat(const char *buf, size_t len, tml_pid_stat *out);
+/* /proc/<pid>/statm: the second field, resident pages. */
+int tml__proc_parse_statm(const char *buf, size_t len, int64_t *rss_pages);
+
+/* Host CPU % between two readings (100 = every logical core busy); NAN
+ * when no tick passed or the counters went backwards. */
+double tml__cpu_busy_percent(const tml_cpu_times *before, const tml_cpu_times *after);
+
+/* Reads a whole (small) file into buf; *len gets the byte count. 0 or
+ * TML_EIO. Used on /proc files, which report size 0, so it reads until EOF. */
+int tml__proc_read(const char *path, char *buf, size_t cap, size_t *len);
+
+#endif

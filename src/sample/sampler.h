@@ -1,0 +1,61 @@
+/*
+ * sampler.h - the resource sampler: one native thread per traced process
+ * that reads /proc and NVML every interval and queues samples for the
+ * shipper thread to deliver (SAMPLES frames, or the in-process aggregator).
+ *
+ * It never touches the training loop: the only shared state is a small
+ * queue under a mutex between the sampler and the shipper, and three
+ * atomics the engine updates when the training reports CUDA memory.
+ *
+ * What it samples: its own process (CPU %, CPU capacity %, RSS, the CUDA
+ * memory last reported), the host (CPU %, RAM) when `host` is set (local
+ * rank 0, so a node is sampled once), and the GPU this rank uses, through
+ * NVML when the library is there: CUDA_VISIBLE_DEVICES entry number
+ * local_rank (or the first entry when there are fewer), by index or UUID.
+ *
+ * Ownership: start allocates; stop joins the thread and frees it.
+ */
+#ifndef TML_SAMPLER_H
+#define TML_SAMPLER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample/sample.h"
+
+typedef struct tml_sampler tml_sampler;
+
+typedef struct tml_sampler_opts {
+    double interval_s;          /* <= 0: $TRACEML_INTERVAL, else 1.0 */
+    int32_t rank, node, local_rank;
+    int host;                   /* also sample host CPU/RAM */
+    int gpu;                    /* also sample this rank's GPU through NVML */
+    /* CUDA allocated, reserved and device total bytes as last reported
+     * (-1 unknown); may be NULL. */
+    _Atomic int64_t *cuda_bytes;
+} tml_sampler_opts;
+
+/* The interval from $TRACEML_INTERVAL (seconds, 0.01 to 3600), else 1.0. */
+double tml__sampler_interval_from_env(void);
+
+int tml__sampler_start(const tml_sampler_opts *o, tml_sampler **out);
+/* Stops the thread (after one last sample); queued samples can still be
+ * taken. NULL is fine. */
+void tml__sampler_halt(tml_sampler *s);
+/* Halts if needed and frees. NULL is fine. */
+void tml__sampler_stop(tml_sampler *s);
+/* Moves up to cap queued samples into out; returns how many. */
+size_t tml__sampler_take(tml_sampler *s, tml_sample *out, size_t cap);
+/* Samples dropped because the queue was full. */
+uint64_t tml__sampler_dropped(const tml_sampler *s);
+/* CPU time the sampler thread has used so far, ns (-1 unknown). */
+int64_t tml__sampler_cpu_ns(const tml_sampler *s);
+/* The NVML device index this rank samples, -1 none. */
+int tml__sampler_gpu(const tml_sampler *s);
+
+/* One process RSS reading from /proc/self/statm, bytes; -1 on failure.
+ * (The shipper uses it for per-step RSS.) */
+int64_t tml__rss_bytes(void);
+
+#endif

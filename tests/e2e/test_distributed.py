@@ -1,0 +1,328 @@
+"""Distributed runs, for real: DDP on gloo (CPU) launched by `traceml run
+--nproc-per-node N` through torch.distributed.run, several nodes (two
+network namespaces joined by a veth pair, or two launches on loopback when
+namespaces cannot be created), Slurm's srun shape, `-- torchrun`, and the
+faults of docs/distributed.md (a rank SIGKILLed mid-run, a node that
+cannot reach the aggregator).
+
+The scenarios inject a known cause (examples/distributed/train_ddp.py):
+one rank's loader slowed, one rank's forward slowed, every loader slowed,
+nothing; the verdict must name the cause and the rank.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import PYPATH, PYTHON, REPO, TIMEOUT, TRACEML, base_env
+
+SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
+
+
+def free_port_pair():
+    """A port P with P and P + 1 free (master port, aggregator port)."""
+    for _ in range(50):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p >= 65000:
+            continue
+        try:
+            t = socket.socket()
+            t.bind(("127.0.0.1", p + 1))
+            t.close()
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+def launch(logs, name, nproc, args=(), nnodes=1, node_rank=0, extra=(), env=None,
+           prefix=(), port=None, wait=True):
+    cmd = list(prefix) + [TRACEML, "run", "--logs-dir", str(logs), "--run-name", name,
+                          "--nproc-per-node", str(nproc)]
+    if nnodes > 1:
+        cmd += ["--nnodes", str(nnodes), "--node-rank", str(node_rank)]
+    if port:
+        cmd += ["--master-port", str(port)]
+    cmd += [str(e) for e in extra] + [SCRIPT] + [str(a) for a in args]
+    p = subprocess.Popen(cmd, cwd=REPO, env=base_env(**(env or {})), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return p
+    return finish(p)
+
+
+def finish(p, timeout=TIMEOUT):
+    out, err = p.communicate(timeout=timeout)
+    p.out, p.err = out, err
+    return p
+
+
+def summary(logs, name):
+    path = os.path.join(str(logs), name, "final_summary.json")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def explain(p):
+    return "rc=%s\n--- stdout\n%s\n--- stderr\n%s" % (p.returncode, p.out[-4000:],
+                                                      p.err[-4000:])
+
+
+def rank_label(s, idx):
+    return s["step_time"]["per_rank"][idx]["label"]
+
+
+SCENARIOS = [
+    # (name, ranks, script args, expected kind, culprit rank or None)
+    ("input_straggler", 2, ["--slow-input-rank", 1], "INPUT_STRAGGLER", 1),
+    ("compute_straggler", 2, ["--slow-compute-rank", 0], "COMPUTE_STRAGGLER", 0),
+    ("all_slow_input", 2, ["--slow-input-all"], "INPUT_BOUND", None),
+    ("healthy", 2, [], None, None),
+    ("input_straggler", 4, ["--slow-input-rank", 2], "INPUT_STRAGGLER", 2),
+    ("compute_straggler", 4, ["--slow-compute-rank", 3], "COMPUTE_STRAGGLER", 3),
+    ("all_slow_input", 4, ["--slow-input-all"], "INPUT_BOUND", None),
+    ("healthy", 4, [], None, None),
+]
+
+STRAGGLERS = ("INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "STRAGGLER")
+
+
+@pytest.mark.parametrize("name,ranks,args,kind,culprit", SCENARIOS,
+                         ids=["%s-%d" % (s[0], s[1]) for s in SCENARIOS])
+def test_ddp_scenario(tmp_path, name, ranks, args, kind, culprit):
+    p = launch(tmp_path / "logs", "ddp", ranks, args, port=free_port_pair())
+    assert p.returncode == 0, explain(p)
+    s = summary(tmp_path / "logs", "ddp")
+    meta = s["meta"]
+    assert meta["world_size"] == ranks and meta["ranks_reported"] == ranks, meta
+    assert meta["missing_ranks"] == [] and meta["lost_ranks"] == []
+    assert meta["common_steps"] >= 30, meta
+    kinds = [i["kind"] for i in s["step_time"]["issues"]]
+    prim = s["primary_diagnosis"]
+    header = "ddp · %d/%d ranks" % (ranks, ranks)
+    assert header in p.out, p.out[:600]
+    assert "STEP TIMING (Median R" in p.out
+    if kind is None:
+        assert not any(k in STRAGGLERS for k in kinds), kinds
+        assert prim["kind"] not in STRAGGLERS
+        return
+    assert prim["kind"] == kind, (prim, kinds)
+    if culprit is None:
+        assert not any(k in STRAGGLERS for k in kinds), kinds
+        return
+    label = "R%d/N0" % culprit
+    assert prim["severity"] == "CRITICAL", prim
+    assert label in prim["why"], prim["why"]
+    st = s["step_time"]["straggler"]
+    assert st["culprit"]["rank"] == culprit, st
+    # per-step evidence: the same rank was the culprit in most window steps
+    assert st["culprit_steps"] >= 0.8 * meta["window_steps"], st
+    assert "%s was the straggler in" % label in p.out
+
+
+def test_sigkilled_rank(tmp_path):
+    """A rank SIGKILLed mid-run: torchrun tears the group down, the summary
+    is written within 10 s of the death, names the lost rank, and the exit
+    code is the training's (torchrun's: 1)."""
+    logs = tmp_path / "logs"
+    p = launch(logs, "kill", 2, ["--kill-rank", 1, "--kill-at-step", 12, "--steps", 200],
+               port=free_port_pair(), wait=False)
+    # the death: the moment rank 1 printed its last words
+    out_lines = []
+    death = None
+    for line in p.stdout:
+        out_lines.append(line)
+        if "SIGKILL at step" in line and death is None:
+            death = time.monotonic()
+    p.wait(timeout=TIMEOUT)
+    done = time.monotonic()
+    p.out, p.err = "".join(out_lines), p.stderr.read()
+    assert death is not None, explain(p)
+    assert p.returncode == 1, explain(p)
+    assert done - death < 10.0, "summary %.1f s after the death" % (done - death)
+    s = summary(logs, "kill")
+    assert s["status"] == "failed" and s["exit_code"] == 1
+    lost = s["meta"]["lost_ranks"]
+    assert [r["rank"] for r in lost] == [1], lost
+    assert lost[0]["last_step"] is not None and lost[0]["last_step"] < 12
+    assert "Lost (no goodbye): R1/N0 after step" in p.out, p.out[-3000:]
+    m = json.load(open(os.path.join(str(logs), "kill", "manifest.json")))
+    assert m["status"] == "failed" and m["exit_code"] == 1
+
+
+def two_node_variant():
+    """'netns' when two network namespaces can be made here, else 'loopback'."""
+    if os.environ.get("TRACEML_TEST_NO_NETNS") or not shutil.which("ip"):
+        return "loopback"
+    name = "tmlchk%d" % os.getpid()
+    r = subprocess.run(["ip", "netns", "add", name], capture_output=True)
+    if r.returncode != 0:
+        return "loopback"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return "netns"
+
+
+class Hosts(object):
+    """Two hosts: namespaces A (10.77.x.1) and B (10.77.x.2) on a veth pair."""
+
+    def __init__(self):
+        tag = os.getpid() % 250 + 1
+        self.a, self.b = "tmlA%d" % os.getpid(), "tmlB%d" % os.getpid()
+        self.addr_a, self.addr_b = "10.77.%d.1" % tag, "10.77.%d.2" % tag
+        self.va, self.vb = "tva%d" % os.getpid(), "tvb%d" % os.getpid()
+        sh = [
+            "ip netns add %s" % self.a, "ip netns add %s" % self.b,
+            "ip link add %s type veth peer name %s" % (self.va, self.vb),
+            "ip link set %s netns %s" % (self.va, self.a),
+            "ip link set %s netns %s" % (self.vb, self.b),
+            "ip -n %s addr add %s/24 dev %s" % (self.a, self.addr_a, self.va),
+            "ip -n %s addr add %s/24 dev %s" % (self.b, self.addr_b, self.vb),
+            "ip -n %s link set %s up" % (self.a, self.va),
+            "ip -n %s link set %s up" % (self.b, self.vb),
+            "ip -n %s link set lo up" % self.a, "ip -n %s link set lo up" % self.b,
+        ]
+        for c in sh:
+            subprocess.run(c.split(), check=True, capture_output=True)
+
+    def prefix(self, host):
+        return ["ip", "netns", "exec", self.a if host == 0 else self.b]
+
+    def ifname(self, host):
+        return self.va if host == 0 else self.vb
+
+    def close(self):
+        for n in (self.a, self.b):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def run_two_nodes(tmp_path, node1_extra=(), args=(), name="mn"):
+    """Node 0 and node 1, one rank each, straggler injected by args. Returns
+    (variant, node0 process, node1 process, logs of node 0)."""
+    variant = two_node_variant()
+    port = free_port_pair()
+    secret = "e2e-%d-secret" % os.getpid()
+    if variant == "netns":
+        hosts = Hosts()
+        try:
+            # separate logs dirs, like hosts without a shared file system:
+            # the secret reaches node 1 through the environment
+            procs = []
+            for k in (0, 1):
+                env = {"TRACEML_SECRET": secret, "GLOO_SOCKET_IFNAME": hosts.ifname(k)}
+                procs.append(launch(tmp_path / ("logs%d" % k), name, 1, args, nnodes=2,
+                                    node_rank=k, port=port, env=env,
+                                    extra=["--master-addr", hosts.addr_a] +
+                                    (list(node1_extra) if k else []),
+                                    prefix=hosts.prefix(k), wait=False))
+            p0, p1 = [finish(p) for p in procs]
+        finally:
+            hosts.close()
+        logs0 = tmp_path / "logs0"
+    else:
+        # one host, a shared logs dir: the secret goes through the file
+        procs = [launch(tmp_path / "logs", name, 1, args, nnodes=2, node_rank=k, port=port,
+                        extra=list(node1_extra) if k else [], wait=False) for k in (0, 1)]
+        p0, p1 = [finish(p) for p in procs]
+        logs0 = tmp_path / "logs"
+    return variant, p0, p1, logs0
+
+
+def test_two_nodes_straggler_on_node1(tmp_path, capsys):
+    variant, p0, p1, logs0 = run_two_nodes(tmp_path, args=["--slow-input-rank", 1])
+    with capsys.disabled():
+        print("\n  two-node variant: %s" % variant)
+    assert p0.returncode == 0, explain(p0)
+    assert p1.returncode == 0, explain(p1)
+    s = summary(logs0, "mn")
+    assert s["meta"]["nodes"] == 2 and s["meta"]["nodes_reported"] == 2, s["meta"]
+    assert s["meta"]["ranks_reported"] == 2
+    prim = s["primary_diagnosis"]
+    assert prim["kind"] == "INPUT_STRAGGLER", prim
+    assert "R1/N1" in prim["why"], prim["why"]
+    assert "mn · 2/2 ranks · 2/2 nodes ·" in p0.out
+    # only node 0 prints the summary
+    assert "TraceML Run Summary" not in p1.out
+    assert "printed on node 0" in p1.err
+    assert not os.path.exists(os.path.join(str(logs0), "mn", "secret"))
+
+
+def test_node_cannot_reach_aggregator(tmp_path):
+    """Node 1's ranks are pointed at a port nobody listens on: they train
+    anyway, and node 0's summary says rank 1 never reported."""
+    dead = free_port_pair()
+    variant, p0, p1, logs0 = run_two_nodes(tmp_path, node1_extra=["--aggregator-port", dead],
+                                           name="cut")
+    assert p0.returncode == 0, explain(p0)
+    assert p1.returncode == 0, explain(p1)
+    s = summary(logs0, "cut")
+    assert s["meta"]["missing_ranks"] == [1], (variant, s["meta"])
+    assert s["meta"]["ranks_reported"] == 1
+    assert "Missing ranks" in p0.out and "R1" in p0.out
+    assert "cut · 1/2 ranks" in p0.out
+
+
+def test_srun_shape(tmp_path):
+    """`srun -n 2 traceml run train.py`, simulated: two launchers with
+    Slurm's environment; task 0 hosts the aggregator and prints."""
+    port = free_port_pair()
+    logs = tmp_path / "logs"
+    procs = []
+    for k in (0, 1):
+        env = {"SLURM_PROCID": k, "SLURM_LOCALID": k, "SLURM_NTASKS": 2,
+               "SLURM_STEP_NUM_TASKS": 2, "SLURM_STEP_ID": 0, "SLURM_JOB_ID": 4242,
+               "SLURM_NODEID": 0, "SLURM_NNODES": 1, "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": port}
+        cmd = [TRACEML, "run", "--logs-dir", str(logs), SCRIPT, "--slow-input-rank", 0]
+        procs.append(subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=base_env(**env),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    p0, p1 = [finish(p) for p in procs]
+    assert p0.returncode == 0, explain(p0)
+    assert p1.returncode == 0, explain(p1)
+    runs = sorted(os.listdir(str(logs)))
+    assert "train_ddp-slurm4242.0" in runs and "train_ddp-slurm4242.0.task1" in runs, runs
+    s = summary(logs, "train_ddp-slurm4242.0")
+    assert s["meta"]["world_size"] == 2 and s["meta"]["ranks_reported"] == 2
+    assert s["primary_diagnosis"]["kind"] == "INPUT_STRAGGLER"
+    assert "R0/N0" in s["primary_diagnosis"]["why"]
+    assert "TraceML Run Summary" in p0.out and "TraceML Run Summary" not in p1.out
+
+
+def test_dashdash_torchrun(tmp_path):
+    """`traceml run -- python -m torch.distributed.run ...` runs the command
+    as given; every rank reports to the one aggregator."""
+    port = free_port_pair()
+    logs = tmp_path / "logs"
+    cmd = [TRACEML, "run", "--logs-dir", str(logs), "--run-name", "dd", "--",
+           PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--redirects", "2", "--tee", "2", "--master_port", str(port), SCRIPT,
+           "--slow-compute-rank", "1"]
+    p = subprocess.run(cmd, cwd=REPO, env=base_env(PYTHONPATH=PYPATH), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    p.out, p.err = p.stdout, p.stderr
+    assert p.returncode == 0, explain(p)
+    s = summary(logs, "dd")
+    assert s["meta"]["world_size"] == 2 and s["meta"]["ranks_reported"] == 2
+    assert s["primary_diagnosis"]["kind"] == "COMPUTE_STRAGGLER"
+    assert "R1/N0" in s["primary_diagnosis"]["why"]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--nnodes", "2", "--node-rank", "1", SCRIPT], "needs --run-name"),
+    (["--nproc-per-node", "2", "--", "/bin/true"], "take a SCRIPT"),
+    (["--nnodes", "2", "--node-rank", "2", "--run-name", "x", SCRIPT], "below --nnodes"),
+    (["--nproc-per-node", "0", SCRIPT], "--nproc-per-node"),
+])
+def test_bad_distributed_usage(tmp_path, argv, msg):
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(tmp_path / "logs")] + argv,
+                       cwd=REPO, env=base_env(), capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not os.path.exists(str(tmp_path / "logs"))

@@ -1,0 +1,87 @@
+"""`traceml export --chrome-trace` on a real run: the Trace Event Format
+structure Chrome and Perfetto read (one track per rank, every step a slice
+with its phases nested inside, the input wait before the bracket)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import REPO, TRACEML, EXAMPLES, base_env
+
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("export") / "logs"
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "exp",
+                        os.path.join(EXAMPLES, "quickstart.py")], cwd=REPO,
+                       env=base_env(QUICKSTART_STEPS=str(STEPS)), capture_output=True, text=True,
+                       timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return logs / "exp"
+
+
+def export(args, cwd):
+    return subprocess.run([TRACEML, "export"] + args, cwd=str(cwd), capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_chrome_trace_structure(run_dir, tmp_path):
+    out = tmp_path / "trace.json"
+    p = export(["--chrome-trace", str(run_dir), "-o", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "%d steps" % STEPS in p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["otherData"]["run_name"] == "exp"
+    ev = doc["traceEvents"]
+    meta = [e for e in ev if e["ph"] == "M"]
+    slices = [e for e in ev if e["ph"] == "X"]
+    assert {e["ph"] for e in ev} == {"M", "X"}
+    names = {(e["name"], e.get("tid")) for e in meta}
+    assert ("thread_name", 0) in names and ("process_name", None) in names
+    assert [e["args"]["name"] for e in meta if e["name"] == "thread_name"] == ["R0/N0"]
+    for e in slices:
+        assert set(e) >= {"ph", "pid", "tid", "name", "ts", "dur", "cat"}
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
+        assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0
+        assert e["pid"] == 0 and e["tid"] == 0
+    steps = [e for e in slices if e["cat"] == "step"]
+    assert [e["args"]["step"] for e in steps] == list(range(STEPS))
+    # phases nest inside their step; the input wait ends where the bracket starts
+    by_step = sorted(steps, key=lambda e: e["ts"])
+    for a, b in zip(by_step, by_step[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3        # steps do not overlap
+    children = [e for e in slices if e["cat"] in ("input", "phase")]
+    assert {e["name"] for e in children} >= {"Input Wait", "Forward", "Backward", "Optimizer"}
+    for c in children:
+        parent = [s for s in steps if s["ts"] - 1e-3 <= c["ts"] and
+                  c["ts"] + c["dur"] <= s["ts"] + s["dur"] + 1e-3]
+        assert len(parent) == 1, c
+    first = by_step[3]
+    inp = [c for c in children if c["name"] == "Input Wait" and c["ts"] == first["ts"]]
+    assert inp and first["args"]["input_wait_ms"] == pytest.approx(inp[0]["dur"] / 1000, abs=1e-3)
+    assert first["args"]["step_time_ms"] == pytest.approx(first["dur"] / 1000, abs=1e-3)
+    # the quickstart sleeps 10 ms per batch: the input waits show it
+    waits = sorted(c["dur"] for c in children if c["name"] == "Input Wait")
+    assert waits[len(waits) // 2] > 9000
+
+
+def test_default_output_and_sqlite_path(run_dir, tmp_path):
+    p = export(["--chrome-trace", str(run_dir / "telemetry.sqlite")], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (run_dir / "chrome_trace.json").exists()
+    json.loads((run_dir / "chrome_trace.json").read_text())
+
+
+def test_bad_input(tmp_path):
+    (tmp_path / "notdb").mkdir()
+    (tmp_path / "junk.sqlite").write_text("not a database")
+    for args in (["--chrome-trace"], [str(tmp_path / "notdb")], ["--chrome-trace", "missing"],
+                 ["--chrome-trace", str(tmp_path / "notdb")],
+                 ["--chrome-trace", str(tmp_path / "junk.sqlite")], ["--bogus"]):
+        p = export(args, tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("traceml: error: "), p.stderr
