@@ -50,8 +50,9 @@ void tml__thresholds_default(tml_thresholds *t);
  * Applies overrides "key=value,key=value" (the TRACEML_THRESHOLDS syntax)
  * on top of *t. Keys: input_warn input_crit h2d_warn h2d_crit residual_warn
  * residual_crit compute compute_other straggler_warn straggler_crit
- * straggler_coverage (fractions in [0, 1]), straggler_min_steps min_steps
- * (integers >= 1). Spaces around items are allowed; an empty spec changes
+ * straggler_coverage mem_pressure_warn mem_pressure_crit (fractions in
+ * [0, 1]), straggler_min_steps min_steps mem_min_steps creep_mb (integers
+ * >= 1). Spaces around items are allowed; an empty spec changes
  * nothing. Each warn must stay <= its crit. Returns 0, or TML_EINVAL with
  * *t unchanged on any error (unknown key, bad number, out of range).
  */
@@ -208,10 +209,9 @@ void tml__diag_init(tml_diagnosis *d, const char *kind, const char *label,
                     const char *section, tml_severity sev);
 
 /* ---- resources (step memory, system, process) ----------------------- *
- * The inputs of the resource sections: averages over the run's samples,
- * NAN where nothing was sampled. Today the engine samples nothing but the
- * per-step memory of the step records, so system and process rows are all
- * NAN; the rules below are where SPEC 4.2/4.3 plug in. */
+ * The inputs of the resource sections: averages and peaks over the run's
+ * samples (report/resources.c builds them), NAN where nothing was sampled.
+ * The rules are in diag/resources.c. */
 
 typedef struct tml_sys_node {
     int32_t node;

@@ -39,7 +39,8 @@ void tml__live_feed_init(tml_live_feed *f, tml_live_server *srv, int interval_ms
 /* Builds and publishes a snapshot when the interval has passed (or force).
  * status NULL: "running". 0 or TML_ENOMEM. */
 int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const char *status);
-/* "live: N snapshots, median X ms, max Y ms" (empty when none). */
+/* "live: N snapshots, median X ms, max Y ms" (the median of the last 64;
+ * empty when none). */
 void tml__live_feed_stats(const tml_live_feed *f, char *out, size_t cap);
 /* tml__server_run() plus a tick after every turn of the loop. */
 int tml__live_feed_run(tml_live_feed *f, tml_server *srv, tml_agg *agg,
