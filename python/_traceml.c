@@ -911,6 +911,16 @@ mod_set_call_cost_ns(PyObject *m, PyObject *arg)
 }
 
 static PyObject *
+mod_set_rank(PyObject *m, PyObject *args)
+{
+    int rank, world;
+    (void)m;
+    if (!PyArg_ParseTuple(args, "ii:set_rank", &rank, &world))
+        return NULL;
+    return PyLong_FromLong(tml_set_rank(rank, world));
+}
+
+static PyObject *
 mod_strerror(PyObject *m, PyObject *arg)
 {
     long e = PyLong_AsLong(arg);
@@ -1108,6 +1118,7 @@ static PyMethodDef mod_methods[] = {
     {"phase_span", (PyCFunction)(void (*)(void))mod_phase_span, METH_FASTCALL, NULL},
     {"now_ns", mod_now_ns, METH_NOARGS, "the engine's monotonic clock (ns)"},
     {"set_call_cost_ns", mod_set_call_cost_ns, METH_O, NULL},
+    {"set_rank", mod_set_rank, METH_VARARGS, NULL},
     {"strerror", mod_strerror, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, NULL},
     {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,

@@ -165,6 +165,14 @@ int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
                     int64_t allocated_peak_bytes, int64_t reserved_peak_bytes,
                     int64_t device_total_bytes);
 
+/* Says which global rank this process is and how many there are, for
+ * processes whose environment does not (no RANK / SLURM_PROCID: e.g. ranks
+ * started by torch.multiprocessing.spawn that initialise torch.distributed
+ * themselves). Call it before tml_init() or before the first step ends;
+ * without an identity from the environment the handshake with the
+ * aggregator waits for the first step. Later it returns TML_ESTATE. */
+int tml_set_rank(int32_t rank, int32_t world_size);
+
 /* Tells TraceML what one call of the caller's own instrumentation glue
  * costs (e.g. a Python hook around a marker), measured by the caller. The
  * summary's overhead per step is then markers per step times (marker cost,

@@ -106,8 +106,23 @@ def _patch(owner, name, phase, kind=None):
     _patched.append((owner, name, orig))
 
 
+def _sync_identity():
+    """Tells the engine this process's rank when only torch.distributed
+    knows it (no RANK / SLURM_PROCID in the environment, e.g. ranks started
+    by torch.multiprocessing.spawn). Never imports torch itself."""
+    if "RANK" in _os.environ or "SLURM_PROCID" in _os.environ:
+        return
+    dist = _sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            _c.set_rank(dist.get_rank(), dist.get_world_size())
+    except Exception as e:
+        _warn("cannot read the rank from torch.distributed (%s)" % (e,))
+
+
 def _install_forward(model):
     """Called by the C trace_step() the first time it sees `model`."""
+    _sync_identity()
     try:
         pre = getattr(model, "_forward_pre_hooks", None)
         if pre is not None:
@@ -345,6 +360,7 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
         # auto: everything; manual: what will be wrapped cannot be known
         # yet, so every phase is required and a never-seen one is missing.
         mask = _c.PHASES_ALL
+    _sync_identity()
     try:
         rc = _c.init(run_name, logs_dir, mask, False)
     except Exception as e:

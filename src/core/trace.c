@@ -99,6 +99,13 @@ typedef struct tls_state {
 static struct engine {
     _Atomic int state;
     _Atomic uint32_t gen;
+    /* Identity: from the environment, else set later by tml_set_rank()
+     * (packed rank << 32 | world size, -1 = none). Without an identity
+     * from the environment the handshake waits for the first step, so a
+     * rank that learns who it is from torch.distributed says so first. */
+    _Atomic int64_t pending_identity;
+    int identity_from_env;
+    int saw_events;
     slot slots[MAX_RINGS];
     _Atomic uint64_t no_slot_drops;   /* events from threads beyond MAX_RINGS */
 
@@ -143,7 +150,7 @@ static struct engine {
     uint64_t sum_req, sum_done;
     char *sum_json;
     int sum_rc;
-} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
+} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .pending_identity = -1};
 
 static _Thread_local tls_state T;
 static pthread_key_t exit_key;
@@ -395,6 +402,19 @@ int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns)
     return push(TML_EV_SPAN, (uint32_t)phase, begin_ns, end_ns);
 }
 
+int tml_set_rank(int32_t rank, int32_t world_size)
+{
+    if (rank < 0 || world_size < 1 || rank >= world_size)
+        return TML_EINVAL;
+    int st = atomic_load(&E.state);
+    if (st == ST_DISABLED)
+        return TML_EDISABLED;
+    if (st == ST_ON && (E.fd >= 0 || E.saw_events || E.agg))
+        return TML_ESTATE;     /* too late: the aggregator knows us already */
+    atomic_store(&E.pending_identity, ((int64_t)rank << 32) | world_size);
+    return 0;
+}
+
 int tml_set_call_cost_ns(int64_t ns)
 {
     if (ns < 0)
@@ -419,9 +439,27 @@ static void log_line(const char *what, const char *why)
     fclose(f);
 }
 
+static void apply_identity(tml_rank_info *i)
+{
+    int64_t id = atomic_exchange(&E.pending_identity, -1);
+    if (id < 0)
+        return;
+    i->rank = (int32_t)(id >> 32);
+    i->world_size = (int32_t)(id & 0x7fffffff);
+    E.identity_from_env = 1;
+}
+
+static int handshake_deferred(void)
+{
+    return !E.identity_from_env && !E.saw_events && !E.stop;
+}
+
 static void try_connect(int64_t now)
 {
     if (E.fd >= 0 || E.auth_failed || !E.addr[0] || now < E.next_connect_ns)
+        return;
+    apply_identity(&E.hello.info);
+    if (handshake_deferred())
         return;
     E.next_connect_ns = now + RECONNECT_NS;
     int fd = tml__client_connect(E.addr, &E.hello, 1000);
@@ -639,6 +677,7 @@ static void drain_final(int final)
             continue;
         uint32_t n;
         while ((n = tml__ring_pop(&s->ring, ev, 512)) > 0) {
+            E.saw_events = 1;
             for (uint32_t k = 0; k < n; k++) {
                 if (!tml__asm_feed(&s->as, &ev[k], &rec))
                     continue;
@@ -675,14 +714,16 @@ static void drain(void)
 static void deliver_samples(void)
 {
     size_t n;
-    if (!E.sampler)
-        return;
+    if (!E.sampler || (!E.agg && E.fd < 0 && handshake_deferred()))
+        return;   /* kept in the sampler's queue until we know who we are */
     if (!E.sbuf) {
         E.sbuf = malloc(TML_WIRE_MAX_SAMPLES * sizeof(*E.sbuf));
         if (!E.sbuf)
             return;
     }
     while ((n = tml__sampler_take(E.sampler, E.sbuf, TML_WIRE_MAX_SAMPLES)) > 0) {
+        for (size_t k = 0; k < n; k++)
+            E.sbuf[k].rank = E.hello.info.rank;   /* the identity may have come late */
         if (E.agg) {
             tml__agg_samples(E.agg, E.sbuf, n);
         } else if (E.fd >= 0) {
@@ -818,6 +859,7 @@ static int env_first_int(const char *a, const char *b, const char *c, int def)
 static void fill_rank_info(tml_rank_info *i)
 {
     memset(i, 0, sizeof(*i));
+    E.identity_from_env = getenv("RANK") || getenv("SLURM_PROCID");
     i->rank = env_first_int("RANK", "SLURM_PROCID", NULL, 0);
     i->local_rank = env_first_int("LOCAL_RANK", "SLURM_LOCALID", NULL, 0);
     i->world_size = env_first_int("WORLD_SIZE", "SLURM_NTASKS", NULL, 1);
@@ -826,6 +868,7 @@ static void fill_rank_info(tml_rank_info *i)
     i->pid = (int32_t)getpid();
     i->instrumented = E.instrumented;
     gethostname(i->host, sizeof(i->host) - 1);
+    apply_identity(i);
 }
 
 /* The script's stem from /proc/self/cmdline: "python3 train.py" -> "train". */
@@ -975,6 +1018,7 @@ int tml_init(const tml_options *opts)
     memset(&E.stats, 0, sizeof(E.stats));
     E.stats.overhead_ns_per_step = -1;
     E.stop = 0;
+    E.saw_events = 0;
     E.fd = -1;
     E.auth_failed = 0;
     E.next_connect_ns = 0;

@@ -326,3 +326,21 @@ def test_bad_distributed_usage(tmp_path, argv, msg):
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not os.path.exists(str(tmp_path / "logs"))
+
+
+def test_rank_from_torch_distributed(tmp_path):
+    """Ranks started by torch.multiprocessing.spawn have no RANK in their
+    environment: their identity comes from torch.distributed."""
+    logs = tmp_path / "logs"
+    spawn = os.path.join(REPO, "examples", "distributed", "spawn_ddp.py")
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "spawned",
+                        spawn, "--steps", "30", "--delay-ms", "20",
+                        "--port", str(free_port_pair())],
+                       cwd=REPO, env=base_env(), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(logs / "spawned" / "final_summary.json", encoding="utf-8") as f:
+        s = json.load(f)
+    assert s["meta"]["ranks_reported"] == 2, s["meta"]
+    assert s["primary_diagnosis"]["label"] == "INPUT STRAGGLER", s["primary_diagnosis"]
+    assert "R1/N0" in s["primary_diagnosis"]["why"]

@@ -160,3 +160,14 @@ def test_large_report_is_small_and_renders(tmp_path):
     dom, console = open_page(page, os.path.join(ARTIFACTS, "html_report_10000x8.png"))
     assert console == [] and 'data-rendered="1"' in body(dom) and "data-errors" not in body(dom)
     assert dom.count("R7/N0") >= 2                    # per-rank bars and tables
+
+
+def test_real_summary_with_series_matches_schema(run_dir):
+    """The schema covers "series" (and by_clock, noise) of a real run."""
+    import jsonschema
+    schema = json.loads(open(os.path.join(REPO, "docs", "summary.schema.json")).read())
+    doc = json.loads((run_dir / "final_summary.json").read_text())
+    assert doc["series"] is not None and doc["series"]["system"] is not None
+    assert doc["step_time"]["noise_ms"] is not None
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    assert not errors, [e.message for e in errors[:5]]
