@@ -489,6 +489,8 @@ static void deliver_batch(void)
 {
     if (E.nbatch == 0)
         return;
+    if (!E.agg && E.fd < 0)
+        try_connect(tml_now_ns());   /* a deferred handshake: now we have steps */
     if (E.agg) {
         if (tml__agg_steps(E.agg, E.hello.info.rank, E.batch, E.nbatch) == 0)
             E.stats.records_sent += E.nbatch;

@@ -211,6 +211,34 @@ static void test_threads(void)
     CHECK_EQ_INT(f.nrecs, 30);
 }
 
+/* Without a rank in the environment the handshake waits for the first
+ * step (the identity may come from torch.distributed), and no step may be
+ * lost while it waits. */
+static void test_deferred_handshake_loses_nothing(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th;
+    unsetenv("RANK");
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    CHECK_EQ_INT(tml_set_rank(1, 2), 0);            /* learned late, before steps */
+    struct timespec ts = {0, 30000000L};
+    for (int s = 0; s < 6; s++) {
+        tml_step_begin();
+        tml_step_end();
+        nanosleep(&ts, NULL);                         /* the shipper drains between */
+    }
+    CHECK_EQ_INT(tml_set_rank(0, 2), TML_ESTATE);   /* too late now */
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_EQ_INT(f.nrecs, 6);
+    CHECK_EQ_INT(f.hello.info.rank, 1);
+    CHECK_EQ_INT(f.hello.info.world_size, 2);
+    CHECK_EQ_INT(tml_set_rank(3, 2), TML_EINVAL);
+}
+
 /* The shipper sleeps between drains: idle, it must not spin a core
  * (a condition variable on the wrong clock once made it do exactly that). */
 static void test_shipper_sleeps(void)
@@ -242,5 +270,5 @@ static void test_disabled(void)
 }
 
 #define TESTS X(test_records_reach_aggregator) X(test_rejected_trains_on) \
-    X(test_unreachable_is_bounded) X(test_threads) X(test_shipper_sleeps) X(test_disabled)
+    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_shipper_sleeps) X(test_disabled)
 #include "harness.h"
