@@ -32,28 +32,6 @@ const char tml__usage_view[] =
     "  --html [OUT]   write the HTML report instead (one self-contained page\n"
     "                 that opens offline) to OUT [SUMMARY.json with .html]\n";
 
-/* schema_version may be a number (1) or a string ("1", "1.2"). */
-static int schema_major(const tml_json *v, long *major)
-{
-    double d;
-    if (tml__json_num(v, &d)) {
-        if (!isfinite(d) || d < 0 || d > 1e6 || d != floor(d))
-            return 0;
-        *major = (long)d;
-        return 1;
-    }
-    const char *s = tml__json_str(v);
-    if (!s)
-        return 0;
-    char *end;
-    errno = 0;
-    long m = strtol(s, &end, 10);
-    if (end == s || errno || m < 0 || (*end && *end != '.'))
-        return 0;
-    *major = m;
-    return 1;
-}
-
 static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -155,7 +133,7 @@ int tml__cmd_view(int argc, char **argv)
         tml__cli_error("'%s' is not a TraceML summary (not a JSON object)", path);
     else if (!sv)
         tml__cli_error("'%s' is not a TraceML summary (no schema_version)", path);
-    else if (!schema_major(sv, &major) || major < 1 || major > SUMMARY_SCHEMA_MAX)
+    else if (!tml__json_version_major(sv, &major) || major < 1 || major > SUMMARY_SCHEMA_MAX)
         tml__cli_error("'%s' has an unsupported schema_version; this traceml reads "
                        "version 1 summaries", path);
     else if (html)

@@ -35,6 +35,7 @@
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 #include "util/strbuf.h"
+#include "util/net.h"
 #include "wire/wire.h"
 
 #define MAX_CONNS 1024
@@ -146,8 +147,6 @@ static void reject(tml_server *s, conn *c, const char *reason)
 
 int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
 {
-    struct addrinfo hints, *ai = NULL;
-    char port[16];
     int rc = TML_ENOMEM;
     *out = NULL;
     if (!o || !agg || !o->run_id || !o->secret || !*o->secret || o->port < 0 ||
@@ -168,34 +167,14 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
     if (!s->run_id || !s->secret || (o->run_dir && !s->run_dir) || !s->conns || !s->pfds)
         goto fail;
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    snprintf(port, sizeof(port), "%d", o->port);
-    if (getaddrinfo(o->bind_addr ? o->bind_addr : "127.0.0.1", port, &hints, &ai) != 0 || !ai) {
-        rc = TML_EINVAL;
+    s->listen_fd = tml__net_listen(o->bind_addr, o->port, 128, &s->port);
+    if (s->listen_fd < 0) {
+        rc = s->listen_fd;
         goto fail;
     }
-    rc = TML_ECONN;
-    s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->listen_fd < 0)
-        goto fail;
-    int one = 1;
-    setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(s->listen_fd, 128) < 0)
-        goto fail;
-    struct sockaddr_in sin;
-    socklen_t sl = sizeof(sin);
-    if (getsockname(s->listen_fd, (struct sockaddr *)&sin, &sl) < 0)
-        goto fail;
-    s->port = ntohs(sin.sin_port);
-    freeaddrinfo(ai);
     *out = s;
     return 0;
 fail:
-    if (ai)
-        freeaddrinfo(ai);
     {
         int saved = errno;
         tml__server_free(s);

@@ -41,6 +41,7 @@
 
 #include "agg/rundir.h"
 #include "live/http.h"
+#include "util/net.h"
 
 /* S_LINGER: a refused client's answer is out and our side is shut; what it
  * still sends is read away for a moment before closing, because closing a
@@ -489,8 +490,6 @@ static void *server_main(void *arg)
 
 int tml__live_server_new(const tml_live_server_opts *o, tml_live_server **out)
 {
-    struct addrinfo hints, *ai = NULL;
-    char port[16];
     int rc = TML_ENOMEM;
     *out = NULL;
     if (!o || o->port < 0 || o->port > 65535)
@@ -513,31 +512,11 @@ int tml__live_server_new(const tml_live_server_opts *o, tml_live_server **out)
         rc = TML_EIO;
         goto fail;
     }
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    snprintf(port, sizeof(port), "%d", o->port);
-    if (getaddrinfo(o->bind_addr && *o->bind_addr ? o->bind_addr : "127.0.0.1", port, &hints,
-                    &ai) != 0 || !ai) {
-        rc = TML_EINVAL;
+    s->listen_fd = tml__net_listen(o->bind_addr, o->port, 64, &s->port);
+    if (s->listen_fd < 0) {
+        rc = s->listen_fd;
         goto fail;
     }
-    rc = TML_ECONN;
-    s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->listen_fd < 0)
-        goto fail;
-    int one = 1;
-    setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(s->listen_fd, 64) < 0)
-        goto fail;
-    struct sockaddr_in sin;
-    socklen_t sl = sizeof(sin);
-    if (getsockname(s->listen_fd, (struct sockaddr *)&sin, &sl) < 0)
-        goto fail;
-    s->port = ntohs(sin.sin_port);
-    freeaddrinfo(ai);
-    ai = NULL;
     if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
         rc = TML_ENOMEM;
         goto fail;
@@ -546,8 +525,6 @@ int tml__live_server_new(const tml_live_server_opts *o, tml_live_server **out)
     *out = s;
     return 0;
 fail:
-    if (ai)
-        freeaddrinfo(ai);
     {
         int saved = errno;
         tml__live_server_free(s);

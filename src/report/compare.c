@@ -88,27 +88,6 @@ static void str_at(const tml_json *v, const char *path, char *out, size_t cap)
     snprintf(out, cap, "%s", s ? s : "");
 }
 
-static int schema_major(const tml_json *v, long *major)
-{
-    double d;
-    if (tml__json_num(v, &d)) {
-        if (!isfinite(d) || d < 0 || d > 1e6 || d != floor(d))
-            return 0;
-        *major = (long)d;
-        return 1;
-    }
-    const char *s = tml__json_str(v);
-    if (!s)
-        return 0;
-    char *end;
-    errno = 0;
-    long m = strtol(s, &end, 10);
-    if (end == s || errno || m < 0 || (*end && *end != '.'))
-        return 0;
-    *major = m;
-    return 1;
-}
-
 static void clock_from(const tml_json *fig, tml_cmp_clock *k, double noise_fallback)
 {
     if (!fig || fig->type != TML_JSON_OBJECT)
@@ -137,7 +116,7 @@ int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_
         snprintf(why, cap, "not a TraceML summary (no schema_version)");
         return TML_EPROTO;
     }
-    if (!schema_major(sv, &major) || major < 1 || major > CMP_SCHEMA_MAX) {
+    if (!tml__json_version_major(sv, &major) || major < 1 || major > CMP_SCHEMA_MAX) {
         snprintf(why, cap, "unsupported schema_version (this traceml reads version %d)",
                  CMP_SCHEMA_MAX);
         return TML_EPROTO;

@@ -12,6 +12,8 @@
  */
 #include "util/json.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -514,5 +516,26 @@ int tml__json_num(const tml_json *v, double *out)
         return 0;
     if (out)
         *out = v->number;
+    return 1;
+}
+
+int tml__json_version_major(const tml_json *v, long *major)
+{
+    double d;
+    if (tml__json_num(v, &d)) {
+        if (!isfinite(d) || d < 0 || d > 1e6 || d != floor(d))
+            return 0;
+        *major = (long)d;
+        return 1;
+    }
+    const char *s = tml__json_str(v);
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    long m = strtol(s, &end, 10);
+    if (end == s || errno || m < 0 || (*end && *end != '.'))
+        return 0;
+    *major = m;
     return 1;
 }

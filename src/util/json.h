@@ -68,5 +68,7 @@ const tml_json *tml__json_at(const tml_json *arr, size_t i);
 const char *tml__json_str(const tml_json *v);
 /* 1 and *out set when v is a number, else 0. */
 int tml__json_num(const tml_json *v, double *out);
+/* A schema version, a number (1) or a string ("1", "1.2"): 1 and *major, or 0. */
+int tml__json_version_major(const tml_json *v, long *major);
 
 #endif
