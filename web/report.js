@@ -94,7 +94,7 @@
   var verdict = S.primary_diagnosis || {};
   var hdr = [meta.run_name || "run",
     (meta.ranks_reported || 0) + "/" + (meta.world_size || 0) + " ranks",
-    (meta.gpus_observed || 0) + " GPUs observed",
+    meta.gpus_observed ? meta.gpus_observed + (meta.gpus_observed === 1 ? " GPU" : " GPUs") + " observed" : null,
     (meta.common_steps || 0) + " common steps",
     isNum(S.duration_s) ? S.duration_s.toFixed(1) + "s" : null,
     (meta.clock || "cpu").toUpperCase() + " clock",
