@@ -911,6 +911,16 @@ mod_set_call_cost_ns(PyObject *m, PyObject *arg)
 }
 
 static PyObject *
+mod_set_loader_config(PyObject *m, PyObject *args)
+{
+    int workers, pin;
+    (void)m;
+    if (!PyArg_ParseTuple(args, "ip:set_loader_config", &workers, &pin))
+        return NULL;
+    return PyLong_FromLong(tml_set_loader_config(workers, pin));
+}
+
+static PyObject *
 mod_set_rank(PyObject *m, PyObject *args)
 {
     int rank, world;
@@ -1119,6 +1129,7 @@ static PyMethodDef mod_methods[] = {
     {"now_ns", mod_now_ns, METH_NOARGS, "the engine's monotonic clock (ns)"},
     {"set_call_cost_ns", mod_set_call_cost_ns, METH_O, NULL},
     {"set_rank", mod_set_rank, METH_VARARGS, NULL},
+    {"set_loader_config", mod_set_loader_config, METH_VARARGS, NULL},
     {"strerror", mod_strerror, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, NULL},
     {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,

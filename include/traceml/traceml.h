@@ -173,6 +173,12 @@ int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
  * aggregator waits for the first step. Later it returns TML_ESTATE. */
 int tml_set_rank(int32_t rank, int32_t world_size);
 
+/* Describes the input pipeline (a DataLoader's num_workers and
+ * pin_memory), so an INPUT-BOUND diagnosis can say what to change
+ * ("DataLoader(num_workers=0) on 16 cores: try num_workers=8"). Call it
+ * after tml_init(), any time. */
+int tml_set_loader_config(int32_t num_workers, int pin_memory);
+
 /* Tells TraceML what one call of the caller's own instrumentation glue
  * costs (e.g. a Python hook around a marker), measured by the caller. The
  * summary's overhead per step is then markers per step times (marker cost,

@@ -120,6 +120,40 @@ def _sync_identity():
         _warn("cannot read the rank from torch.distributed (%s)" % (e,))
 
 
+_loader_reported = False
+
+
+def _note_loader(loader):
+    """Tells the engine the first DataLoader's num_workers / pin_memory, so
+    an INPUT-BOUND verdict can say what to change."""
+    global _loader_reported
+    if _loader_reported or not _active:
+        return
+    workers = getattr(loader, "num_workers", None)
+    if not isinstance(workers, int):
+        return
+    _loader_reported = True
+    try:
+        _c.set_loader_config(workers, bool(getattr(loader, "pin_memory", False)))
+    except Exception:
+        pass
+
+
+def _report_loader_settings(iter_cls):
+    """Wraps the DataLoader iterator's __init__ (once per epoch, never per
+    step) to report the loader's settings the first time."""
+    orig = iter_cls.__dict__["__init__"]
+
+    def __init__(self, loader, *args, **kwargs):
+        orig(self, loader, *args, **kwargs)
+        if not _loader_reported:
+            _note_loader(loader)
+
+    __init__.__wrapped__ = orig
+    iter_cls.__init__ = __init__
+    _patched.append((iter_cls, "__init__", orig))
+
+
 def _install_forward(model):
     """Called by the C trace_step() the first time it sees `model`."""
     _sync_identity()
@@ -192,6 +226,7 @@ def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer):
     def dl_patch():
         from torch.utils.data import dataloader as dl
         _patch(dl._BaseDataLoaderIter, "__next__", _c.INPUT, _c.KIND_INPUT)
+        _report_loader_settings(dl._BaseDataLoaderIter)
 
     def bw_patch():
         _patch(torch.Tensor, "backward", _c.BACKWARD)
@@ -432,6 +467,7 @@ def wrap_dataloader_fetch(loader_or_iter):
     """
     if not _active:
         return loader_or_iter
+    _note_loader(loader_or_iter)
     return _c.TimedIter(loader_or_iter)
 
 

@@ -276,6 +276,16 @@ static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const
         return 0;
     }
     switch (h->type) {
+    case TML_FRAME_IDENTITY: {
+        /* A rank describing itself anew (its loader settings, ...): a rank
+         * speaks for itself only, so the rank number cannot change here. */
+        tml_hello again;
+        if (c->state != C_AUTHED || tml__wire_parse_hello(p, h->len, &again) < 0 ||
+            again.info.rank != c->rank)
+            break;
+        tml__agg_hello(s->agg, &again.info);
+        return 0;
+    }
     case TML_FRAME_STEPS: {
         size_t n;
         if (c->state != C_AUTHED || tml__wire_parse_steps(p, h->len, &n) < 0)

@@ -51,6 +51,13 @@ typedef struct tml_rank_info {
     int32_t pid;
     uint32_t instrumented;  /* TML_PHASE_BIT mask of instrumented phases */
     char host[64];
+    /* The input pipeline as the user configured it, so the diagnosis can
+     * name it ("DataLoader(num_workers=0) on 16 cores"). Zero-initialised
+     * means unknown. */
+    uint32_t loader_known;      /* 1 when loader_workers / _pin_memory are set */
+    int32_t loader_workers;
+    int32_t loader_pin_memory;
+    int32_t cpu_count;          /* logical cores this process may use, 0 unknown */
 } tml_rank_info;
 
 /* A rank's own counters, sent in its goodbye (and kept current). */

@@ -104,6 +104,10 @@ static struct engine {
      * from the environment the handshake waits for the first step, so a
      * rank that learns who it is from torch.distributed says so first. */
     _Atomic int64_t pending_identity;
+    /* Loader settings from tml_set_loader_config (packed workers << 1 |
+     * pin_memory, -1 = none); the shipper puts them into its hello, or
+     * sends an IDENTITY frame when the handshake is done already. */
+    _Atomic int64_t pending_loader;
     int identity_from_env;
     int saw_events;
     slot slots[MAX_RINGS];
@@ -150,7 +154,8 @@ static struct engine {
     uint64_t sum_req, sum_done;
     char *sum_json;
     int sum_rc;
-} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .pending_identity = -1};
+} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .pending_identity = -1,
+       .pending_loader = -1};
 
 static _Thread_local tls_state T;
 static pthread_key_t exit_key;
@@ -415,6 +420,19 @@ int tml_set_rank(int32_t rank, int32_t world_size)
     return 0;
 }
 
+int tml_set_loader_config(int32_t num_workers, int pin_memory)
+{
+    if (num_workers < 0)
+        return TML_EINVAL;
+    int st = atomic_load(&E.state);
+    if (st == ST_DISABLED)
+        return TML_EDISABLED;
+    if (st != ST_ON)
+        return TML_ESTATE;
+    atomic_store(&E.pending_loader, ((int64_t)num_workers << 1) | (pin_memory ? 1 : 0));
+    return 0;
+}
+
 int tml_set_call_cost_ns(int64_t ns)
 {
     if (ns < 0)
@@ -483,6 +501,23 @@ static void send_out(void)
         log_line("lost the aggregator, dropping telemetry", "send failed");
     }
     tml__sb_reset(&E.out);
+}
+
+/* Applies new loader settings; tells the aggregator if it knows us already. */
+static void apply_loader(void)
+{
+    int64_t v = atomic_exchange(&E.pending_loader, -1);
+    if (v < 0)
+        return;
+    E.hello.info.loader_known = 1;
+    E.hello.info.loader_workers = (int32_t)(v >> 1);
+    E.hello.info.loader_pin_memory = (int32_t)(v & 1);
+    if (E.agg) {
+        tml__agg_hello(E.agg, &E.hello.info);
+    } else if (E.fd >= 0) {
+        tml__wire_identity(&E.out, TML_FRAME_IDENTITY, &E.hello);
+        send_out();
+    }
 }
 
 static void deliver_batch(void)
@@ -804,6 +839,7 @@ static void *shipper_main(void *arg)
         pthread_mutex_unlock(&E.mu);
         int64_t now = tml_now_ns();
         try_connect(now);
+        apply_loader();
         drain();
         deliver_samples();
         serve_summary(0);
@@ -870,6 +906,8 @@ static void fill_rank_info(tml_rank_info *i)
     i->pid = (int32_t)getpid();
     i->instrumented = E.instrumented;
     gethostname(i->host, sizeof(i->host) - 1);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    i->cpu_count = cores > 0 && cores < INT32_MAX ? (int32_t)cores : 0;
     apply_identity(i);
 }
 

@@ -320,6 +320,42 @@ static int share_issue(double share, double warn, double crit, const char *kind,
     return 1;
 }
 
+/* The INPUT-BOUND Next line, naming the user's own loader settings when
+ * the rank reported them (SPEC 4.4: the cause as configured, with its
+ * measured cost). The median rank's settings, else any rank's. */
+static void input_next(const tml_window *w, double share, char *out, size_t cap)
+{
+    const tml_rank_window *rw = NULL;
+    if (w->median_rank >= 0 && w->ranks[w->median_rank].loader_known)
+        rw = &w->ranks[w->median_rank];
+    for (size_t i = 0; !rw && i < w->nranks; i++)
+        if (w->ranks[i].loader_known)
+            rw = &w->ranks[i];
+    if (!rw) {
+        snprintf(out, cap, "Increase workers, prefetch, or storage throughput.");
+        return;
+    }
+    int workers = rw->loader_workers, cores = rw->cpu_count;
+    char on[32] = "";
+    if (cores > 0)
+        snprintf(on, sizeof(on), " on %d core%s", cores, cores == 1 ? "" : "s");
+    const char *pin = w->clock == TML_CLOCK_GPU && !rw->loader_pin_memory ? ", pin_memory=True" : "";
+    if (workers == 0) {
+        int k = cores > 0 ? (cores < 2 ? 2 : cores > 8 ? 8 : cores) : 4;
+        snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=0)%s: try num_workers=%d%s.",
+                 pct(share), on, k, pin);
+    } else if (cores <= 0 || workers < cores) {
+        int k = cores > 0 && workers * 2 > cores ? cores : workers * 2;
+        snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=%d)%s: try num_workers=%d%s, "
+                 "or make each batch cheaper (transforms, decoding, storage).",
+                 pct(share), workers, on, k, pin);
+    } else {
+        snprintf(out, cap, "Input Wait %d%% although DataLoader(num_workers=%d) already matches "
+                 "the %d cores: make each batch cheaper (transforms, decoding, collation, storage).",
+                 pct(share), workers, cores);
+    }
+}
+
 static const char *missing_hint(int phase)
 {
     switch (phase) {
@@ -419,8 +455,10 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
         out->issues[out->nissues++] = d;
     if (share_issue(out->share[TML_M_INPUT], th->input_warn, th->input_crit,
                     "INPUT_BOUND", "INPUT-BOUND", TML_M_INPUT,
-                    "Increase workers, prefetch, or storage throughput.", multi, &d))
+                    "Increase workers, prefetch, or storage throughput.", multi, &d)) {
+        input_next(w, d.share, d.next, sizeof(d.next));
         out->issues[out->nissues++] = d;
+    }
     if (w->clock == TML_CLOCK_GPU &&
         share_issue(out->share[TML_M_H2D], th->h2d_warn, th->h2d_crit,
                     "H2D_BOUND", "H2D-BOUND", TML_M_H2D,

@@ -106,6 +106,9 @@ typedef struct tml_rank_window {
     double rss_bytes, cuda_allocated_bytes, cuda_reserved_bytes;
     int has_gpu;                   /* any GPU figure seen from this rank */
     int64_t overhead_ns_per_step;  /* from the rank's counters, -1 unknown */
+    /* The rank's input pipeline as configured (see tml_rank_info). */
+    int loader_known;
+    int32_t loader_workers, loader_pin_memory, cpu_count;
     uint64_t records_dropped, events_dropped;
 } tml_rank_window;
 

@@ -160,6 +160,10 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->rank = r->info.rank;
     rw->node = r->info.node_rank;
     rw->local_rank = r->info.local_rank;
+    rw->loader_known = r->info.loader_known != 0;
+    rw->loader_workers = r->info.loader_workers;
+    rw->loader_pin_memory = r->info.loader_pin_memory;
+    rw->cpu_count = r->info.cpu_count;
     for (int m = 0; m < TML_M_COUNT; m++)
         rw->avg_ns[m] = NAN;
     rw->step_median_ns = rw->step_p90_ns = NAN;

@@ -134,7 +134,12 @@ int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out)
 
 void tml__wire_hello(tml_strbuf *out, const tml_hello *h)
 {
-    size_t at = begin_frame(out, TML_FRAME_HELLO);
+    tml__wire_identity(out, TML_FRAME_HELLO, h);
+}
+
+void tml__wire_identity(tml_strbuf *out, uint16_t type, const tml_hello *h)
+{
+    size_t at = begin_frame(out, type);
     put_str(out, h->run_id);
     put_str(out, h->secret);
     const tml_rank_info *i = &h->info;
@@ -146,6 +151,10 @@ void tml__wire_hello(tml_strbuf *out, const tml_hello *h)
     put_u32(out, (uint32_t)i->pid);
     put_u32(out, i->instrumented);
     put_str(out, i->host);
+    put_u32(out, i->loader_known);
+    put_u32(out, (uint32_t)i->loader_workers);
+    put_u32(out, (uint32_t)i->loader_pin_memory);
+    put_u32(out, (uint32_t)i->cpu_count);
     end_frame(out, at);
 }
 
@@ -164,7 +173,12 @@ int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out)
     i->pid = (int32_t)take_u32(&c);
     i->instrumented = take_u32(&c);
     take_str(&c, i->host, sizeof(i->host));
-    if (c.bad || i->rank < 0 || i->world_size < 0 || i->node_rank < 0)
+    i->loader_known = take_u32(&c) ? 1 : 0;
+    i->loader_workers = (int32_t)take_u32(&c);
+    i->loader_pin_memory = (int32_t)take_u32(&c);
+    i->cpu_count = (int32_t)take_u32(&c);
+    if (c.bad || i->rank < 0 || i->world_size < 0 || i->node_rank < 0 || i->cpu_count < 0 ||
+        (i->loader_known && i->loader_workers < 0))
         return TML_EPROTO;
     return 0;
 }

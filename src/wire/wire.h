@@ -61,6 +61,10 @@ typedef struct tml_hello {
 int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out);
 
 void tml__wire_hello(tml_strbuf *out, const tml_hello *h);
+/* A HELLO-shaped frame of another type: IDENTITY (a rank's description
+ * changed after the handshake: its loader settings, ...). Parse it with
+ * tml__wire_parse_hello. */
+void tml__wire_identity(tml_strbuf *out, uint16_t type, const tml_hello *h);
 void tml__wire_welcome(tml_strbuf *out);
 void tml__wire_reject(tml_strbuf *out, const char *reason);
 /* Appends one STEPS frame holding n records (n * TML_WIRE_STEP_SIZE must fit

@@ -21,6 +21,8 @@ def test_input_bound(traceml_run):
     wait = step_metric_ms(s, "input_wait")
     assert near(wait, 8.0), "Input Wait %s ms, injected 8 ms" % wait
     assert "Verdict: INPUT-BOUND (CRITICAL)" in r.stdout, r.explain()
+    # the Next line names the loader as configured (SPEC 4.4)
+    assert "DataLoader(num_workers=0)" in p["next"], json.dumps(p)
 
 
 def test_residual_heavy(traceml_run):

@@ -155,6 +155,52 @@ static void test_diagnosis_fields(void)
     CHECK_NEAR(d.share[TML_M_COMPUTE], 0.34, 1e-9);
 }
 
+/* INPUT-BOUND names the loader as the user configured it (SPEC 4.4). */
+static void test_input_next_names_loader(void)
+{
+    static const struct {
+        int known, workers, pin, cores;
+        tml_clock clock;
+        const char *next;
+    } t[] = {
+        {0, 0, 0, 16, TML_CLOCK_CPU, "Increase workers, prefetch, or storage throughput."},
+        {1, 0, 0, 16, TML_CLOCK_GPU,
+         "Input Wait 64% with DataLoader(num_workers=0) on 16 cores: try num_workers=8, pin_memory=True."},
+        {1, 0, 1, 16, TML_CLOCK_GPU,
+         "Input Wait 64% with DataLoader(num_workers=0) on 16 cores: try num_workers=8."},
+        {1, 0, 0, 2, TML_CLOCK_CPU, "Input Wait 64% with DataLoader(num_workers=0) on 2 cores: try num_workers=2."},
+        {1, 0, 0, 0, TML_CLOCK_CPU, "Input Wait 64% with DataLoader(num_workers=0): try num_workers=4."},
+        {1, 2, 0, 16, TML_CLOCK_CPU,
+         "Input Wait 64% with DataLoader(num_workers=2) on 16 cores: try num_workers=4, "
+         "or make each batch cheaper (transforms, decoding, storage)."},
+        {1, 12, 0, 16, TML_CLOCK_CPU,
+         "Input Wait 64% with DataLoader(num_workers=12) on 16 cores: try num_workers=16, "
+         "or make each batch cheaper (transforms, decoding, storage)."},
+        {1, 16, 0, 16, TML_CLOCK_CPU,
+         "Input Wait 64% although DataLoader(num_workers=16) already matches the 16 cores: "
+         "make each batch cheaper (transforms, decoding, collation, storage)."},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        tml_step_diag d;
+        shares s = split(64, 0.4, 1.6, 34);
+        tml_window w = window(1, &s, 256, t[i].clock);
+        w.ranks[0].loader_known = t[i].known;
+        w.ranks[0].loader_workers = t[i].workers;
+        w.ranks[0].loader_pin_memory = t[i].pin;
+        w.ranks[0].cpu_count = t[i].cores;
+        tml__diag_step_time(&w, NULL, &d);
+        CHECK_STR(d.primary.kind, "INPUT_BOUND");
+        CHECK_STR(d.primary.next, t[i].next);
+    }
+    /* below the threshold nothing is said about the loader */
+    tml_step_diag d;
+    shares s = split(5, 0, 5, 90);
+    tml_window w = window(1, &s, 256, TML_CLOCK_CPU);
+    w.ranks[0].loader_known = 1;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "num_workers") == NULL);
+}
+
 /* Priority: straggler, input, H2D, residual, compute; all are issues. */
 static void test_priority_order(void)
 {
@@ -502,7 +548,7 @@ static void test_resource_sections(void)
     CHECK_STR(d.section, "process");
 }
 
-#define TESTS X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_priority_order) \
+#define TESTS X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \

@@ -23,6 +23,8 @@ typedef struct fake {
     size_t nrecs;
     int got_bye;
     tml_rank_stats bye;
+    int got_identity;
+    tml_hello identity;
 } fake;
 
 static int recv_all(int fd, uint8_t *p, size_t n)
@@ -66,6 +68,8 @@ static void *fake_main(void *arg)
             if (tml__wire_parse_steps(payload, h.len, &n) == 0)
                 for (size_t i = 0; i < n && f->nrecs < 64; i++)
                     tml__wire_parse_step(payload, i, &f->recs[f->nrecs++]);
+        } else if (h.type == TML_FRAME_IDENTITY) {
+            f->got_identity = tml__wire_parse_hello(payload, h.len, &f->identity) == 0;
         } else if (h.type == TML_FRAME_BYE) {
             tml__wire_parse_stats(payload, h.len, &f->bye);
             f->got_bye = 1;
@@ -127,6 +131,10 @@ static void test_records_reach_aggregator(void)
             tml_step_end();
     }
     CHECK_EQ_INT(tml_phase_begin((tml_phase)42), TML_EINVAL);
+    CHECK_EQ_INT(tml_set_loader_config(-1, 0), TML_EINVAL);
+    CHECK_EQ_INT(tml_set_loader_config(0, 1), 0);   /* after the handshake: IDENTITY */
+    struct timespec ts = {0, 50000000L};
+    nanosleep(&ts, NULL);
     CHECK_EQ_INT(tml_shutdown(), 0);
     pthread_join(th, NULL);
     close(f.lfd);
@@ -146,6 +154,12 @@ static void test_records_reach_aggregator(void)
         CHECK_EQ_INT(f.recs[i].flags, i == 4 ? TML_STEP_ABORTED : 0);
     }
     CHECK(f.got_bye);
+    CHECK(f.got_identity);
+    CHECK_EQ_INT(f.identity.info.rank, 2);
+    CHECK_EQ_INT(f.identity.info.loader_known, 1);
+    CHECK_EQ_INT(f.identity.info.loader_workers, 0);
+    CHECK_EQ_INT(f.identity.info.loader_pin_memory, 1);
+    CHECK(f.identity.info.cpu_count > 0);
     CHECK_EQ_INT(f.bye.records_sent, 5);
     CHECK_EQ_INT(f.bye.records_dropped, 0);
     CHECK(f.bye.overhead_ns_per_step > 0);

@@ -12,6 +12,10 @@ static void test_hello_roundtrip(void)
     h.info.nnodes = 2;
     h.info.pid = 1234;
     h.info.instrumented = TML_PHASES_ALL;
+    h.info.loader_known = 1;
+    h.info.loader_workers = 4;
+    h.info.loader_pin_memory = 1;
+    h.info.cpu_count = 16;
     snprintf(h.info.host, sizeof(h.info.host), "node-a");
     tml_strbuf sb = TML_STRBUF_INIT;
     tml__wire_hello(&sb, &h);
@@ -27,6 +31,10 @@ static void test_hello_roundtrip(void)
     CHECK_EQ_INT(back.info.rank, 3);
     CHECK_EQ_INT(back.info.nnodes, 2);
     CHECK_EQ_INT(back.info.instrumented, TML_PHASES_ALL);
+    CHECK_EQ_INT(back.info.loader_known, 1);
+    CHECK_EQ_INT(back.info.loader_workers, 4);
+    CHECK_EQ_INT(back.info.loader_pin_memory, 1);
+    CHECK_EQ_INT(back.info.cpu_count, 16);
     /* every truncation is rejected, never read past */
     for (size_t cut = 0; cut < fh.len; cut++) {
         uint8_t *p = malloc(cut ? cut : 1);
