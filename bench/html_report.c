@@ -90,7 +90,7 @@ static void make_run(tml_run *run, size_t steps, int ranks)
 int main(int argc, char **argv)
 {
     const char *out_dir = argc > 1 && strcmp(argv[1], "-") != 0 ? argv[1] : NULL;
-    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    int reps = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 5;
     static const struct { size_t steps; int ranks; } shapes[] = {
         {300, 1}, {10000, 1}, {10000, 8}, {100000, 8}, {10000, 64},
     };

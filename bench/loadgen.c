@@ -317,7 +317,7 @@ static int live(void)
     close(pp[1]);
     char line[128] = "";
     ssize_t r = read(pp[0], line, sizeof(line) - 1);
-    int port = r > 0 ? atoi(line) : 0;
+    int port = r > 0 ? (int)strtol(line, NULL, 10) : 0;
     if (port <= 0) {
         fprintf(stderr, "loadgen: the aggregator did not start\n");
         return 2;

@@ -53,7 +53,7 @@ static double per_tick_ns(int gpu, double interval, double seconds, size_t *samp
 
 int main(int argc, char **argv)
 {
-    int repeats = argc > 1 ? atoi(argv[1]) : 5;
+    int repeats = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
     double seconds = argc > 2 ? atof(argv[2]) : 2.0;
     double interval = 0.02;
     if (repeats < 1)

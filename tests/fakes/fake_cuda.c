@@ -88,7 +88,7 @@ CUresult cuEventRecord(CUevent e, CUstream s)
     if (!e || !e->live)
         return 400;
     const char *v = getenv("FAKE_CUDA_NOT_READY");   /* read per record: tests change it */
-    not_ready = v ? atoi(v) : 0;
+    not_ready = v ? (int)strtol(v, NULL, 10) : 0;
     e->t_ns = now_ns();
     __atomic_store_n(&e->queries_left, not_ready, __ATOMIC_RELAXED);   /* lag, ms */
     __atomic_store_n(&e->recorded, 1, __ATOMIC_RELEASE);
