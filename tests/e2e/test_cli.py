@@ -52,6 +52,7 @@ def s16(b):
 def hello(run_id, secret, rank=0):
     p = s16(run_id.encode()) + s16(secret.encode())
     p += struct.pack("<7I", rank, 0, 1, 0, 1, os.getpid(), 0x1f) + s16(b"fakehost")
+    p += struct.pack("<4I", 0, 0, 0, 0)   # loader unknown, cores unknown
     return frame(1, p)
 def steps(first, n, input_ms=20.0, fwd_ms=5.0):
     p = struct.pack("<I", n)
