@@ -55,6 +55,9 @@ const char tml__store_schema_sql[] =
     "    pid                  INTEGER NOT NULL,\n"
     "    host                 TEXT NOT NULL,\n"
     "    instrumented         INTEGER NOT NULL,\n"
+    "    loader_num_workers   INTEGER,\n"
+    "    loader_pin_memory    INTEGER,\n"
+    "    cpu_count            INTEGER,\n"
     "    events_dropped       INTEGER NOT NULL DEFAULT 0,\n"
     "    records_dropped      INTEGER NOT NULL DEFAULT 0,\n"
     "    records_sent         INTEGER NOT NULL DEFAULT 0,\n"
@@ -256,10 +259,13 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
     /* An upsert keeps the counters of a rank that says hello again. */
     if (sqlite3_prepare_v2(s->db,
             "INSERT INTO ranks (rank, local_rank, world_size, node_rank, nnodes, pid, host,"
-            " instrumented) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
+            " instrumented, loader_num_workers, loader_pin_memory, cpu_count)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
             " local_rank=excluded.local_rank, world_size=excluded.world_size,"
             " node_rank=excluded.node_rank, nnodes=excluded.nnodes, pid=excluded.pid,"
-            " host=excluded.host, instrumented=excluded.instrumented, ended=0",
+            " host=excluded.host, instrumented=excluded.instrumented,"
+            " loader_num_workers=excluded.loader_num_workers,"
+            " loader_pin_memory=excluded.loader_pin_memory, cpu_count=excluded.cpu_count, ended=0",
             -1, &st, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_int(st, 1, i->rank);
@@ -270,6 +276,12 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
     sqlite3_bind_int(st, 6, i->pid);
     sqlite3_bind_text(st, 7, i->host, (int)strnlen(i->host, sizeof(i->host)), SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 8, i->instrumented);
+    if (i->loader_known) {          /* unknown stays NULL */
+        sqlite3_bind_int(st, 9, i->loader_workers);
+        sqlite3_bind_int(st, 10, i->loader_pin_memory);
+    }
+    if (i->cpu_count > 0)
+        sqlite3_bind_int(st, 11, i->cpu_count);
     if (sqlite3_step(st) == SQLITE_DONE)
         rc = 0;
 out:
@@ -467,7 +479,8 @@ static int load_ranks(tml_store *s, tml_run *run)
     if (sqlite3_prepare_v2(s->db,
             "SELECT rank, local_rank, world_size, node_rank, nnodes, pid, host, instrumented,"
             " events_dropped, records_dropped, records_sent, overhead_ns_per_step,"
-            " shipper_cpu_ns, ended FROM ranks ORDER BY rank",
+            " shipper_cpu_ns, ended, loader_num_workers, loader_pin_memory, cpu_count"
+            " FROM ranks ORDER BY rank",
             -1, &st, NULL) != SQLITE_OK)
         goto out;
     int step;
@@ -484,6 +497,12 @@ static int load_ranks(tml_store *s, tml_run *run)
         if (host)
             snprintf(info.host, sizeof(info.host), "%s", (const char *)host);
         info.instrumented = (uint32_t)sqlite3_column_int64(st, 7);
+        if (sqlite3_column_type(st, 14) != SQLITE_NULL) {
+            info.loader_known = 1;
+            info.loader_workers = sqlite3_column_int(st, 14);
+            info.loader_pin_memory = sqlite3_column_int(st, 15);
+        }
+        info.cpu_count = sqlite3_column_int(st, 16);   /* NULL reads as 0: unknown */
         tml_rank *r = tml__run_rank(run, &info);
         if (!r) {
             rc = TML_ENOMEM;

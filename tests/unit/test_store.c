@@ -110,8 +110,10 @@ static void test_roundtrip(void)
     a.rank = 1; a.local_rank = 1; a.world_size = 2; a.node_rank = 0; a.nnodes = 1;
     a.pid = 4242; a.instrumented = TML_PHASES_ALL;
     snprintf(a.host, sizeof(a.host), "node-a");
+    a.loader_known = 1; a.loader_workers = 0; a.loader_pin_memory = 1; a.cpu_count = 16;
     b = a;
     b.rank = 0; b.local_rank = 0; b.pid = 4241;
+    b.loader_known = 0; b.loader_workers = 0; b.loader_pin_memory = 0; b.cpu_count = 0;
     CHECK_EQ_INT(tml__store_put_rank(s, &a), 0);
     CHECK_EQ_INT(tml__store_put_rank(s, &b), 0);
 
@@ -138,6 +140,9 @@ static void test_roundtrip(void)
     CHECK_EQ_INT(count_rows(path, "SELECT shipper_cpu_ns IS NULL FROM ranks WHERE rank = 1"), 1);
     CHECK_EQ_INT(count_rows(path, "SELECT ended FROM ranks WHERE rank = 1"), 1);
     CHECK_EQ_INT(count_rows(path, "SELECT ended FROM ranks WHERE rank = 0"), 0);
+    /* loader settings: a measured 0 workers is 0, unknown is NULL */
+    CHECK_EQ_INT(count_rows(path, "SELECT loader_num_workers = 0 FROM ranks WHERE rank = 1"), 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT loader_num_workers IS NULL AND cpu_count IS NULL FROM ranks WHERE rank = 0"), 1);
 
     /* reopen and load: equal to what was written */
     CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
@@ -157,6 +162,12 @@ static void test_roundtrip(void)
         CHECK_EQ_INT(r1->info.pid, 4242);
         CHECK_STR(r1->info.host, "node-a");
         CHECK_EQ_INT(r1->info.instrumented, TML_PHASES_ALL);
+        CHECK_EQ_INT(r1->info.loader_known, 1);
+        CHECK_EQ_INT(r1->info.loader_workers, 0);
+        CHECK_EQ_INT(r1->info.loader_pin_memory, 1);
+        CHECK_EQ_INT(r1->info.cpu_count, 16);
+        CHECK_EQ_INT(r0->info.loader_known, 0);
+        CHECK_EQ_INT(r0->info.cpu_count, 0);
         CHECK_EQ_INT(r1->ended, 1);
         CHECK_EQ_INT(r0->ended, 0);
         CHECK_EQ_INT(r1->stats.events_dropped, 3);
