@@ -544,23 +544,32 @@ static void res_row(panel *p, const char *label, res_col *c, size_t n, int kind,
     table_row(p, label, med, worst);
 }
 
+/* The top of the SYSTEM / PROCESS METRICS panels: title with its
+ * diagnosis, the evidence line, and the table header. */
+static void resource_head(panel *p, const char *title, const tml_diagnosis *d, int multi,
+                          int reported, int expected, const char *plural, const char *unit)
+{
+    char t[LINE_MAX_BYTES], suf[64] = "";
+    p->n = 0;
+    if (multi)
+        count_suffix(suf, sizeof(suf), reported, expected, plural);
+    snprintf(t, sizeof(t), "%s: %s%s", title, d->label, suf);
+    padd_text(p, t);
+    snprintf(t, sizeof(t), "Evidence: %s", d->why);
+    padd_text(p, t);
+    padd_text(p, "");
+    table_header(p, "", multi, unit);
+}
+
 static void system_panel(const tml_report_model *m, panel *p)
 {
     int multi = m->nodes_expected > 1;
-    char t[LINE_MAX_BYTES], suf[64] = "";
     size_t n = m->nnodes;
     res_col *c = calloc(n ? n : 1, sizeof(*c));
     char (*names)[16] = calloc(n ? n : 1, sizeof(*names));
 
-    p->n = 0;
-    if (multi)
-        count_suffix(suf, sizeof(suf), m->nodes_reported, m->nodes_expected, "nodes");
-    snprintf(t, sizeof(t), "SYSTEM METRICS: %s%s", m->sys.label, suf);
-    padd_text(p, t);
-    snprintf(t, sizeof(t), "Evidence: %s", m->sys.why);
-    padd_text(p, t);
-    padd_text(p, "");
-    table_header(p, "", multi, "node");
+    resource_head(p, "SYSTEM METRICS", &m->sys, multi, m->nodes_reported, m->nodes_expected,
+                  "nodes", "node");
     if (!c || !names) {
         free(c);
         free(names);
@@ -588,20 +597,12 @@ static void system_panel(const tml_report_model *m, panel *p)
 static void process_panel(const tml_report_model *m, panel *p)
 {
     int multi = m->active_ranks > 1 || m->ranks_reported > 1;
-    char t[LINE_MAX_BYTES], suf[64] = "";
     size_t n = m->nprocs;
     res_col *c = calloc(n ? n : 1, sizeof(*c));
     char (*names)[24] = calloc(n ? n : 1, sizeof(*names));
 
-    p->n = 0;
-    if (multi)
-        count_suffix(suf, sizeof(suf), m->ranks_reported, m->world_size, "ranks");
-    snprintf(t, sizeof(t), "PROCESS METRICS: %s%s", m->proc.label, suf);
-    padd_text(p, t);
-    snprintf(t, sizeof(t), "Evidence: %s", m->proc.why);
-    padd_text(p, t);
-    padd_text(p, "");
-    table_header(p, "", multi, "rank");
+    resource_head(p, "PROCESS METRICS", &m->proc, multi, m->ranks_reported, m->world_size,
+                  "ranks", "rank");
     if (!c || !names) {
         free(c);
         free(names);
