@@ -100,12 +100,12 @@ static struct engine {
     _Atomic int state;
     _Atomic uint32_t gen;
     /* Identity: from the environment, else set later by tml_set_rank()
-     * (packed rank << 32 | world size, -1 = none). Without an identity
+     * (packed rank << 32 | world size, never 0; 0 = none). Without an identity
      * from the environment the handshake waits for the first step, so a
      * rank that learns who it is from torch.distributed says so first. */
     _Atomic int64_t pending_identity;
     /* Loader settings from tml_set_loader_config (packed workers << 1 |
-     * pin_memory, -1 = none); the shipper puts them into its hello, or
+     * pin_memory, plus one; 0 = none); the shipper puts them into its hello, or
      * sends an IDENTITY frame when the handshake is done already. */
     _Atomic int64_t pending_loader;
     int identity_from_env;
@@ -154,8 +154,8 @@ static struct engine {
     uint64_t sum_req, sum_done;
     char *sum_json;
     int sum_rc;
-} E = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .pending_identity = -1,
-       .pending_loader = -1};
+} E = {.mu = PTHREAD_MUTEX_INITIALIZER};   /* all zero: .bss, not 12 MB of .data;
+                                             * fd is set to -1 by tml_init() */
 
 static _Thread_local tls_state T;
 static pthread_key_t exit_key;
@@ -429,7 +429,7 @@ int tml_set_loader_config(int32_t num_workers, int pin_memory)
         return TML_EDISABLED;
     if (st != ST_ON)
         return TML_ESTATE;
-    atomic_store(&E.pending_loader, ((int64_t)num_workers << 1) | (pin_memory ? 1 : 0));
+    atomic_store(&E.pending_loader, (((int64_t)num_workers << 1) | (pin_memory ? 1 : 0)) + 1);
     return 0;
 }
 
@@ -459,8 +459,8 @@ static void log_line(const char *what, const char *why)
 
 static void apply_identity(tml_rank_info *i)
 {
-    int64_t id = atomic_exchange(&E.pending_identity, -1);
-    if (id < 0)
+    int64_t id = atomic_exchange(&E.pending_identity, 0);
+    if (id <= 0)
         return;
     i->rank = (int32_t)(id >> 32);
     i->world_size = (int32_t)(id & 0x7fffffff);
@@ -506,7 +506,7 @@ static void send_out(void)
 /* Applies new loader settings; tells the aggregator if it knows us already. */
 static void apply_loader(void)
 {
-    int64_t v = atomic_exchange(&E.pending_loader, -1);
+    int64_t v = atomic_exchange(&E.pending_loader, 0) - 1;
     if (v < 0)
         return;
     E.hello.info.loader_known = 1;
