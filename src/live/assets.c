@@ -1,8 +1,8 @@
 /*
  * assets.c - the dashboard's files, compiled into the binary so that the
- * dashboard works with no network access: web/dashboard/ (ours) and uPlot
- * (npm, pinned by web/package-lock.json), embedded at build time by
- * scripts/gen-web-assets, the same mechanism and the same uPlot as the
+ * dashboard works with no network access: web/dashboard/ (ours) and
+ * dygraphs (Debian's libjs-dygraphs), embedded at build time by
+ * scripts/gen-web-assets, the same mechanism and the same library as the
  * HTML report.
  */
 #include "live/live.h"
@@ -23,10 +23,10 @@ static const tml_live_asset *table(size_t *n)
              tml__web_dashboard_js_len},
             {"/dashboard.css", "text/css; charset=utf-8", tml__web_dashboard_css,
              tml__web_dashboard_css_len},
-            {"/uplot.iife.min.js", "text/javascript; charset=utf-8", tml__web_uplot_js,
-             tml__web_uplot_js_len},
-            {"/uplot.min.css", "text/css; charset=utf-8", tml__web_uplot_css,
-             tml__web_uplot_css_len},
+            {"/dygraph.min.js", "text/javascript; charset=utf-8", tml__web_charts_js,
+             tml__web_charts_js_len},
+            {"/dygraph.min.css", "text/css; charset=utf-8", tml__web_charts_css,
+             tml__web_charts_css_len},
         };
         memcpy(assets, a, sizeof(a));
         ready = 1;

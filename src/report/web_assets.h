@@ -1,6 +1,6 @@
 /*
- * web_assets.h - the HTML report's web assets, compiled in: uPlot (from
- * npm, pinned by web/package-lock.json) and web/report.{js,css}. The
+ * web_assets.h - the web assets, compiled in: the chart library (dygraphs,
+ * from Debian's libjs-dygraphs) and web/report.{js,css}. The
  * definitions are generated at build time by scripts/gen-web-assets into
  * build/gen/web_assets.c. Each array is NUL-terminated; _len excludes it.
  */
@@ -9,11 +9,11 @@
 
 #include <stddef.h>
 
-extern const char tml__web_uplot_version[];
-extern const unsigned char tml__web_uplot_js[], tml__web_uplot_css[],
-    tml__web_uplot_license[], tml__web_report_js[], tml__web_report_css[];
-extern const size_t tml__web_uplot_js_len, tml__web_uplot_css_len,
-    tml__web_uplot_license_len, tml__web_report_js_len, tml__web_report_css_len;
+extern const char tml__web_charts_version[];
+extern const unsigned char tml__web_charts_js[], tml__web_charts_css[],
+    tml__web_charts_license[], tml__web_report_js[], tml__web_report_css[];
+extern const size_t tml__web_charts_js_len, tml__web_charts_css_len,
+    tml__web_charts_license_len, tml__web_report_js_len, tml__web_report_css_len;
 
 /* The live dashboard (web/dashboard/, served by src/live/assets.c). */
 extern const unsigned char tml__web_dashboard_html[], tml__web_dashboard_js[],
