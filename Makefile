@@ -1,14 +1,17 @@
 # TraceML - one non-recursive Makefile.
 #
-#   make                 engine library, CLI, Python extension, examples
+#   make                 engine library, CLI, Python extension, examples, tests
 #   make SANITIZE=1      the same with ASan+UBSan into build-asan/
+#   make package         what the Python package ships (pip install . runs it
+#                        through setup.py): libtraceml.so, traceml, the extension
 #   make check           every test (tests/run)
-#   make install         into $(PREFIX) (default /usr/local)
+#   make install         the C API and the traceml binary into $(PREFIX)
+#                        (default /usr/local); Python users: pip install .
 #
 # Sources are found by folder, so a new .c file in src/<part>/ or cli/ is
 # built without touching this file.
 
-PYTHON  ?= /usr/bin/python3
+PYTHON  ?= python3   # the extension is built for this interpreter
 PREFIX  ?= /usr/local
 CC      ?= cc
 
@@ -48,7 +51,17 @@ PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT)
 # through TRACEML_LIBCUDA / TRACEML_LIBNVML; never installed.
 FAKES    := $(B)/fakes/libcuda.so.1 $(B)/fakes/libnvidia-ml.so.1 $(B)/fakes/libnvidia-ml-min.so.1
 
-all: $(B)/lib/libtraceml.a $(B)/lib/libtraceml.so $(B)/bin/traceml $(PY_OUT) $(EXAMPLES) $(TESTS) $(BENCHES) $(FAKES)
+# ROOT/bin/traceml, ROOT/include/traceml/traceml.h, ROOT/lib/libtraceml.so:
+# the shape `traceml config` expects, in the build tree as once installed.
+PACKAGE  := $(B)/lib/libtraceml.so $(B)/bin/traceml $(B)/include/traceml/traceml.h $(PY_OUT)
+
+all: $(PACKAGE) $(B)/lib/libtraceml.a $(EXAMPLES) $(TESTS) $(BENCHES) $(FAKES)
+
+package: $(PACKAGE)
+
+$(B)/include/traceml/traceml.h: include/traceml/traceml.h
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(B)/fakes/libcuda.so.1: tests/fakes/fake_cuda.c
 	@mkdir -p $(dir $@)
@@ -66,13 +79,12 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-# The HTML report's web assets (uPlot pinned by web/package-lock.json, and
-# web/report.{js,css}), generated once into build/gen and cached in
-# build/web: npm runs only when the lock file changes.
+# The web assets of the HTML report and the dashboard: the chart library
+# (dygraphs, from Debian's libjs-dygraphs) and web/, embedded as C arrays
+# by scripts/gen-web-assets so that every report opens offline.
 WEB_GEN := build/gen/web_assets.c
-$(WEB_GEN): web/package.json web/package-lock.json web/report.js web/report.css scripts/gen-web-assets
-$(WEB_GEN): $(wildcard web/dashboard/*)   # the live dashboard (docs/live.md)
-	scripts/gen-web-assets $@ build/web
+$(WEB_GEN): web/report.js web/report.css $(wildcard web/dashboard/*) scripts/gen-web-assets
+	scripts/gen-web-assets $@
 
 $(B)/obj/gen/web_assets.o: $(WEB_GEN)
 	@mkdir -p $(dir $@)
@@ -115,22 +127,17 @@ $(PYDIR)/%.py: python/traceml_ai/%.py
 check: all
 	tests/run
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml \
-	    $(DESTDIR)$(PREFIX)/lib/traceml/python/traceml_ai
+install: $(PACKAGE) $(B)/lib/libtraceml.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml $(DESTDIR)$(PREFIX)/lib
 	install -m 755 $(B)/bin/traceml $(DESTDIR)$(PREFIX)/bin/traceml
 	install -m 644 include/traceml/traceml.h $(DESTDIR)$(PREFIX)/include/traceml/
 	install -m 644 $(B)/lib/libtraceml.a $(B)/lib/libtraceml.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(PY_OUT) $(DESTDIR)$(PREFIX)/lib/traceml/python/traceml_ai/
-	site=$$($(PYTHON) -c 'import site; print(site.getsitepackages()[0])') && \
-	    install -d $(DESTDIR)$$site && \
-	    echo $(PREFIX)/lib/traceml/python > $(DESTDIR)$$site/traceml.pth
 	-ldconfig 2>/dev/null
 
 clean:
 	rm -rf build build-asan
 
-.PHONY: all check install clean
+.PHONY: all package check install clean
 .DELETE_ON_ERROR:
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

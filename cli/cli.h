@@ -35,7 +35,8 @@ int tml__cmd_help(int argc, char **argv);
 int tml__cmd_aggregate(int argc, char **argv);   /* hidden: `traceml run`'s child */
 int tml__cmd_compare(int argc, char **argv);
 int tml__cmd_export(int argc, char **argv);
-extern const char tml__usage_compare[], tml__usage_export[];
+int tml__cmd_config(int argc, char **argv);
+extern const char tml__usage_compare[], tml__usage_export[], tml__usage_config[];
 
 extern const char tml__usage_run[], tml__usage_view[], tml__usage_serve[],
     tml__usage_help[];

@@ -31,6 +31,7 @@
 #include "cli.h"
 #include "dist.h"
 #include "live_view.h"
+#include "python.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +74,8 @@ const char tml__usage_run[] =
     "  --html-report           also write final_summary.html (one self-contained page)\n"
     "  --dashboard-port P      dashboard port [8765]\n"
     "  --dashboard-bind ADDR   dashboard address [127.0.0.1]; 0.0.0.0 exposes it\n"
-    "  --python PATH           interpreter [$TRACEML_PYTHON, else /usr/bin/python3]\n"
+    "  --python PATH           interpreter [$TRACEML_PYTHON, else the Python of the\n"
+    "                          environment traceml is installed in, else python3]\n"
     "  --disable-traceml       same launch without instrumentation (baseline)\n";
 
 typedef struct run_opts {
@@ -86,6 +88,7 @@ typedef struct run_opts {
     long agg_port;         /* --aggregator-port, 0 = master port + 1 */
     int addr_given, port_given;
     tml_dist dist;         /* the distributed shape (dist.h) */
+    tml_python py;         /* the interpreter of SCRIPT (python.h) */
     char follower_dir[160];   /* a follower's own folder name */
     char slurm_name[128];     /* a Slurm run's name when none was given */
 } run_opts;
@@ -245,20 +248,19 @@ static int validate(run_opts *o, char *prog, size_t cap)
             return tml__cli_error("script '%s' is not a regular file", script);
         if (access(script, R_OK) < 0)
             return tml__cli_error("script '%s' is not readable", script);
-        const char *py = o->python;
-        if (!py || !*py)
-            py = getenv("TRACEML_PYTHON");
-        if (!py || !*py)
-            py = "/usr/bin/python3";
-        if (tml__cli_which(py, prog, cap) < 0)
-            return tml__cli_error("Python interpreter '%s' not found or not executable "
-                                  "(set --python or TRACEML_PYTHON)", py);
     }
     if (o->run_name && !tml__run_name_valid(o->run_name))
         return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",
                               o->run_name);
-    if (!o->disabled)
-        return tml__cli_run_check(o->logs_dir, o->dist.host ? o->run_name : o->follower_dir);
+    if (!o->disabled &&
+        tml__cli_run_check(o->logs_dir, o->dist.host ? o->run_name : o->follower_dir))
+        return TML_EXIT_USAGE;
+    /* last: it starts the interpreter once (python.c) */
+    if (!o->dashdash) {
+        if (tml__python_find(&o->py, o->python, 1))
+            return TML_EXIT_USAGE;
+        snprintf(prog, cap, "%s", o->py.path);
+    }
     return 0;
 }
 
@@ -304,8 +306,8 @@ static void env_set(envb *e, const char *key, const char *val)
 
 static const char *const owned_vars[] = {
     "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
-    "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "PYTHONPATH",
-    "TRACEML_NNODES", NULL,
+    "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "TRACEML_NNODES",
+    "TRACEML_ENV_PYTHON", NULL,
 };
 
 static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
@@ -321,21 +323,6 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
             env_push(e, *p);
     }
     e->owned_from = e->n;
-    char pkg[4096], exe[4096], path[8192];
-    const char *old = getenv("PYTHONPATH");
-    int have_pkg = 0;
-    if (tml__cli_exe_dir(exe, sizeof(exe)) == 0) {
-        int n = snprintf(pkg, sizeof(pkg), "%s/../lib/traceml/python", exe);
-        struct stat st;
-        have_pkg = n > 0 && (size_t)n < sizeof(pkg) && stat(pkg, &st) == 0 &&
-                   S_ISDIR(st.st_mode);
-    }
-    if (have_pkg) {
-        snprintf(path, sizeof(path), "%s%s%s", pkg, old && *old ? ":" : "", old ? old : "");
-        env_set(e, "PYTHONPATH", path);
-    } else if (old) {
-        env_set(e, "PYTHONPATH", old);
-    }
     if (disabled) {
         env_set(e, "TRACEML_DISABLED", "1");
         return;
@@ -820,8 +807,8 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
                 return rc;
             snprintf(logd, sizeof(logd), "%s/torchrun", r.abs_dir);
         }
-        dargv = tml__dist_torchrun_argv(&o.dist, prog, o.disabled ? NULL : logd, targv + 1,
-                                        targc - 1, store);
+        dargv = tml__dist_torchrun_argv(&o.dist, prog, o.py.torch_major == 1,
+                                        o.disabled ? NULL : logd, targv + 1, targc - 1, store);
         if (!dargv)
             tml__cli_die(1, "out of memory");
         targv = dargv;

@@ -2,12 +2,13 @@
  * dist.c - the distributed shapes of `traceml run` (see dist.h).
  *
  * The launcher does not reimplement rank spawning: several ranks on a node
- * are started by PyTorch's own launcher, `python -m torch.distributed.run`,
- * with `--redirects 2 --tee 2` (the packaged torchrun 1.13 crashes under
- * Python 3.11 with its default output options; 2/2 keeps stdout untouched
- * and copies each rank's stderr, prefixed, to the terminal and to
- * <run>/torchrun/) and `--monitor_interval 1`, so that a dead rank tears
- * the group down within about a second instead of five.
+ * are started by PyTorch's own launcher, `python -m torch.distributed.run`
+ * of the training's interpreter (python.c), with `--monitor_interval 1`, so
+ * that a dead rank tears the group down within about a second instead of
+ * five, and `--log_dir <run>/torchrun`. Only for torch 1.x it adds
+ * `--redirects 2 --tee 2`: torchrun 1.13 crashes under Python 3.11 with its
+ * default output options (2/2 keeps stdout untouched and copies each
+ * rank's stderr, prefixed, to the terminal and to the log folder).
  *
  * What crosses node boundaries is kept to what a job script already has:
  * the run name (the same --run-name on every node; the run id is a hash of
@@ -111,8 +112,9 @@ int tml__dist_setup(tml_dist *d, const tml_dist_args *a)
     return 0;
 }
 
-char **tml__dist_torchrun_argv(const tml_dist *d, const char *python, const char *log_dir,
-                               char *const *script_argv, int n, char store[][32])
+char **tml__dist_torchrun_argv(const tml_dist *d, const char *python, int torch1,
+                               const char *log_dir, char *const *script_argv, int n,
+                               char store[][32])
 {
     char **v = calloc((size_t)n + 32, sizeof(*v));
     if (!v)
@@ -135,10 +137,12 @@ char **tml__dist_torchrun_argv(const tml_dist *d, const char *python, const char
     v[k++] = (char *)d->master_addr;
     v[k++] = "--master_port";
     v[k++] = store[3];
-    v[k++] = "--redirects";
-    v[k++] = "2";
-    v[k++] = "--tee";
-    v[k++] = "2";
+    if (torch1) {   /* torchrun 1.x crashes under Python 3.11 with its default output */
+        v[k++] = "--redirects";
+        v[k++] = "2";
+        v[k++] = "--tee";
+        v[k++] = "2";
+    }
     v[k++] = "--monitor_interval";
     v[k++] = "1";
     if (log_dir) {

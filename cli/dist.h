@@ -55,9 +55,11 @@ int tml__dist_setup(tml_dist *d, const tml_dist_args *a);
 
 /* argv for torch.distributed.run around SCRIPT args (malloc'd array; the
  * strings are static, from d or from script_argv, except those noted in
- * the body, which live in `store`). NULL on OOM. */
-char **tml__dist_torchrun_argv(const tml_dist *d, const char *python, const char *log_dir,
-                               char *const *script_argv, int n, char store[][32]);
+ * the body, which live in `store`); torch1: the interpreter has torch 1.x,
+ * whose torchrun needs its output options set. NULL on OOM. */
+char **tml__dist_torchrun_argv(const tml_dist *d, const char *python, int torch1,
+                               const char *log_dir, char *const *script_argv, int n,
+                               char store[][32]);
 #define TML_DIST_STORE 8
 
 /* The run id every launcher of a run derives from its name (32 hex). */

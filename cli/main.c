@@ -22,6 +22,8 @@ const tml_cli_cmd tml__cli_cmds[] = {
      tml__usage_compare},
     {"export", tml__cmd_export, "Export a run's steps as a Chrome/Perfetto trace",
      tml__usage_export},
+    {"config", tml__cmd_config, "Compiler and linker flags for the C API (--cflags --libs)",
+     tml__usage_config},
     {"help", tml__cmd_help, "Show help for traceml or one command", tml__usage_help},
     {"__aggregate", tml__cmd_aggregate, NULL, NULL},
     {NULL, NULL, NULL, NULL},

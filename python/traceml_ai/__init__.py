@@ -18,7 +18,6 @@ run goes on uninstrumented.
 """
 
 import atexit as _atexit
-import json as _json
 import os as _os
 import sys as _sys
 
@@ -585,8 +584,9 @@ def final_summary(all_ranks=False):
     text = _summary_text()
     if text is None:
         return None
+    import json
     try:
-        return _json.loads(text)
+        return json.loads(text)
     except ValueError:
         return None
 
@@ -608,13 +608,14 @@ def summary(print_text=False, all_ranks=False):
     text = _summary_text()
     if text is None:
         return None
+    import json
     try:
-        out = _json.loads(_c.summary_flatten(text))
+        out = json.loads(_c.summary_flatten(text))
     except ValueError:
         return None
     if print_text:
         try:
-            box = _json.loads(text).get("text")
+            box = json.loads(text).get("text")
         except ValueError:
             box = None
         if box:

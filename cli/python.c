@@ -1,0 +1,165 @@
+/*
+ * python.c - which Python runs the training, and whether it can.
+ *
+ * `traceml run train.py` must run the Python of the environment TraceML
+ * was installed in: a user in a venv or a conda environment expects their
+ * own interpreter, with their own torch. The order is
+ *
+ *     --python PATH  >  $TRACEML_PYTHON  >  the environment's Python  >  python3 on PATH
+ *
+ * "The environment's Python" comes from the `traceml` entry point that pip
+ * writes into the environment's bin/ (python/traceml_ai/_cli.py): it runs
+ * under that very interpreter and passes sys.executable on in
+ * $TRACEML_ENV_PYTHON. A `traceml` built with make and started directly has
+ * no environment of its own and takes python3 from PATH.
+ *
+ * The chosen interpreter is then asked, in one short child process, what
+ * it can import (torch and its version, traceml_ai), without importing
+ * torch: find_spec and torch/version.py only. A wrong choice is one clear
+ * line naming the interpreter, where it came from and how to pick
+ * another, before anything is created; the torch version decides whether
+ * torch.distributed.run needs the 1.x work-around (dist.c).
+ */
+#include "cli.h"
+#include "python.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Prints "torch VERSION|- traceml_ai 0|1". Never imports torch. */
+static const char probe_code[] =
+    "import os\n"
+    "from importlib.util import find_spec\n"
+    "def v():\n"
+    "    s = find_spec('torch')\n"
+    "    if s is None:\n"
+    "        return '-'\n"
+    "    for d in s.submodule_search_locations or ():\n"
+    "        try:\n"
+    "            with open(os.path.join(d, 'version.py')) as f:\n"
+    "                for line in f:\n"
+    "                    if line.startswith('__version__'):\n"
+    "                        return line.split('=', 1)[1].strip().strip('\\'\"') or '?'\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    return '?'\n"
+    "print('torch', v(), 'traceml_ai', int(find_spec('traceml_ai') is not None))\n";
+
+#define PROBE_TIMEOUT_MS 60000
+
+/* Runs `python -c probe_code`; its first output line into out. 0 or -1. */
+static int run_probe(const char *python, char *out, size_t cap)
+{
+    int fd[2];
+    if (pipe2(fd, O_CLOEXEC) < 0)
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, 2);
+        execl(python, python, "-c", probe_code, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t len = 0;
+    int64_t deadline = tml__cli_mono_ms() + PROBE_TIMEOUT_MS;
+    for (;;) {
+        int left = (int)(deadline - tml__cli_mono_ms());
+        struct pollfd p = {fd[0], POLLIN, 0};
+        int r = left > 0 ? poll(&p, 1, left) : 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        ssize_t n = read(fd[0], out + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == cap - 1)
+            break;
+    }
+    close(fd[0]);
+    out[len] = '\0';
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    char *nl = strchr(out, '\n');
+    if (nl)
+        *nl = '\0';
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && nl ? 0 : -1;
+}
+
+static void parse_probe(tml_python *py, const char *line)
+{
+    char ver[sizeof(py->torch_version)];
+    int have_pkg = 0;
+    if (sscanf(line, "torch %63s traceml_ai %d", ver, &have_pkg) != 2)
+        return;
+    py->probed = 1;
+    py->has_traceml = have_pkg == 1;
+    if (strcmp(ver, "-") == 0)
+        return;
+    py->has_torch = 1;
+    snprintf(py->torch_version, sizeof(py->torch_version), "%s", ver);
+    py->torch_major = (int)strtol(ver, NULL, 10);
+}
+
+int tml__python_find(tml_python *py, const char *option, int need)
+{
+    memset(py, 0, sizeof(*py));
+    const char *name = option, *env;
+    py->source = "--python";
+    if (!name || !*name) {
+        name = getenv("TRACEML_PYTHON");
+        py->source = "TRACEML_PYTHON";
+    }
+    if ((!name || !*name) && (env = getenv("TRACEML_ENV_PYTHON")) && *env) {
+        name = env;
+        py->source = "the environment TraceML is installed in";
+    }
+    if (!name || !*name) {
+        name = "python3";
+        py->source = "PATH";
+    }
+    static const char how[] = "choose one with --python PATH or TRACEML_PYTHON";
+    if (tml__cli_which(name, py->path, sizeof(py->path)) < 0)
+        return tml__cli_error("Python interpreter '%s' (from %s) not found or not executable; %s",
+                              name, py->source, how);
+    if (!need)
+        return 0;
+    char line[256];
+    if (run_probe(py->path, line, sizeof(line)) == 0)
+        parse_probe(py, line);
+    if (!py->probed)
+        return tml__cli_error("'%s' (from %s) does not run as a Python interpreter; %s",
+                              py->path, py->source, how);
+    if (!py->has_torch)
+        return tml__cli_error("Python '%s' (from %s) cannot import torch: install it there "
+                              "('%s -m pip install torch') or %s", py->path, py->source,
+                              py->path, how);
+    if (!py->has_traceml)
+        return tml__cli_error("Python '%s' (from %s) cannot import traceml_ai: install it there "
+                              "('%s -m pip install traceml-ai') or %s", py->path, py->source,
+                              py->path, how);
+    return 0;
+}
