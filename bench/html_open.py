@@ -6,9 +6,12 @@
 For each page: Chromium loads it from disk (no network) and the page's own
 script records performance.now() when it has drawn everything (the
 data-render-ms attribute: from navigation start through HTML parsing,
-JSON.parse of the summary, uPlot and every chart and table). Prints the
-median over repeats and the file size; also the wall time of the whole
-headless browser run (process start included) for scale.
+JSON.parse of the summary, dygraphs and every chart and table) and how
+many charts dygraphs drew (data-charts). Prints the median over repeats,
+the charts drawn and the file size; also the wall time of the whole
+headless browser run (process start included) for scale. A page that did
+not finish drawing (no data-render-ms, or an uncaught error: data-errors)
+makes the script exit 1.
 """
 import argparse
 import os
@@ -37,8 +40,12 @@ def open_once(path):
         t0 = time.monotonic()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         wall = (time.monotonic() - t0) * 1000
-    m = re.search(r'data-render-ms="([0-9.]+)"', p.stdout)
-    return (float(m.group(1)) if m else float("nan")), wall
+    b = re.search(r"<body([^>]*)>", p.stdout)      # the attributes the page sets when done
+    b = b.group(1) if b else ""
+    m = re.search(r'data-render-ms="([0-9.]+)"', b)
+    c = re.search(r'data-charts="([0-9]+)"', b)
+    ok = m is not None and c is not None and "data-errors" not in b
+    return (float(m.group(1)) if m else float("nan")), wall, (int(c.group(1)) if c else -1), ok
 
 
 def main():
@@ -46,12 +53,19 @@ def main():
     ap.add_argument("pages", nargs="+")
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
-    print("%-28s %10s %16s %16s" % ("page", "KB", "render ms (med)", "browser ms (med)"))
+    print("%-28s %10s %7s %16s %16s" % ("page", "KB", "charts", "render ms (med)",
+                                         "browser ms (med)"))
+    failed = 0
     for page in a.pages:
         r = [open_once(page) for _ in range(a.repeats)]
-        print("%-28s %10.0f %16.0f %16.0f" % (os.path.basename(page), os.path.getsize(page) / 1024,
-                                            statistics.median(x[0] for x in r),
-                                            statistics.median(x[1] for x in r)))
+        failed += sum(not x[3] for x in r)
+        print("%-28s %10.0f %7d %16.0f %16.0f" % (os.path.basename(page), os.path.getsize(page) / 1024,
+                                                min(x[2] for x in r),
+                                                statistics.median(x[0] for x in r),
+                                                statistics.median(x[1] for x in r)))
+    if failed:
+        raise SystemExit("%d page load(s) did not finish drawing (no data-render-ms, or data-errors)"
+                         % failed)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 /*
  * TraceML HTML report: renders final_summary.json (embedded in the page as a
- * JSON data block with id "traceml-summary") with uPlot.
+ * JSON data block with id "traceml-summary") with dygraphs (Debian's
+ * libjs-dygraphs, inlined by src/report/html.c).
  *
  * Everything the page shows comes from that JSON, so a report works from
  * the summary file alone and opens offline. The per-step charts use the
@@ -9,8 +10,9 @@
  * verdict: the engine did that; this file only draws it.
  *
  * When it is done the page sets <body data-rendered="1"
- * data-render-ms="..."> and, for every uncaught error, data-errors="N":
- * the headless-browser test reads those.
+ * data-render-ms="..." data-charts="N"> (N: charts drawn) and, for every
+ * uncaught error, data-errors="N"; window.__traceml.charts holds the
+ * Dygraph objects. The headless-browser test reads those.
  */
 (function () {
   "use strict";
@@ -87,7 +89,6 @@
     });
     return d;
   }
-  function chartWidth() { return Math.max(320, Math.min(root.clientWidth || 1100, 1130) - 10); }
 
   /* ---- banner and header ------------------------------------------ */
   var meta = S.meta || {};
@@ -137,11 +138,86 @@
         (get(st, "window.warmup_steps_excluded") || 0) + " warm-up excluded)" +
         (isNum(meta.traceml_overhead_us_per_step) ? " \u00b7 TraceML overhead " + meta.traceml_overhead_us_per_step.toFixed(1) + " \u00b5s/step" : "") }))));
 
+  /* ---- charts (dygraphs) ---------------------------------------------
+   * A chart is a box (class "chart", the id the tests look for) holding the
+   * plot (dygraphs draws its canvases into it) and a legend below it: the
+   * series names, and their values under the mouse. Data is row-major:
+   * [x, y1, y2, ...] per row, null for a missing value. */
+  var charts = {};
+  window.__traceml = { charts: charts };
+  function chartBox(id) {
+    var plot = el("div", { cls: "chart-plot" });
+    var leg = el("div", { cls: "legend chart-legend" });
+    var box = el("div", { cls: "chart", id: id }, plot, leg);
+    box.plot = plot; box.leg = leg;
+    return box;
+  }
+  function legendFormatter(xfmt, fmt) {
+    return function (data) {
+      var f = document.createDocumentFragment(), sel = isNum(data.x);
+      if (sel) f.appendChild(el("b", { text: xfmt(data.x) }));
+      data.series.forEach(function (s) {
+        var i = el("i"); i.style.background = s.color;
+        f.appendChild(el("span", s.isHighlighted ? { cls: "hl" } : null, i,
+          s.label + (sel ? " " + (isNum(s.y) ? fmt(s.y) : "n/a") : "")));
+      });
+      return f;
+    };
+  }
+  /* o: height, xlabel, ylabel, xfmt / fmt (legend values), tick (y-axis labels),
+   * yw (y-axis label width), zero (y from 0), stacked */
+  function drawChart(name, box, labels, colors, rows, o) {
+    if (charts[name]) { charts[name].destroy(); charts[name] = null; }
+    box.plot.textContent = "";
+    box.leg.textContent = "";
+    if (!rows.length) {
+      box.plot.style.height = "";
+      box.plot.appendChild(el("p", { cls: "note", text: o.empty || "Nothing recorded." }));
+      return null;
+    }
+    box.plot.style.height = o.height + "px";
+    var y = { axisLabelWidth: o.yw || 50, valueFormatter: o.fmt };
+    if (o.tick) y.axisLabelFormatter = o.tick;
+    var opts = {
+      labels: labels, colors: colors, xlabel: o.xlabel, ylabel: o.ylabel,
+      legend: "always", labelsDiv: box.leg, legendFormatter: legendFormatter(o.xfmt || fmtStep, o.fmt),
+      strokeWidth: 1, axisLabelFontSize: 12, gridLineColor: "#e6e9ed",
+      includeZero: !!o.zero, axes: { y: y }
+    };
+    if (o.stacked) {
+      opts.stackedGraph = true;
+      opts.stackedGraphNaNFill = "none";   /* a phase missing on a step adds 0 */
+      opts.fillAlpha = 0.8;
+    }
+    charts[name] = new Dygraph(box.plot, rows, opts);
+    return charts[name];
+  }
+  function rowsOf(xs, cols, keep) {
+    var rows = [];
+    xs.forEach(function (x, i) {
+      if (keep && !keep(i)) return;
+      rows.push([x].concat(cols.map(function (c) { return c && isNum(c[i]) ? c[i] : null; })));
+    });
+    return rows;
+  }
+  /* y-axis bytes: enough decimals to tell neighbouring ticks apart */
+  function byteTick(v, gran, opts, g) {
+    var r = g.yAxisRange(), top = Math.max(Math.abs(r[0]), Math.abs(r[1]));
+    var u = top >= 1e9 ? [1e9, " GB"] : top >= 1e6 ? [1e6, " MB"] : top >= 1e3 ? [1e3, " KB"] : [1, " B"];
+    var step = (r[1] - r[0]) / u[0] / 5;
+    var d = step > 0 ? Math.max(0, Math.min(3, Math.ceil(-Math.log(step) / Math.LN10))) : 1;
+    return (v / u[0]).toFixed(d) + u[1];
+  }
+  function fmtStep(x) { return "step " + x; }
+  function fmtMs(v) { return v.toFixed(2) + " ms"; }
+  function fmtPct(v) { return v.toFixed(1) + "%"; }
+  var palette = ["#e4572e", "#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"];
+  var haveCharts = typeof Dygraph !== "undefined";
+
   /* ---- per-step charts --------------------------------------------- */
   var ser = S.series;
   root.appendChild(el("h2", { text: "Per step" }));
-  var charts = [];
-  if (!ser || !ser.ranks || !ser.ranks.length || typeof uPlot === "undefined") {
+  if (!ser || !ser.ranks || !ser.ranks.length || !haveCharts) {
     root.appendChild(el("p", { cls: "note", text: "This summary has no per-step series (written by an older TraceML, or a run without steps)." }));
   } else {
     var pick = 0;
@@ -155,72 +231,49 @@
       (ser.window_first_step !== null ? ", analysed window from step " + ser.window_first_step : "") +
       (ser.ranks_omitted ? "; " + ser.ranks_omitted + " ranks not included" : "") + ".";
     root.appendChild(el("p", { cls: "meta" }, "Rank: ", sel, "  " + note));
-    var boxes = {
-      stack: el("div", { cls: "chart", id: "chart-steps" }),
-      input: el("div", { cls: "chart", id: "chart-input" }),
-      mem: el("div", { cls: "chart", id: "chart-memory" })
-    };
-    root.appendChild(el("h3", { text: "Step time per step, stacked by phase" }));
+    var boxes = { stack: chartBox("chart-steps"), input: chartBox("chart-input"), mem: chartBox("chart-memory") };
+    root.appendChild(el("h3", { text: "Step time per step, stacked by phase (ms)" }));
     root.appendChild(boxes.stack);
-    root.appendChild(el("h3", { text: "Input wait per step (every included rank)" }));
+    root.appendChild(el("h3", { text: "Input wait per step, every included rank (ms)" }));
     root.appendChild(boxes.input);
     root.appendChild(el("h3", { text: "Memory per step" }));
     root.appendChild(boxes.mem);
 
-    var xs = ser.step;
+    var xs = ser.step || [];
+    /* dygraphs stacks from the last series up: Residual first in the
+     * labels puts Input Wait at the bottom and the legend in drawing order */
+    var TOP = PH.slice().reverse();
     var drawStack = function (ri) {
       var r = ser.ranks[ri];
-      var comps = PH.map(function (p) { return r[p.key + "_ms"]; });
-      var cum = [], acc = xs.map(function () { return 0; });
-      var any = xs.map(function (_, i) { return isNum(r.step_time_ms ? r.step_time_ms[i] : null); });
-      comps.forEach(function (c) {
-        acc = acc.map(function (a, i) { return a + (c && isNum(c[i]) ? c[i] : 0); });
-        cum.push(acc.map(function (a, i) { return any[i] ? a : null; }));
-      });
-      var series = [{ label: "step" }], data = [xs];
-      for (var k = PH.length - 1; k >= 0; k--) {
-        (function (k) {
-          series.push({ label: PH[k].label, stroke: PH[k].color, fill: PH[k].color, width: 1,
-            value: function (u, v, si, i) { var c = comps[k]; return i === null || !c || !isNum(c[i]) ? "n/a" : c[i].toFixed(2) + " ms"; } });
-        })(k);
-        data.push(cum[k]);
-      }
-      return new uPlot({ width: chartWidth(), height: 260, scales: { x: { time: false } },
-        series: series, axes: [{ label: "step" }, { label: "ms" }] }, data, boxes.stack);
+      var stt = r.step_time_ms || [];
+      drawChart("steps", boxes.stack, ["step"].concat(TOP.map(function (p) { return p.label; })),
+        TOP.map(function (p) { return p.color; }),
+        rowsOf(xs, TOP.map(function (p) { return r[p.key + "_ms"]; }), function (i) { return isNum(stt[i]); }),
+        { height: 280, xlabel: "step", ylabel: "ms", fmt: fmtMs, zero: true, stacked: true,
+          empty: "No steps on this rank." });
     };
-    var palette = ["#e4572e", "#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"];
-    var inSeries = [{ label: "step" }], inData = [xs];
-    ser.ranks.forEach(function (r, i) {
-      if (i >= 16) return;
-      inSeries.push({ label: r.label, stroke: palette[i % palette.length], width: 1,
-        value: function (u, v) { return isNum(v) ? v.toFixed(2) + " ms" : "n/a"; } });
-      inData.push(r.input_wait_ms || xs.map(function () { return null; }));
-    });
-    charts.push(new uPlot({ width: chartWidth(), height: 200, scales: { x: { time: false } },
-      series: inSeries, axes: [{ label: "step" }, { label: "ms" }] }, inData, boxes.input));
+    var inRanks = ser.ranks.slice(0, 16);
+    drawChart("input", boxes.input, ["step"].concat(inRanks.map(function (r) { return r.label; })),
+      inRanks.map(function (r, i) { return palette[i % palette.length]; }),
+      rowsOf(xs, inRanks.map(function (r) { return r.input_wait_ms; })),
+      { height: 220, xlabel: "step", ylabel: "ms", fmt: fmtMs, zero: true, empty: "No steps." });
     var drawMem = function (ri) {
       var r = ser.ranks[ri];
-      var mseries = [{ label: "step" }], mdata = [xs];
-      [["rss_bytes", "RSS", "#59a14f"], ["peak_allocated_bytes", "CUDA allocated (peak)", "#4e79a7"],
-       ["peak_reserved_bytes", "CUDA reserved (peak)", "#e15759"]].forEach(function (m) {
-        if (!r[m[0]]) return;
-        mseries.push({ label: m[1], stroke: m[2], width: 1, value: function (u, v) { return bytes(v); } });
-        mdata.push(r[m[0]]);
-      });
-      if (mdata.length === 1) {
-        boxes.mem.appendChild(el("p", { cls: "note", text: "No per-step memory was recorded on this rank." }));
-        return null;
-      }
-      return new uPlot({ width: chartWidth(), height: 200, scales: { x: { time: false } }, series: mseries,
-        axes: [{ label: "step" }, { label: "bytes", size: 70, values: function (u, v) { return v.map(bytes); } }] }, mdata, boxes.mem);
+      var ms3 = [["rss_bytes", "RSS", "#59a14f"], ["peak_allocated_bytes", "CUDA allocated (peak)", "#4e79a7"],
+        ["peak_reserved_bytes", "CUDA reserved (peak)", "#e15759"]].filter(function (m) { return r[m[0]]; });
+      drawChart("memory", boxes.mem, ["step"].concat(ms3.map(function (m) { return m[1]; })),
+        ms3.map(function (m) { return m[2]; }),
+        ms3.length ? rowsOf(xs, ms3.map(function (m) { return r[m[0]]; })) : [],
+        { height: 220, xlabel: "step", ylabel: "bytes", fmt: bytes, tick: byteTick, yw: 70,
+          empty: "No per-step memory was recorded on this rank." });
     };
-    var cur = { stack: drawStack(pick), mem: drawMem(pick) };
+    drawStack(pick);
+    drawMem(pick);
     sel.addEventListener("change", function () {
       var i = parseInt(sel.value, 10);
-      if (cur.stack) cur.stack.destroy();
-      if (cur.mem) cur.mem.destroy();
-      boxes.mem.textContent = "";
-      cur = { stack: drawStack(i), mem: drawMem(i) };
+      drawStack(i);
+      drawMem(i);
+      countCharts();
     });
   }
 
@@ -242,25 +295,24 @@
   /* ---- system metrics over time ------------------------------------ */
   root.appendChild(el("h2", { text: "System metrics over time" }));
   var sys = ser ? ser.system : null;
-  if (!sys || !sys.t_s || !sys.nodes || !sys.nodes.length || typeof uPlot === "undefined") {
+  if (!sys || !sys.t_s || !sys.nodes || !sys.nodes.length || !haveCharts) {
     root.appendChild(el("p", { cls: "note", id: "system-none", text: "No system samples in this summary." }));
   } else {
-    var sbox = el("div", { cls: "chart", id: "chart-system" });
+    var sbox = chartBox("chart-system");
     root.appendChild(sbox);
-    var sseries = [{ label: "time (s)" }], sdata = [sys.t_s], k = 0;
+    var slabels = ["seconds"], scols = [], scolors = [];
     sys.nodes.forEach(function (n) {
       [["cpu_percent", "CPU %"], ["ram_used_percent", "RAM %"], ["gpu_util_percent", "GPU util %"], ["gpu_memory_used_percent", "GPU mem %"]].forEach(function (m) {
         if (!n[m[0]]) return;
-        sseries.push({ label: "N" + n.node + " " + m[1], stroke: palette[k++ % palette.length], width: 1,
-          value: function (u, v) { return isNum(v) ? v.toFixed(1) + "%" : "n/a"; } });
-        sdata.push(n[m[0]]);
+        slabels.push("N" + n.node + " " + m[1]);
+        scolors.push(palette[scols.length % palette.length]);
+        scols.push(n[m[0]]);
       });
     });
-    if (sdata.length > 1)
-      charts.push(new uPlot({ width: chartWidth(), height: 220, scales: { x: { time: false } },
-        series: sseries, axes: [{ label: "seconds" }, { label: "%" }] }, sdata, sbox));
-    else
-      sbox.appendChild(el("p", { cls: "note", text: "No host or GPU metric was sampled." }));
+    drawChart("system", sbox, slabels, scolors, scols.length ? rowsOf(sys.t_s, scols) : [],
+      { height: 240, xlabel: "seconds", ylabel: "%", fmt: fmtPct,
+        xfmt: function (x) { return x.toFixed(1) + " s"; }, zero: true,
+        empty: "No host or GPU metric was sampled." });
   }
 
   /* ---- evidence ---------------------------------------------------- */
@@ -309,8 +361,14 @@
   root.appendChild(det);
   root.appendChild(el("footer", { text: "TraceML " + (meta.traceml_version || "") + " \u00b7 generated " + (S.generated_at || "") + " \u00b7 schema " + S.schema_version }));
 
+  /* data-charts: how many charts dygraphs has drawn, with at least one row */
+  function countCharts() {
+    var n = 0;
+    for (var k in charts) if (charts[k] && charts[k].numRows() > 0) n++;
+    document.body.setAttribute("data-charts", String(n));
+  }
   document.title = "TraceML \u00b7 " + (meta.run_name || "run") + " \u00b7 " + (verdict.label || "");
   document.body.setAttribute("data-rendered", "1");
   document.body.setAttribute("data-render-ms", performance.now().toFixed(1));
-  document.body.setAttribute("data-charts", String(document.querySelectorAll(".uplot").length));
+  countCharts();
 })();

@@ -2,51 +2,68 @@
 
 `traceml run --html-report` on the quickstart and `traceml view X.json
 --html` must write one self-contained page (no network: every script and
-style inline) that renders without a console error, draws its charts and
-shows the key numbers; screenshots go to build/test-artifacts/. A
-10,000-step x 8-rank report (bench/html_report) must render too and stay
-small. Chromium comes from Debian (scripts/deps); without it these tests
-fail rather than skip.
+style inline, dygraphs included) that renders without a console error,
+draws its charts and shows the key numbers; screenshots go to
+build/test-artifacts/. "Draws its charts" is read back from the canvases
+(tests/e2e/live/cdp.py, CHART_PROBE): each chart has rows, canvases of
+its size and pixels in its series' colours; the per-step chart is stacked
+from 0 with the dominant phase as the largest band; the legend shows the
+values under the mouse and the rank picker redraws. A 10,000-step x
+8-rank report (bench/html_report) must render too and stay small.
+Chromium comes from Debian (scripts/deps); without it these tests fail
+rather than skip.
 """
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
+import sys
+import time
 
 import pytest
 
 from conftest import REPO, BUILD, TRACEML, EXAMPLES, base_env
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "live"))
+import cdp  # noqa: E402
 
 ARTIFACTS = os.path.join(BUILD, "test-artifacts")
 QUICKSTART = os.path.join(EXAMPLES, "quickstart.py")
 
 
 def chromium():
-    for name in ("chromium", "chromium-browser"):
-        p = shutil.which(name)
-        if p:
-            return p
-    pytest.fail("chromium is not installed (scripts/deps installs Debian's chromium)")
+    p = cdp.chromium_path()
+    if not p:
+        pytest.fail("chromium is not installed (scripts/deps installs Debian's chromium)")
+    return p
 
 
-def open_page(path, screenshot=None):
-    """Loads the page offline; returns (dom, console_errors)."""
-    with tempfile.TemporaryDirectory() as ud:
-        base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--user-data-dir=" + ud,
-                "--window-size=1280,2600", "--enable-logging=stderr", "--v=0"]
-        url = "file://" + os.path.abspath(path)
-        p = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
-        console = [l for l in p.stderr.splitlines()
-                   if "CONSOLE" in l and ("Uncaught" in l or "rror" in l)]
+class Page(object):
+    """The page loaded offline (file://) in headless Chromium: dom (the
+    rendered HTML), errors (console errors, exceptions, failed loads),
+    charts (cdp.CHART_PROBE) and the browser, still open, for more."""
+
+    def __init__(self, path, screenshot=None):
+        chromium()
+        self.browser = cdp.Browser(width=1280, height=2600)
+        self.browser.navigate("file://" + os.path.abspath(str(path)))
+        deadline = time.time() + 60
+        while time.time() < deadline and self.browser.evaluate(
+                "document.body ? document.body.getAttribute('data-rendered') : null") != "1":
+            time.sleep(0.1)
+        self.dom = self.browser.evaluate("document.documentElement.outerHTML")
+        self.charts = self.browser.charts()
         if screenshot:
             os.makedirs(os.path.dirname(screenshot), exist_ok=True)
-            subprocess.run(base + ["--screenshot=" + screenshot, url], capture_output=True,
-                           timeout=120)
-        return p.stdout, console
+            self.browser.screenshot(screenshot)
+        self.errors = self.browser.errors()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.browser.close()
 
 
 def body(dom):
@@ -58,7 +75,30 @@ def body(dom):
 def check_self_contained(html):
     assert "<script src" not in html and "<link" not in html
     assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', html)
-    assert html.count("<script") == 3          # data, uPlot, report
+    assert html.count("<script") == 3          # data, dygraphs, report
+    # "</script" only where those three close (dygraphs' own code has
+    # "</div>" and "</span>" in strings: harmless inside a script element)
+    assert len(re.findall(r"(?i)</script", html)) == 3
+    assert 'content="TraceML ' in html and ", dygraphs 2." in html
+
+
+def check_drawn(chart, min_rows=2):
+    """A chart dygraphs really drew: rows, canvases of its size, series pixels."""
+    assert chart is not None
+    assert chart["rows"] >= min_rows, chart
+    assert any(w >= 300 and h >= 150 for w, h in chart["canvases"]), chart
+    assert sum(chart["pixels"].values()) >= 300, chart    # series lines or fills, not just the grid
+
+
+def check_stacked(chart, dominant):
+    """The per-step chart: stacked phases from 0, the dominant phase the
+    largest band (not a sliver at the bottom of a zoomed-in y axis)."""
+    check_drawn(chart)
+    assert chart["id"] == "chart-steps" and chart["stacked"], chart
+    assert chart["labels"] == ["Residual", "Optimizer", "Backward", "Forward", "H2D", "Input Wait"]
+    assert chart["yrange"][0] == 0 and chart["yrange"][1] > 0, chart
+    px = chart["pixels"]
+    assert px[dominant] == max(px.values()) and px[dominant] > 0.4 * sum(px.values()), px
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +121,34 @@ def test_run_html_report_renders(run_dir):
     # the page embeds exactly the summary
     m = re.search(r'<script type="application/json" id="traceml-summary">\n(.*?)</script>', html, re.S)
     assert json.loads(m.group(1)) == summary
-    dom, console = open_page(page, os.path.join(ARTIFACTS, "html_report_quickstart.png"))
-    assert console == [], console
-    assert 'data-rendered="1"' in body(dom), dom[-2000:]
-    assert "data-errors" not in body(dom)
-    charts = int(re.search(r'data-charts="(\d+)"', body(dom)).group(1))
-    assert charts >= 4                          # steps, input wait, memory, system
-    assert dom.count('class="uplot') >= 4
+    with Page(page, os.path.join(ARTIFACTS, "html_report_quickstart.png")) as pg:
+        dom = pg.dom
+        assert pg.errors == [], pg.errors
+        assert 'data-rendered="1"' in body(dom), dom[-2000:]
+        assert "data-errors" not in body(dom)
+        # four charts drawn: steps (stacked from 0, Input Wait the largest
+        # band on this input-bound run), input wait, memory, system
+        assert re.search(r'data-charts="(\d+)"', body(dom)).group(1) == "4"
+        ch = pg.charts
+        assert sorted(c["id"] for c in ch.values()) == [
+            "chart-input", "chart-memory", "chart-steps", "chart-system"]
+        check_stacked(ch["steps"], "Input Wait")
+        for name in ("input", "memory", "system"):
+            check_drawn(ch[name])
+        assert ch["memory"]["labels"][0] == "RSS" and ch["memory"]["pixels"]["RSS"] > 0
+        assert ch["input"]["yrange"][0] == 0
+        # the legend: every series by name; under the mouse, the step and values
+        b = pg.browser
+        leg = b.evaluate("document.querySelector('#chart-steps .chart-legend').textContent")
+        assert all(l in leg for l in ch["steps"]["labels"]) and "step " not in leg, leg
+        b.evaluate("document.getElementById('chart-steps').scrollIntoView()")
+        r = b.evaluate("(function () { var r = document.querySelector('#chart-steps canvas')"
+                       ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
+        b.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": r[0] + r[2] * 0.5,
+                                            "y": r[1] + r[3] * 0.5}, session=True)
+        leg = wait_for_legend(b, "#chart-steps")
+        assert re.search(r"^step \d+", leg) and re.search(r"Input Wait \d+\.\d\d ms", leg), leg
+        assert b.errors() == [], b.errors()
     # key numbers, as the summary says them, in what the page drew (not in
     # its scripts or the embedded box text)
     shown = re.sub(r"<script.*?</script>", "", dom, flags=re.S)
@@ -102,6 +163,16 @@ def test_run_html_report_renders(run_dir):
     assert "200 common steps" in shown
     assert 'id="system-none"' not in shown        # samples were drawn over time
     assert os.path.getsize(os.path.join(ARTIFACTS, "html_report_quickstart.png")) > 20000
+
+
+def wait_for_legend(b, box, timeout=5):
+    """The legend's text once it shows the values under the mouse."""
+    deadline = time.time() + timeout
+    while True:
+        leg = b.evaluate("document.querySelector('%s .chart-legend').textContent" % box)
+        if leg.startswith("step ") or time.time() > deadline:
+            return leg
+        time.sleep(0.1)
 
 
 def test_view_html_from_the_summary_alone(run_dir, tmp_path):
@@ -132,8 +203,10 @@ def test_view_html_without_series(tmp_path):
     assert p.returncode == 0, p.stderr
     html = (tmp_path / "old.html").read_text()
     assert "</script><b>" not in html                  # escaped inside the data block
-    dom, console = open_page(tmp_path / "old.html")
-    assert console == [] and 'data-rendered="1"' in body(dom) and "data-errors" not in body(dom)
+    with Page(tmp_path / "old.html") as pg:
+        dom = pg.dom
+        assert pg.errors == [] and 'data-rendered="1"' in body(dom) and "data-errors" not in body(dom)
+        assert 'data-charts="0"' in body(dom) and pg.charts == {}
     assert "no per-step series" in dom
     assert "BOX &lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in dom   # shown as text, not markup
 
@@ -157,9 +230,31 @@ def test_large_report_is_small_and_renders(tmp_path):
     ser = doc["series"]
     assert len(ser["ranks"]) == 8 and len(ser["step"]) <= 600
     assert all(len(r["step_time_ms"]) == len(ser["step"]) for r in ser["ranks"])
-    dom, console = open_page(page, os.path.join(ARTIFACTS, "html_report_10000x8.png"))
-    assert console == [] and 'data-rendered="1"' in body(dom) and "data-errors" not in body(dom)
-    assert dom.count("R7/N0") >= 2                    # per-rank bars and tables
+    with Page(page, os.path.join(ARTIFACTS, "html_report_10000x8.png")) as pg:
+        dom = pg.dom
+        assert pg.errors == [] and 'data-rendered="1"' in body(dom) and "data-errors" not in body(dom)
+        assert dom.count("R7/N0") >= 2                    # per-rank bars and tables
+        # steps, input wait (all 8 ranks), memory; the bench samples no system
+        assert 'data-charts="3"' in body(dom) and 'id="system-none"' in dom
+        ch = pg.charts
+        check_stacked(ch["steps"], "Backward")             # the bench's largest phase
+        check_drawn(ch["input"])
+        assert len(ch["input"]["labels"]) == 8 and ch["input"]["rows"] == len(ser["step"])
+        check_drawn(ch["memory"])
+        # the rank picker redraws the per-step charts for the chosen rank
+        b = pg.browser
+        assert b.evaluate("document.getElementById('rank-select').options.length") == 8
+        first_input = "window.__traceml.charts.steps.getValue(0, 6)"   # Input Wait, first row
+        picked = int(b.evaluate("document.getElementById('rank-select').value"))
+        assert picked != 0 and b.evaluate(first_input) == ser["ranks"][picked]["input_wait_ms"][0]
+        b.evaluate("(function () { var s = document.getElementById('rank-select'); s.value = '0';"
+                   " s.dispatchEvent(new Event('change')); })()")
+        assert b.evaluate(first_input) == ser["ranks"][0]["input_wait_ms"][0]
+        after = b.charts()
+        check_stacked(after["steps"], "Backward")
+        check_drawn(after["memory"])
+        assert b.evaluate("document.body.getAttribute('data-charts')") == "3"
+        assert b.errors() == [], b.errors()
 
 
 def test_real_summary_with_series_matches_schema(run_dir):

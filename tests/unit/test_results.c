@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -272,13 +273,27 @@ static void test_html_escapes_and_inlines(void)
     CHECK(strstr(sb.buf, "alert(1)</script>") == NULL);
     CHECK(strstr(sb.buf, "<\\/script><script>alert(1)<\\/script> \\u003c!-- b") != NULL);
     CHECK(strstr(sb.buf, "<!DOCTYPE html>") == sb.buf);
-    CHECK(strstr(sb.buf, "uPlot") != NULL);
+    /* dygraphs inlined (its code, licence, version) and our renderer using it */
+    CHECK(strstr(sb.buf, "<meta name=\"generator\" content=\"TraceML ") != NULL);
+    CHECK(strstr(sb.buf, ", dygraphs 2.") != NULL);
+    CHECK(strstr(sb.buf, "<!-- dygraphs (https://dygraphs.com/), inlined:") != NULL);
+    CHECK(strstr(sb.buf, ".Dygraph=") != NULL);           /* the library's UMD export */
+    CHECK(strstr(sb.buf, "new Dygraph(") != NULL);        /* web/report.js */
+    CHECK(strstr(sb.buf, ".dygraph-legend") != NULL);     /* its stylesheet */
+    CHECK(strstr(sb.buf, "uPlot") == NULL && strstr(sb.buf, "uplot") == NULL);
     CHECK(strstr(sb.buf, "<script src") == NULL && strstr(sb.buf, "<link") == NULL);
-    /* exactly three script elements close: data, uPlot, the renderer */
+    /* "</script" (any case) only where the three script elements close:
+     * data, dygraphs, the renderer. dygraphs' code has "</div>" and
+     * "</span>" in its strings: harmless inside <script>. */
     size_t scripts = 0;
-    for (const char *p = sb.buf; (p = strstr(p, "</script")) != NULL; p++)
-        scripts++;
+    for (const char *p = sb.buf; *p; p++)
+        scripts += strncasecmp(p, "</script", 8) == 0;
     CHECK_EQ_INT(scripts, 3);
+    const char *data = strstr(sb.buf, "<script type=\"application/json\" id=\"traceml-summary\">");
+    const char *lib = strstr(sb.buf, "-->\n<script>\n");
+    const char *ours = lib ? strstr(lib + 1, "</script>\n<script>\n") : NULL;
+    CHECK(data != NULL && lib != NULL && ours != NULL && data < lib);
+    CHECK(ours != NULL && strstr(ours, "new Dygraph(") != NULL);     /* the renderer comes last */
     tml__sb_release(&sb);
 }
 

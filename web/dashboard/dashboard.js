@@ -1,14 +1,16 @@
 /*
  * dashboard.js - TraceML's live dashboard. It draws what the aggregator
  * computed (GET /api/live, then the /events stream): no diagnosis logic
- * lives here, only layout. Charts are uPlot (web/package.json, pinned).
- * window.__traceml exposes the update count and errors for the tests.
+ * lives here, only layout. Charts are dygraphs (Debian's libjs-dygraphs,
+ * compiled into the binary and served as /dygraph.min.js).
+ * window.__traceml exposes the update count, errors and the Dygraph
+ * objects (charts) for the tests.
  */
 (function () {
   "use strict";
-  var state = { updates: 0, last: null, summary: null, errors: [], gpu: [[], []] };
-  window.__traceml = state;
   var charts = {};
+  var state = { updates: 0, last: null, summary: null, errors: [], gpu: [], charts: charts };
+  window.__traceml = state;
   var COLORS = {
     input_wait: "#e5534b", h2d: "#d4a72c", forward: "#539bf5", backward: "#6cb6ff",
     optimizer: "#b083f0", residual: "#8a96a3"
@@ -33,76 +35,114 @@
     if (v == null) return "n/a";
     return v >= 1073741824 ? (v / 1073741824).toFixed(2) + " GiB" : (v / 1048576).toFixed(0) + " MiB";
   }
-  function width(id) { return Math.max(300, $(id).clientWidth || 600); }
-
-  function makeChart(id, series, data, opts) {
-    var o = {
-      width: width(id), height: 220,
-      scales: { x: { time: false } },
-      axes: [
-        { stroke: "#8a96a3", grid: { stroke: "#2a323c" } },
-        { stroke: "#8a96a3", grid: { stroke: "#2a323c" }, size: 70,
-          values: function (u, vals) { return vals.map(function (v) { return v == null ? "" : +v.toFixed(Math.abs(v) >= 100 ? 0 : 2); }); } }
-      ],
-      series: [{ label: (opts && opts.xlabel) || "step" }].concat(series),
-      legend: { live: true }
-    };
-    if (opts && opts.time) o.scales.x.time = true;
-    $(id).innerHTML = "";
-    return new uPlot(o, data, $(id));
+  /* A chart: dygraphs draws into .plot inside the card's chart div, the
+   * legend (names; values under the mouse) goes below it. Data is
+   * row-major, [x, y1, y2, ...] per row, null where a value is missing. */
+  function box(id) {
+    var b = $(id);
+    if (!b.plot) {
+      b.textContent = "";
+      b.plot = document.createElement("div");
+      b.plot.className = "plot";
+      b.leg = document.createElement("div");
+      b.leg.className = "legend";
+      b.appendChild(b.plot);
+      b.appendChild(b.leg);
+    }
+    return b;
   }
 
-  function setChart(name, id, series, data, opts) {
-    var c = charts[name];
-    if (!c || c.series.length !== series.length + 1) {
-      if (c) c.destroy();
-      charts[name] = makeChart(id, series, data, opts);
-    } else {
-      c.setData(data);
+  function span(cls, text, color) {
+    var e = document.createElement("span");
+    if (cls) e.className = cls;
+    if (color) { var i = document.createElement("i"); i.style.background = color; e.appendChild(i); }
+    e.appendChild(document.createTextNode(text));
+    return e;
+  }
+
+  function legendFormatter(xfmt, fmt) {
+    return function (data) {
+      var f = document.createDocumentFragment(), sel = typeof data.x === "number" && isFinite(data.x);
+      if (sel) f.appendChild(span("x", xfmt(data.x)));
+      data.series.forEach(function (s) {
+        f.appendChild(span(s.isHighlighted ? "hl" : "", s.label +
+          (sel ? " " + (typeof s.y === "number" && isFinite(s.y) ? fmt(s.y) : "n/a") : ""), s.color));
+      });
+      return f;
+    };
+  }
+
+  function tick(v) { return String(+v.toFixed(Math.abs(v) >= 100 ? 0 : 2)); }
+
+  /* o: fmt (legend values), xfmt (legend x), ylabel, zero (y from 0), stacked,
+   * connect (draw lines over missing values) */
+  function setChart(name, id, labels, colors, rows, o) {
+    var b = box(id), c = charts[name];
+    if (!rows.length) return;              /* dygraphs cannot draw no rows: keep what is there */
+    if (c && c.getLabels().join("\u0001") === labels.join("\u0001")) {
+      /* a redraw clears the selection: keep the legend's values under the
+       * mouse on the same x while new steps arrive */
+      var sel = c.getSelection(), x = sel >= 0 ? c.getValue(sel, 0) : null;
+      c.updateOptions({ file: rows });
+      if (x !== null) {
+        for (var i = 0; i < rows.length; i++) {
+          if (+rows[i][0] === x) { c.setSelection(i); break; }
+        }
+      }
+      return;
     }
+    if (c) c.destroy();
+    var opts = {
+      labels: labels, colors: colors, legend: "always", labelsDiv: b.leg,
+      legendFormatter: legendFormatter(o.xfmt || function (x) { return "step " + x; }, o.fmt || tick),
+      strokeWidth: 1.5, axisLabelFontSize: 12, gridLineColor: "#2a323c", axisLineColor: "#8a96a3",
+      includeZero: !!o.zero, connectSeparatedPoints: !!o.connect, ylabel: o.ylabel || "",
+      axes: { y: { axisLabelWidth: 60, valueFormatter: o.fmt || tick } }
+    };
+    if (o.stacked) {
+      opts.stackedGraph = true;
+      opts.stackedGraphNaNFill = "none";
+      opts.fillAlpha = 0.8;
+      opts.strokeWidth = 1;
+    }
+    charts[name] = new Dygraph(b.plot, rows, opts);
+  }
+
+  function rowsOf(x, cols, keep) {
+    var rows = [];
+    x.forEach(function (v, i) {
+      if (keep && !keep(i)) return;
+      rows.push([v].concat(cols.map(function (c) { return c && c[i] != null ? c[i] : null; })));
+    });
+    return rows;
   }
 
   function stackChart(d) {
     var s = d.series || {};
     var x = s.step || [];
-    var raw = PHASES.map(function (p) { return s[p[0] + "_ms"] || []; });
-    var cum = [], acc = x.map(function () { return 0; });
-    raw.forEach(function (arr) {
-      acc = acc.map(function (a, i) { return a + (arr[i] == null ? 0 : arr[i]); });
-      cum.push(acc.slice());
-    });
-    /* topmost first: each band is filled down to 0 and drawn over by the next */
-    var series = [], data = [x];
-    for (var k = PHASES.length - 1; k >= 0; k--) {
-      (function (k) {
-        series.push({
-          label: PHASES[k][1], stroke: COLORS[PHASES[k][0]], fill: COLORS[PHASES[k][0]] + "cc",
-          width: 1, points: { show: false },
-          value: function (u, v, si, i) { return i == null ? "–" : ms(raw[k][i]); }
-        });
-        data.push(cum[k]);
-      })(k);
-    }
+    var st = s.step_time_ms || [];
+    /* dygraphs stacks from the last series up: Input Wait (last) at the bottom */
+    var top = PHASES.slice().reverse();
     $("stack-rank").textContent = x.length ? "(rank " + s.rank + ", last " + x.length + " steps, ms)" : "";
-    setChart("stack", "c-stack", series, data);
+    setChart("stack", "c-stack", ["step"].concat(top.map(function (p) { return p[1]; })),
+             top.map(function (p) { return COLORS[p[0]]; }),
+             rowsOf(x, top.map(function (p) { return s[p[0] + "_ms"]; }), function (i) { return st[i] != null; }),
+             { fmt: ms, ylabel: "ms", zero: true, stacked: true });
   }
 
   function inputChart(d) {
     var s = d.series || {};
-    setChart("input", "c-input", [
-      { label: "Input Wait (ms)", stroke: COLORS.input_wait, width: 1.5, points: { show: false } },
-      { label: "Step Time (ms)", stroke: "#8a96a3", width: 1, points: { show: false } }
-    ], [s.step || [], s.input_wait_ms || [], s.step_time_ms || []]);
+    setChart("input", "c-input", ["step", "Input Wait", "Step Time"], [COLORS.input_wait, "#8a96a3"],
+             rowsOf(s.step || [], [s.input_wait_ms, s.step_time_ms]), { fmt: ms, ylabel: "ms", zero: true });
   }
 
   function memChart(d) {
     var s = d.series || {};
     function mib(a) { return (a || []).map(function (v) { return v == null ? null : v / 1048576; }); }
-    setChart("mem", "c-mem", [
-      { label: "RSS (MiB)", stroke: "#57ab5a", width: 1.5, points: { show: false } },
-      { label: "CUDA allocated (MiB)", stroke: "#539bf5", width: 1.5, points: { show: false } },
-      { label: "CUDA reserved (MiB)", stroke: "#b083f0", width: 1.5, points: { show: false } }
-    ], [s.step || [], mib(s.rss_bytes), mib(s.cuda_allocated_bytes), mib(s.cuda_reserved_bytes)]);
+    setChart("mem", "c-mem", ["step", "RSS (MiB)", "CUDA allocated (MiB)", "CUDA reserved (MiB)"],
+             ["#57ab5a", "#539bf5", "#b083f0"],
+             rowsOf(s.step || [], [mib(s.rss_bytes), mib(s.cuda_allocated_bytes), mib(s.cuda_reserved_bytes)]),
+             { fmt: function (v) { return v.toFixed(0) + " MiB"; }, ylabel: "MiB" });
     var m = d.step_memory || {};
     $("mem-label").textContent = m.label ? "Step memory: " + m.label + (m.why ? " — " + m.why : "") : "";
   }
@@ -110,14 +150,13 @@
   function gpuChart(d) {
     var g = state.gpu;
     if (d.gpu_util_percent != null) {
-      g[0].push(d.unix_ms / 1000);
-      g[1].push(d.gpu_util_percent);
-      if (g[0].length > 600) { g[0].shift(); g[1].shift(); }
+      g.push([new Date(d.unix_ms), d.gpu_util_percent]);
+      if (g.length > 600) g.shift();
     }
-    setChart("gpu", "c-gpu", [
-      { label: "GPU util (%)", stroke: "#d4a72c", width: 1.5, points: { show: false } }
-    ], [g[0], g[1]], { time: true, xlabel: "time" });
-    $("gpu-label").textContent = g[0].length ? "" : "No GPU utilisation sampled in this run (n/a).";
+    $("c-gpu").style.display = g.length ? "" : "none";
+    setChart("gpu", "c-gpu", ["time", "GPU util"], ["#d4a72c"], g,
+             { fmt: pct, ylabel: "%", zero: true, xfmt: function (t) { return new Date(t).toLocaleTimeString(); } });
+    $("gpu-label").textContent = g.length ? "" : "No GPU utilisation sampled in this run (n/a).";
   }
 
   function rankChart(d) {
@@ -127,15 +166,14 @@
     var x = Object.keys(ids).map(Number).sort(function (a, b) { return a - b; });
     var pos = {};
     x.forEach(function (s, i) { pos[s] = i; });
-    var data = [x], series = [];
-    ranks.forEach(function (r, k) {
+    var cols = ranks.map(function (r) {
       var col = x.map(function () { return null; });
       r.recent_steps.forEach(function (s, i) { col[pos[s]] = r.recent_step_time_ms[i]; });
-      data.push(col);
-      series.push({ label: r.label, stroke: "hsl(" + (k * 137 % 360) + ",60%,60%)", width: 1.2,
-                    points: { show: false }, spanGaps: true });
+      return col;
     });
-    setChart("ranks", "c-ranks", series, data);
+    setChart("ranks", "c-ranks", ["step"].concat(ranks.map(function (r) { return r.label; })),
+             ranks.map(function (r, k) { return "hsl(" + (k * 137 % 360) + ",60%,60%)"; }),
+             rowsOf(x, cols), { fmt: ms, ylabel: "ms", connect: true });
   }
 
   function row(cells, cls) {
@@ -248,11 +286,6 @@
     });
   }
 
-  window.addEventListener("resize", function () {
-    Object.keys(charts).forEach(function (k) {
-      var el = charts[k].root.parentNode;
-      charts[k].setSize({ width: Math.max(300, el.clientWidth), height: 220 });
-    });
-  });
+  /* dygraphs redraws its charts itself when the window is resized */
   connect();
 })();

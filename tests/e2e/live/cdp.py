@@ -2,7 +2,12 @@
 enough to load a page in Debian's headless Chromium, evaluate JavaScript,
 collect console errors and exceptions, and take a screenshot. No network
 port is opened: Chromium reads commands on fd 3 and answers on fd 4, each
-message a JSON text ended by a NUL byte."""
+message a JSON text ended by a NUL byte.
+
+charts() reads back what dygraphs drew on a TraceML page (the report or
+the dashboard, both expose their Dygraph objects as
+window.__traceml.charts): per chart, its rows, labels, y range, canvases
+and how many pixels of each series' colour its canvases hold."""
 import base64
 import fcntl
 import json
@@ -12,6 +17,47 @@ import shutil
 import subprocess
 import tempfile
 import time
+
+
+# Runs in the page. Colours are normalised through a 1x1 canvas (so "#e4572e"
+# and "hsl(...)" both work); a pixel counts for a series when it is within 8
+# of its colour in each channel and at least half opaque (the stacked chart
+# fills with alpha 0.8; the canvases start transparent).
+CHART_PROBE = r"""(function () {
+  var charts = (window.__traceml && window.__traceml.charts) || {};
+  var one = document.createElement("canvas");
+  one.width = one.height = 1;
+  var c1 = one.getContext("2d");
+  function rgb(c) {
+    c1.clearRect(0, 0, 1, 1); c1.fillStyle = "#000"; c1.fillStyle = c; c1.fillRect(0, 0, 1, 1);
+    var d = c1.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2]];
+  }
+  var out = {};
+  Object.keys(charts).forEach(function (name) {
+    var g = charts[name];
+    if (!g) { out[name] = null; return; }
+    var labels = g.getLabels().slice(1), cols = g.getColors().map(rgb);
+    var px = labels.map(function () { return 0; }), canv = [];
+    g.graphDiv.querySelectorAll("canvas").forEach(function (cv) {
+      canv.push([cv.width, cv.height]);
+      if (!cv.width || !cv.height) return;
+      var d = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+      for (var i = 0; i < d.length; i += 4) {
+        if (d[i + 3] < 128) continue;
+        for (var k = 0; k < cols.length; k++) {
+          var c = cols[k];
+          if (Math.abs(d[i] - c[0]) <= 8 && Math.abs(d[i + 1] - c[1]) <= 8 && Math.abs(d[i + 2] - c[2]) <= 8) { px[k]++; break; }
+        }
+      }
+    });
+    var box = g.graphDiv.closest(".chart");
+    var pixels = {};
+    labels.forEach(function (l, k) { pixels[l] = px[k]; });
+    out[name] = { id: box ? box.id : null, rows: g.numRows(), labels: labels, yrange: g.yAxisRange(),
+                  stacked: !!g.getOption("stackedGraph"), canvases: canv, pixels: pixels };
+  });
+  return out;
+})()"""
 
 
 def chromium_path():
@@ -102,6 +148,11 @@ class Browser(object):
         if "exceptionDetails" in r:
             raise RuntimeError("evaluate(%s): %s" % (expression, r["exceptionDetails"]))
         return r["result"].get("value")
+
+    def charts(self):
+        """What dygraphs drew: {name: {id, rows, labels, yrange, stacked,
+        canvases: [[w, h]], pixels: {series label: count}}} (CHART_PROBE)."""
+        return self.evaluate(CHART_PROBE)
 
     def errors(self):
         """Console errors, uncaught exceptions and failed loads seen so far."""
