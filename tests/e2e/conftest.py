@@ -1,9 +1,15 @@
 """Shared helpers of the end-to-end tests: they run real PyTorch scripts
-through the built `traceml` launcher (or plain /usr/bin/python3 with the
-built package on PYTHONPATH) and read the artifacts they leave.
+through `traceml run` (or the venv's plain python) and read the artifacts
+they leave.
 
-Run from the repository root after `make`:
-    /usr/bin/python3 -m pytest tests/e2e
+TraceML is tested as a user has it: installed with `pip install .` into
+the virtual environment .venv/ (scripts/venv --test), with torch 2.13;
+`traceml` is the entry point pip wrote there. Run from the repository root:
+    scripts/venv --test && .venv/bin/python -m pytest tests/e2e
+
+To test a build tree without installing it: TRACEML_BUILD=DIR runs
+DIR/bin/traceml, with TRACEML_PYTHON (an interpreter that has torch and
+traceml_ai) as the training's Python.
 """
 import json
 import os
@@ -14,9 +20,12 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("TRACEML_BUILD", os.path.join(REPO, "build"))
-TRACEML = os.path.join(BUILD, "bin", "traceml")
-PYPATH = os.path.join(BUILD, "lib", "traceml", "python")
-PYTHON = os.environ.get("TRACEML_PYTHON", "/usr/bin/python3")
+VENV = os.environ.get("TRACEML_VENV", os.path.join(REPO, ".venv"))
+PYTHON = os.environ.get("TRACEML_PYTHON") or os.path.join(VENV, "bin", "python")
+if "TRACEML_BUILD" in os.environ:
+    TRACEML = os.path.join(BUILD, "bin", "traceml")
+else:
+    TRACEML = os.path.join(VENV, "bin", "traceml")
 EXAMPLES = os.path.join(REPO, "examples")
 DIAG = os.path.join(EXAMPLES, "diagnosis")
 TIMEOUT = 240
@@ -65,7 +74,7 @@ def traceml_run(tmp_path):
     """traceml_run(script, *args, run_name=..., env={}, launcher_args=[])
     runs SCRIPT under `traceml run` with a private logs folder."""
     if not os.access(TRACEML, os.X_OK):
-        pytest.fail("%s is not built (run `make -j2` first)" % TRACEML)
+        pytest.fail("%s is missing (run scripts/venv --test first)" % TRACEML)
 
     def run(script, *args, run_name="e2e", env=None, launcher_args=(), timeout=TIMEOUT):
         logs = tmp_path / "logs"
@@ -79,16 +88,16 @@ def traceml_run(tmp_path):
 
 @pytest.fixture
 def plain_python(tmp_path):
-    """plain_python(script_or_code, *args, env={}) runs a script with plain
-    /usr/bin/python3 (no launcher), the built package on PYTHONPATH and
-    TRACEML_LOGS_DIR pointing to a private folder. Returns a Run whose
-    run_dir is the only run folder created (or None)."""
-    if not os.path.isdir(os.path.join(PYPATH, "traceml_ai")):
-        pytest.fail("%s is not built (run `make -j2` first)" % PYPATH)
+    """plain_python(script_or_code, *args, env={}) runs a script with the
+    venv's plain python (no launcher) and TRACEML_LOGS_DIR pointing to a
+    private folder. Returns a Run whose run_dir is the only run folder
+    created (or None)."""
+    if not os.access(PYTHON, os.X_OK):
+        pytest.fail("%s is missing (run scripts/venv --test first)" % PYTHON)
 
     def run(script, *args, env=None, code=None, timeout=TIMEOUT, logs_env=True):
         logs = tmp_path / "plain_logs"
-        extra = {"PYTHONPATH": PYPATH}
+        extra = {}
         if logs_env:
             extra["TRACEML_LOGS_DIR"] = str(logs)
         extra.update(env or {})

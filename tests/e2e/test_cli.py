@@ -4,8 +4,8 @@ case (exit 2, one line on stderr, nothing created or overwritten), `view`,
 with `struct` (no torch needed): exit codes, Ctrl-C, a SIGKILLed
 aggregator, a training that raises.
 
-Run: /usr/bin/python3 -m pytest tests/e2e/test_cli.py
-The binary is build/bin/traceml (override with TRACEML_BIN).
+Run: .venv/bin/python -m pytest tests/e2e/test_cli.py
+The binary is the venv's `traceml` (conftest.TRACEML; override with TRACEML_BIN).
 """
 import json
 import os
@@ -19,11 +19,10 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("TRACEML_BIN", os.path.join(ROOT, "build", "bin", "traceml"))
-PY = "/usr/bin/python3"
+from conftest import TRACEML
 
-pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason="build/bin/traceml not built")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("TRACEML_BIN", TRACEML)
 
 
 def run(args, cwd, timeout=30, **kw):

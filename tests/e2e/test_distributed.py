@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import PYPATH, PYTHON, REPO, TIMEOUT, TRACEML, base_env
+from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
 
@@ -304,7 +304,7 @@ def test_dashdash_torchrun(tmp_path):
            PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "--redirects", "2", "--tee", "2", "--master_port", str(port), SCRIPT,
            "--slow-compute-rank", "1"]
-    p = subprocess.run(cmd, cwd=REPO, env=base_env(PYTHONPATH=PYPATH), capture_output=True,
+    p = subprocess.run(cmd, cwd=REPO, env=base_env(), capture_output=True,
                        text=True, timeout=TIMEOUT)
     p.out, p.err = p.stdout, p.stderr
     assert p.returncode == 0, explain(p)

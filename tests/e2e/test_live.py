@@ -4,7 +4,8 @@
   runs, a resize, `q` hides the view, the final summary at the end;
 - the plain fallback when the terminal cannot draw (not a tty, TERM=dumb);
 - the dashboard (--mode dashboard) in Debian's headless Chromium: the page
-  loads, live updates arrive, no console errors, a screenshot under
+  loads, live updates arrive, the dygraphs charts are drawn (read back from
+  their canvases) and follow the stream, no console errors, a screenshot under
   build/test-artifacts/; /metrics scraped and parsed; malformed, oversized
   and slow requests refused while training goes on.
 """
@@ -20,13 +21,13 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, TRACEML, base_env
+from conftest import BUILD, PYTHON, REPO, TRACEML, base_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "live"))
 import cdp  # noqa: E402
 
 TRAIN = os.path.join(REPO, "tests", "e2e", "live", "live_train.py")
-ARTIFACTS = os.path.join(REPO, "build", "test-artifacts")
+ARTIFACTS = os.path.join(BUILD, "test-artifacts")
 SPARK = set("\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588")
 
 
@@ -284,7 +285,43 @@ def test_dashboard_in_chromium(tmp_path):
         assert wait_for(lambda: browser.evaluate("window.__traceml.last.seq") > first, 10)
         label = browser.evaluate("document.getElementById('v-label').textContent")
         assert label == "INPUT-BOUND", label
-        assert browser.evaluate("document.querySelectorAll('canvas').length") >= 5
+        # the charts dygraphs drew (cdp.CHART_PROBE reads the canvases back):
+        # rows, canvases of their size, pixels in their series' colours
+        charts = browser.charts()
+        for name, box in (("stack", "c-stack"), ("input", "c-input"), ("mem", "c-mem"),
+                          ("ranks", "c-ranks")):
+            c = charts.get(name)
+            assert c and c["id"] == box and c["rows"] >= 20, (name, c)
+            assert any(w >= 300 and h >= 150 for w, h in c["canvases"]), (name, c)
+            assert sum(c["pixels"].values()) >= 300, (name, c)
+        stack = charts["stack"]      # stacked from 0, Input Wait the largest band
+        assert stack["stacked"] and stack["yrange"][0] == 0, stack
+        assert stack["labels"] == ["Residual", "Optimizer", "Backward", "Forward", "H2D", "Input Wait"]
+        px = stack["pixels"]
+        assert px["Input Wait"] == max(px.values()) and px["Input Wait"] > 0.4 * sum(px.values()), px
+        assert charts["input"]["labels"] == ["Input Wait", "Step Time"]
+        assert charts["mem"]["pixels"]["RSS (MiB)"] > 0
+        assert charts["ranks"]["labels"] == ["R0/N0"]
+        if charts.get("gpu"):                           # only where GPU utilisation is sampled
+            assert charts["gpu"]["rows"] >= 1
+        else:
+            assert "No GPU utilisation sampled" in browser.evaluate(
+                "document.getElementById('gpu-label').textContent")
+        # the charts follow the stream: newer steps arrive in the same chart
+        last = "(function () { var g = window.__traceml.charts.stack;" \
+               " return g.getValue(g.numRows() - 1, 0); })()"
+        newest = browser.evaluate(last)
+        assert wait_for(lambda: browser.evaluate(last) > newest, 10), "the step chart did not move"
+        # the legend: names; under the mouse, the step and each phase's value
+        leg = "document.querySelector('#c-stack .legend').textContent"
+        assert "Input Wait" in browser.evaluate(leg) and "step " not in browser.evaluate(leg)
+        r = browser.evaluate("(function () { var r = document.querySelector('#c-stack canvas')"
+                             ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
+        browser.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": r[0] + r[2] * 0.7,
+                                                  "y": r[1] + r[3] * 0.5}, session=True)
+        shown = wait_for(lambda: re.search(r"^step \d+.*Input Wait \d+\.\d\d ms",
+                                           browser.evaluate(leg)), 5)
+        assert shown, browser.evaluate(leg)
         assert browser.evaluate("document.getElementById('conn').className") == "conn ok"
         rows = browser.evaluate("document.getElementById('t-ranks').rows.length")
         assert rows >= 2
@@ -346,11 +383,11 @@ def test_serve_dashboard_flags(tmp_path):
                 break
         assert "Live dashboard: http://127.0.0.1:%d/" % port in exports, exports
         env_line = [l for l in exports.splitlines() if l.startswith("export ")][0]
-        env = base_env(PYTHONPATH=os.path.join(REPO, "build", "lib", "traceml", "python"))
+        env = base_env()
         for kv in env_line[len("export "):].split():
             k, v = kv.split("=", 1)
             env[k] = v
-        subprocess.run(["/usr/bin/python3", TRAIN, "--steps", "150", "--delay-ms", "2"], cwd=REPO,
+        subprocess.run([PYTHON, TRAIN, "--steps", "150", "--delay-ms", "2"], cwd=REPO,
                        env=env, check=True, capture_output=True, timeout=240)
         def all_steps():
             f = parse_prometheus(http_get(port, "/metrics")[2])

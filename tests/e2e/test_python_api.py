@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from conftest import PYPATH, PYTHON, base_env, primary, step_diag, step_metric_ms
+from conftest import PYTHON, base_env, primary, step_diag, step_metric_ms
 
 PRELUDE = r'''
 import os, sys, time, json
@@ -26,7 +26,7 @@ def make(steps=40, batch=16, seed=0):
 
 
 def py(code, env=None, timeout=120):
-    e = base_env(PYTHONPATH=PYPATH)
+    e = base_env()
     e.update(env or {})
     return subprocess.run([PYTHON, "-c", code], env=e, capture_output=True, text=True,
                           timeout=timeout)
@@ -243,7 +243,7 @@ for x, y in loader:
     if ctx: ctx.__exit__(None, None, None)
     losses.append(loss.item())
 print("LOSSES", json.dumps(losses), json.dumps([p.sum().item() for p in model.parameters()]),
-      opt._step_count)
+      sched.get_last_lr())
 '''
 
 

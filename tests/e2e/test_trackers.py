@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, TRACEML, PYPATH, PYTHON, EXAMPLES, base_env
+from conftest import REPO, TRACEML, PYTHON, EXAMPLES, base_env
 
 STUBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stubs")
 TRACKERS = os.path.join(EXAMPLES, "trackers")
@@ -19,7 +19,7 @@ STEPS = 120
 def run_example(tmp_path, name, launcher):
     log = tmp_path / "calls.jsonl"
     logs = tmp_path / "logs"
-    env = base_env(PYTHONPATH=os.pathsep.join([STUBS, PYPATH]), STUB_TRACKER_LOG=str(log),
+    env = base_env(PYTHONPATH=STUBS, STUB_TRACKER_LOG=str(log),
                    TRACKERS_STEPS=str(STEPS))
     script = os.path.join(TRACKERS, name)
     if launcher:
