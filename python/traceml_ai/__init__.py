@@ -169,56 +169,12 @@ def _install_forward(model):
               "on an nn.Module" % (type(model).__name__, e))
 
 
-def _wrap_optimizer_class(cls):
-    step = cls.__dict__.get("step")
-    if step is None or isinstance(step, (staticmethod, classmethod)) or not callable(step):
-        return
-    if _is_ours(step):
-        return
-    setattr(cls, "step", _c.PhaseCall(step, _c.OPTIMIZER))
-    _patched.append((cls, "step", step))
-
-
-def _all_subclasses(cls):
-    seen, todo = [], [cls]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            if sub not in seen:
-                seen.append(sub)
-                todo.append(sub)
-    return seen
-
-
 def _patch_optimizer(torch):
-    import importlib
-    opt_mod = importlib.import_module("torch.optim.optimizer")
-    pre = getattr(opt_mod, "register_optimizer_step_pre_hook", None)
-    post = getattr(opt_mod, "register_optimizer_step_post_hook", None)
-    if pre is not None and post is not None:
-        # torch >= 2.0: global hooks, C callables.
-        pre(_c._opt_begin)
-        post(_c._opt_end)
-        return
-    Optimizer = torch.optim.Optimizer
-    for cls in _all_subclasses(Optimizer):
-        _wrap_optimizer_class(cls)
-    # Optimizer classes defined later (the user's own) are wrapped when
-    # they are created.
-    prev = Optimizer.__dict__.get("__init_subclass__")
-
-    def __init_subclass__(cls, **kwargs):
-        if prev is not None:
-            prev.__get__(None, cls)(**kwargs)
-        else:
-            super(Optimizer, cls).__init_subclass__(**kwargs)
-        try:
-            if _active:
-                _wrap_optimizer_class(cls)
-        except Exception as e:
-            _warn("cannot time %s.step (%s)" % (cls.__name__, e))
-
-    Optimizer.__init_subclass__ = classmethod(__init_subclass__)
-    _patched.append((Optimizer, "__init_subclass__", prev))
+    """torch 2.x's global optimizer-step hooks, as C callables: every
+    optimizer, including the user's own classes and those made later."""
+    from torch.optim import optimizer as opt_mod
+    opt_mod.register_optimizer_step_pre_hook(_c._opt_begin)
+    opt_mod.register_optimizer_step_post_hook(_c._opt_end)
 
 
 def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer):
@@ -337,6 +293,19 @@ def _calibrate(torch=None, n=2000, repeats=5):
 # --------------------------------------------------------------------------
 # init
 
+def _version_tuple(v):
+    """(major, minor) of "2.13.0+cpu", "2.1.0a0+git..."; (0, 0) if unreadable."""
+    parts = []
+    for p in str(v).split(".")[:2]:
+        digits = ""
+        for ch in p:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts + [0] * (2 - len(parts)))
+
+
 def _env_disabled():
     return _os.environ.get("TRACEML_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -414,6 +383,9 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
     if any(flags):
         try:
             import torch
+            if _version_tuple(torch.__version__) < (2, 1):
+                _warn("torch %s is older than 2.1, the oldest TraceML supports"
+                      % torch.__version__)
             _apply_patches(torch, *flags)
         except Exception as e:
             _warn("could not install the automatic instrumentation (%s); "

@@ -1,0 +1,90 @@
+"""PyTorch 2.x loops under `traceml run` (examples/pytorch2/train.py), each
+with an injected 5 ms input wait and the script's own per-step timings to
+check TraceML's against:
+
+- a torch.compile'd model (OptimizedModule, inductor): the traced forward
+  is the compiled forward, the compilation step is left out as warm-up;
+- autocast(bfloat16) with a GradScaler: forward and the optimizer step
+  (inside scaler.step) are timed, nothing is missing;
+- FSDP on 2 ranks over gloo, both FullyShardedDataParallel and
+  fully_shard: every rank reports, every phase is there.
+
+Accuracy rule: the median over the window of TraceML's per-step figure is
+within 15% or 0.3 ms of the script's own median (perf_counter around the
+same call; the script's figure includes the autocast context and, for the
+optimizer, the scaler's unscale/update, so it is an upper bound there).
+"""
+import json
+import statistics
+
+import pytest
+
+from conftest import EXAMPLES, near, primary, step_metric_ms
+
+SCRIPT = EXAMPLES + "/pytorch2/train.py"
+
+
+def series(summary, rank=0):
+    se = summary["series"]
+    assert se["bucket_steps"] == 1, se["bucket_steps"]
+    r = [x for x in se["ranks"] if x["rank"] == rank][0]
+    first = se["window_first_step"] - se["first_step"]
+    return {k: v[first:] for k, v in r.items() if isinstance(v, list)}, first
+
+
+def medians(summary, own_path, name, rank=0):
+    got, first = series(summary, rank)
+    with open(own_path) as f:
+        own = json.load(f)
+    tml = statistics.median(got[name])
+    mine = statistics.median(own[name][first:])
+    return tml, mine, own
+
+
+def close(tml, mine, rel=0.15, abs_ms=0.3):
+    return abs(tml - mine) <= max(rel * mine, abs_ms)
+
+
+def run2(traceml_run, tmp_path, *args, launcher_args=()):
+    own = str(tmp_path / "own.json")
+    r = traceml_run(SCRIPT, *args, "--own-timings", own, launcher_args=launcher_args,
+                    timeout=400)
+    assert r.rc == 0, r.explain()
+    assert "Traceback" not in r.stderr and "traceml: warning" not in r.stderr, r.stderr
+    return r.summary(), own
+
+
+def test_compiled_model(traceml_run, tmp_path):
+    s, own = run2(traceml_run, tmp_path, "--compile", "--steps", "120")
+    tml, mine, o = medians(s, own, "forward_ms")
+    assert o["model_type"] == "OptimizedModule"
+    assert close(tml, mine), (tml, mine)
+    assert primary(s)["kind"] == "INPUT_BOUND", primary(s)
+    assert near(step_metric_ms(s, "input_wait"), 5.0)
+    # the compiling first step (seconds) is left out of the window
+    assert s["meta"]["warmup_steps_excluded"] >= 1, s["meta"]
+    assert step_metric_ms(s, "forward") < 50, step_metric_ms(s, "forward")
+
+
+def test_autocast_gradscaler(traceml_run, tmp_path):
+    s, own = run2(traceml_run, tmp_path, "--amp", "--steps", "120")
+    tml, mine, _ = medians(s, own, "forward_ms")
+    assert close(tml, mine), (tml, mine)
+    opt, own_opt, _ = medians(s, own, "optimizer_ms")
+    assert 0 < opt <= own_opt + 0.3, (opt, own_opt)
+    assert s["step_time"]["per_rank"][0]["missing_phases"] == []
+    assert primary(s)["kind"] == "INPUT_BOUND", primary(s)
+
+
+@pytest.mark.parametrize("fsdp", ["1", "2"])
+def test_fsdp_two_ranks(traceml_run, tmp_path, fsdp):
+    s, own = run2(traceml_run, tmp_path, "--fsdp", fsdp, "--steps", "80",
+                  launcher_args=["--nproc-per-node", "2"])
+    assert s["meta"]["ranks_reported"] == 2 and s["meta"]["common_steps"] == 80, s["meta"]
+    for row in s["step_time"]["per_rank"]:
+        assert row["missing_phases"] == [], row
+        assert row["forward_ms"] > 0 and row["backward_ms"] > 0 and row["optimizer_ms"] > 0
+    tml, mine, o = medians(s, own, "forward_ms", rank=0)
+    assert o["model_type"] in ("FullyShardedDataParallel", "FSDPSequential"), o["model_type"]
+    assert close(tml, mine, rel=0.25), (tml, mine)
+    assert near(s["step_time"]["per_rank"][0]["input_wait_ms"], 5.0)
