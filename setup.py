@@ -34,17 +34,21 @@ def version():
 
 class MakeExt(build_ext):
     def build_extension(self, ext):
-        build = os.path.join(HERE, os.environ.get("TRACEML_BUILD_DIR", "build"))
+        self.build = os.path.join(HERE, os.environ.get("TRACEML_BUILD_DIR", "build"))
         jobs = str(os.cpu_count() or 1)
-        subprocess.check_call(["make", "-C", HERE, "-j" + jobs, "B=" + build,
+        subprocess.check_call(["make", "-C", HERE, "-j" + jobs, "B=" + self.build,
                                "PYTHON=" + sys.executable, "package"])
-        suffix = sysconfig.get_config_var("EXT_SUFFIX")
         dest = self.get_ext_fullpath(ext.name)
-        pkg = os.path.dirname(dest)
+        self.place(os.path.dirname(dest), dest)
+
+    def place(self, pkg, ext_file):
+        """Copies what make built into the package folder pkg, stripped."""
+        b = self.build
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
         parts = [
-            (os.path.join(build, "lib", "traceml", "python", "traceml_ai", "_traceml" + suffix), dest),
-            (os.path.join(build, "bin", "traceml"), os.path.join(pkg, "bin", "traceml")),
-            (os.path.join(build, "lib", "libtraceml.so"), os.path.join(pkg, "lib", "libtraceml.so")),
+            (os.path.join(b, "lib", "traceml", "python", "traceml_ai", "_traceml" + suffix), ext_file),
+            (os.path.join(b, "bin", "traceml"), os.path.join(pkg, "bin", "traceml")),
+            (os.path.join(b, "lib", "libtraceml.so"), os.path.join(pkg, "lib", "libtraceml.so")),
             (os.path.join(HERE, "include", "traceml", "traceml.h"),
              os.path.join(pkg, "include", "traceml", "traceml.h")),
         ]
@@ -55,6 +59,12 @@ class MakeExt(build_ext):
             shutil.copymode(src, dst)
             if strip and not dst.endswith(".h"):
                 subprocess.check_call([strip, "--strip-unneeded", dst])
+
+    def copy_extensions_to_source(self):
+        """pip install -e: the extension and the rest beside the sources."""
+        build_py = self.get_finalized_command("build_py")
+        pkg = build_py.get_package_dir("traceml_ai")
+        self.place(pkg, os.path.join(pkg, os.path.basename(self.get_ext_filename("_traceml"))))
 
 
 setup(
