@@ -17,11 +17,12 @@
  *              when the fetch returned a value (StopIteration at the end of
  *              an epoch is not a fetch); H2D for `Tensor.to`/`.cuda`/`copy_`,
  *              recorded only for a copy from a non-CUDA tensor to a CUDA one.
- *   FwdHook    a forward pre/post hook bound to one model (weakly); it marks
- *              FORWARD only when the module it is called for is that model,
- *              so a deepcopy of the model (which copies the hook dict) is not
- *              counted. It deep-copies to itself and pickles to an inert
- *              hook, so copying or pickling the user's model keeps working.
+ *              FORWARD: a wrapper installed on one model instance (its
+ *              __dict__["forward"], see __init__.py), so that the model's
+ *              nn.Module.__call__ keeps its no-hook fast path (a forward
+ *              hook costs 1.5-2 us per call in PyTorch 2.x); it deep-copies
+ *              and pickles as the callable it wraps, so a copy of the model
+ *              is exactly what it would be without TraceML.
  *   TimedIter  the manual-mode `wrap_dataloader_fetch()`: an iterator whose
  *              fetches are timed as INPUT.
  *   the step context returned by trace_step(): one shared object whose
@@ -53,14 +54,15 @@ enum {
     KIND_INPUT = 1,   /* timed, recorded only when a value came back */
     KIND_H2D = 2,     /* self -> result: recorded when non-CUDA -> CUDA */
     KIND_H2D_COPY = 3,/* dst.copy_(src): recorded when src non-CUDA, dst CUDA */
-    KIND_PLAIN = 4    /* no marker: used to measure the glue itself */
+    KIND_PLAIN = 4,   /* no marker: used to measure the glue itself */
+    KIND_FORWARD = 5  /* a model's forward: then the memory probe */
 };
 
 static PyObject *str_is_cuda;       /* interned "is_cuda" */
 static PyObject *step_ctx;          /* the shared step context */
 static PyObject *h2d_ctx;           /* the shared H2D block context */
 static PyObject *installer;         /* Python callable(model), or NULL */
-static int hooks_enabled;           /* trace_step() installs forward hooks */
+static int hooks_enabled;           /* trace_step() wraps the model's forward */
 static PyObject *gpu_hook;          /* callable() -> True once the GPU clock is set up */
 static int gpu_hook_tries;
 static PyObject *mem_probe;         /* callable() -> 5 ints (tml_cuda_memory) or None */
@@ -176,6 +178,13 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         else
             tml_phase_cancel(TML_PHASE_H2D);
         return r;
+    case KIND_FORWARD:
+        tml_phase_begin(TML_PHASE_FORWARD);
+        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        tml_phase_end(TML_PHASE_FORWARD);
+        if (r != NULL)
+            probe_memory();     /* activations are alive: near the step's peak */
+        return r;
     default:
         return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
     }
@@ -196,7 +205,7 @@ phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "PhaseCall: fn must be callable");
         return NULL;
     }
-    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_PLAIN) {
+    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_FORWARD) {
         PyErr_SetString(PyExc_ValueError, "PhaseCall: phase or kind out of range");
         return NULL;
     }
@@ -303,12 +312,34 @@ phasecall_repr(PyObject *self)
     return PyUnicode_FromFormat("<traceml phase %d wrapper of %R>", pc->phase, pc->fn);
 }
 
+/* Pickling: a forward wrapper pickles as the callable it wraps (the
+ * model's bound forward: getattr(model, "forward") when loaded), so a saved
+ * model loads without TraceML; the class-level patches as themselves. */
 static PyObject *
-phasecall_reduce(PyObject *self, PyObject *unused)
+phasecall_reduce_ex(PyObject *self, PyObject *protocol)
 {
     phasecall *pc = (phasecall *)self;
-    (void)unused;
+    if (pc->kind == KIND_FORWARD)
+        return PyObject_CallMethod(pc->fn, "__reduce_ex__", "O", protocol);
     return Py_BuildValue("(O(Oii))", (PyObject *)Py_TYPE(self), pc->fn, pc->phase, pc->kind);
+}
+
+/* copy.deepcopy(model): the copy gets a deep copy of the wrapped callable
+ * (the bound forward of the copy), untimed, as without TraceML. */
+static PyObject *
+phasecall_deepcopy(PyObject *self, PyObject *memo)
+{
+    phasecall *pc = (phasecall *)self;
+    PyObject *copy = PyImport_ImportModule("copy"), *fn, *r;
+    if (copy == NULL)
+        return NULL;
+    fn = PyObject_CallMethod(copy, "deepcopy", "OO", pc->fn, memo);
+    Py_DECREF(copy);
+    if (fn == NULL || pc->kind == KIND_FORWARD)
+        return fn;
+    r = PyObject_CallFunction((PyObject *)Py_TYPE(self), "Oii", fn, pc->phase, pc->kind);
+    Py_DECREF(fn);
+    return r;
 }
 
 static PyMemberDef phasecall_members[] = {
@@ -328,7 +359,8 @@ static PyGetSetDef phasecall_getset[] = {
 };
 
 static PyMethodDef phasecall_methods[] = {
-    {"__reduce__", phasecall_reduce, METH_NOARGS, NULL},
+    {"__reduce_ex__", phasecall_reduce_ex, METH_O, NULL},
+    {"__deepcopy__", phasecall_deepcopy, METH_O, NULL},
     {NULL, NULL, 0, NULL}
 };
 
@@ -354,129 +386,6 @@ static PyTypeObject phasecall_type = {
     .tp_methods = phasecall_methods,
     .tp_dictoffset = offsetof(phasecall, dict),
     .tp_weaklistoffset = offsetof(phasecall, weaklist),
-};
-
-/* ------------------------------------------------------------------ */
-/* FwdHook                                                             */
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *target;   /* weakref to the model, or NULL (inert) */
-    int post;           /* 0: pre-hook (begin), 1: post-hook (end) */
-} fwdhook;
-
-static PyTypeObject fwdhook_type;
-
-static PyObject *
-fwdhook_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
-                   PyObject *kwnames)
-{
-    fwdhook *h = (fwdhook *)self;
-    (void)kwnames;
-
-    if (h->target != NULL && PyVectorcall_NARGS(nargsf) >= 1
-        && PyWeakref_GET_OBJECT(h->target) == args[0]) {
-        if (h->post) {
-            tml_phase_end(TML_PHASE_FORWARD);
-            probe_memory();     /* activations are alive: near the step's peak */
-        } else {
-            tml_phase_begin(TML_PHASE_FORWARD);
-        }
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-fwdhook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"model", "post", NULL};
-    PyObject *model;
-    int post;
-    fwdhook *h;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Op:FwdHook", kwlist, &model, &post))
-        return NULL;
-    h = (fwdhook *)type->tp_alloc(type, 0);
-    if (h == NULL)
-        return NULL;
-    h->post = post;
-    h->vectorcall = fwdhook_vectorcall;
-    if (model != Py_None) {
-        h->target = PyWeakref_NewRef(model, NULL);
-        if (h->target == NULL) {
-            Py_DECREF(h);
-            return NULL;
-        }
-    }
-    return (PyObject *)h;
-}
-
-static void
-fwdhook_dealloc(fwdhook *h)
-{
-    Py_CLEAR(h->target);
-    Py_TYPE(h)->tp_free((PyObject *)h);
-}
-
-static PyObject *
-fwdhook_self(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    Py_INCREF(self);
-    return self;
-}
-
-/* A pickled model keeps an inert hook: loading it needs traceml_ai but
- * never times anything. */
-static PyObject *
-fwdhook_reduce(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return Py_BuildValue("(O(Oi))", (PyObject *)Py_TYPE(self), Py_None,
-                         ((fwdhook *)self)->post);
-}
-
-static PyObject *
-fwdhook_get_model(PyObject *self, void *unused)
-{
-    fwdhook *h = (fwdhook *)self;
-    PyObject *m = h->target != NULL ? PyWeakref_GET_OBJECT(h->target) : Py_None;
-    (void)unused;
-    Py_INCREF(m);
-    return m;
-}
-
-static PyMethodDef fwdhook_methods[] = {
-    {"__copy__", fwdhook_self, METH_NOARGS, NULL},
-    {"__deepcopy__", fwdhook_self, METH_O, NULL},
-    {"__reduce__", fwdhook_reduce, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL}
-};
-
-static PyMemberDef fwdhook_members[] = {
-    {"post", T_INT, offsetof(fwdhook, post), READONLY, "1 for the post-hook"},
-    {NULL, 0, 0, 0, NULL}
-};
-
-static PyGetSetDef fwdhook_getset[] = {
-    {"model", fwdhook_get_model, NULL, "the model this hook times, or None", NULL},
-    {NULL, NULL, NULL, NULL, NULL}
-};
-
-static PyTypeObject fwdhook_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "traceml_ai._traceml.FwdHook",
-    .tp_basicsize = sizeof(fwdhook),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "FwdHook(model, post): forward pre/post hook timing FORWARD for model.",
-    .tp_new = fwdhook_new,
-    .tp_dealloc = (destructor)fwdhook_dealloc,
-    .tp_vectorcall_offset = offsetof(fwdhook, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_methods = fwdhook_methods,
-    .tp_members = fwdhook_members,
-    .tp_getset = fwdhook_getset,
 };
 
 /* ------------------------------------------------------------------ */
@@ -1135,8 +1044,8 @@ static PyMethodDef mod_methods[] = {
     {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,
      "trace_step(model=None) -> context manager of one training step.\n\n"
      "The first time it sees a model (a plain module, a DDP/FSDP wrapper or\n"
-     "the module inside one) in auto or selective mode it installs forward\n"
-     "hooks on it. An exception inside the bracket propagates unchanged (the\n"
+     "the module inside one) in auto or selective mode it wraps its forward\n"
+     "(on that instance). An exception inside the bracket propagates unchanged (the\n"
      "step is recorded as aborted)."},
     {"h2d_block", mod_h2d_block, METH_NOARGS,
      "context manager timing its block as host-to-device copies"},
@@ -1165,8 +1074,8 @@ PyInit__traceml(void)
 {
     PyObject *m = NULL;
 
-    if (PyType_Ready(&phasecall_type) < 0 || PyType_Ready(&fwdhook_type) < 0
-        || PyType_Ready(&timediter_type) < 0 || PyType_Ready(&ctx_type) < 0)
+    if (PyType_Ready(&phasecall_type) < 0 || PyType_Ready(&timediter_type) < 0
+        || PyType_Ready(&ctx_type) < 0)
         return NULL;
     str_is_cuda = PyUnicode_InternFromString("is_cuda");
     if (str_is_cuda == NULL)
@@ -1179,7 +1088,6 @@ PyInit__traceml(void)
     if (m == NULL)
         goto fail;
     if (PyModule_AddObjectRef(m, "PhaseCall", (PyObject *)&phasecall_type) < 0
-        || PyModule_AddObjectRef(m, "FwdHook", (PyObject *)&fwdhook_type) < 0
         || PyModule_AddObjectRef(m, "TimedIter", (PyObject *)&timediter_type) < 0
         || PyModule_AddObjectRef(m, "StepContext", (PyObject *)&ctx_type) < 0
         || PyModule_AddIntConstant(m, "INPUT", TML_PHASE_INPUT) < 0
@@ -1193,6 +1101,7 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "KIND_H2D", KIND_H2D) < 0
         || PyModule_AddIntConstant(m, "KIND_H2D_COPY", KIND_H2D_COPY) < 0
         || PyModule_AddIntConstant(m, "KIND_PLAIN", KIND_PLAIN) < 0
+        || PyModule_AddIntConstant(m, "KIND_FORWARD", KIND_FORWARD) < 0
         || PyModule_AddIntConstant(m, "EDISABLED", TML_EDISABLED) < 0
         || PyModule_AddIntConstant(m, "ECONFIG", TML_ECONFIG) < 0
         || PyModule_AddStringConstant(m, "VERSION", TML_VERSION_STRING) < 0)

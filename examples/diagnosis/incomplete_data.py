@@ -1,6 +1,6 @@
-"""INCOMPLETE DATA: the loop calls model.forward(x) directly, which bypasses
-nn.Module.__call__ and so every forward hook. Expected: INCOMPLETE DATA
-naming Forward (call model(x) instead)."""
+"""INCOMPLETE DATA: the loop brackets its steps with trace_step() but does
+not say which model it trains, so nothing times the forward. Expected:
+INCOMPLETE DATA naming Forward (pass the model: trace_step(model))."""
 import torch
 from torch import nn
 
@@ -16,8 +16,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     for x, y in loader:
-        with traceml.trace_step(model):
-            loss = loss_fn(model.forward(x), y)     # the mistake
+        with traceml.trace_step():                  # the mistake: no model
+            loss = loss_fn(model(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()

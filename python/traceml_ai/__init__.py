@@ -154,16 +154,26 @@ def _report_loader_settings(iter_cls):
 
 
 def _install_forward(model):
-    """Called by the C trace_step() the first time it sees `model`."""
+    """Called by the C trace_step() the first time it sees `model`: the
+    model's own forward (its instance attribute, or the class's bound to
+    it) is wrapped in this instance's __dict__, so nn.Module.__call__ keeps
+    its fast path; copies and pickles of the model carry the plain forward
+    (python/_traceml.c, KIND_FORWARD)."""
     _sync_identity()
     try:
-        pre = getattr(model, "_forward_pre_hooks", None)
-        if pre is not None:
-            for h in list(pre.values()):
-                if isinstance(h, _c.FwdHook) and h.model is model:
-                    return
-        model.register_forward_pre_hook(_c.FwdHook(model, False))
-        model.register_forward_hook(_c.FwdHook(model, True))
+        own = vars(model)
+        cur = own.get("forward")
+        if isinstance(cur, _c.PhaseCall) and cur.kind == _c.KIND_FORWARD:
+            return
+        wrapped = _c.PhaseCall(cur if cur is not None else model.forward, _c.FORWARD,
+                               _c.KIND_FORWARD)
+        own["forward"] = wrapped
+        if model.forward is not wrapped:     # a class-level property wins
+            if cur is None:
+                del own["forward"]
+            else:
+                own["forward"] = cur
+            raise TypeError("its class defines forward as a property")
     except Exception as e:
         _warn("cannot time the forward of %s (%s); call traceml.wrap_forward() "
               "on an nn.Module" % (type(model).__name__, e))
@@ -253,41 +263,26 @@ def _gpu_setup(torch):
 # --------------------------------------------------------------------------
 # Overhead calibration: what one call through this glue costs.
 
-def _calibrate(torch=None, n=2000, repeats=5):
-    """Glue cost per marker, in ns. Two kinds of glue carry the markers of a
-    step: C wrappers and contexts (input, step, backward, optimizer: about
-    ten markers, one forwarding call per two) and the forward hooks (two
-    markers, but they move nn.Module.__call__ off its no-hook fast path).
-    Both are measured with inert stand-ins that record nothing."""
+def _calibrate(n=2000, repeats=5):
+    """Glue cost per marker, in ns: every marker of a step comes from a C
+    wrapper or context (fetch, step, forward, backward, optimizer; one
+    forwarding call per two markers), measured on an inert stand-in that
+    records nothing."""
     now = _c.now_ns
     raw = _c._noop
     wrapped = _c.PhaseCall(raw, 0, _c.KIND_PLAIN)
     rng = range(n)
 
-    def loop(fn, *args):
+    def loop(fn):
         t0 = now()
         for _ in rng:
-            fn(*args)
+            fn()
         return now() - t0
 
     t_raw = min(loop(raw) for _ in range(repeats))
     t_wrapped = min(loop(wrapped) for _ in range(repeats))
     per_wrap = max(0.0, (t_wrapped - t_raw) / float(n) / 2.0)
-    per_wrap = max(per_wrap, t_raw / float(n))      # at least one C call per marker
-    if torch is None:
-        return int(per_wrap)
-    m = torch.nn.Identity()
-    x = torch.zeros(1)
-    t_plain = min(loop(m, x) for _ in range(repeats))
-    hp = m.register_forward_pre_hook(_c.FwdHook(None, False))
-    hf = m.register_forward_hook(_c.FwdHook(None, True))
-    try:
-        t_hooked = min(loop(m, x) for _ in range(repeats))
-    finally:
-        hp.remove()
-        hf.remove()
-    per_hook = max(0.0, (t_hooked - t_plain) / float(n) / 2.0)
-    return int((10.0 * per_wrap + 2.0 * per_hook) / 12.0)
+    return int(max(per_wrap, t_raw / float(n)))     # at least one C call per marker
 
 
 # --------------------------------------------------------------------------
@@ -391,7 +386,7 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
             _warn("could not install the automatic instrumentation (%s); "
                   "use the wrap_* helpers" % (e,))
     try:
-        _c.set_call_cost_ns(_calibrate(torch if forward else None))
+        _c.set_call_cost_ns(_calibrate())
     except Exception as e:
         _warn("overhead calibration failed (%s)" % (e,))
     try:
@@ -443,7 +438,7 @@ def wrap_dataloader_fetch(loader_or_iter):
 
 
 def wrap_forward(model):
-    """Installs the forward hooks on `model` (an nn.Module); returns it."""
+    """Times `model`'s forward (an nn.Module; see _install_forward); returns it."""
     if _active:
         _install_forward(model)
     return model

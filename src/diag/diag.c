@@ -364,7 +364,7 @@ static const char *missing_hint(int phase)
     case TML_PHASE_H2D:
         return "move batches with .to(device)/.cuda() or wrap them with traceml.wrap_h2d()";
     case TML_PHASE_FORWARD:
-        return "call the model (model(x)), not model.forward(x), so its forward is traced";
+        return "pass the model to trace_step(model) or traceml.wrap_forward(model), so its forward is traced";
     case TML_PHASE_BACKWARD:
         return "call loss.backward() inside trace_step or wrap the loss with traceml.wrap_backward()";
     default:

@@ -379,8 +379,8 @@ static void test_incomplete_data_names_phases(void)
     CHECK_STR(d.primary.label, "INCOMPLETE DATA");
     CHECK_EQ_INT(d.primary.missing, TML_PHASE_BIT(TML_PHASE_FORWARD));
     CHECK(strstr(d.primary.why, "Forward was never observed") != NULL);
-    CHECK(strstr(d.primary.next, "model(x)") != NULL);
-    CHECK(strstr(d.primary.next, "model.forward(x)") != NULL);
+    CHECK(strstr(d.primary.next, "wrap_forward(model)") != NULL);
+    CHECK(strstr(d.primary.next, "trace_step(model)") != NULL);
 
     s = split(5, 0, 5, 90);
     s.input = NAN;
