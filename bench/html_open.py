@@ -1,7 +1,7 @@
 """How long the HTML report takes to open in a browser (headless Chromium).
 
     ./build/bench/html_report /tmp/hb            # writes report_<steps>x<ranks>.html
-    /usr/bin/python3 bench/html_open.py /tmp/hb/*.html [--repeats 3]
+    .venv/bin/python bench/html_open.py /tmp/hb/*.html [--repeats 3]
 
 For each page: Chromium loads it from disk (no network) and the page's own
 script records performance.now() when it has drawn everything (the

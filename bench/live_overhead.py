@@ -1,6 +1,6 @@
 """Per-step cost of the live views, against summary mode.
 
-    OMP_NUM_THREADS=1 /usr/bin/python3 bench/live_overhead.py [--repeats 5] [--steps 4000]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/live_overhead.py [--repeats 5] [--steps 4000]
 
 The same ~1 ms CPU training step (tiny MLP, DataLoader, SGD, auto mode) runs
 under `traceml run` in three ways, interleaved and repeated, each in a fresh
@@ -33,8 +33,8 @@ import time
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("TRACEML_BUILD", os.path.join(REPO, "build"))
-TRACEML = os.path.join(BUILD, "bin", "traceml")
+VENV = os.environ.get("TRACEML_VENV", os.path.join(REPO, ".venv"))
+TRACEML = os.environ.get("TRACEML_BIN", os.path.join(VENV, "bin", "traceml"))
 
 
 def worker(args):

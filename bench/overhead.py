@@ -1,22 +1,36 @@
-"""In-process cost of TraceML's auto mode on a ~1 ms CPU training step.
+"""What TraceML's auto mode costs per training step, on torch 2.x.
 
-    /usr/bin/python3 bench/overhead.py [--repeats 5] [--steps 2000] [--json OUT]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/overhead.py [--repeats 10] [--json OUT]
 
-Runs the same tiny training loop (DataLoader fetch, forward, backward,
-optimizer step, all instrumented by auto mode) three ways, interleaved and
-repeated, each in a fresh process started by the built launcher:
+Two workloads, the same loop (DataLoader fetch, forward, backward,
+optimizer step, all instrumented by auto mode):
 
-  baseline   `traceml run --disable-traceml`  (same launch, no instrumentation)
-  traceml    `traceml run`                     (auto mode)
-  profiler   `traceml run --disable-traceml` with the loop under torch.profiler
+  probe   nn.Linear(4, 4), batch 1: a near-empty step (~0.2 ms), so that
+          TraceML's cost is as large a share as it can be
+  10ms    an MLP sized for ~10 ms per step on one core
 
-Each worker times its own loop (perf_counter_ns around every iteration,
-after a warm-up) and reports the median and mean microseconds per step.
-The table shows, per variant, the median over repeats and the added cost
-against the baseline as the median of the paired per-repeat differences.
-OMP_NUM_THREADS=1 so that the two cores of a small machine do not fight.
+Two pairings:
+
+  in-process   one process, TraceML initialised, blocks of steps (2000 of
+               the probe, 100 of the 10 ms step) with
+               the instrumentation switched on and off in turn (the patched
+               attributes, the optimizer hooks and the model's forward
+               wrapper put in and taken out; trace_step or a no-op). Each
+               on-block is paired with the mean of the off-blocks around
+               it. This is the most precise figure: no process-to-process
+               noise (memory layout, CPU frequency), and drift cancels.
+  process      `traceml run` against `traceml run --disable-traceml` (same
+               launch, no instrumentation), alternating fresh processes;
+               per process the best block mean; pairs of adjacent
+               runs. An A/A pairing (disabled against disabled) shows the
+               noise floor of this pairing on the machine.
+
+Reported per pairing: the median and the 90th percentile of the paired
+differences (µs/step), and the ratio of the medians. Targets (issue
+"Install and run like a PyTorch user"): median <= 5 us, p90 <= 10 us.
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -26,131 +40,139 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("TRACEML_BUILD", os.path.join(REPO, "build"))
-TRACEML = os.path.join(BUILD, "bin", "traceml")
+VENV = os.environ.get("TRACEML_VENV", os.path.join(REPO, ".venv"))
+TRACEML = os.environ.get("TRACEML_BIN", os.path.join(VENV, "bin", "traceml"))
+BLOCKS = {"probe": 2000, "10ms": 100}   # steps per block: ~0.5-1 s
+
+WORKLOADS = {   # name: (batch, dim, width, hidden layers)
+    "probe": (1, 4, 4, 0),
+    "10ms": (128, 512, 512, 2),
+}
+
+
+def build(name, blocks):
+    import torch
+    from torch import nn
+    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    batch, dim, width, layers = WORKLOADS[name]
+    steps = BLOCKS[name]
+    n = steps * batch
+    ds = TensorDataset(torch.randn(n, dim), torch.randint(0, 4, (n,)))
+    loader = DataLoader(ds, sampler=BatchSampler(SequentialSampler(ds), batch, False),
+                        batch_size=None)
+    mods = [nn.Linear(dim, width)]
+    for _ in range(layers):
+        mods += [nn.ReLU(), nn.Linear(width, width)]
+    model = nn.Sequential(*mods, nn.ReLU(), nn.Linear(width, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def block(step_ctx):
+        t0 = time.perf_counter_ns()
+        for xb, yb in loader:
+            with step_ctx(model):
+                loss = loss_fn(model(xb), yb)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        return (time.perf_counter_ns() - t0) / steps / 1000.0
+    return model, block
 
 
 def worker(args):
-    import torch
-    from torch import nn
-    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
+    """One process of the process pairing: best block mean, µs/step."""
     import traceml_ai as traceml
-
-    torch.set_num_threads(1)
     traceml.init(mode="auto")
-    torch.manual_seed(0)
-    batch, dim = 32, 64
-    total = args.steps + args.warmup
-    x = torch.randn(total * batch, dim)
-    y = torch.randint(0, 10, (total * batch,))
-    ds = TensorDataset(x, y)
-    loader = DataLoader(ds, sampler=BatchSampler(SequentialSampler(ds), batch, False),
-                        batch_size=None)
-    model = nn.Sequential(nn.Linear(dim, args.width), nn.ReLU(),
-                          nn.Linear(args.width, args.width), nn.ReLU(),
-                          nn.Linear(args.width, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def loop(times):
-        t_prev = time.perf_counter_ns()
-        for xb, yb in loader:
-            with traceml.trace_step(model):
-                loss = loss_fn(model(xb), yb)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            t = time.perf_counter_ns()
-            times.append(t - t_prev)
-            t_prev = t
-
-    times = []
-    if args.profiler:
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            loop(times)
-        del prof
-    else:
-        loop(times)
-    t = sorted(times[args.warmup:])
-    out = {"median_us": statistics.median(t) / 1000.0,
-           "p10_us": t[len(t) // 10] / 1000.0,
-           "mean_us": sum(t) / len(t) / 1000.0, "steps": len(t)}
-    print("BENCH " + json.dumps(out), flush=True)
+    _, block = build(args.workload, args.blocks)
+    for _ in range(2):
+        block(traceml.trace_step)                      # warm-up
+    best = min(block(traceml.trace_step) for _ in range(args.blocks))
+    print("BENCH " + json.dumps({"us": best}), flush=True)
 
 
 def inproc(args):
-    """The glue alone, A/B in one process: the same loop of near-empty steps
-    (nn.Linear(4, 4), batch 1) before and after traceml.init(mode="auto").
-    Before init every TraceML call returns at once, so the difference is what
-    the instrumentation adds per step. Best (lowest) block mean of each side,
-    which a busy machine disturbs much less than a whole-run median."""
+    """The in-process pairing: instrumentation toggled between blocks."""
     import torch
-    from torch import nn
-    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
     import traceml_ai as traceml
+    from torch.optim import optimizer as opt_mod
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    block, blocks = 2000, 7
-    ds = TensorDataset(torch.randn(block, 4), torch.randn(block, 4))
-    loader = DataLoader(ds, sampler=BatchSampler(SequentialSampler(ds), 1, False),
-                        batch_size=None)
-    model = nn.Linear(4, 4)
-    opt = torch.optim.SGD(model.parameters(), lr=0.001)
-
-    def run():
-        best = None
-        for _ in range(blocks):
-            t0 = time.perf_counter_ns()
-            for xb, yb in loader:
-                with traceml.trace_step(model):
-                    loss = ((model(xb) - yb) ** 2).sum()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-            per = (time.perf_counter_ns() - t0) / block / 1000.0
-            best = per if best is None else min(best, per)
-        return best
-
-    base = run()
     traceml.init(mode="auto")
-    with_tml = run()
-    print("BENCH " + json.dumps({"baseline_us": base, "traceml_us": with_tml,
-                                 "added_us": with_tml - base}), flush=True)
+    model, block = build(args.workload, args.blocks)
+    block(traceml.trace_step)                          # installs the forward wrapper
+    patches = [(owner, name, getattr(owner, name), orig)
+               for owner, name, orig in traceml._patched]
+    hooks = (dict(opt_mod._global_optimizer_pre_hooks),
+             dict(opt_mod._global_optimizer_post_hooks))
+    wrapper = vars(model)["forward"]
+    null = contextlib.nullcontext()
+
+    def switch(on):
+        for owner, name, ours, orig in patches:
+            setattr(owner, name, ours if on else orig)
+        for live, saved in zip((opt_mod._global_optimizer_pre_hooks,
+                                opt_mod._global_optimizer_post_hooks), hooks):
+            live.clear()
+            if on:
+                live.update(saved)
+        if on:
+            vars(model)["forward"] = wrapper
+        else:
+            vars(model).pop("forward", None)
+        return traceml.trace_step if on else (lambda m: null)
+
+    for _ in range(2):
+        block(switch(False))
+        block(switch(True))
+    offs, ons = [], []
+    for _ in range(args.blocks):
+        offs.append(block(switch(False)))
+        ons.append(block(switch(True)))
+    offs.append(block(switch(False)))
+    diffs = [on - (offs[i] + offs[i + 1]) / 2.0 for i, on in enumerate(ons)]
+    print("BENCH " + json.dumps({"off": offs, "on": ons, "diffs": diffs}), flush=True)
+    del torch
 
 
-def run_variant(variant, args, logs):
+def launch(args, workload, disabled, inproc_mode=False, logs=None):
     cmd = [TRACEML, "run", "--logs-dir", logs, "--run-name",
-           "bench_%s_%d_%d" % (variant, os.getpid(), time.monotonic_ns())]
-    if variant in ("baseline", "profiler"):
+           "bench_%d_%d" % (os.getpid(), time.monotonic_ns())]
+    if disabled:
         cmd.append("--disable-traceml")
-    if variant == "inproc":
-        cmd += [os.path.abspath(__file__), "--inproc"]
-    else:
-        cmd += [os.path.abspath(__file__), "--worker", "--steps", str(args.steps),
-                "--warmup", str(args.warmup), "--width", str(args.width)]
-    if variant == "profiler":
-        cmd.append("--profiler")
+    cmd += [os.path.abspath(__file__), "--inproc" if inproc_mode else "--worker",
+            "--workload", workload, "--blocks", str(args.blocks)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     for line in p.stdout.splitlines():
         if line.startswith("BENCH "):
             return json.loads(line[6:])
-    raise RuntimeError("%s run failed (rc %s):\n%s\n%s" % (variant, p.returncode,
-                                                          p.stdout[-2000:], p.stderr[-2000:]))
+    raise RuntimeError("run failed (rc %s):\n%s\n%s" % (p.returncode, p.stdout[-2000:],
+                                                       p.stderr[-2000:]))
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def row(label, base, diffs):
+    med = statistics.median(diffs)
+    return {"pairing": label, "baseline_us": base, "n": len(diffs), "median_us": med,
+            "p90_us": pct(diffs, 0.9), "ratio": (base + med) / base}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--profiler", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--inproc", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="probe")
+    ap.add_argument("--blocks", type=int, default=5, help="timed blocks per process [5]")
+    ap.add_argument("--repeats", type=int, default=10, help="process pairs per workload [10]")
+    ap.add_argument("--inproc-blocks", type=int, default=30,
+                    help="on/off block pairs in the in-process pairing [40]")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     if args.worker:
@@ -158,66 +180,44 @@ def main():
     if args.inproc:
         return inproc(args)
     if not os.access(TRACEML, os.X_OK):
-        sys.exit("bench/overhead.py: %s is not built (run make)" % TRACEML)
+        sys.exit("bench/overhead.py: %s is missing (run scripts/venv)" % TRACEML)
 
-    variants = ["baseline", "traceml", "profiler"]
-    res = {v: [] for v in variants}
-    p10 = {v: [] for v in variants}
-    with tempfile.TemporaryDirectory(prefix="traceml-bench-") as logs:
-        for r in range(args.repeats):
-            order = variants if r % 2 == 0 else variants[::-1]
-            for v in order:
-                out = run_variant(v, args, logs)
-                res[v].append(out["median_us"])
-                p10[v].append(out["p10_us"])
-            print("repeat %d/%d: %s" % (r + 1, args.repeats, "  ".join(
-                "%s %.1f us" % (v, res[v][-1]) for v in variants)), file=sys.stderr, flush=True)
-
-        inproc_runs = []
-        for r in range(args.repeats):
-            inproc_runs.append(run_variant("inproc", args, logs))
-            print("in-process A/B %d/%d: added %.1f us/step" % (
-                r + 1, args.repeats, inproc_runs[-1]["added_us"]), file=sys.stderr, flush=True)
-
-    base = statistics.median(res["baseline"])
-    base10 = statistics.median(p10["baseline"])
     rows = []
-    for v in variants:
-        med = statistics.median(res[v])
-        added = statistics.median(a - b for a, b in zip(res[v], res["baseline"]))
-        m10 = statistics.median(p10[v])
-        added10 = statistics.median(a - b for a, b in zip(p10[v], p10["baseline"]))
-        rows.append((v, med, added, med / base, m10, added10, m10 / base10))
+    with tempfile.TemporaryDirectory(prefix="traceml-bench-") as logs:
+        for w in ("probe", "10ms"):
+            sub = argparse.Namespace(**vars(args))
+            sub.blocks = args.inproc_blocks
+            r = launch(sub, w, False, inproc_mode=True, logs=logs)
+            rows.append(dict(row("in-process on/off", statistics.median(r["off"]), r["diffs"]),
+                             workload=w))
+            print("%s in-process: %s" % (w, rows[-1]), file=sys.stderr, flush=True)
+            base, tml, aa = [], [], []
+            for i in range(args.repeats):
+                trio = [("b", True), ("t", False), ("a", True)]
+                for kind, disabled in (trio if i % 2 == 0 else trio[::-1]):
+                    us = launch(args, w, disabled, logs=logs)["us"]
+                    {"b": base, "t": tml, "a": aa}[kind].append(us)
+                print("%s pair %d/%d: disabled %.1f, traceml %.1f, disabled again %.1f" % (
+                    w, i + 1, args.repeats, base[-1], tml[-1], aa[-1]), file=sys.stderr, flush=True)
+            b = statistics.median(base)
+            rows.append(dict(row("process: traceml - disabled", b,
+                                 [t - x for t, x in zip(tml, base)]), workload=w))
+            rows.append(dict(row("process: A/A noise floor", b,
+                                 [a - x for a, x in zip(aa, base)]), workload=w))
+
     print()
-    print("TraceML overhead: %d repeats x %d steps, tiny MLP (width %d), OMP_NUM_THREADS=1"
-          % (args.repeats, args.steps, args.width))
-    print("median over repeats of each run's per-step median (and of its 10th percentile);")
-    print("added = median of the paired per-repeat differences against the baseline")
-    print("%-10s %12s %12s %8s | %12s %12s %8s" % (
-        "variant", "us/step med", "added us", "ratio", "us/step p10", "added us", "ratio"))
-    for v, med, added, ratio, m10, added10, ratio10 in rows:
-        if v == "baseline":
-            added = added10 = 0.0
-        print("%-10s %12.1f %12.1f %8.3f | %12.1f %12.1f %8.3f" % (
-            v, med, added, ratio, m10, added10, ratio10))
-    ib = statistics.median(x["baseline_us"] for x in inproc_runs)
-    it = statistics.median(x["traceml_us"] for x in inproc_runs)
-    ia = statistics.median(x["added_us"] for x in inproc_runs)
-    print()
-    print("Glue alone, in-process A/B (near-empty step, best block of 2000, median of %d runs)"
-          % args.repeats)
-    print("%-10s %14.1f %16.1f %8.3f" % ("no-op", ib, 0.0, 1.0))
-    print("%-10s %14.1f %16.1f %8.3f" % ("traceml", it, ia, it / ib))
-    result = {"inproc": inproc_runs, "inproc_added_us_median": ia,
-              "repeats": args.repeats, "steps": args.steps, "width": args.width,
-              "us_per_step": res, "p10_us_per_step": p10,
-              "summary": {r[0]: {"median_us": r[1], "added_us": r[2], "ratio": r[3],
-                                 "p10_us": r[4], "added_p10_us": r[5], "ratio_p10": r[6]}
-                          for r in rows}}
+    print("TraceML auto mode, µs added per step (OMP_NUM_THREADS=1; steps per block: %s)"
+          % ", ".join("%s %d" % kv for kv in sorted(BLOCKS.items())))
+    print("%-8s %-30s %10s %4s %10s %10s %7s" % ("workload", "pairing", "base us", "n",
+                                                "median", "p90", "ratio"))
+    for r in rows:
+        print("%-8s %-30s %10.1f %4d %+10.2f %+10.2f %7.4f" % (
+            r["workload"], r["pairing"], r["baseline_us"], r["n"], r["median_us"], r["p90_us"],
+            r["ratio"]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-    print("BENCH_RESULT " + json.dumps(result["summary"]))
+            json.dump(rows, f, indent=2)
+    print("BENCH_RESULT " + json.dumps(rows))
 
 
 if __name__ == "__main__":

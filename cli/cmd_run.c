@@ -307,7 +307,7 @@ static void env_set(envb *e, const char *key, const char *val)
 static const char *const owned_vars[] = {
     "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
     "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "TRACEML_NNODES",
-    "TRACEML_ENV_PYTHON", NULL,
+    "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", NULL,
 };
 
 static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,

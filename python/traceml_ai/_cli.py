@@ -5,15 +5,38 @@ under that environment's own interpreter and calls main(): it replaces
 itself with the C binary shipped in this package (bin/traceml), passing
 sys.executable on, so that `traceml run train.py` trains with the Python
 (and the torch) of the environment TraceML was installed in
-(cli/python.c). Nothing else happens in Python.
+(cli/python.c). For `run` it also says what this interpreter can import,
+in the words of cli/python.c's probe, which then need not start it once
+more (~15 ms). Nothing else happens in Python.
 """
 import os
 import sys
 
 
+def _probe():
+    """"torch VERSION|- traceml_ai 1", as cli/python.c's probe prints it."""
+    from importlib.util import find_spec
+    spec = find_spec("torch")
+    version = "-"
+    for d in (spec.submodule_search_locations or ()) if spec else ():
+        try:
+            with open(os.path.join(d, "version.py")) as f:
+                version = next((l.split("=", 1)[1].strip().strip("'\"") for l in f
+                                if l.startswith("__version__")), "?") or "?"
+            break
+        except OSError:
+            version = "?"
+    return "torch %s traceml_ai 1" % version
+
+
 def main():
     exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "traceml")
     os.environ["TRACEML_ENV_PYTHON"] = sys.executable
+    if len(sys.argv) > 1 and sys.argv[1] == "run":
+        try:
+            os.environ["TRACEML_ENV_PYTHON_PROBE"] = _probe()
+        except Exception:
+            pass        # the binary probes the interpreter itself
     try:
         os.execv(exe, ["traceml"] + sys.argv[1:])
     except OSError as e:
