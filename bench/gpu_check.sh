@@ -5,7 +5,9 @@
 #
 #   bench/gpu_check.sh [OUT_DIR]          # default: gpu_check_out/
 #
-# 1. builds the project (make -j);
+# 1. builds the project (make -j) and installs it into the environment of
+#    $TRACEML_PYTHON (default python3, which must have a CUDA torch):
+#    pip install . there, then `python -m traceml_ai run ...`;
 # 2. runs bench/gpu_check_train.py through `traceml run` twice, input-bound
 #    (a DataLoader that sleeps) and H2D-bound (big pageable host batches),
 #    with the script timing every phase itself with torch.cuda.Event;
@@ -26,7 +28,8 @@ fail=0
 
 echo "== build" | tee "$OUT/build.log"
 make -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { echo "build failed (see $OUT/build.log)"; exit 1; }
-TRACEML=build/bin/traceml
+"$PY" -m pip install -q --no-deps --force-reinstall . >>"$OUT/build.log" 2>&1 ||
+    { echo "pip install failed (see $OUT/build.log)"; exit 1; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv >"$OUT/gpu.csv" 2>&1
 "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))' \
@@ -45,7 +48,7 @@ run_variant() {   # name, extra args
     nvidia-smi --query-gpu=utilization.gpu,memory.used,temperature.gpu,power.draw \
         --format=csv,noheader,nounits -i 0 -l 1 >"$OUT/$name.smi.csv" 2>/dev/null &
     local smi=$!
-    "$TRACEML" run --logs-dir "$OUT/logs" --run-name "$name" --interval 1 \
+    "$PY" -m traceml_ai run --logs-dir "$OUT/logs" --run-name "$name" --interval 1 \
         bench/gpu_check_train.py --out "$OUT/$name.events.json" "$@" >"$OUT/$name.stdout" 2>"$OUT/$name.stderr"
     local rc=$?
     kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
@@ -97,7 +100,7 @@ run_variant input_bound --steps 300 --loader-sleep-ms 20
 run_variant h2d_bound --steps 300 --batch-mb 256
 
 echo "== C API example on the real driver" >>"$REPORT"
-"$TRACEML" run --logs-dir "$OUT/logs" --run-name capi -- build/examples/gpu_train --steps 120 --h2d-ms 3 \
+"$PY" -m traceml_ai run --logs-dir "$OUT/logs" --run-name capi -- build/examples/gpu_train --steps 120 --h2d-ms 3 \
     >"$OUT/capi.stdout" 2>&1 || fail=1
 grep -E "Verdict|GPU Clock|CPU Clock" "$OUT/capi.stdout" | sed 's/^/    /' >>"$REPORT"
 

@@ -5,7 +5,7 @@ writes the JSON of every tests/golden case into a temporary folder; each
 must validate against the documented schema, and its "text" must be the
 golden box. Run from the repository root:
 
-    /usr/bin/python3 -m pytest tests/e2e/test_schema.py
+    .venv/bin/python -m pytest tests/e2e/test_schema.py
 """
 import copy
 import json
