@@ -54,7 +54,8 @@
 #include "wire/wire.h"
 
 #define MAX_RINGS 64
-#define SHIP_INTERVAL_NS 10000000L     /* 10 ms */
+#define SHIP_INTERVAL_NS 10000000L     /* 10 ms while steps stream in */
+#define SHIP_IDLE_NS 80000000L         /* up to 80 ms when they trickle */
 #define STATS_INTERVAL_NS 1000000000L  /* 1 s */
 #define RECONNECT_NS 1000000000L
 #define GPU_POOL_EVENTS 4096
@@ -702,8 +703,11 @@ static size_t gpu_waiting(void)
     return n;
 }
 
-static void drain_final(int final)
+/* One pass over every ring; returns the most events any ring held, which
+ * sets how long the shipper may sleep next (shipper_main). */
+static uint32_t drain_final(int final)
 {
+    uint32_t busiest = 0;
     tml_event ev[512];
     tml_step_record rec;
     int64_t rss = -2, now = tml_now_ns();
@@ -712,9 +716,10 @@ static void drain_final(int final)
         int st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st == SLOT_FREE)
             continue;
-        uint32_t n;
+        uint32_t n, popped = 0;
         while ((n = tml__ring_pop(&s->ring, ev, 512)) > 0) {
             E.saw_events = 1;
+            popped += n;
             for (uint32_t k = 0; k < n; k++) {
                 if (!tml__asm_feed(&s->as, &ev[k], &rec))
                     continue;
@@ -727,6 +732,8 @@ static void drain_final(int final)
                     add_record(&rec);
             }
         }
+        if (popped > busiest)
+            busiest = popped;
         gpu_flush(s, now, final);
         if (st == SLOT_RETIRED && s->plen)
             continue;          /* recycle once its steps are out */
@@ -740,11 +747,12 @@ static void drain_final(int final)
         }
     }
     deliver_batch();
+    return busiest;
 }
 
-static void drain(void)
+static uint32_t drain(void)
 {
-    drain_final(0);
+    return drain_final(0);
 }
 
 /* Forwards the sampler's samples (dropped and counted without a path). */
@@ -820,15 +828,23 @@ static void serve_summary(int final)
     pthread_mutex_unlock(&E.mu);
 }
 
+/* The shipper wakes every 10 ms while a ring fills quickly, and sleeps up
+ * to 80 ms (doubling) while steps trickle in: on a virtual machine each
+ * wake-up costs tens of µs of kernel time, ~1% of a core at 100 a second.
+ * The bound keeps every ring under a sixteenth full at the rate it saw,
+ * so an 8x faster loop still fits (TML_RING_CAP); requests (summary,
+ * shutdown) signal the condition and are served at once. */
 static void *shipper_main(void *arg)
 {
     (void)arg;
     int64_t next_stats = tml_now_ns() + STATS_INTERVAL_NS;
+    int64_t wait_ns = SHIP_INTERVAL_NS;
     pthread_mutex_lock(&E.mu);
     while (!E.stop) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += SHIP_INTERVAL_NS;
+        until.tv_sec += wait_ns / 1000000000L;
+        until.tv_nsec += wait_ns % 1000000000L;
         if (until.tv_nsec >= 1000000000L) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
@@ -840,7 +856,10 @@ static void *shipper_main(void *arg)
         int64_t now = tml_now_ns();
         try_connect(now);
         apply_loader();
-        drain();
+        if (drain() > TML_RING_CAP / 16)
+            wait_ns = SHIP_INTERVAL_NS;
+        else if ((wait_ns *= 2) > SHIP_IDLE_NS)
+            wait_ns = SHIP_IDLE_NS;
         deliver_samples();
         serve_summary(0);
         if (now >= next_stats) {
