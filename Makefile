@@ -11,7 +11,8 @@
 # Sources are found by folder, so a new .c file in src/<part>/ or cli/ is
 # built without touching this file.
 
-PYTHON  ?= python3   # the extension is built for this interpreter
+# the Python extension is built for this interpreter (setup.py passes its own)
+PYTHON  ?= python3
 PREFIX  ?= /usr/local
 CC      ?= cc
 
@@ -127,7 +128,7 @@ $(PYDIR)/%.py: python/traceml_ai/%.py
 check: all
 	tests/run
 
-install: $(PACKAGE) $(B)/lib/libtraceml.a
+install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml $(DESTDIR)$(PREFIX)/lib
 	install -m 755 $(B)/bin/traceml $(DESTDIR)$(PREFIX)/bin/traceml
 	install -m 644 include/traceml/traceml.h $(DESTDIR)$(PREFIX)/include/traceml/

@@ -138,6 +138,7 @@ static struct engine {
     size_t nbatch;
     tml_strbuf out;
 
+    int64_t rss_prev, rss_prev_ns; /* shipper: the last pass's RSS reading, -1 none */
     int64_t pair_cost_ns;         /* one begin/end pair through the API */
     _Atomic int64_t call_cost_ns; /* the caller's glue, per call */
     int64_t start_unix_ms;
@@ -703,6 +704,23 @@ static size_t gpu_waiting(void)
     return n;
 }
 
+/* A step's RSS at its end, from the shipper's readings (one a pass, never
+ * on the hot path): interpolated between the last pass's and this one's.
+ * A drop is never dated back: the steps before it keep the earlier
+ * reading, so the memory a script frees as it ends (after its last step,
+ * before the last pass) is not charged to its last steps. */
+static int64_t rss_at(int64_t end_ns, int64_t rss, int64_t rss_ns)
+{
+    if (E.rss_prev < 0 || rss < 0 || rss_ns <= E.rss_prev_ns)
+        return rss;
+    if (rss < E.rss_prev || end_ns <= E.rss_prev_ns)
+        return E.rss_prev;
+    if (end_ns >= rss_ns)
+        return rss;
+    return E.rss_prev + (int64_t)((double)(rss - E.rss_prev) * (double)(end_ns - E.rss_prev_ns) /
+                                  (double)(rss_ns - E.rss_prev_ns));
+}
+
 /* One pass over every ring; returns the most events any ring held, which
  * sets how long the shipper may sleep next (shipper_main). */
 static uint32_t drain_final(int final)
@@ -710,7 +728,7 @@ static uint32_t drain_final(int final)
     uint32_t busiest = 0;
     tml_event ev[512];
     tml_step_record rec;
-    int64_t rss = -2, now = tml_now_ns();
+    int64_t rss = -2, rss_ns = 0, now = tml_now_ns();
     for (int i = 0; i < MAX_RINGS; i++) {
         slot *s = &E.slots[i];
         int st = atomic_load_explicit(&s->state, memory_order_acquire);
@@ -723,9 +741,11 @@ static uint32_t drain_final(int final)
             for (uint32_t k = 0; k < n; k++) {
                 if (!tml__asm_feed(&s->as, &ev[k], &rec))
                     continue;
-                if (rss == -2)
-                    rss = tml__rss_bytes();   /* once per pass, never per marker */
-                rec.rss_bytes = rss;
+                if (rss == -2) {      /* once per pass, never per marker */
+                    rss = tml__rss_bytes();
+                    rss_ns = tml_now_ns();
+                }
+                rec.rss_bytes = rss_at(rec.start_ns + rec.traced_ns, rss, rss_ns);
                 if (tml__gpu_marks_any(&s->as.gpu))
                     gpu_wait(s, &rec, now);
                 else
@@ -745,6 +765,10 @@ static uint32_t drain_final(int final)
             s->as.events_in_steps = evs;
             atomic_store(&s->state, SLOT_FREE);
         }
+    }
+    if (rss >= 0) {
+        E.rss_prev = rss;
+        E.rss_prev_ns = rss_ns;
     }
     deliver_batch();
     return busiest;
@@ -1078,6 +1102,7 @@ int tml_init(const tml_options *opts)
     E.stats.overhead_ns_per_step = -1;
     E.stop = 0;
     E.saw_events = 0;
+    E.rss_prev = -1;
     E.fd = -1;
     E.auth_failed = 0;
     E.next_connect_ns = 0;
