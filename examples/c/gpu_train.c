@@ -13,6 +13,7 @@
  * it reports CUDA memory figures it makes up: --reserved-mb, growing by
  * --creep-mb per step, and --device-mb of device memory.
  */
+#define _POSIX_C_SOURCE 200809L   /* nanosleep, clock_gettime under -std=c11 */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

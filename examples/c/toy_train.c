@@ -11,6 +11,7 @@
  * Started without `traceml run` it writes logs/<run>/ itself and prints
  * the summary.
  */
+#define _POSIX_C_SOURCE 200809L   /* nanosleep, clock_gettime under -std=c11 */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
