@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "report/html.h"
 #include "report/report.h"
 

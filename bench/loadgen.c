@@ -42,10 +42,10 @@
 #include <unistd.h>
 
 #include "agg/agg.h"
-#include "agg/run.h"
+#include "model/run.h"
 #include "agg/server.h"
 #include "report/report.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 #include "wire/wire.h"
 
 #define RUN_ID "loadgen0000000000000000000000000"

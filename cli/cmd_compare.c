@@ -19,8 +19,8 @@
 #include "agg/rundir.h"
 #include "report/compare.h"
 #include "traceml/traceml.h"
-#include "util/json.h"
-#include "util/strbuf.h"
+#include "base/json.h"
+#include "base/strbuf.h"
 
 #define COMPARE_MAX_BYTES (256u << 20)
 

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "report/chrome_trace.h"
 #include "store/store.h"
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 const char tml__usage_export[] =
     "usage: traceml export --chrome-trace RUN [-o OUT]\n"

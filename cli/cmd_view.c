@@ -17,7 +17,7 @@
 
 #include "report/html.h"
 #include "traceml/traceml.h"
-#include "util/json.h"
+#include "base/json.h"
 
 #define VIEW_MAX_BYTES (256u << 20)
 /* The summary schema major versions this build reads. */

@@ -45,8 +45,8 @@
 #include <curses.h>
 
 #include "cli.h"
-#include "util/json.h"
-#include "util/strbuf.h"
+#include "base/json.h"
+#include "base/strbuf.h"
 
 #define OUT_LINES 1000
 #define OUT_COLS 400

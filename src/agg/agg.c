@@ -19,16 +19,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "agg/rundir.h"
-#include "agg/timeline.h"
+#include "model/timeline.h"
 #include "diag/diag.h"
 #include "report/html.h"
 #include "report/report.h"
-#include "sample/sample.h"
+#include "model/sample.h"
 #include "store/store.h"
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 struct tml_agg {
     tml_run run;

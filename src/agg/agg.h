@@ -18,9 +18,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "agg/run.h"
-#include "core/record.h"
-#include "util/strbuf.h"
+#include "model/run.h"
+#include "model/record.h"
+#include "base/strbuf.h"
 
 typedef struct tml_agg tml_agg;
 

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 #define NAME_MAX_LEN 100
 

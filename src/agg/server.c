@@ -18,7 +18,7 @@
  * terminal.
  */
 #include "agg/server.h"
-#include "sample/sample.h"
+#include "model/sample.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,8 +34,8 @@
 
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
-#include "util/net.h"
+#include "base/strbuf.h"
+#include "base/net.h"
 #include "wire/wire.h"
 
 #define MAX_CONNS 1024

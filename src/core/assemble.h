@@ -8,7 +8,7 @@
 #define TML_ASSEMBLE_H
 
 #include <stdint.h>
-#include "core/record.h"
+#include "model/record.h"
 #include "core/ring.h"
 
 /* The GPU-clock boundaries of one step, as event pool sequence numbers;

@@ -49,7 +49,7 @@
 #include "core/client.h"
 #include "core/ring.h"
 #include "gpu/cuda.h"
-#include "sample/sample.h"
+#include "model/sample.h"
 #include "sample/sampler.h"
 #include "wire/wire.h"
 

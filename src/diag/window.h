@@ -6,7 +6,7 @@
 #define TML_WINDOW_H
 
 #include <stddef.h>
-#include "agg/run.h"
+#include "model/run.h"
 #include "diag/diag.h"
 
 #define TML_WINDOW_DEFAULT_STEPS 10000

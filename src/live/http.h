@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 #define TML_HTTP_MAX_HEAD 8192      /* whole request head; more: 431 */
 #define TML_HTTP_MAX_LINE 2048      /* request line; more: 414 */

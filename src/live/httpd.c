@@ -41,7 +41,7 @@
 
 #include "agg/rundir.h"
 #include "live/http.h"
-#include "util/net.h"
+#include "base/net.h"
 
 /* S_LINGER: a refused client's answer is out and our side is shut; what it
  * still sends is read away for a moment before closing, because closing a

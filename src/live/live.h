@@ -34,9 +34,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "diag/diag.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 #define TML_LIVE_WINDOW 100          /* common steps diagnosed live */
 #define TML_LIVE_TAIL 1000           /* latest records per rank looked at */

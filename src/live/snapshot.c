@@ -32,7 +32,7 @@
 
 #include "diag/window.h"
 #include "report/report.h"
-#include "util/json.h"
+#include "base/json.h"
 
 static int64_t unix_ms_now(void)
 {

@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-#include "agg/run.h"
-#include "util/strbuf.h"
+#include "model/run.h"
+#include "base/strbuf.h"
 
 /* Appends the trace JSON; *nslices (may be NULL) receives the number of
  * slices written. Returns 0 or TML_ENOMEM. */

@@ -22,8 +22,8 @@
 
 #include <stddef.h>
 
-#include "util/json.h"
-#include "util/strbuf.h"
+#include "base/json.h"
+#include "base/strbuf.h"
 
 #define TML_CMP_LABEL 128
 

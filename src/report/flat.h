@@ -7,8 +7,8 @@
 #ifndef TML_FLAT_H
 #define TML_FLAT_H
 
-#include "util/json.h"
-#include "util/strbuf.h"
+#include "base/json.h"
+#include "base/strbuf.h"
 
 /* Appends one JSON object of "traceml/..." keys. 0, TML_EINVAL (doc is not
  * an object) or TML_ENOMEM. */

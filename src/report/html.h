@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 /* Appends the page for the summary JSON text (not checked here: callers
  * pass a summary they parsed or wrote). 0 or TML_ENOMEM. */

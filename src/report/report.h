@@ -14,9 +14,9 @@
 #define TML_REPORT_H
 
 #include <stddef.h>
-#include "agg/run.h"
+#include "model/run.h"
 #include "diag/diag.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 #define TML_REPORT_DEFAULT_WIDTH 156   /* the brief's box: 156 columns */
 #define TML_REPORT_MIN_WIDTH 60

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample/series.h"
+#include "model/series.h"
 
 static const tml_series *find(const tml_series_set *s, int32_t node, int32_t rank, int32_t gpu,
                               uint32_t metric)

@@ -24,7 +24,7 @@
  * included), and says where the window starts so a chart can shade it.
  */
 #include "report/model.h"
-#include "agg/timeline.h"
+#include "model/timeline.h"
 
 #include <math.h>
 #include <stdio.h>

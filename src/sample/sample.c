@@ -2,7 +2,7 @@
  * sample.c - metric ids and names (sample.h). The names are the stable,
  * user-visible spelling (telemetry.sqlite); the ids are the wire's.
  */
-#include "sample/sample.h"
+#include "model/sample.h"
 
 #include <string.h>
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample/sample.h"
+#include "model/sample.h"
 
 typedef struct tml_sampler tml_sampler;
 

@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "traceml/traceml.h"
-#include "sample/sample.h"
-#include "sample/series.h"
+#include "model/sample.h"
+#include "model/series.h"
 
 /* The exact statements docs/sqlite-schema.md shows (tests compare them
  * with sqlite_master). */

@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agg/run.h"
-#include "core/record.h"
+#include "model/run.h"
+#include "model/record.h"
 
 #define TML_STORE_SCHEMA_VERSION 1
 #define TML_STORE_FLUSH_MS 200

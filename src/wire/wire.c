@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "sample/sample.h"
+#include "model/sample.h"
 
 static void put_u16(tml_strbuf *sb, uint16_t v)
 {

@@ -17,8 +17,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "core/record.h"
-#include "util/strbuf.h"
+#include "model/record.h"
+#include "base/strbuf.h"
 
 #define TML_WIRE_MAGIC   0x314c4d54u   /* "TML1" read as little-endian u32 */
 #define TML_WIRE_VERSION 1

@@ -9,7 +9,7 @@
 
 #include "report/compare.h"
 #include "traceml/traceml.h"
-#include "util/json.h"
+#include "base/json.h"
 #include "harness.h"
 
 /* A run with `steps` window steps and a CPU-clock Step Time. */

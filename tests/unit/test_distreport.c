@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "agg/agg.h"
-#include "agg/run.h"
+#include "model/run.h"
 #include "agg/server.h"
 #include "report/report.h"
-#include "util/json.h"
+#include "base/json.h"
 #include "wire/wire.h"
 #include "harness.h"
 

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/record.h"
+#include "model/record.h"
 #include "wire/wire.h"
 #include "harness.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "traceml/traceml.h"
-#include "util/json.h"
+#include "base/json.h"
 
 #include "harness.h"
 

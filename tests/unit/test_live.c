@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "live/live.h"
-#include "util/json.h"
+#include "base/json.h"
 
 #define MS 1000000LL
 

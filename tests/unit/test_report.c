@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "report/report.h"
 #include "harness.h"
 

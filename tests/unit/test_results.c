@@ -15,17 +15,17 @@
 #include <unistd.h>
 
 #include "agg/agg.h"
-#include "agg/run.h"
+#include "model/run.h"
 #include "agg/server.h"
-#include "agg/timeline.h"
+#include "model/timeline.h"
 #include "core/client.h"
 #include "report/chrome_trace.h"
 #include "report/flat.h"
 #include "report/html.h"
 #include "report/report.h"
 #include "traceml/traceml.h"
-#include "util/json.h"
-#include "util/strbuf.h"
+#include "base/json.h"
+#include "base/strbuf.h"
 #include "wire/wire.h"
 
 #include "harness.h"

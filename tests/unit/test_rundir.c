@@ -8,7 +8,7 @@
 
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
-#include "util/json.h"
+#include "base/json.h"
 
 #include "harness.h"
 

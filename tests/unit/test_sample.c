@@ -11,8 +11,8 @@
 
 #include "core/assemble.h"
 #include "sample/proc.h"
-#include "sample/sample.h"
-#include "sample/series.h"
+#include "model/sample.h"
+#include "model/series.h"
 #include "traceml/traceml.h"
 #include "wire/wire.h"
 #include "harness.h"

@@ -17,7 +17,7 @@
 #include "agg/agg.h"
 #include "agg/server.h"
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 #include "wire/wire.h"
 
 #include "harness.h"

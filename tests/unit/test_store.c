@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "store/store.h"
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 #include "harness.h"
 

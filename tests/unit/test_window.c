@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg/run.h"
+#include "model/run.h"
 #include "diag/window.h"
 #include "harness.h"
 

@@ -3,7 +3,7 @@
  * single "failed" flag replaces checking every append; the caller checks it
  * once before using the text.
  */
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

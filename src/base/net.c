@@ -2,7 +2,7 @@
  * net.c - one way to open a listening socket. IPv4 only, like the rest of
  * the wire; SO_REUSEADDR so a restarted run can take its port back at once.
  */
-#include "util/net.h"
+#include "base/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "core/record.h"
-#include "sample/series.h"
+#include "model/record.h"
+#include "model/series.h"
 
 typedef struct tml_rank {
     tml_rank_info info;

@@ -1,7 +1,7 @@
 /*
  * timeline.c - bounded host/GPU metric history (see timeline.h for why).
  */
-#include "agg/timeline.h"
+#include "model/timeline.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * small and read once; lookups are linear scans, which for objects of a
  * few dozen keys beat any hash table.
  */
-#include "util/json.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "traceml/traceml.h"
-#include "util/strbuf.h"
+#include "base/strbuf.h"
 
 typedef struct parser {
     const char *p;

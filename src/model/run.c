@@ -3,8 +3,8 @@
  * once, so a sorted array with insertion is simplest; steps per rank are an
  * append-only growable array.
  */
-#include "agg/run.h"
-#include "agg/timeline.h"
+#include "model/run.h"
+#include "model/timeline.h"
 
 #include <stdlib.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * series.c - per-place aggregates of resource samples (series.h). A linear
  * search is fine: a run has a handful of places per node.
  */
-#include "sample/series.h"
+#include "model/series.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample/sample.h"
+#include "model/sample.h"
 
 typedef struct tml_series {
     int32_t node;

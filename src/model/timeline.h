@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample/sample.h"
-#include "util/strbuf.h"
+#include "model/sample.h"
+#include "base/strbuf.h"
 
 #define TML_TIMELINE_POINTS 240
 
