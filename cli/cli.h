@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/clock.h"
+#include "base/fs.h"
 #include "wire/wire.h"
 
 #define TML_EXIT_USAGE 2
@@ -58,18 +60,12 @@ int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **v
 long tml__cli_long(const char *opt, const char *s, long min, long max);
 double tml__cli_double(const char *opt, const char *s, double min, double max);
 
-/* Whole file into a malloc'd NUL-terminated buffer; -1 with errno set
- * (EFBIG over max). */
-int tml__cli_read_file(const char *path, size_t max, char **buf, size_t *len);
 /* Full path of an executable: PATH lookup when name has no '/'. 0 or -1. */
 int tml__cli_which(const char *name, char *out, size_t cap);
 /* Folder of the running binary (/proc/self/exe). 0 or -1. */
 int tml__cli_exe_dir(char *out, size_t cap);
 /* Terminal width of stdout (else $COLUMNS, else 0). */
 int tml__cli_term_width(void);
-/* Monotonic milliseconds. */
-int64_t tml__cli_mono_ms(void);
-void tml__cli_sleep_ms(int ms);
 
 /* A run folder being set up by `run` or `serve`. */
 typedef struct tml_cli_run {

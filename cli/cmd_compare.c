@@ -71,7 +71,7 @@ static int load(const char *arg, tml_cmp_run *r)
             copy_str(path, sizeof(path), probe);
         }
     }
-    if (tml__cli_read_file(path, COMPARE_MAX_BYTES, &buf, &len) < 0)
+    if (tml__read_file(path, COMPARE_MAX_BYTES, &buf, &len) < 0)
         return tml__cli_error("cannot read '%s': %s", path, strerror(errno));
     int rc = tml__json_parse(buf, len, &doc, &err);
     free(buf);

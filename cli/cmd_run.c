@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "agg/agg.h"
+#include "base/array.h"
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 
@@ -282,14 +283,8 @@ static void env_release(envb *e)
 
 static void env_push(envb *e, char *s)
 {
-    if (e->n + 2 > e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 64;
-        char **p = realloc(e->v, cap * sizeof(*p));
-        if (!p)
-            tml__cli_die(1, "out of memory");
-        e->v = p;
-        e->cap = cap;
-    }
+    if (TML_GROW(e->v, e->n + 2, e->cap) < 0)
+        tml__cli_die(1, "out of memory");
     e->v[e->n++] = s;
     e->v[e->n] = NULL;
 }
@@ -483,9 +478,9 @@ static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d
     /* its first line: "port N" */
     char line[64];
     size_t n = 0;
-    int64_t deadline = tml__cli_mono_ms() + 5000;
+    int64_t deadline = tml__mono_ms() + 5000;
     while (n < sizeof(line) - 1) {
-        int64_t left = deadline - tml__cli_mono_ms();
+        int64_t left = deadline - tml__mono_ms();
         if (left <= 0)
             break;
         struct pollfd pf = {ap->st, POLLIN, 0};
@@ -530,7 +525,7 @@ static int sigint_pending_in(pid_t pid)
     char path[64], *buf = NULL;
     size_t len;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if (tml__cli_read_file(path, 1 << 16, &buf, &len) < 0)
+    if (tml__read_file(path, 1 << 16, &buf, &len) < 0)
         return 0;
     int found = 0;
     const char *keys[] = {"\nSigPnd:", "\nShdPnd:"};
@@ -560,7 +555,7 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
         }
         if (ap && ap->alive && p == ap->pid)
             reap_aggregator(ap, run_dir, st);
-        int64_t now = tml__cli_mono_ms();
+        int64_t now = tml__mono_ms();
         if (got_int && !int_at) {
             int_at = now;
             *interrupted = 1;
@@ -587,7 +582,7 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
         if (live_view)
             tml__view_poll(live_view, 5);   /* draws, reads the training's output */
         else
-            tml__cli_sleep_ms(5);
+            tml__sleep_ms(5);
     }
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
@@ -606,7 +601,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     snprintf(line, sizeof(line), "finalize %s %d %d\n", status, code, width);
     ssize_t w = write(ap->ctl, line, strlen(line));
     int interrupted = strcmp(status, "interrupted") == 0;
-    int64_t deadline = tml__cli_mono_ms() + (interrupted ? 1300 : 20000);
+    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : 20000);
     int st = 0, done = 0;
     while (w > 0) {
         pid_t p = waitpid(ap->pid, &st, WNOHANG);
@@ -614,9 +609,9 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
             done = 1;
             break;
         }
-        if (tml__cli_mono_ms() >= deadline)
+        if (tml__mono_ms() >= deadline)
             break;
-        tml__cli_sleep_ms(5);
+        tml__sleep_ms(5);
     }
     if (!done) {
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
@@ -634,7 +629,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     char path[4200], *text = NULL;
     size_t len;
     snprintf(path, sizeof(path), "%s/final_summary.txt", r->dir);
-    if (tml__cli_read_file(path, 64u << 20, &text, &len) < 0)
+    if (tml__read_file(path, 64u << 20, &text, &len) < 0)
         return NULL;
     return text;
 }

@@ -105,7 +105,7 @@ int tml__cmd_view(int argc, char **argv)
 
     char *buf;
     size_t len;
-    if (tml__cli_read_file(path, VIEW_MAX_BYTES, &buf, &len) < 0)
+    if (tml__read_file(path, VIEW_MAX_BYTES, &buf, &len) < 0)
         return tml__cli_error("cannot read '%s': %s", path, strerror(errno));
     tml_json *doc = NULL;
     tml_json_error err = {0, NULL};

@@ -175,20 +175,11 @@ void tml__dist_run_id(const char *run_name, char out[TML_WIRE_RUNID_MAX])
 
 int tml__dist_write_secret(const char *run_dir, const char *secret)
 {
-    char tmp[4200], path[4200];
-    snprintf(tmp, sizeof(tmp), "%s/.secret.tmp", run_dir);
-    snprintf(path, sizeof(path), "%s/secret", run_dir);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
+    char line[TML_WIRE_SECRET_MAX + 2];
+    int n = snprintf(line, sizeof(line), "%s\n", secret);
+    if (n < 0 || (size_t)n >= sizeof(line))
         return -1;
-    size_t len = strlen(secret);
-    int ok = write(fd, secret, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) < 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return tml__write_file_atomic(run_dir, "secret", line, (size_t)n, 0600) == 0 ? 0 : -1;
 }
 
 void tml__dist_remove_secret(const char *run_dir)
@@ -203,11 +194,11 @@ int tml__dist_read_secret(const char *logs_dir, const char *run_name, int timeou
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s/secret", logs_dir, run_name);
-    int64_t deadline = tml__cli_mono_ms() + timeout_ms;
+    int64_t deadline = tml__mono_ms() + timeout_ms;
     for (;;) {
         char *buf = NULL;
         size_t len = 0;
-        if (tml__cli_read_file(path, 4096, &buf, &len) == 0) {
+        if (tml__read_file(path, 4096, &buf, &len) == 0) {
             while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
                 buf[--len] = '\0';
             int ok = len > 0 && len < cap;
@@ -217,8 +208,8 @@ int tml__dist_read_secret(const char *logs_dir, const char *run_name, int timeou
             if (ok)
                 return 0;
         }
-        if (tml__cli_mono_ms() >= deadline)
+        if (tml__mono_ms() >= deadline)
             return -1;
-        tml__cli_sleep_ms(100);
+        tml__sleep_ms(100);
     }
 }

@@ -623,7 +623,7 @@ static void draw(tml_live_view *v)
 
 static int64_t now_ms(void)
 {
-    return tml__cli_mono_ms();
+    return tml__mono_ms();
 }
 
 static int open_pty(tml_live_view *v)
@@ -785,7 +785,7 @@ static void plain_line(tml_live_view *v)
 void tml__view_poll(tml_live_view *v, int timeout_ms)
 {
     if (!v || v->ended) {
-        tml__cli_sleep_ms(timeout_ms);
+        tml__sleep_ms(timeout_ms);
         return;
     }
     struct pollfd pf[2];
@@ -801,7 +801,7 @@ void tml__view_poll(tml_live_view *v, int timeout_ms)
     if (np)
         poll(pf, (nfds_t)np, timeout_ms);
     else
-        tml__cli_sleep_ms(timeout_ms);
+        tml__sleep_ms(timeout_ms);
     if (v->pty_master >= 0 && read_pty(v)) {
         close(v->pty_master);
         v->pty_master = -1;

@@ -81,9 +81,9 @@ static int run_probe(const char *python, char *out, size_t cap)
     }
     close(fd[1]);
     size_t len = 0;
-    int64_t deadline = tml__cli_mono_ms() + PROBE_TIMEOUT_MS;
+    int64_t deadline = tml__mono_ms() + PROBE_TIMEOUT_MS;
     for (;;) {
-        int left = (int)(deadline - tml__cli_mono_ms());
+        int left = (int)(deadline - tml__mono_ms());
         struct pollfd p = {fd[0], POLLIN, 0};
         int r = left > 0 ? poll(&p, 1, left) : 0;
         if (r < 0 && errno == EINTR)

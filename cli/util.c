@@ -104,59 +104,6 @@ double tml__cli_double(const char *opt, const char *s, double min, double max)
     return v;
 }
 
-int tml__cli_read_file(const char *path, size_t max, char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    *buf = NULL;
-    if (!f)
-        return -1;
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        errno = EISDIR;
-        return -1;
-    }
-    for (;;) {
-        if (cap - n < 4096) {
-            cap = cap ? cap * 2 : 65536;
-            if (cap > max + 4096)
-                cap = max + 4096;
-            char *p = realloc(b, cap + 1);
-            if (!p) {
-                free(b);
-                fclose(f);
-                errno = ENOMEM;
-                return -1;
-            }
-            b = p;
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (n > max) {
-            free(b);
-            fclose(f);
-            errno = EFBIG;
-            return -1;
-        }
-        if (r == 0) {
-            if (ferror(f)) {
-                int e = errno;
-                free(b);
-                fclose(f);
-                errno = e ? e : EIO;
-                return -1;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return 0;
-}
 
 static int is_exec_file(const char *p)
 {
@@ -214,19 +161,6 @@ int tml__cli_term_width(void)
             return (int)v;
     }
     return 0;
-}
-
-int64_t tml__cli_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void tml__cli_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* The nearest existing folder at or above path must be writable. */

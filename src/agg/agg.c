@@ -277,16 +277,17 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
         goto out;
     }
     rc = tml__write_file_atomic(a->run_dir, "final_summary.json", json.buf ? json.buf : "",
-                                json.len);
+                                json.len, 0644);
     if (rc == 0)
         rc = tml__write_file_atomic(a->run_dir, "final_summary.txt", text.buf ? text.buf : "",
-                                    text.len);
+                                    text.len, 0644);
     if (rc == 0 && a->html_report) {
         /* The page is an extra: failing to write it costs the page only. */
         tml_strbuf html = TML_STRBUF_INIT;
         int hr = tml__html_render(json.buf ? json.buf : "{}", json.len, &html);
         if (hr == 0)
-            hr = tml__write_file_atomic(a->run_dir, "final_summary.html", html.buf, html.len);
+            hr = tml__write_file_atomic(a->run_dir, "final_summary.html", html.buf, html.len,
+                                        0644);
         if (hr < 0)
             tml__run_log(a->run_dir, "aggregator", "could not write final_summary.html: %s",
                          tml_strerror(hr));

@@ -50,23 +50,6 @@ int tml__run_name_valid(const char *name)
     return 1;
 }
 
-int64_t tml__unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void tml__iso_time(int64_t unix_ms, char *out, size_t cap)
-{
-    time_t t = (time_t)(unix_ms / 1000);
-    struct tm tm;
-    char tmp[32];
-    if (!gmtime_r(&t, &tm) || strftime(tmp, sizeof(tmp), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
-        tmp[0] = '\0';
-    snprintf(out, cap, "%s.%03dZ", tmp, (int)(unix_ms % 1000));
-}
-
 void tml__run_name_generate(const char *stem, char *out, size_t cap)
 {
     char clean[64];
@@ -167,47 +150,6 @@ int tml__random_hex(char *out, size_t nbytes)
     return 0;
 }
 
-/* Writes data to dir/name through dir/.name.tmp + rename. */
-static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
-{
-    char tmp[4096], dst[4096];
-    int a = snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
-    int b = snprintf(dst, sizeof(dst), "%s/%s", dir, name);
-    if (a < 0 || b < 0 || (size_t)a >= sizeof(tmp) || (size_t)b >= sizeof(dst))
-        return TML_EIO;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return TML_EIO;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            goto fail;
-        off += (size_t)w;
-    }
-    if (close(fd) < 0) {
-        fd = -1;
-        goto fail;
-    }
-    if (rename(tmp, dst) < 0) {
-        unlink(tmp);
-        return TML_EIO;
-    }
-    return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    return TML_EIO;
-}
-
-int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len)
-{
-    return write_atomic(dir, name, data, len);
-}
-
 static const char *const artifacts[] = {
     "final_summary.json", "final_summary.txt", "final_summary.html",
     "telemetry.sqlite", "traceml.log",
@@ -271,7 +213,7 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
         tml__sb_release(&sb);
         return TML_ENOMEM;
     }
-    int rc = write_atomic(run_dir, "manifest.json", sb.buf, sb.len);
+    int rc = tml__write_file_atomic(run_dir, "manifest.json", sb.buf, sb.len, 0644);
     tml__sb_release(&sb);
     return rc;
 }

@@ -9,8 +9,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fs.h"
 
-#define TML_EEXIST -20   /* the run folder exists already (internal code) */
 
 /* 1 when name matches [A-Za-z0-9_.-]+, is at most 100 bytes and not "." or "..". */
 int tml__run_name_valid(const char *name);
@@ -38,17 +40,10 @@ typedef struct tml_manifest {
  * artifacts that exist in run_dir at the time of writing. */
 int tml__manifest_write(const char *run_dir, const tml_manifest *m);
 
-/* Writes dir/name atomically (dir/.name.tmp, then rename). 0 or TML_EIO. */
-int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len);
-
 /* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
  * run_dir/traceml.log, TraceML's own log (never the user's stdout or
  * stderr). Failures are ignored: logging must not break a run. */
 void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Wall clock in Unix milliseconds, and as "YYYY-mm-ddTHH:MM:SS.mmmZ". */
-int64_t tml__unix_ms(void);
-void tml__iso_time(int64_t unix_ms, char *out, size_t cap);
 
 #endif

@@ -11,6 +11,7 @@
  * few dozen keys beat any hash table.
  */
 #include "base/json.h"
+#include "base/array.h"
 
 #include <errno.h>
 #include <math.h>
@@ -295,20 +296,10 @@ static int parse_number(parser *ps, tml_json *out)
 /* Appends one slot to a container being built; returns it zeroed. */
 static tml_json *push(parser *ps, tml_json *c, size_t *cap, int with_key)
 {
-    if (c->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 4;
-        tml_json *items = realloc(c->items, ncap * sizeof(*items));
-        if (!items)
-            goto nomem;
-        c->items = items;
-        if (with_key) {
-            char **keys = realloc(c->keys, ncap * sizeof(*keys));
-            if (!keys)
-                goto nomem;
-            c->keys = keys;
-        }
-        *cap = ncap;
-    }
+    size_t kcap = *cap;     /* keys grow in step with items */
+    if (TML_GROW(c->items, c->n + 1, *cap) < 0 ||
+        (with_key && TML_GROW(c->keys, c->n + 1, kcap) < 0))
+        goto nomem;
     memset(&c->items[c->n], 0, sizeof(c->items[0]));
     if (with_key)
         c->keys[c->n] = NULL;

@@ -30,6 +30,7 @@
  * forwards its samples; the shipper also reads the process RSS once per
  * pass and stamps it on the steps that completed in that pass.
  */
+#include "base/clock.h"
 #include "traceml/traceml.h"
 
 #include <errno.h>
@@ -165,33 +166,12 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 int64_t tml_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return tml__mono_ns();
 }
 
 const char *tml_version(void)
 {
     return TML_VERSION_STRING;
-}
-
-const char *tml_strerror(int err)
-{
-    switch (err) {
-    case TML_OK: return "success";
-    case TML_EINVAL: return "invalid argument";
-    case TML_ENOMEM: return "out of memory";
-    case TML_ESTATE: return "called in the wrong state";
-    case TML_ECONN: return "aggregator unreachable";
-    case TML_EAUTH: return "aggregator refused the handshake";
-    case TML_EIO: return "file could not be read or written";
-    case TML_EFULL: return "ring full, event dropped";
-    case TML_EPROTO: return "malformed or unsupported frame";
-    case TML_EDISABLED: return "TraceML is disabled";
-    case TML_ECONFIG: return "conflicting second tml_init";
-    case TML_EEXIST: return "run folder exists already";
-    default: return "unknown error";
-    }
 }
 
 /* ---- the hot path ---------------------------------------------------- */

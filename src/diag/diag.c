@@ -35,25 +35,6 @@ static int ge(double v, double th)
     return !isnan(v) && !isnan(th) && v >= th - EPS;
 }
 
-static const char *metric_names[TML_M_COUNT] = {
-    "step_time", "input_wait", "h2d", "forward", "backward", "optimizer",
-    "compute", "residual", "untraced", "dataloader_fetch_cpu"
-};
-static const char *metric_labels[TML_M_COUNT] = {
-    "Step Time", "Input Wait", "H2D", "Forward", "Backward", "Optimizer",
-    "Compute", "Residual", "Untraced", "DataLoader fetch"
-};
-
-const char *tml__metric_name(tml_metric m)
-{
-    return (unsigned)m < TML_M_COUNT ? metric_names[m] : "?";
-}
-
-const char *tml__metric_label(tml_metric m)
-{
-    return (unsigned)m < TML_M_COUNT ? metric_labels[m] : "?";
-}
-
 const char *tml__severity_name(tml_severity s)
 {
     switch (s) {

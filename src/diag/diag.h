@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "model/breakdown.h"
 #include "traceml/traceml.h"
 
 /* ---- thresholds ---------------------------------------------------- */
@@ -62,31 +63,6 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec);
 int tml__thresholds_from_env(tml_thresholds *t);
 
 /* ---- the window ---------------------------------------------------- */
-
-typedef enum tml_clock {
-    TML_CLOCK_CPU = 0,
-    TML_CLOCK_GPU = 1
-} tml_clock;
-
-/* The metrics of the STEP TIMING panel, per rank, window averages. */
-typedef enum tml_metric {
-    TML_M_STEP = 0,      /* Step Time = Input Wait + traced */
-    TML_M_INPUT,         /* Input Wait */
-    TML_M_H2D,
-    TML_M_FORWARD,
-    TML_M_BACKWARD,
-    TML_M_OPTIMIZER,
-    TML_M_COMPUTE,       /* Forward + Backward + Optimizer */
-    TML_M_RESIDUAL,      /* max(0, traced - H2D - Compute), per step */
-    TML_M_UNTRACED,      /* gap_ns, CPU clock, steps with a gap only */
-    TML_M_FETCH_CPU,     /* DataLoader fetch, CPU clock (supplemental) */
-    TML_M_COUNT
-} tml_metric;
-
-/* Stable lower-case names ("step_time", "input_wait", ...), used in JSON. */
-const char *tml__metric_name(tml_metric m);
-/* Display names ("Step Time", "Input Wait", ...). */
-const char *tml__metric_label(tml_metric m);
 
 typedef struct tml_rank_window {
     int32_t rank, node, local_rank;

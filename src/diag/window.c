@@ -27,12 +27,9 @@
  * timing was set up count as warm-up: see gpu_late_start.) The DataLoader fetch and the untraced
  * gap stay on the CPU clock either way.
  *
- * Missing versus zero. A phase whose bit is never set in `observed` over
- * the window was not measured: its average is NAN, never 0. The exception is
- * H2D when the rank says it instruments copies: then no copy happened and
- * zero is the measurement. Residual is only defined when Forward, Backward
- * and Optimizer were all measured; otherwise untraced compute would show up
- * as "residual" and mislead.
+ * Missing versus zero: what a step is made of, and which phases count as
+ * not measured, is the one step breakdown of model/breakdown.h, applied
+ * with the phases never observed over the window.
  */
 #include "diag/window.h"
 
@@ -149,11 +146,6 @@ static double phase_on(const tml_step_record *s, int p, tml_clock clock)
     return (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_phase_ns[p] : s->phase_ns[p]);
 }
 
-static double traced_on(const tml_step_record *s, tml_clock clock)
-{
-    return (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_traced_ns : s->traced_ns);
-}
-
 static void rank_empty(tml_rank_window *rw, const tml_rank *r)
 {
     memset(rw, 0, sizeof(*rw));
@@ -181,11 +173,13 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     }
 }
 
-/* Averages of one rank over the window rows (idx[j * stride + col]). */
+/* Averages of one rank over the window rows (idx[j * stride + col]): the
+ * step breakdown (model/breakdown.h) of each step, with the phases never
+ * observed in the window missing. */
 static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
                      size_t nwin, size_t stride, size_t col, tml_clock clock)
 {
-    double sum[TML_M_COUNT] = {0};
+    double sum[TML_M_COUNT] = {0}, v[TML_M_COUNT];
     double rss = 0, alloc = 0, resv = 0;
     size_t n_gap = 0, n_rss = 0, n_alloc = 0, n_resv = 0;
     uint32_t observed = 0;
@@ -196,28 +190,18 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     st = malloc(nwin * sizeof(*st));
     if (!st)
         return TML_ENOMEM;
+    for (size_t j = 0; j < nwin; j++)
+        observed |= r->steps[idx[j * stride + col]].observed;
+    rw->missing = tml__phases_missing(observed, r->info.instrumented);
     for (size_t j = 0; j < nwin; j++) {
         const tml_step_record *s = &r->steps[idx[j * stride + col]];
-        double in = phase_on(s, TML_PHASE_INPUT, clock);
-        double traced = traced_on(s, clock);
-        double h2d = phase_on(s, TML_PHASE_H2D, clock);
-        double fw = phase_on(s, TML_PHASE_FORWARD, clock);
-        double bw = phase_on(s, TML_PHASE_BACKWARD, clock);
-        double op = phase_on(s, TML_PHASE_OPTIMIZER, clock);
-        double res = traced - h2d - fw - bw - op;
-
-        st[j] = in + traced;
-        sum[TML_M_STEP] += in + traced;
-        sum[TML_M_INPUT] += in;
-        sum[TML_M_H2D] += h2d;
-        sum[TML_M_FORWARD] += fw;
-        sum[TML_M_BACKWARD] += bw;
-        sum[TML_M_OPTIMIZER] += op;
-        sum[TML_M_COMPUTE] += fw + bw + op;
-        sum[TML_M_RESIDUAL] += res > 0 ? res : 0;
-        sum[TML_M_FETCH_CPU] += (double)nonneg(s->phase_ns[TML_PHASE_INPUT]);
-        if (s->gap_ns >= 0) {
-            sum[TML_M_UNTRACED] += (double)s->gap_ns;
+        tml__step_breakdown(s, clock, rw->missing, v);
+        st[j] = v[TML_M_STEP];
+        for (int m = 0; m < TML_M_COUNT; m++)
+            if (m != TML_M_UNTRACED)
+                sum[m] += v[m];
+        if (!isnan(v[TML_M_UNTRACED])) {
+            sum[TML_M_UNTRACED] += v[TML_M_UNTRACED];
             n_gap++;
         }
         if (s->rss_bytes >= 0) {
@@ -232,7 +216,6 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
             resv += (double)s->cuda_reserved_peak_bytes;
             n_resv++;
         }
-        observed |= s->observed;
     }
 
     rw->nsteps = nwin;
@@ -242,31 +225,6 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     rw->rss_bytes = n_rss ? rss / (double)n_rss : NAN;
     rw->cuda_allocated_bytes = n_alloc ? alloc / (double)n_alloc : NAN;
     rw->cuda_reserved_bytes = n_resv ? resv / (double)n_resv : NAN;
-
-    rw->missing = 0;
-    for (int p = 0; p < TML_PHASE_COUNT; p++) {
-        uint32_t bit = TML_PHASE_BIT(p);
-        if (observed & bit)
-            continue;
-        if (p == TML_PHASE_H2D && (r->info.instrumented & bit))
-            continue;               /* instrumented, never happened: zero */
-        rw->missing |= bit;
-    }
-    static const int metric_of[TML_PHASE_COUNT] = {
-        TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD, TML_M_OPTIMIZER
-    };
-    for (int p = 0; p < TML_PHASE_COUNT; p++)
-        if (rw->missing & TML_PHASE_BIT(p))
-            rw->avg_ns[metric_of[p]] = NAN;
-    if (rw->missing & TML_PHASE_BIT(TML_PHASE_INPUT))
-        rw->avg_ns[TML_M_FETCH_CPU] = NAN;
-    uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) |
-                       TML_PHASE_BIT(TML_PHASE_BACKWARD) |
-                       TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
-    if (rw->missing & compute) {
-        rw->avg_ns[TML_M_COMPUTE] = NAN;
-        rw->avg_ns[TML_M_RESIDUAL] = NAN;
-    }
 
     qsort(st, nwin, sizeof(*st), cmp_double);
     rw->step_median_ns = nwin % 2 ? st[nwin / 2] : (st[nwin / 2 - 1] + st[nwin / 2]) / 2.0;

@@ -57,38 +57,29 @@ void tml__live_snap_release(tml_live_snap *snap)
 
 /* ---- building ------------------------------------------------------ */
 
-static double phase_ms(const tml_step_record *s, const tml_rank *r, int p, int gpu)
+/* The last k steps of r: which phases were never observed in them. */
+static uint32_t missing_in_last(const tml_rank *r, size_t k)
 {
-    if (!(s->observed & TML_PHASE_BIT(p))) {
-        if (p == TML_PHASE_H2D && (r->info.instrumented & TML_PHASE_BIT(p)))
-            return 0;   /* instrumented, no copy happened */
-        return NAN;
-    }
-    int64_t v = gpu ? s->gpu_phase_ns[p] : s->phase_ns[p];
-    return v > 0 ? (double)v / 1e6 : 0;
+    uint32_t observed = 0;
+    for (size_t j = r->nsteps - k; j < r->nsteps; j++)
+        observed |= r->steps[j].observed;
+    return tml__phases_missing(observed, r->info.instrumented);
 }
 
-static void point_fill(tml_live_point *pt, const tml_step_record *s, const tml_rank *r,
+/* One step of the live series: the step breakdown (model/breakdown.h). */
+static void point_fill(tml_live_point *pt, const tml_step_record *s, uint32_t missing,
                        int gpu_clock)
 {
-    int gpu = gpu_clock && s->gpu_traced_ns >= 0;
-    int64_t tr = gpu ? s->gpu_traced_ns : s->traced_ns;
-    double traced = tr > 0 ? (double)tr / 1e6 : 0;
+    static const int of_point[TML_LS_COUNT] = {
+        TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
+        TML_M_OPTIMIZER, TML_M_RESIDUAL
+    };
+    double v[TML_M_COUNT];
+    tml__step_breakdown(s, gpu_clock && s->gpu_traced_ns >= 0 ? TML_CLOCK_GPU : TML_CLOCK_CPU,
+                        missing, v);
     pt->step = s->step;
-    pt->ms[TML_LS_INPUT] = phase_ms(s, r, TML_PHASE_INPUT, gpu);
-    pt->ms[TML_LS_H2D] = phase_ms(s, r, TML_PHASE_H2D, gpu);
-    pt->ms[TML_LS_FORWARD] = phase_ms(s, r, TML_PHASE_FORWARD, gpu);
-    pt->ms[TML_LS_BACKWARD] = phase_ms(s, r, TML_PHASE_BACKWARD, gpu);
-    pt->ms[TML_LS_OPTIMIZER] = phase_ms(s, r, TML_PHASE_OPTIMIZER, gpu);
-    pt->ms[TML_LS_STEP] = (isnan(pt->ms[TML_LS_INPUT]) ? 0 : pt->ms[TML_LS_INPUT]) + traced;
-    double fw = pt->ms[TML_LS_FORWARD], bw = pt->ms[TML_LS_BACKWARD],
-           op = pt->ms[TML_LS_OPTIMIZER], h2d = pt->ms[TML_LS_H2D];
-    if (isnan(fw) || isnan(bw) || isnan(op)) {
-        pt->ms[TML_LS_RESIDUAL] = NAN;
-    } else {
-        double res = traced - (isnan(h2d) ? 0 : h2d) - fw - bw - op;
-        pt->ms[TML_LS_RESIDUAL] = res > 0 ? res : 0;
-    }
+    for (int k = 0; k < TML_LS_COUNT; k++)
+        pt->ms[k] = v[of_point[k]] / 1e6;
     pt->rss_bytes = s->rss_bytes >= 0 ? (double)s->rss_bytes : NAN;
     pt->cuda_allocated_bytes =
         s->cuda_allocated_peak_bytes >= 0 ? (double)s->cuda_allocated_peak_bytes : NAN;
@@ -307,10 +298,11 @@ int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
             lr->step_ids = malloc(k * sizeof(*lr->step_ids));
             if (!lr->step_ms || !lr->step_ids)
                 goto fail;
+            uint32_t missing = missing_in_last(r, k);
             for (size_t j = 0; j < k; j++) {
                 tml_live_point pt;
                 const tml_step_record *s = &r->steps[r->nsteps - k + j];
-                point_fill(&pt, s, r, win.clock == TML_CLOCK_GPU);
+                point_fill(&pt, s, missing, win.clock == TML_CLOCK_GPU);
                 lr->step_ms[j] = pt.ms[TML_LS_STEP];
                 lr->step_ids[j] = s->step;
             }
@@ -328,8 +320,9 @@ int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
         snap->points = calloc(k, sizeof(*snap->points));
         if (!snap->points)
             goto fail;
+        uint32_t missing = missing_in_last(r, k);
         for (size_t j = 0; j < k; j++)
-            point_fill(&snap->points[j], &r->steps[r->nsteps - k + j], r,
+            point_fill(&snap->points[j], &r->steps[r->nsteps - k + j], missing,
                        win.clock == TML_CLOCK_GPU);
         snap->npoints = k;
         snap->series_rank = r->info.rank;

@@ -4,6 +4,7 @@
  * append-only growable array.
  */
 #include "model/run.h"
+#include "base/array.h"
 #include "model/timeline.h"
 
 #include <stdlib.h>
@@ -53,14 +54,8 @@ tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info)
         r->info = *info;
         return r;
     }
-    if (run->nranks == run->cap) {
-        size_t cap = run->cap ? run->cap * 2 : 8;
-        tml_rank *p = realloc(run->ranks, cap * sizeof(*p));
-        if (!p)
-            return NULL;
-        run->ranks = p;
-        run->cap = cap;
-    }
+    if (TML_GROW(run->ranks, run->nranks + 1, run->cap) < 0)
+        return NULL;
     size_t at = 0;
     while (at < run->nranks && run->ranks[at].info.rank < info->rank)
         at++;
@@ -75,16 +70,8 @@ tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info)
 
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
 {
-    if (rank->nsteps + n > rank->cap) {
-        size_t cap = rank->cap ? rank->cap : 256;
-        while (cap < rank->nsteps + n)
-            cap *= 2;
-        tml_step_record *p = realloc(rank->steps, cap * sizeof(*p));
-        if (!p)
-            return TML_ENOMEM;
-        rank->steps = p;
-        rank->cap = cap;
-    }
+    if (TML_GROW(rank->steps, rank->nsteps + n, rank->cap) < 0)
+        return TML_ENOMEM;
     memcpy(&rank->steps[rank->nsteps], recs, n * sizeof(*recs));
     rank->nsteps += n;
     return 0;

@@ -3,6 +3,7 @@
  * search is fine: a run has a handful of places per node.
  */
 #include "model/series.h"
+#include "base/array.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,14 +42,8 @@ static int note_rank_gpu(tml_series_set *s, int32_t rank, int32_t node, int32_t 
             s->rg[i].node = node;
             return 0;
         }
-    if (s->nrg == s->caprg) {
-        size_t cap = s->caprg ? s->caprg * 2 : 8;
-        tml_rank_gpu *p = realloc(s->rg, cap * sizeof(*p));
-        if (!p)
-            return TML_ENOMEM;
-        s->rg = p;
-        s->caprg = cap;
-    }
+    if (TML_GROW(s->rg, s->nrg + 1, s->caprg) < 0)
+        return TML_ENOMEM;
     s->rg[s->nrg++] = (tml_rank_gpu){ rank, node, gpu };
     return 0;
 }
@@ -68,14 +63,8 @@ int tml__series_add(tml_series_set *s, const tml_sample *x)
         return TML_ENOMEM;
     tml_series *t = (tml_series *)tml__series_find(s, x->node, rank, gpu, x->metric);
     if (!t) {
-        if (s->n == s->cap) {
-            size_t cap = s->cap ? s->cap * 2 : 16;
-            tml_series *p = realloc(s->v, cap * sizeof(*p));
-            if (!p)
-                return TML_ENOMEM;
-            s->v = p;
-            s->cap = cap;
-        }
+        if (TML_GROW(s->v, s->n + 1, s->cap) < 0)
+            return TML_ENOMEM;
         t = &s->v[s->n++];
         memset(t, 0, sizeof(*t));
         t->node = x->node;

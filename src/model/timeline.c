@@ -2,6 +2,7 @@
  * timeline.c - bounded host/GPU metric history (see timeline.h for why).
  */
 #include "model/timeline.h"
+#include "base/array.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,14 +45,8 @@ static tl_node *node_of(tml_timeline *tl, int32_t node)
     for (size_t i = 0; i < tl->nnodes; i++)
         if (tl->nodes[i].node == node)
             return &tl->nodes[i];
-    if (tl->nnodes == tl->cap) {
-        size_t cap = tl->cap ? tl->cap * 2 : 2;
-        tl_node *nv = realloc(tl->nodes, cap * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        tl->nodes = nv;
-        tl->cap = cap;
-    }
+    if (TML_GROW(tl->nodes, tl->nnodes + 1, tl->cap) < 0)
+        return NULL;
     tl_node *n = &tl->nodes[tl->nnodes++];
     memset(n, 0, sizeof(*n));
     n->node = node;

@@ -19,6 +19,7 @@
  * non-zero share that rounds to 0), "n/a" for anything missing.
  */
 #include "report/model.h"
+#include "base/utf8.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -22,6 +22,7 @@
  * key appears once.
  */
 #include "report/flat.h"
+#include "base/array.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -54,15 +55,9 @@ static void put(flat *f, const char *prefix, const char *key, const char *suffix
             f->v[i].val = val;
             return;
         }
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 64;
-        kv *nv = realloc(f->v, cap * sizeof(*nv));
-        if (!nv) {
-            f->failed = 1;
-            return;
-        }
-        f->v = nv;
-        f->cap = cap;
+    if (TML_GROW(f->v, f->n + 1, f->cap) < 0) {
+        f->failed = 1;
+        return;
     }
     f->v[f->n].key = strdup(k);
     if (!f->v[f->n].key) {

@@ -18,15 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-size_t tml__utf8_width(const char *s)
-{
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if ((*p & 0xC0) != 0x80)
-            n++;
-    return n;
-}
-
 static int has_node(const int32_t *v, size_t n, int32_t x)
 {
     for (size_t i = 0; i < n; i++)

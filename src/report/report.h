@@ -45,7 +45,4 @@ typedef struct tml_report_opts {
 int tml__report_build(const tml_run *run, const tml_report_opts *o,
                       tml_strbuf *text, tml_strbuf *json);
 
-/* Display width of UTF-8 text: one column per code point. */
-size_t tml__utf8_width(const char *s);
-
 #endif

@@ -68,11 +68,6 @@ static void add_num(tml_strbuf *sb, double v, int decimals)
     tml__sb_adds(sb, b);
 }
 
-static int64_t nonneg(int64_t v)
-{
-    return v > 0 ? v : 0;
-}
-
 /* Which of the window's ranks go into the series (indices, by rank). */
 static size_t pick_ranks(const tml_window *w, size_t *out)
 {
@@ -122,28 +117,20 @@ static void fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock cl
         size_t b = (size_t)((s->step - first) / bucket);
         if (b >= nb)
             continue;
-        int timed = clock == TML_CLOCK_CPU || s->gpu_traced_ns >= 0;
-        if (timed) {
-            const int64_t *ph = clock == TML_CLOCK_GPU ? s->gpu_phase_ns : s->phase_ns;
-            double traced = (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_traced_ns
-                                                                  : s->traced_ns);
-            double p[TML_PHASE_COUNT];
-            for (int k = 0; k < TML_PHASE_COUNT; k++)
-                p[k] = (double)nonneg(ph[k]);
-            double res = traced - p[TML_PHASE_H2D] - p[TML_PHASE_FORWARD] -
-                         p[TML_PHASE_BACKWARD] - p[TML_PHASE_OPTIMIZER];
-            double v[S_RESIDUAL + 1] = {
-                p[TML_PHASE_INPUT] + traced, p[TML_PHASE_INPUT], p[TML_PHASE_H2D],
-                p[TML_PHASE_FORWARD], p[TML_PHASE_BACKWARD], p[TML_PHASE_OPTIMIZER],
-                res > 0 ? res : 0
+        double v[TML_M_COUNT];
+        tml__step_breakdown(s, clock, rw->missing, v);
+        if (clock == TML_CLOCK_CPU || s->gpu_traced_ns >= 0) {
+            static const int of_series[S_RESIDUAL + 1] = {
+                TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
+                TML_M_OPTIMIZER, TML_M_RESIDUAL
             };
             for (int k = 0; k <= S_RESIDUAL; k++) {
-                vals[k * nb + b] += v[k] / 1e6;
+                vals[k * nb + b] += v[of_series[k]] / 1e6;
                 cnt[k * nb + b]++;
             }
         }
-        if (s->gap_ns >= 0) {
-            vals[S_UNTRACED * nb + b] += (double)s->gap_ns / 1e6;
+        if (!isnan(v[TML_M_UNTRACED])) {
+            vals[S_UNTRACED * nb + b] += v[TML_M_UNTRACED] / 1e6;
             cnt[S_UNTRACED * nb + b]++;
         }
         const int64_t mem[3] = { s->rss_bytes, s->cuda_allocated_peak_bytes,
@@ -157,17 +144,7 @@ static void fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock cl
     for (size_t i = 0; i < S_COUNT * nb; i++)
         vals[i] = cnt[i] ? vals[i] / (double)cnt[i] : NAN;
 
-    /* Missing phases are null arrays, as in the window. */
-    static const int of_phase[TML_PHASE_COUNT] = { S_INPUT, S_H2D, S_FWD, S_BWD, S_OPT };
-    uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) | TML_PHASE_BIT(TML_PHASE_BACKWARD) |
-                       TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
-    for (int p = 0; p < TML_PHASE_COUNT; p++)
-        if (rw->missing & TML_PHASE_BIT(p))
-            for (size_t b = 0; b < nb; b++)
-                vals[of_phase[p] * nb + b] = NAN;
-    if (rw->missing & compute)
-        for (size_t b = 0; b < nb; b++)
-            vals[S_RESIDUAL * nb + b] = NAN;
+    /* missing phases are NAN in every bucket (the breakdown): null arrays */
 }
 
 static int all_nan(const double *v, size_t n)

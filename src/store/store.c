@@ -18,6 +18,7 @@
  * duplicates.
  */
 #include "store/store.h"
+#include "base/array.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -324,16 +325,8 @@ int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs
 {
     if (!s)
         return TML_EINVAL;
-    if (s->nsteps + n > s->capsteps) {
-        size_t cap = s->capsteps ? s->capsteps : 256;
-        while (cap < s->nsteps + n)
-            cap *= 2;
-        queued_step *p = realloc(s->steps, cap * sizeof(*p));
-        if (!p)
-            return TML_ENOMEM;
-        s->steps = p;
-        s->capsteps = cap;
-    }
+    if (TML_GROW(s->steps, s->nsteps + n, s->capsteps) < 0)
+        return TML_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         s->steps[s->nsteps].rank = rank;
         s->steps[s->nsteps].rec = recs[i];
@@ -371,14 +364,8 @@ static int put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t ra
 {
     if (!s || !metric)
         return TML_EINVAL;
-    if (s->nsamples == s->capsamples) {
-        size_t cap = s->capsamples ? s->capsamples * 2 : 64;
-        queued_sample *p = realloc(s->samples, cap * sizeof(*p));
-        if (!p)
-            return TML_ENOMEM;
-        s->samples = p;
-        s->capsamples = cap;
-    }
+    if (TML_GROW(s->samples, s->nsamples + 1, s->capsamples) < 0)
+        return TML_ENOMEM;
     queued_sample *q = &s->samples[s->nsamples++];
     q->ts_unix_ms = ts_unix_ms;
     q->node = node;

@@ -14,6 +14,7 @@
 
 #include "model/run.h"
 #include "report/report.h"
+#include "base/utf8.h"
 #include "harness.h"
 
 #define MS 1000000LL

@@ -1,0 +1,33 @@
+/*
+ * clock.h - the clocks: monotonic for durations (never wall time), the
+ * wall clock only for what a person reads (timestamps in files).
+ */
+#ifndef TML_CLOCK_H
+#define TML_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC in ns: every duration TraceML measures. Inline: the
+ * markers read it on the hot path. */
+static inline int64_t tml__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t tml__mono_ms(void)
+{
+    return tml__mono_ns() / 1000000;
+}
+
+/* Wall clock, ms since the epoch: for manifests, logs and reports. */
+int64_t tml__unix_ms(void);
+/* "2026-11-30T18:04:02.123Z" into out. */
+void tml__iso_time(int64_t unix_ms, char *out, size_t cap);
+/* Sleeps ms milliseconds (a signal may cut it short). */
+void tml__sleep_ms(int ms);
+
+#endif
