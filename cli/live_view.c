@@ -46,6 +46,7 @@
 
 #include "cli.h"
 #include "base/json.h"
+#include "base/fmt.h"
 #include "base/strbuf.h"
 
 #define OUT_LINES 1000
@@ -261,35 +262,6 @@ static void putf(int y, int x, int w, const char *fmt, ...)
     put(y, x, w, buf);
 }
 
-static void fmt_ms(char *out, size_t cap, double ms)
-{
-    if (isnan(ms))
-        snprintf(out, cap, "n/a");
-    else if (ms >= 10000)
-        snprintf(out, cap, "%.1f s", ms / 1000.0);
-    else if (ms >= 100)
-        snprintf(out, cap, "%.0f ms", ms);
-    else
-        snprintf(out, cap, "%.1f ms", ms);
-}
-
-static void fmt_bytes(char *out, size_t cap, double b)
-{
-    if (isnan(b))
-        snprintf(out, cap, "n/a");
-    else if (b >= 1073741824.0)
-        snprintf(out, cap, "%.2f GiB", b / 1073741824.0);
-    else
-        snprintf(out, cap, "%.0f MiB", b / 1048576.0);
-}
-
-static void fmt_pct(char *out, size_t cap, double p)
-{
-    if (isnan(p))
-        snprintf(out, cap, "n/a");
-    else
-        snprintf(out, cap, "%.0f%%", p);
-}
 
 /* A sparkline of the last w values of a JSON array (nulls are gaps),
  * scaled from 0 to the largest value shown. */
@@ -424,9 +396,9 @@ static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int 
     attroff(A_DIM);
     for (int i = 0; i < n; i++) {
         char a[32], s[16];
-        fmt_ms(a, sizeof(a), num_at(r, rows[i].avg));
+        tml__fmt_ms(num_at(r, rows[i].avg), a, sizeof(a));
         if (rows[i].share)
-            fmt_pct(s, sizeof(s), num_at(doc, rows[i].share));
+            tml__fmt_pct(num_at(doc, rows[i].share), s, sizeof(s));
         else
             snprintf(s, sizeof(s), " ");
         int is_cause = cause && strncmp(cause, rows[i].avg, strlen(cause)) == 0 &&
@@ -448,13 +420,13 @@ static int draw_resources(tml_live_view *v, const tml_json *doc, int y, int x, i
     char a[32], b[32], c[32], d[32];
     int h = 7;
     frame(y, x, h, w, "STEP MEMORY");
-    fmt_bytes(a, sizeof(a), num_at(r, "rss_bytes"));
+    tml__fmt_bytes(num_at(r, "rss_bytes"), a, sizeof(a));
     putf(y + 1, x + 2, w - 4, "RSS            %10s", a);
     sparkline(v, y + 1, x + 29, w - 31, tml__json_path(doc, "series.rss_bytes"));
-    fmt_bytes(a, sizeof(a), num_at(r, "cuda_allocated_bytes"));
+    tml__fmt_bytes(num_at(r, "cuda_allocated_bytes"), a, sizeof(a));
     putf(y + 2, x + 2, w - 4, "CUDA allocated %10s", a);
     sparkline(v, y + 2, x + 29, w - 31, tml__json_path(doc, "series.cuda_allocated_bytes"));
-    fmt_bytes(a, sizeof(a), num_at(r, "cuda_reserved_bytes"));
+    tml__fmt_bytes(num_at(r, "cuda_reserved_bytes"), a, sizeof(a));
     putf(y + 3, x + 2, w - 4, "CUDA reserved  %10s", a);
     sparkline(v, y + 3, x + 29, w - 31, tml__json_path(doc, "series.cuda_reserved_bytes"));
     const char *lab = str_at(doc, "step_memory.label");
@@ -464,12 +436,12 @@ static int draw_resources(tml_live_view *v, const tml_json *doc, int y, int x, i
     int h2 = 7;
     frame(y2, x, h2, w, "SYSTEM | PROCESS");
     double node = num_at(r, "node");
-    fmt_pct(a, sizeof(a), gauge(doc, "traceml_system_cpu_percent", "node", node));
-    fmt_bytes(b, sizeof(b), gauge(doc, "traceml_system_ram_used_bytes", "node", node));
-    fmt_bytes(c, sizeof(c), gauge(doc, "traceml_system_ram_total_bytes", "node", node));
+    tml__fmt_pct(gauge(doc, "traceml_system_cpu_percent", "node", node), a, sizeof(a));
+    tml__fmt_bytes(gauge(doc, "traceml_system_ram_used_bytes", "node", node), b, sizeof(b));
+    tml__fmt_bytes(gauge(doc, "traceml_system_ram_total_bytes", "node", node), c, sizeof(c));
     putf(y2 + 1, x + 2, w - 4, "CPU %-5s  RAM %s / %s", a, b, c);
-    fmt_pct(a, sizeof(a), num_at(doc, "gpu_util_percent"));
-    fmt_bytes(b, sizeof(b), gauge(doc, "traceml_system_gpu_memory_used_bytes", "node", node));
+    tml__fmt_pct(num_at(doc, "gpu_util_percent"), a, sizeof(a));
+    tml__fmt_bytes(gauge(doc, "traceml_system_gpu_memory_used_bytes", "node", node), b, sizeof(b));
     double t = gauge(doc, "traceml_system_gpu_temperature_c", "node", node);
     double p = gauge(doc, "traceml_system_gpu_power_w", "node", node);
     if (isnan(t))
@@ -481,8 +453,8 @@ static int draw_resources(tml_live_view *v, const tml_json *doc, int y, int x, i
     else
         snprintf(d, sizeof(d), "%.0f W", p);
     putf(y2 + 2, x + 2, w - 4, "GPU %-5s  mem %s  %s  %s", a, b, c, d);
-    fmt_pct(a, sizeof(a), gauge(doc, "traceml_process_cpu_capacity_percent", "rank", rank));
-    fmt_bytes(b, sizeof(b), gauge(doc, "traceml_process_rss_bytes", "rank", rank));
+    tml__fmt_pct(gauge(doc, "traceml_process_cpu_capacity_percent", "rank", rank), a, sizeof(a));
+    tml__fmt_bytes(gauge(doc, "traceml_process_rss_bytes", "rank", rank), b, sizeof(b));
     putf(y2 + 3, x + 2, w - 4, "process CPU %s of capacity  RSS %s", a, b);
     const char *sl = str_at(doc, "system.label"), *pl = str_at(doc, "process.label");
     putf(y2 + 5, x + 2, w - 4, "system %s | process %s", sl ? sl : "n/a", pl ? pl : "n/a");
@@ -507,12 +479,12 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
     for (int i = 0; i < rows; i++) {
         const tml_json *r = &ranks->items[i];
         char s[6][32];
-        fmt_ms(s[0], 32, num_at(r, "step_time_ms"));
-        fmt_ms(s[1], 32, num_at(r, "step_time_p90_ms"));
-        fmt_ms(s[2], 32, num_at(r, "input_wait_ms"));
-        fmt_ms(s[3], 32, num_at(r, "forward_ms"));
-        fmt_ms(s[4], 32, num_at(r, "backward_ms"));
-        fmt_ms(s[5], 32, num_at(r, "optimizer_ms"));
+        tml__fmt_ms(num_at(r, "step_time_ms"), s[0], 32);
+        tml__fmt_ms(num_at(r, "step_time_p90_ms"), s[1], 32);
+        tml__fmt_ms(num_at(r, "input_wait_ms"), s[2], 32);
+        tml__fmt_ms(num_at(r, "forward_ms"), s[3], 32);
+        tml__fmt_ms(num_at(r, "backward_ms"), s[4], 32);
+        tml__fmt_ms(num_at(r, "optimizer_ms"), s[5], 32);
         int is_worst = num_at(r, "rank") == worst;
         if (is_worst)
             attron(A_BOLD);

@@ -23,6 +23,7 @@
  * Thresholds not in tml_thresholds are SPEC 4.3's, fixed here.
  */
 #include "diag/diag.h"
+#include "base/fmt.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -64,15 +65,6 @@ static int ge(double v, double th)
     return !isnan(v) && !isnan(th) && v >= th - EPS;
 }
 
-static void fmt_gb(double b, char *out, size_t cap)
-{
-    if (isnan(b))
-        snprintf(out, cap, "n/a");
-    else if (fabs(b) >= GB)
-        snprintf(out, cap, "%.2f GB", b / GB);
-    else
-        snprintf(out, cap, "%.1f MB", b / 1e6);
-}
 
 static void add_issue(tml_section_diag *out, const tml_diagnosis *d)
 {
@@ -242,8 +234,8 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
         d.res.rank = wr->rank;
         d.res.node = wr->node;
         d.res.capacity_bytes = wr->capacity_bytes;
-        fmt_gb(worst_peak, a, sizeof(a));
-        fmt_gb(wr->capacity_bytes, b, sizeof(b));
+        tml__fmt_bytes(worst_peak, a, sizeof(a));
+        tml__fmt_bytes(wr->capacity_bytes, b, sizeof(b));
         snprintf(d.why, sizeof(d.why), "Peak reserved reached %s of %s (%.0f%% of device memory) on R%d/N%d.",
                  a, b, 100.0 * pressure, (int)wr->rank, (int)wr->node);
         snprintf(d.next, sizeof(d.next),
@@ -271,8 +263,8 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
             d.res.rank = wr->rank;
             d.res.node = wr->node;
             d.res.capacity_bytes = wr->capacity_bytes;
-            fmt_gb(worst_peak, a, sizeof(a));
-            fmt_gb(med, b, sizeof(b));
+            tml__fmt_bytes(worst_peak, a, sizeof(a));
+            tml__fmt_bytes(med, b, sizeof(b));
             snprintf(d.why, sizeof(d.why),
                      "R%d/N%d peaks at %s reserved, %.0f%% above the median rank's %s (%.0f%% of device memory).",
                      (int)wr->rank, (int)wr->node, a, 100.0 * skew, b, 100.0 * pressure);
@@ -302,8 +294,8 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
             double left = r->capacity_bytes - x->last;
             d.res.projected_full_step = (double)last_step + (left > 0 ? ceil(left / x->slope) : 0);
         }
-        fmt_gb(x->growth, a, sizeof(a));
-        fmt_gb(x->slope, b, sizeof(b));
+        tml__fmt_bytes(x->growth, a, sizeof(a));
+        tml__fmt_bytes(x->slope, b, sizeof(b));
         if (!isnan(d.res.projected_full_step))
             snprintf(c, sizeof(c), "step %.0f", d.res.projected_full_step);
         else
@@ -325,7 +317,7 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
         return;
     }
     tml__diag_init(&out->primary, "BALANCED", "BALANCED", "step_memory", TML_SEV_INFO);
-    fmt_gb(worst_peak, a, sizeof(a));
+    tml__fmt_bytes(worst_peak, a, sizeof(a));
     if (in->gpu)
         snprintf(out->primary.why, sizeof(out->primary.why),
                  "No memory rule fired: peak reserved %s (%s of device memory), no upward trend.", a,
@@ -438,8 +430,8 @@ void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thres
         }
     }
     if (r >= 0 && ge(rv, SYS_RAM_HIGH)) {
-        fmt_gb(nodes[r].ram_used_peak_bytes, a, sizeof(a));
-        fmt_gb(nodes[r].ram_total_bytes, b, sizeof(b));
+        tml__fmt_bytes(nodes[r].ram_used_peak_bytes, a, sizeof(a));
+        tml__fmt_bytes(nodes[r].ram_total_bytes, b, sizeof(b));
         sys_finding(out, &nodes[r], "HIGH_RAM", "HIGH RAM", TML_SEV_WARNING, "ram_peak_percent", rv,
                     SYS_RAM_HIGH,
                     "Host memory is tight: fewer DataLoader workers or prefetch, smaller in-memory datasets; swapping slows everything.",
@@ -534,7 +526,7 @@ void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresho
                         offsetof(tml_proc_rank, device_total_bytes), &x);
     if (k >= 0 && ge(100.0 * x, PROC_GPU_MEM_HIGH)) {
         int very = ge(100.0 * x, PROC_GPU_MEM_VERY_HIGH);
-        fmt_gb(v[k].cuda_reserved_peak_bytes, a, sizeof(a));
+        tml__fmt_bytes(v[k].cuda_reserved_peak_bytes, a, sizeof(a));
         snprintf(why, sizeof(why), "R%d/N%d reserved up to %s, %.0f%% of its GPU's memory.",
                  (int)v[k].rank, (int)v[k].node, a, 100.0 * x);
         proc_finding(out, &v[k], very ? "VERY_HIGH_PROCESS_GPU_MEMORY" : "HIGH_PROCESS_GPU_MEMORY",
@@ -557,8 +549,8 @@ void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresho
         }
     }
     if (r >= 0) {
-        fmt_gb(v[r].cuda_reserved_bytes, a, sizeof(a));
-        fmt_gb(v[r].cuda_allocated_bytes, b, sizeof(b));
+        tml__fmt_bytes(v[r].cuda_reserved_bytes, a, sizeof(a));
+        tml__fmt_bytes(v[r].cuda_allocated_bytes, b, sizeof(b));
         snprintf(why, sizeof(why), "R%d/N%d reserves %s for %s allocated (%.1fx).", (int)v[r].rank,
                  (int)v[r].node, a, b, rv);
         proc_finding(out, &v[r], "HIGH_CUDA_RESERVED_ALLOCATED_RATIO",
@@ -584,8 +576,8 @@ void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresho
             double pr = v[w].device_total_bytes > 0 ? v[w].cuda_reserved_bytes / v[w].device_total_bytes : NAN;
             if (ge(skew, IMB_WARN_SKEW) && ge(pr, IMB_WARN_PRESSURE)) {
                 int crit = ge(skew, IMB_CRIT_SKEW) && ge(pr, IMB_CRIT_PRESSURE);
-                fmt_gb(v[w].cuda_reserved_bytes, a, sizeof(a));
-                fmt_gb(med, b, sizeof(b));
+                tml__fmt_bytes(v[w].cuda_reserved_bytes, a, sizeof(a));
+                tml__fmt_bytes(med, b, sizeof(b));
                 snprintf(why, sizeof(why), "R%d/N%d reserves %s, %.0f%% above the median rank's %s.",
                          (int)v[w].rank, (int)v[w].node, a, 100.0 * skew, b);
                 proc_finding(out, &v[w], "RANK_GPU_MEMORY_IMBALANCE", "RANK GPU MEMORY IMBALANCE",
@@ -598,7 +590,7 @@ void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresho
     k = worst_ratio(v, n, offsetof(tml_proc_rank, rss_peak_bytes),
                     offsetof(tml_proc_rank, host_ram_total_bytes), &x);
     if (k >= 0 && ge(100.0 * x, PROC_RSS_HIGH)) {
-        fmt_gb(v[k].rss_peak_bytes, a, sizeof(a));
+        tml__fmt_bytes(v[k].rss_peak_bytes, a, sizeof(a));
         snprintf(why, sizeof(why), "R%d/N%d's RSS reached %s, %.0f%% of host RAM.", (int)v[k].rank,
                  (int)v[k].node, a, 100.0 * x);
         proc_finding(out, &v[k], "HIGH_PROCESS_RSS", "HIGH PROCESS RSS", TML_SEV_WARNING,

@@ -22,6 +22,7 @@
  * and "n/a" in text.
  */
 #include "live/live.h"
+#include "base/fmt.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -778,8 +779,11 @@ void tml__live_text_line(const tml_live_snap *s, tml_strbuf *o)
             else
                 tml__sb_addf(o, " %s %.0f%%", names[k], sh * 100.0);
         }
-        if (!isnan(r->rss_bytes))
-            tml__sb_addf(o, " | rss %.0f MiB", r->rss_bytes / 1048576.0);
+        if (!isnan(r->rss_bytes)) {
+            char rss[32];
+            tml__fmt_bytes(r->rss_bytes, rss, sizeof(rss));
+            tml__sb_addf(o, " | rss %s", rss);
+        }
     }
     if (s->nranks > 1)
         tml__sb_addf(o, " | %zu ranks, skew %s", s->nranks, isnan(s->skew) ? "n/a" : "");

@@ -19,6 +19,7 @@
  * non-zero share that rounds to 0), "n/a" for anything missing.
  */
 #include "report/model.h"
+#include "base/fmt.h"
 #include "base/utf8.h"
 
 #include <math.h>
@@ -68,40 +69,22 @@ static void padd_text(panel *p, const char *s)
     snprintf(l, LINE_MAX_BYTES, "%s", s);
 }
 
+/* Durations are ns here; base/fmt.h prints them. */
 static void fmt_ms(double ns, char *out, size_t cap)
 {
-    if (isnan(ns))
-        snprintf(out, cap, "n/a");
-    else
-        snprintf(out, cap, "%.1f ms", ns / 1e6);
+    tml__fmt_ms(ns / 1e6, out, cap);
 }
 
+/* part's share of whole; empty when part is missing, n/a without a whole. */
 static void fmt_pct(double part, double whole, char *out, size_t cap)
 {
     if (isnan(part) || isnan(whole) || !(whole > 0)) {
         snprintf(out, cap, "%s", isnan(part) ? "" : "n/a");
         return;
     }
-    double p = 100.0 * part / whole;
-    if (part > 0 && p < 0.5)
-        snprintf(out, cap, "<1%%");
-    else
-        snprintf(out, cap, "%.0f%%", p);
+    tml__fmt_pct(100.0 * part / whole, out, cap);
 }
 
-static void fmt_bytes(double b, char *out, size_t cap)
-{
-    if (isnan(b))
-        snprintf(out, cap, "n/a");
-    else if (b >= 1e9)
-        snprintf(out, cap, "%.1f GB", b / 1e9);
-    else if (b >= 1e6)
-        snprintf(out, cap, "%.1f MB", b / 1e6);
-    else if (b >= 1e3)
-        snprintf(out, cap, "%.1f KB", b / 1e3);
-    else
-        snprintf(out, cap, "%.0f B", b);
-}
 
 static void fmt_rank(const tml_rank_window *r, char *out, size_t cap)
 {
@@ -432,7 +415,7 @@ static void memory_value(const tml_window *w, int idx, size_t off, int with_rank
     }
     double v = *(const double *)(const void *)((const char *)&w->ranks[idx] + off);
     char b[32], rk[32];
-    fmt_bytes(v, b, sizeof(b));
+    tml__fmt_bytes(v, b, sizeof(b));
     if (with_rank && !isnan(v)) {
         fmt_rank(&w->ranks[idx], rk, sizeof(rk));
         snprintf(out, cap, "%s, %s", b, rk);
@@ -492,7 +475,7 @@ static void res_value(double v, double of, int kind, char *out, size_t cap)
         snprintf(out, cap, "%.0f%%", v);
         break;
     case 1:
-        fmt_bytes(v, b, sizeof(b));
+        tml__fmt_bytes(v, b, sizeof(b));
         if (of > 0)
             snprintf(out, cap, "%s (%.0f%%)", b, 100.0 * v / of);
         else
@@ -505,7 +488,7 @@ static void res_value(double v, double of, int kind, char *out, size_t cap)
         snprintf(out, cap, "%.0fW", v);
         break;
     default:
-        fmt_bytes(v, out, cap);
+        tml__fmt_bytes(v, out, cap);
         break;
     }
 }

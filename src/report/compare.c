@@ -25,6 +25,7 @@
  * once, so the two never disagree.
  */
 #include "report/compare.h"
+#include "base/fmt.h"
 
 #include <errno.h>
 #include <math.h>
@@ -384,30 +385,6 @@ static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_c
 
 /* ---- formatting ------------------------------------------------------- */
 
-static void fmt_ms(double v, char *out, size_t cap)
-{
-    if (isnan(v))
-        snprintf(out, cap, "n/a");
-    else if (v != 0 && fabs(v) < 0.1)
-        snprintf(out, cap, "%.2f ms", v);
-    else
-        snprintf(out, cap, "%.1f ms", v);
-}
-
-static void fmt_bytes(double b, char *out, size_t cap)
-{
-    double m = fabs(b);
-    if (isnan(b))
-        snprintf(out, cap, "n/a");
-    else if (m >= 1e9)
-        snprintf(out, cap, "%.1f GB", b / 1e9);
-    else if (m >= 1e6)
-        snprintf(out, cap, "%.1f MB", b / 1e6);
-    else if (m >= 1e3)
-        snprintf(out, cap, "%.1f KB", b / 1e3);
-    else
-        snprintf(out, cap, "%.0f B", b);
-}
 
 static void fmt_value(const row *r, double v, const char *s, char *out, size_t cap)
 {
@@ -416,7 +393,7 @@ static void fmt_value(const row *r, double v, const char *s, char *out, size_t c
         snprintf(out, cap, "%s", s && *s ? s : "n/a");
         break;
     case R_MS:
-        fmt_ms(v, out, cap);
+        tml__fmt_ms(v, out, cap);
         break;
     case R_NOISE:
         if (isnan(v))
@@ -425,7 +402,7 @@ static void fmt_value(const row *r, double v, const char *s, char *out, size_t c
             snprintf(out, cap, "+/-%.2f ms", v);
         break;
     case R_BYTES:
-        fmt_bytes(v, out, cap);
+        tml__fmt_bytes(v, out, cap);
         break;
     case R_PP:
         if (isnan(v))
@@ -471,7 +448,7 @@ static void fmt_delta(const row *r, char *out, size_t cap)
         snprintf(out, cap, "%s%s", v, pct);
     } else if (r->kind == R_BYTES) {
         char v[32];
-        fmt_bytes(fabs(d), v, sizeof(v));
+        tml__fmt_bytes(fabs(d), v, sizeof(v));
         snprintf(out, cap, "%s%s%s", d > 0 ? "+" : d < 0 ? "-" : "", v, pct);
     } else {
         snprintf(out, cap, "%+.1f pp", d);

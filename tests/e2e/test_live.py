@@ -300,7 +300,7 @@ def test_dashboard_in_chromium(tmp_path):
         px = stack["pixels"]
         assert px["Input Wait"] == max(px.values()) and px["Input Wait"] > 0.4 * sum(px.values()), px
         assert charts["input"]["labels"] == ["Input Wait", "Step Time"]
-        assert charts["mem"]["pixels"]["RSS (MiB)"] > 0
+        assert charts["mem"]["pixels"]["RSS (MB)"] > 0
         assert charts["ranks"]["labels"] == ["R0/N0"]
         if charts.get("gpu"):                           # only where GPU utilisation is sampled
             assert charts["gpu"]["rows"] >= 1
@@ -319,7 +319,7 @@ def test_dashboard_in_chromium(tmp_path):
                              ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
         browser.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": r[0] + r[2] * 0.7,
                                                   "y": r[1] + r[3] * 0.5}, session=True)
-        shown = wait_for(lambda: re.search(r"^step \d+.*Input Wait \d+\.\d\d ms",
+        shown = wait_for(lambda: re.search(r"^step \d+.*Input Wait \d+\.\d+ ms",
                                            browser.evaluate(leg)), 5)
         assert shown, browser.evaluate(leg)
         assert browser.evaluate("document.getElementById('conn').className") == "conn ok"

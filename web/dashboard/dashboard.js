@@ -26,14 +26,19 @@
       return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c];
     });
   }
+  /* The unit policy of every TraceML view (src/base/fmt.h): decimal sizes,
+   * ms with one decimal (two below 0.1 ms), seconds from 10 s, whole percent. */
   function ms(v) {
     if (v == null) return "n/a";
-    return v >= 1000 ? (v / 1000).toFixed(2) + " s" : v >= 100 ? v.toFixed(0) + " ms" : v.toFixed(2) + " ms";
+    var m = Math.abs(v);
+    return m >= 10000 ? (v / 1000).toFixed(1) + " s" : m > 0 && m < 0.1 ? v.toFixed(2) + " ms" : v.toFixed(1) + " ms";
   }
-  function pct(v) { return v == null ? "n/a" : v.toFixed(1) + "%"; }
+  function pct(v) { return v == null ? "n/a" : v > 0 && v < 0.5 ? "<1%" : v.toFixed(0) + "%"; }
   function bytes(v) {
     if (v == null) return "n/a";
-    return v >= 1073741824 ? (v / 1073741824).toFixed(2) + " GiB" : (v / 1048576).toFixed(0) + " MiB";
+    var a = Math.abs(v);
+    return a >= 1e9 ? (v / 1e9).toFixed(1) + " GB" : a >= 1e6 ? (v / 1e6).toFixed(1) + " MB" :
+           a >= 1e3 ? (v / 1e3).toFixed(1) + " KB" : v.toFixed(0) + " B";
   }
   /* A chart: dygraphs draws into .plot inside the card's chart div, the
    * legend (names; values under the mouse) goes below it. Data is
@@ -138,11 +143,11 @@
 
   function memChart(d) {
     var s = d.series || {};
-    function mib(a) { return (a || []).map(function (v) { return v == null ? null : v / 1048576; }); }
-    setChart("mem", "c-mem", ["step", "RSS (MiB)", "CUDA allocated (MiB)", "CUDA reserved (MiB)"],
+    function mb(a) { return (a || []).map(function (v) { return v == null ? null : v / 1e6; }); }
+    setChart("mem", "c-mem", ["step", "RSS (MB)", "CUDA allocated (MB)", "CUDA reserved (MB)"],
              ["#57ab5a", "#539bf5", "#b083f0"],
-             rowsOf(s.step || [], [mib(s.rss_bytes), mib(s.cuda_allocated_bytes), mib(s.cuda_reserved_bytes)]),
-             { fmt: function (v) { return v.toFixed(0) + " MiB"; }, ylabel: "MiB" });
+             rowsOf(s.step || [], [mb(s.rss_bytes), mb(s.cuda_allocated_bytes), mb(s.cuda_reserved_bytes)]),
+             { fmt: function (v) { return v.toFixed(1) + " MB"; }, ylabel: "MB" });
     var m = d.step_memory || {};
     $("mem-label").textContent = m.label ? "Step memory: " + m.label + (m.why ? " — " + m.why : "") : "";
   }
