@@ -23,6 +23,7 @@
  */
 #include "live/live.h"
 #include "base/fmt.h"
+#include "base/jsonw.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -341,14 +342,6 @@ fail:
 
 /* ---- live JSON ----------------------------------------------------- */
 
-static void j_num(tml_strbuf *o, double v, int decimals)
-{
-    if (isnan(v) || isinf(v))
-        tml__sb_adds(o, "null");
-    else
-        tml__sb_addf(o, "%.*f", decimals, v);
-}
-
 static void j_key(tml_strbuf *o, const char *k, int *first)
 {
     if (!*first)
@@ -358,23 +351,15 @@ static void j_key(tml_strbuf *o, const char *k, int *first)
     tml__sb_addc(o, ':');
 }
 
-static void j_str_or_null(tml_strbuf *o, const char *s)
-{
-    if (s && *s)
-        tml__sb_add_json_str(o, s);
-    else
-        tml__sb_adds(o, "null");
-}
-
 static void j_section(tml_strbuf *o, const char *key, const tml_live_section *s, int *first)
 {
     j_key(o, key, first);
     tml__sb_adds(o, "{\"label\":");
-    j_str_or_null(o, s->label);
+    tml__json_add_str_or_null(o, s->label);
     tml__sb_adds(o, ",\"severity\":");
-    j_str_or_null(o, s->severity);
+    tml__json_add_str_or_null(o, s->severity);
     tml__sb_adds(o, ",\"why\":");
-    j_str_or_null(o, s->why);
+    tml__json_add_str_or_null(o, s->why);
     tml__sb_addc(o, '}');
 }
 
@@ -394,13 +379,13 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
     j_key(o, "run_name", &f);
     tml__sb_add_json_str(o, s->run_name);
     j_key(o, "run_id", &f);
-    j_str_or_null(o, s->run_id);
+    tml__json_add_str_or_null(o, s->run_id);
     j_key(o, "status", &f);
     tml__sb_add_json_str(o, s->status);
     j_key(o, "unix_ms", &f);
     tml__sb_addf(o, "%lld", (long long)s->unix_ms);
     j_key(o, "elapsed_s", &f);
-    j_num(o, s->elapsed_s, 1);
+    tml__json_add_num(o, s->elapsed_s, 1, 0);
 
     j_key(o, "window", &f);
     tml__sb_addf(o, "{\"max_steps\":%d,\"clock\":\"%s\",\"common_steps\":%zu,"
@@ -416,17 +401,17 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
     const tml_diagnosis *d = &s->verdict;
     j_key(o, "verdict", &f);
     tml__sb_adds(o, "{\"kind\":");
-    j_str_or_null(o, d->kind);
+    tml__json_add_str_or_null(o, d->kind);
     tml__sb_adds(o, ",\"label\":");
-    j_str_or_null(o, d->label);
+    tml__json_add_str_or_null(o, d->label);
     tml__sb_adds(o, ",\"severity\":");
     tml__sb_add_json_str(o, tml__severity_name(d->severity));
     tml__sb_adds(o, ",\"why\":");
-    j_str_or_null(o, d->why);
+    tml__json_add_str_or_null(o, d->why);
     tml__sb_adds(o, ",\"next\":");
-    j_str_or_null(o, d->next);
+    tml__json_add_str_or_null(o, d->next);
     tml__sb_adds(o, ",\"cause\":");
-    j_str_or_null(o, d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
+    tml__json_add_str_or_null(o, d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
     tml__sb_addc(o, '}');
 
     j_key(o, "shares_percent", &f);
@@ -438,11 +423,11 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
             tml__sb_addc(o, ',');
         tml__sb_add_json_str(o, tml__metric_name((tml_metric)m));
         tml__sb_addc(o, ':');
-        j_num(o, s->share[m] * 100.0, 2);
+        tml__json_add_num(o, s->share[m] * 100.0, 2, 0);
     }
     tml__sb_addc(o, '}');
     j_key(o, "skew_percent", &f);
-    j_num(o, s->skew * 100.0, 2);
+    tml__json_add_num(o, s->skew * 100.0, 2, 0);
     j_key(o, "median_rank", &f);
     tml__sb_addf(o, "%d", (int)s->median_rank);
     j_key(o, "worst_rank", &f);
@@ -451,7 +436,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
     j_section(o, "system", &s->sys, &f);
     j_section(o, "process", &s->proc, &f);
     j_key(o, "gpu_util_percent", &f);
-    j_num(o, s->gpu_util_percent, 2);
+    tml__json_add_num(o, s->gpu_util_percent, 2, 0);
     j_key(o, "world_size", &f);
     tml__sb_addf(o, "%d", (int)(s->world_size > (int32_t)s->nranks ? s->world_size
                                                                   : (int32_t)s->nranks));
@@ -481,20 +466,20 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
                      r->window_steps);
         for (int m = 0; m < TML_M_COUNT; m++) {
             tml__sb_addf(o, ",\"%s_ms\":", tml__metric_name((tml_metric)m));
-            j_num(o, r->avg_ms[m], 3);
+            tml__json_add_num(o, r->avg_ms[m], 3, 0);
         }
         tml__sb_adds(o, ",\"step_time_p50_ms\":");
-        j_num(o, r->step_p50_ms, 3);
+        tml__json_add_num(o, r->step_p50_ms, 3, 0);
         tml__sb_adds(o, ",\"step_time_p90_ms\":");
-        j_num(o, r->step_p90_ms, 3);
+        tml__json_add_num(o, r->step_p90_ms, 3, 0);
         tml__sb_adds(o, ",\"rss_bytes\":");
-        j_num(o, r->rss_bytes, 0);
+        tml__json_add_num(o, r->rss_bytes, 0, 0);
         tml__sb_adds(o, ",\"cuda_allocated_bytes\":");
-        j_num(o, r->cuda_allocated_bytes, 0);
+        tml__json_add_num(o, r->cuda_allocated_bytes, 0, 0);
         tml__sb_adds(o, ",\"cuda_reserved_bytes\":");
-        j_num(o, r->cuda_reserved_bytes, 0);
+        tml__json_add_num(o, r->cuda_reserved_bytes, 0, 0);
         tml__sb_adds(o, ",\"traceml_overhead_us_per_step\":");
-        j_num(o, r->overhead_us, 3);
+        tml__json_add_num(o, r->overhead_us, 3, 0);
         tml__sb_addf(o, ",\"records_dropped\":%llu,\"events_dropped\":%llu",
                      (unsigned long long)r->records_dropped,
                      (unsigned long long)r->events_dropped);
@@ -505,7 +490,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
         for (size_t j = 0; j < r->nstep_ms; j++) {
             if (j)
                 tml__sb_addc(o, ',');
-            j_num(o, r->step_ms[j], 3);
+            tml__json_add_num(o, r->step_ms[j], 3, 0);
         }
         tml__sb_adds(o, "]}");
     }
@@ -521,7 +506,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
         for (size_t j = 0; j < s->npoints; j++) {
             if (j)
                 tml__sb_addc(o, ',');
-            j_num(o, s->points[j].ms[k], 3);
+            tml__json_add_num(o, s->points[j].ms[k], 3, 0);
         }
         tml__sb_addc(o, ']');
     }
@@ -535,7 +520,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
                                                       : p->cuda_reserved_bytes;
             if (j)
                 tml__sb_addc(o, ',');
-            j_num(o, v, 0);
+            tml__json_add_num(o, v, 0, 0);
         }
         tml__sb_addc(o, ']');
     }
@@ -547,7 +532,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
         const tml_live_gauge *g = &s->gauges[i];
         tml__sb_addf(o, "%s{\"name\":\"%s\",\"%s\":%d,\"value\":", i ? "," : "", g->name,
                      g->who, (int)g->id);
-        j_num(o, g->value, 2);
+        tml__json_add_num(o, g->value, 2, 0);
         tml__sb_addc(o, '}');
     }
     tml__sb_addc(o, ']');
@@ -556,7 +541,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
     if (line.len && line.buf[line.len - 1] == '\n')
         line.buf[--line.len] = '\0';
     j_key(o, "line", &f);
-    j_str_or_null(o, line.buf);
+    tml__json_add_str_or_null(o, line.buf);
     tml__sb_release(&line);
     tml__sb_addc(o, '}');
 }

@@ -2,6 +2,7 @@
  * timeline.c - bounded host/GPU metric history (see timeline.h for why).
  */
 #include "model/timeline.h"
+#include "base/jsonw.h"
 #include "base/array.h"
 
 #include <math.h>
@@ -136,10 +137,7 @@ static void array(tml_strbuf *out, const char *key, const tml_timeline *tl, cons
         }
         if (b)
             tml__sb_addc(out, ',');
-        if (isnan(v))
-            tml__sb_adds(out, "null");
-        else
-            tml__sb_addf(out, "%.1f", v);
+        tml__json_add_num(out, v, 1, 0);
     }
     tml__sb_addc(out, ']');
 }

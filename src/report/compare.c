@@ -26,6 +26,7 @@
  */
 #include "report/compare.h"
 #include "base/fmt.h"
+#include "base/jsonw.h"
 
 #include <errno.h>
 #include <math.h>
@@ -574,33 +575,14 @@ void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
 
 /* ---- JSON ------------------------------------------------------------- */
 
-static void j_num(tml_strbuf *sb, double v, int decimals)
-{
-    if (!isfinite(v)) {
-        tml__sb_adds(sb, "null");
-        return;
-    }
-    if (v == 0)
-        v = 0;
-    tml__sb_addf(sb, "%.*f", decimals, v);
-}
-
-static void j_str(tml_strbuf *sb, const char *s)
-{
-    if (s && *s)
-        tml__sb_add_json_str(sb, s);
-    else
-        tml__sb_adds(sb, "null");
-}
-
 static void j_run(tml_strbuf *sb, const char *key, const tml_cmp_run *r)
 {
     tml__sb_addf(sb, "  \"%s\": {\"run_name\": ", key);
-    j_str(sb, r->label);
+    tml__json_add_str_or_null(sb, r->label);
     tml__sb_adds(sb, ", \"path\": ");
-    j_str(sb, r->path);
+    tml__json_add_str_or_null(sb, r->path);
     tml__sb_adds(sb, ", \"primary_diagnosis\": ");
-    j_str(sb, r->primary);
+    tml__json_add_str_or_null(sb, r->primary);
     tml__sb_addf(sb, ", \"window_steps\": %zu},\n", r->window_steps);
 }
 
@@ -615,33 +597,33 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
 
     tml__sb_adds(out, "{\n  \"schema_version\": 1,\n  \"kind\": \"traceml_compare\",\n");
     tml__sb_adds(out, "  \"generated_at\": ");
-    j_str(out, generated_at);
+    tml__json_add_str_or_null(out, generated_at);
     tml__sb_addf(out, ",\n  \"traceml_version\": \"%s\",\n", TML_VERSION_STRING);
     j_run(out, "a", a);
     j_run(out, "b", b);
     tml__sb_addf(out, "  \"verdict\": \"%s\",\n  \"why\": ", tml__cmp_verdict_name(r->verdict));
-    j_str(out, r->why);
+    tml__json_add_str_or_null(out, r->why);
     tml__sb_adds(out, ",\n  \"clock\": ");
-    j_str(out, r->clock < 0 ? NULL : r->clock == TML_CMP_GPU ? "gpu" : "cpu");
+    tml__json_add_str_or_null(out, r->clock < 0 ? NULL : r->clock == TML_CMP_GPU ? "gpu" : "cpu");
     tml__sb_adds(out, ",\n  \"gates\": {\"step_time_percent\": ");
-    j_num(out, 100.0 * r->gates.step_time, 2);
+    tml__json_add_num(out, 100.0 * r->gates.step_time, 2, 0);
     tml__sb_adds(out, ", \"peak_reserved_percent\": ");
-    j_num(out, 100.0 * r->gates.memory, 2);
+    tml__json_add_num(out, 100.0 * r->gates.memory, 2, 0);
     tml__sb_adds(out, "},\n  \"step_time_a_ms\": ");
-    j_num(out, r->time_a_ms, 3);
+    tml__json_add_num(out, r->time_a_ms, 3, 0);
     tml__sb_adds(out, ",\n  \"step_time_b_ms\": ");
-    j_num(out, r->time_b_ms, 3);
+    tml__json_add_num(out, r->time_b_ms, 3, 0);
     tml__sb_adds(out, ",\n  \"step_time_change_percent\": ");
-    j_num(out, 100.0 * r->time_change, 2);
+    tml__json_add_num(out, 100.0 * r->time_change, 2, 0);
     tml__sb_adds(out, ",\n  \"noise_ms\": ");
-    j_num(out, r->noise_ms, 3);
+    tml__json_add_num(out, r->noise_ms, 3, 0);
     tml__sb_addf(out, ",\n  \"within_noise\": %s,\n  \"peak_reserved_change_percent\": ",
                  r->within_noise ? "true" : "false");
-    j_num(out, r->mem_compared ? 100.0 * r->mem_change : NAN, 2);
+    tml__json_add_num(out, r->mem_compared ? 100.0 * r->mem_change : NAN, 2, 0);
     tml__sb_adds(out, ",\n  \"primary_diagnosis\": {\"a\": ");
-    j_str(out, a->primary);
+    tml__json_add_str_or_null(out, a->primary);
     tml__sb_adds(out, ", \"b\": ");
-    j_str(out, b->primary);
+    tml__json_add_str_or_null(out, b->primary);
     tml__sb_addf(out, ", \"changed\": %s},\n  \"sections\": {",
                  a->primary[0] && b->primary[0] && strcmp(a->primary, b->primary) != 0
                  ? "true" : "false");
@@ -655,12 +637,12 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
             tml__sb_addf(out, "%s\n      {\"metric\": \"%s\", \"label\": ", first ? "" : ",",
                          rw->id);
             first = 0;
-            j_str(out, rw->name);
+            tml__json_add_str_or_null(out, rw->name);
             if (rw->kind == R_DIAG) {
                 tml__sb_adds(out, ", \"a\": ");
-                j_str(out, rw->sa);
+                tml__json_add_str_or_null(out, rw->sa);
                 tml__sb_adds(out, ", \"b\": ");
-                j_str(out, rw->sb);
+                tml__json_add_str_or_null(out, rw->sb);
                 tml__sb_addf(out, ", \"changed\": %s}",
                              diag_known(rw->sa) && diag_known(rw->sb) &&
                              strcmp(rw->sa, rw->sb) != 0 ? "true" : "false");
@@ -668,19 +650,19 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
             }
             int dec = rw->kind == R_BYTES ? 0 : rw->kind == R_PP ? 2 : 3;
             tml__sb_adds(out, ", \"a\": ");
-            j_num(out, rw->a, dec);
+            tml__json_add_num(out, rw->a, dec, 0);
             tml__sb_adds(out, ", \"b\": ");
-            j_num(out, rw->b, dec);
+            tml__json_add_num(out, rw->b, dec, 0);
             tml__sb_adds(out, ", \"delta\": ");
-            j_num(out, rw->kind == R_NOISE ? NAN : rw->b - rw->a, dec);
+            tml__json_add_num(out, rw->kind == R_NOISE ? NAN : rw->b - rw->a, dec, 0);
             tml__sb_adds(out, ", \"delta_percent\": ");
-            j_num(out, (rw->kind == R_MS || rw->kind == R_BYTES) && rw->a > 0
-                       ? 100.0 * (rw->b - rw->a) / rw->a : NAN, 2);
+            tml__json_add_num(out, (rw->kind == R_MS || rw->kind == R_BYTES) && rw->a > 0
+                       ? 100.0 * (rw->b - rw->a) / rw->a : NAN, 2, 0);
             tml__sb_addc(out, '}');
         }
         tml__sb_adds(out, "\n    ]");
     }
     tml__sb_adds(out, "\n  },\n  \"text\": ");
-    j_str(out, text);
+    tml__json_add_str_or_null(out, text);
     tml__sb_adds(out, "\n}\n");
 }

@@ -11,118 +11,28 @@
  * like the document it writes.
  */
 #include "report/model.h"
+#include "base/jsonw.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#define JW_DEPTH 16
-
-typedef struct jw {
-    tml_strbuf *sb;
-    int depth;
-    int count[JW_DEPTH];
-} jw;
-
-static void jw_indent(jw *w)
-{
-    tml__sb_addc(w->sb, '\n');
-    for (int i = 0; i < w->depth; i++)
-        tml__sb_adds(w->sb, "  ");
-}
-
-/* Comma, newline, indentation and the key (NULL inside arrays). */
-static void jw_key(jw *w, const char *key)
-{
-    if (w->depth > 0) {
-        if (w->count[w->depth]++)
-            tml__sb_addc(w->sb, ',');
-        jw_indent(w);
-    }
-    if (key) {
-        tml__sb_add_json_str(w->sb, key);
-        tml__sb_adds(w->sb, ": ");
-    }
-}
-
-static void jw_open(jw *w, const char *key, char c)
-{
-    jw_key(w, key);
-    tml__sb_addc(w->sb, c);
-    if (w->depth + 1 < JW_DEPTH)
-        w->depth++;
-    w->count[w->depth] = 0;
-}
-
-static void jw_close(jw *w, char c)
-{
-    int had = w->count[w->depth];
-    if (w->depth > 0)
-        w->depth--;
-    if (had)
-        jw_indent(w);
-    tml__sb_addc(w->sb, c);
-}
-
-static void jw_null(jw *w, const char *key)
-{
-    jw_key(w, key);
-    tml__sb_adds(w->sb, "null");
-}
-
-static void jw_str(jw *w, const char *key, const char *s)
-{
-    if (!s) {
-        jw_null(w, key);
-        return;
-    }
-    jw_key(w, key);
-    tml__sb_add_json_str(w->sb, s);
-}
-
-static void jw_int(jw *w, const char *key, long long v)
-{
-    jw_key(w, key);
-    tml__sb_addf(w->sb, "%lld", v);
-}
-
-/* A number with `decimals` digits; NAN/inf are null. */
-static void jw_num(jw *w, const char *key, double v, int decimals)
-{
-    if (!isfinite(v)) {
-        jw_null(w, key);
-        return;
-    }
-    jw_key(w, key);
-    if (v == 0)
-        v = 0;           /* no "-0.000" */
-    char b[64];
-    snprintf(b, sizeof(b), "%.*f", decimals, v);
-    if (strcmp(b, "-0") == 0 || strncmp(b, "-0.", 3) == 0) {
-        int zero = 1;
-        for (const char *p = b + 1; *p; p++)
-            if (*p != '0' && *p != '.')
-                zero = 0;
-        if (zero)
-            memmove(b, b + 1, strlen(b));
-    }
-    tml__sb_adds(w->sb, b);
-}
+typedef tml_jsonw jw;
 
 static void jw_ms(jw *w, const char *key, double ns)
 {
-    jw_num(w, key, ns / 1e6, 3);
+    tml__jw_num(w, key, ns / 1e6, 3);
 }
 
 static void jw_pct(jw *w, const char *key, double fraction)
 {
-    jw_num(w, key, fraction * 100.0, 2);
+    tml__jw_num(w, key, fraction * 100.0, 2);
 }
 
 static void jw_bytes(jw *w, const char *key, double b)
 {
-    jw_num(w, key, b, 0);
+    tml__jw_num(w, key, b, 0);
 }
 
 /* ---- pieces --------------------------------------------------------- */
@@ -136,16 +46,16 @@ static void rank_ref(jw *w, const char *key, const tml_window *win, int idx)
 {
     char l[32];
     if (idx < 0 || (size_t)idx >= win->nranks) {
-        jw_null(w, key);
+        tml__jw_null(w, key);
         return;
     }
     const tml_rank_window *r = &win->ranks[idx];
-    jw_open(w, key, '{');
-    jw_int(w, "rank", r->rank);
-    jw_int(w, "node", r->node);
+    tml__jw_open(w, key, '{');
+    tml__jw_int(w, "rank", r->rank);
+    tml__jw_int(w, "node", r->node);
     rank_label(r, l, sizeof(l));
-    jw_str(w, "label", l);
-    jw_close(w, '}');
+    tml__jw_str(w, "label", l);
+    tml__jw_close(w, '}');
 }
 
 static void phase_array(jw *w, const char *key, uint32_t mask)
@@ -153,85 +63,85 @@ static void phase_array(jw *w, const char *key, uint32_t mask)
     static const char *names[TML_PHASE_COUNT] = {
         "input_wait", "h2d", "forward", "backward", "optimizer"
     };
-    jw_open(w, key, '[');
+    tml__jw_open(w, key, '[');
     for (int p = 0; p < TML_PHASE_COUNT; p++)
         if (mask & TML_PHASE_BIT(p))
-            jw_str(w, NULL, names[p]);
-    jw_close(w, ']');
+            tml__jw_str(w, NULL, names[p]);
+    tml__jw_close(w, ']');
 }
 
 static void straggler_obj(jw *w, const char *key, const tml_window *win, const tml_straggler *s)
 {
     static const char *comp[3] = { "input_wait", "h2d", "compute" };
     if (!s->valid) {
-        jw_null(w, key);
+        tml__jw_null(w, key);
         return;
     }
-    jw_open(w, key, '{');
-    jw_num(w, "score", s->score, 4);
+    tml__jw_open(w, key, '{');
+    tml__jw_num(w, "score", s->score, 4);
     rank_ref(w, "culprit", win, s->culprit);
     rank_ref(w, "victim", win, s->victim);
     jw_ms(w, "visible_cost_ms", s->cost_ns);
-    jw_open(w, "coverage_percent", '{');
+    tml__jw_open(w, "coverage_percent", '{');
     jw_pct(w, "input_wait", s->coverage[0]);
     jw_pct(w, "h2d", s->coverage[1]);
     jw_pct(w, "forward", s->coverage[2]);
-    jw_close(w, '}');
-    jw_str(w, "component", s->component >= 0 ? comp[s->component] : NULL);
-    jw_int(w, "culprit_steps", (long long)s->culprit_steps);
-    jw_int(w, "window_steps", (long long)win->window_steps);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
+    tml__jw_str(w, "component", s->component >= 0 ? comp[s->component] : NULL);
+    tml__jw_int(w, "culprit_steps", (long long)s->culprit_steps);
+    tml__jw_int(w, "window_steps", (long long)win->window_steps);
+    tml__jw_close(w, '}');
 }
 
 /* Evidence of a resource finding (step memory, system, process). */
 static void resource_obj(jw *w, const char *key, const tml_res_evidence *r)
 {
     if (!r->valid) {
-        jw_null(w, key);
+        tml__jw_null(w, key);
         return;
     }
-    jw_open(w, key, '{');
-    jw_str(w, "metric", r->metric);
-    jw_num(w, "value", r->value, 3);
-    jw_num(w, "threshold", r->threshold, 3);
+    tml__jw_open(w, key, '{');
+    tml__jw_str(w, "metric", r->metric);
+    tml__jw_num(w, "value", r->value, 3);
+    tml__jw_num(w, "threshold", r->threshold, 3);
     if (r->rank >= 0)
-        jw_int(w, "rank", r->rank);
+        tml__jw_int(w, "rank", r->rank);
     else
-        jw_null(w, "rank");
+        tml__jw_null(w, "rank");
     if (r->node >= 0)
-        jw_int(w, "node", r->node);
+        tml__jw_int(w, "node", r->node);
     else
-        jw_null(w, "node");
+        tml__jw_null(w, "node");
     if (r->gpu >= 0)
-        jw_int(w, "gpu", r->gpu);
+        tml__jw_int(w, "gpu", r->gpu);
     else
-        jw_null(w, "gpu");
+        tml__jw_null(w, "gpu");
     jw_bytes(w, "growth_bytes_per_step", r->growth_bytes_per_step);
     jw_bytes(w, "growth_bytes", r->growth_bytes);
-    jw_num(w, "projected_full_step", r->projected_full_step, 0);
+    tml__jw_num(w, "projected_full_step", r->projected_full_step, 0);
     jw_bytes(w, "capacity_bytes", r->capacity_bytes);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
 }
 
 static void diagnosis_obj(jw *w, const char *key, const tml_diagnosis *d,
                           const tml_window *win)
 {
-    jw_open(w, key, '{');
-    jw_str(w, "kind", d->kind);
-    jw_str(w, "label", d->label);
-    jw_str(w, "severity", tml__severity_name(d->severity));
-    jw_str(w, "section", d->section);
-    jw_str(w, "why", d->why);
-    jw_str(w, "next", d->next[0] ? d->next : NULL);
-    jw_open(w, "evidence", '{');
-    jw_str(w, "cause", d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
+    tml__jw_open(w, key, '{');
+    tml__jw_str(w, "kind", d->kind);
+    tml__jw_str(w, "label", d->label);
+    tml__jw_str(w, "severity", tml__severity_name(d->severity));
+    tml__jw_str(w, "section", d->section);
+    tml__jw_str(w, "why", d->why);
+    tml__jw_str(w, "next", d->next[0] ? d->next : NULL);
+    tml__jw_open(w, "evidence", '{');
+    tml__jw_str(w, "cause", d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
     jw_pct(w, "share_percent", d->share);
     jw_pct(w, "threshold_percent", d->threshold);
     phase_array(w, "missing_phases", d->missing);
     straggler_obj(w, "straggler", win, &d->straggler);
     resource_obj(w, "resource", &d->res);
-    jw_close(w, '}');
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
+    tml__jw_close(w, '}');
 }
 
 static void step_metrics(jw *w, const double *avg)
@@ -246,61 +156,61 @@ static void step_metrics(jw *w, const double *avg)
 static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx)
 {
     if (idx < 0) {
-        jw_open(w, key, '{');
-        jw_null(w, "rank");
-        jw_null(w, "node");
-        jw_null(w, "label");
+        tml__jw_open(w, key, '{');
+        tml__jw_null(w, "rank");
+        tml__jw_null(w, "node");
+        tml__jw_null(w, "label");
         double nan[TML_M_COUNT];
         for (int m = 0; m < TML_M_COUNT; m++)
             nan[m] = NAN;
         step_metrics(w, nan);
-        jw_null(w, "step_time_p50_ms");
-        jw_null(w, "step_time_p90_ms");
-        jw_null(w, "step_time_stddev_ms");
-        jw_null(w, "step_time_mad_ms");
-        jw_close(w, '}');
+        tml__jw_null(w, "step_time_p50_ms");
+        tml__jw_null(w, "step_time_p90_ms");
+        tml__jw_null(w, "step_time_stddev_ms");
+        tml__jw_null(w, "step_time_mad_ms");
+        tml__jw_close(w, '}');
         return;
     }
     const tml_rank_window *r = &win->ranks[idx];
     char l[32];
-    jw_open(w, key, '{');
-    jw_int(w, "rank", r->rank);
-    jw_int(w, "node", r->node);
+    tml__jw_open(w, key, '{');
+    tml__jw_int(w, "rank", r->rank);
+    tml__jw_int(w, "node", r->node);
     rank_label(r, l, sizeof(l));
-    jw_str(w, "label", l);
+    tml__jw_str(w, "label", l);
     step_metrics(w, r->avg_ns);
     jw_ms(w, "step_time_p50_ms", r->step_median_ns);
     jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
     jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);
     jw_ms(w, "step_time_mad_ms", r->step_mad_ns);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
 }
 
 static void issues_arr(jw *w, const tml_diagnosis *d, size_t n, const tml_window *win)
 {
-    jw_open(w, "issues", '[');
+    tml__jw_open(w, "issues", '[');
     for (size_t i = 0; i < n; i++)
         diagnosis_obj(w, NULL, &d[i], win);
-    jw_close(w, ']');
+    tml__jw_close(w, ']');
 }
 
 static void window_obj(jw *w, const tml_window *win, const char *clock)
 {
-    jw_open(w, "window", '{');
-    jw_str(w, "clock", clock);
-    jw_int(w, "max_steps", (long long)win->max_steps);
-    jw_int(w, "common_steps", (long long)win->common_steps);
-    jw_int(w, "window_steps", (long long)win->window_steps);
-    jw_int(w, "warmup_steps_excluded", (long long)win->warmup_steps);
-    jw_int(w, "aborted_steps_excluded", (long long)win->aborted_steps);
+    tml__jw_open(w, "window", '{');
+    tml__jw_str(w, "clock", clock);
+    tml__jw_int(w, "max_steps", (long long)win->max_steps);
+    tml__jw_int(w, "common_steps", (long long)win->common_steps);
+    tml__jw_int(w, "window_steps", (long long)win->window_steps);
+    tml__jw_int(w, "warmup_steps_excluded", (long long)win->warmup_steps);
+    tml__jw_int(w, "aborted_steps_excluded", (long long)win->aborted_steps);
     if (win->window_steps) {
-        jw_int(w, "first_step", (long long)win->first_step);
-        jw_int(w, "last_step", (long long)win->last_step);
+        tml__jw_int(w, "first_step", (long long)win->first_step);
+        tml__jw_int(w, "last_step", (long long)win->last_step);
     } else {
-        jw_null(w, "first_step");
-        jw_null(w, "last_step");
+        tml__jw_null(w, "first_step");
+        tml__jw_null(w, "last_step");
     }
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
 }
 
 static const char *clock_str(const tml_window *win)
@@ -329,21 +239,21 @@ static void clock_figures(jw *w, const char *key, const tml_window *win)
     };
     const tml_rank_window *r = win->median_rank >= 0 ? &win->ranks[win->median_rank] : NULL;
     char k[64];
-    jw_open(w, key, '{');
+    tml__jw_open(w, key, '{');
     if (r) {
         char l[32];
         rank_label(r, l, sizeof(l));
-        jw_str(w, "label", l);
+        tml__jw_str(w, "label", l);
     } else {
-        jw_null(w, "label");
+        tml__jw_null(w, "label");
     }
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         snprintf(k, sizeof(k), "%s_ms", tml__metric_name(keys[i]));
         jw_ms(w, k, r ? r->avg_ns[keys[i]] : NAN);
     }
     jw_ms(w, "noise_ms", step_noise_ns(win));
-    jw_int(w, "window_steps", (long long)win->window_steps);
-    jw_close(w, '}');
+    tml__jw_int(w, "window_steps", (long long)win->window_steps);
+    tml__jw_close(w, '}');
 }
 
 static void step_time_section(jw *w, const tml_report_model *m)
@@ -361,57 +271,57 @@ static void step_time_section(jw *w, const tml_report_model *m)
             }
         mean[k] = n ? s / (double)n : NAN;
     }
-    jw_open(w, "step_time", '{');
+    tml__jw_open(w, "step_time", '{');
     diagnosis_obj(w, "diagnosis", &m->st.primary, win);
     issues_arr(w, m->st.issues, m->st.nissues, win);
     window_obj(w, win, clock_str(win));
-    jw_open(w, "shares_percent", '{');
+    tml__jw_open(w, "shares_percent", '{');
     for (int k = 1; k < TML_M_COUNT; k++)
         jw_pct(w, tml__metric_name((tml_metric)k), m->st.share[k]);
-    jw_close(w, '}');
-    jw_open(w, "average", '{');
+    tml__jw_close(w, '}');
+    tml__jw_open(w, "average", '{');
     step_metrics(w, mean);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
     step_rank_obj(w, "median", win, win->median_rank);
     step_rank_obj(w, "worst", win, win->worst_rank);
     jw_pct(w, "skew_percent", win->skew);
     straggler_obj(w, "straggler", win, &m->st.straggler);
     jw_ms(w, "noise_ms", step_noise_ns(win));
-    jw_open(w, "by_clock", '{');
+    tml__jw_open(w, "by_clock", '{');
     clock_figures(w, "cpu", m->has_cpu_win ? &m->cpu_win : win);
     if (win->clock == TML_CLOCK_GPU)
         clock_figures(w, "gpu", win);
     else
-        jw_null(w, "gpu");
-    jw_close(w, '}');
-    jw_open(w, "per_rank", '[');
+        tml__jw_null(w, "gpu");
+    tml__jw_close(w, '}');
+    tml__jw_open(w, "per_rank", '[');
     for (size_t i = 0; i < win->nranks; i++) {
         const tml_rank_window *r = &win->ranks[i];
         char l[32];
-        jw_open(w, NULL, '{');
-        jw_int(w, "rank", r->rank);
-        jw_int(w, "node", r->node);
-        jw_int(w, "local_rank", r->local_rank);
+        tml__jw_open(w, NULL, '{');
+        tml__jw_int(w, "rank", r->rank);
+        tml__jw_int(w, "node", r->node);
+        tml__jw_int(w, "local_rank", r->local_rank);
         rank_label(r, l, sizeof(l));
-        jw_str(w, "label", l);
-        jw_int(w, "steps", (long long)r->nsteps);
+        tml__jw_str(w, "label", l);
+        tml__jw_int(w, "steps", (long long)r->nsteps);
         step_metrics(w, r->avg_ns);
         jw_ms(w, "step_time_p50_ms", r->step_median_ns);
         jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
         jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);
         jw_ms(w, "step_time_mad_ms", r->step_mad_ns);
         phase_array(w, "missing_phases", r->nsteps ? r->missing : 0);
-        jw_int(w, "culprit_steps", (long long)r->culprit_steps);
+        tml__jw_int(w, "culprit_steps", (long long)r->culprit_steps);
         if (r->overhead_ns_per_step >= 0)
-            jw_num(w, "traceml_overhead_us_per_step", (double)r->overhead_ns_per_step / 1000.0, 3);
+            tml__jw_num(w, "traceml_overhead_us_per_step", (double)r->overhead_ns_per_step / 1000.0, 3);
         else
-            jw_null(w, "traceml_overhead_us_per_step");
-        jw_int(w, "records_dropped", (long long)r->records_dropped);
-        jw_int(w, "events_dropped", (long long)r->events_dropped);
-        jw_close(w, '}');
+            tml__jw_null(w, "traceml_overhead_us_per_step");
+        tml__jw_int(w, "records_dropped", (long long)r->records_dropped);
+        tml__jw_int(w, "events_dropped", (long long)r->events_dropped);
+        tml__jw_close(w, '}');
     }
-    jw_close(w, ']');
-    jw_close(w, '}');
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
 }
 
 static void memory_fields(jw *w, const tml_rank_window *r)
@@ -423,20 +333,20 @@ static void memory_fields(jw *w, const tml_rank_window *r)
 
 static void memory_rank(jw *w, const char *key, const tml_window *win, int idx)
 {
-    jw_open(w, key, '{');
+    tml__jw_open(w, key, '{');
     if (idx >= 0) {
         char l[32];
-        jw_int(w, "rank", win->ranks[idx].rank);
-        jw_int(w, "node", win->ranks[idx].node);
+        tml__jw_int(w, "rank", win->ranks[idx].rank);
+        tml__jw_int(w, "node", win->ranks[idx].node);
         rank_label(&win->ranks[idx], l, sizeof(l));
-        jw_str(w, "label", l);
+        tml__jw_str(w, "label", l);
     } else {
-        jw_null(w, "rank");
-        jw_null(w, "node");
-        jw_null(w, "label");
+        tml__jw_null(w, "rank");
+        tml__jw_null(w, "node");
+        tml__jw_null(w, "label");
     }
     memory_fields(w, idx >= 0 ? &win->ranks[idx] : NULL);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
 }
 
 static void step_memory_section(jw *w, const tml_report_model *m)
@@ -460,7 +370,7 @@ static void step_memory_section(jw *w, const tml_report_model *m)
     }
     if (worst >= 0)
         median = win->median_rank;
-    jw_open(w, "step_memory", '{');
+    tml__jw_open(w, "step_memory", '{');
     diagnosis_obj(w, "diagnosis", &m->mem, win);
     issues_arr(w, m->mem_s.issues, m->mem_s.nissues, win);
     /* what the memory rules analysed: CUDA reserved per-step peaks, or
@@ -468,54 +378,54 @@ static void step_memory_section(jw *w, const tml_report_model *m)
     size_t analysed = 0;
     for (size_t i = 0; i < m->mem_nranks; i++)
         analysed += m->mem_ranks[i].n;
-    jw_str(w, "series", analysed ? (m->mem_gpu ? "cuda_reserved" : "rss") : NULL);
+    tml__jw_str(w, "series", analysed ? (m->mem_gpu ? "cuda_reserved" : "rss") : NULL);
     window_obj(w, win, clock_str(win));
-    jw_open(w, "average", '{');
+    tml__jw_open(w, "average", '{');
     jw_bytes(w, "peak_allocated_bytes", na ? sa / (double)na : NAN);
     jw_bytes(w, "peak_reserved_bytes", nr ? sr / (double)nr : NAN);
     jw_bytes(w, "rss_bytes", ns ? ss / (double)ns : NAN);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
     memory_rank(w, "median", win, median);
     memory_rank(w, "worst", win, worst);
-    jw_open(w, "per_rank", '[');
+    tml__jw_open(w, "per_rank", '[');
     for (size_t i = 0; i < win->nranks; i++) {
         char l[32];
-        jw_open(w, NULL, '{');
-        jw_int(w, "rank", win->ranks[i].rank);
-        jw_int(w, "node", win->ranks[i].node);
+        tml__jw_open(w, NULL, '{');
+        tml__jw_int(w, "rank", win->ranks[i].rank);
+        tml__jw_int(w, "node", win->ranks[i].node);
         rank_label(&win->ranks[i], l, sizeof(l));
-        jw_str(w, "label", l);
+        tml__jw_str(w, "label", l);
         memory_fields(w, &win->ranks[i]);
         const tml_mem_rank *mr = i < m->mem_nranks ? &m->mem_ranks[i] : NULL;
         double pk = NAN;
         for (size_t k = 0; mr && k < mr->n; k++)
             if (isnan(pk) || mr->series[k] > pk)
                 pk = mr->series[k];
-        jw_int(w, "steps_analysed", mr ? (long long)mr->n : 0);
+        tml__jw_int(w, "steps_analysed", mr ? (long long)mr->n : 0);
         jw_bytes(w, "series_peak_bytes", pk);
         jw_bytes(w, "capacity_bytes", mr ? mr->capacity_bytes : NAN);
-        jw_close(w, '}');
+        tml__jw_close(w, '}');
     }
-    jw_close(w, ']');
-    jw_close(w, '}');
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
 }
 
 static void sys_fields(jw *w, const tml_sys_node *n)
 {
     double nan = NAN;
-    jw_num(w, "cpu_percent", n ? n->cpu_percent : nan, 2);
+    tml__jw_num(w, "cpu_percent", n ? n->cpu_percent : nan, 2);
     jw_bytes(w, "ram_used_bytes", n ? n->ram_used_bytes : nan);
     jw_bytes(w, "ram_total_bytes", n ? n->ram_total_bytes : nan);
-    jw_num(w, "gpu_util_percent", n ? n->gpu_util_percent : nan, 2);
+    tml__jw_num(w, "gpu_util_percent", n ? n->gpu_util_percent : nan, 2);
     jw_bytes(w, "gpu_memory_used_bytes", n ? n->gpu_mem_used_bytes : nan);
     jw_bytes(w, "gpu_memory_total_bytes", n ? n->gpu_mem_total_bytes : nan);
-    jw_num(w, "gpu_temperature_c", n ? n->gpu_temp_c : nan, 1);
-    jw_num(w, "gpu_power_w", n ? n->gpu_power_w : nan, 1);
-    jw_num(w, "gpu_power_limit_w", n ? n->gpu_power_limit_w : nan, 1);
+    tml__jw_num(w, "gpu_temperature_c", n ? n->gpu_temp_c : nan, 1);
+    tml__jw_num(w, "gpu_power_w", n ? n->gpu_power_w : nan, 1);
+    tml__jw_num(w, "gpu_power_limit_w", n ? n->gpu_power_limit_w : nan, 1);
     jw_bytes(w, "ram_used_peak_bytes", n ? n->ram_used_peak_bytes : nan);
-    jw_num(w, "gpu_memory_peak_percent", n ? n->gpu_mem_peak_percent : nan, 2);
-    jw_num(w, "gpu_temperature_peak_c", n ? n->gpu_temp_peak_c : nan, 1);
-    jw_num(w, "gpu_power_percent", n ? n->gpu_power_percent : nan, 2);
+    tml__jw_num(w, "gpu_memory_peak_percent", n ? n->gpu_mem_peak_percent : nan, 2);
+    tml__jw_num(w, "gpu_temperature_peak_c", n ? n->gpu_temp_peak_c : nan, 1);
+    tml__jw_num(w, "gpu_power_percent", n ? n->gpu_power_percent : nan, 2);
 }
 
 /* Mean over nodes of each field (NAN fields skipped). */
@@ -583,46 +493,46 @@ static void system_section(jw *w, const tml_report_model *m)
     int med, worst;
     sys_average(m, &avg);
     sys_pick(m, &med, &worst);
-    jw_open(w, "system", '{');
+    tml__jw_open(w, "system", '{');
     diagnosis_obj(w, "diagnosis", &m->sys, &m->win);
     issues_arr(w, m->sys_s.issues, m->sys_s.nissues, &m->win);
-    jw_open(w, "window", '{');
-    jw_int(w, "samples", (long long)samples);
-    jw_close(w, '}');
-    jw_open(w, "average", '{');
+    tml__jw_open(w, "window", '{');
+    tml__jw_int(w, "samples", (long long)samples);
+    tml__jw_close(w, '}');
+    tml__jw_open(w, "average", '{');
     sys_fields(w, samples ? &avg : NULL);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
     const int pick[2] = { med, worst };
     const char *keys[2] = { "median", "worst" };
     for (int k = 0; k < 2; k++) {
-        jw_open(w, keys[k], '{');
+        tml__jw_open(w, keys[k], '{');
         if (pick[k] >= 0)
-            jw_int(w, "node", m->nodes[pick[k]].node);
+            tml__jw_int(w, "node", m->nodes[pick[k]].node);
         else
-            jw_null(w, "node");
+            tml__jw_null(w, "node");
         sys_fields(w, pick[k] >= 0 ? &m->nodes[pick[k]] : NULL);
-        jw_close(w, '}');
+        tml__jw_close(w, '}');
     }
-    jw_open(w, "per_node", '[');
+    tml__jw_open(w, "per_node", '[');
     for (size_t i = 0; i < m->nnodes; i++) {
-        jw_open(w, NULL, '{');
-        jw_int(w, "node", m->nodes[i].node);
-        jw_int(w, "samples", (long long)m->nodes[i].samples);
+        tml__jw_open(w, NULL, '{');
+        tml__jw_int(w, "node", m->nodes[i].node);
+        tml__jw_int(w, "samples", (long long)m->nodes[i].samples);
         sys_fields(w, &m->nodes[i]);
-        jw_close(w, '}');
+        tml__jw_close(w, '}');
     }
-    jw_close(w, ']');
-    jw_close(w, '}');
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
 }
 
 static void proc_fields(jw *w, const tml_proc_rank *p)
 {
     double nan = NAN;
-    jw_num(w, "cpu_capacity_percent", p ? p->cpu_capacity_percent : nan, 2);
+    tml__jw_num(w, "cpu_capacity_percent", p ? p->cpu_capacity_percent : nan, 2);
     jw_bytes(w, "rss_bytes", p ? p->rss_bytes : nan);
     jw_bytes(w, "cuda_allocated_bytes", p ? p->cuda_allocated_bytes : nan);
     jw_bytes(w, "cuda_reserved_bytes", p ? p->cuda_reserved_bytes : nan);
-    jw_num(w, "cpu_percent", p ? p->cpu_percent : nan, 2);
+    tml__jw_num(w, "cpu_percent", p ? p->cpu_percent : nan, 2);
     jw_bytes(w, "rss_peak_bytes", p ? p->rss_peak_bytes : nan);
     jw_bytes(w, "cuda_reserved_peak_bytes", p ? p->cuda_reserved_peak_bytes : nan);
     jw_bytes(w, "device_total_bytes", p ? p->device_total_bytes : nan);
@@ -662,13 +572,13 @@ static void process_section(jw *w, const tml_report_model *m)
         if (m->win.median_rank >= 0 && (size_t)m->win.median_rank == i)
             med = p;
     }
-    jw_open(w, "process", '{');
+    tml__jw_open(w, "process", '{');
     diagnosis_obj(w, "diagnosis", &m->proc, &m->win);
     issues_arr(w, m->proc_s.issues, m->proc_s.nissues, &m->win);
-    jw_open(w, "window", '{');
-    jw_int(w, "samples", (long long)samples);
-    jw_close(w, '}');
-    jw_open(w, "average", '{');
+    tml__jw_open(w, "window", '{');
+    tml__jw_int(w, "samples", (long long)samples);
+    tml__jw_close(w, '}');
+    tml__jw_open(w, "average", '{');
     tml_proc_rank avg = {
         .cpu_capacity_percent = proc_mean(m, offsetof(tml_proc_rank, cpu_capacity_percent)),
         .rss_bytes = n ? s / (double)n : NAN,
@@ -681,126 +591,127 @@ static void process_section(jw *w, const tml_report_model *m)
         .host_ram_total_bytes = proc_mean(m, offsetof(tml_proc_rank, host_ram_total_bytes)),
     };
     proc_fields(w, &avg);
-    jw_close(w, '}');
+    tml__jw_close(w, '}');
     const tml_proc_rank *pick[2] = { med, worst };
     const char *keys[2] = { "median", "worst" };
     for (int k = 0; k < 2; k++) {
-        jw_open(w, keys[k], '{');
+        tml__jw_open(w, keys[k], '{');
         if (pick[k]) {
             char l[32];
             snprintf(l, sizeof(l), "R%d/N%d", (int)pick[k]->rank, (int)pick[k]->node);
-            jw_int(w, "rank", pick[k]->rank);
-            jw_int(w, "node", pick[k]->node);
-            jw_str(w, "label", l);
+            tml__jw_int(w, "rank", pick[k]->rank);
+            tml__jw_int(w, "node", pick[k]->node);
+            tml__jw_str(w, "label", l);
         } else {
-            jw_null(w, "rank");
-            jw_null(w, "node");
-            jw_null(w, "label");
+            tml__jw_null(w, "rank");
+            tml__jw_null(w, "node");
+            tml__jw_null(w, "label");
         }
         proc_fields(w, pick[k]);
-        jw_close(w, '}');
+        tml__jw_close(w, '}');
     }
-    jw_open(w, "per_rank", '[');
+    tml__jw_open(w, "per_rank", '[');
     for (size_t i = 0; i < m->nprocs; i++) {
         char l[32];
-        jw_open(w, NULL, '{');
-        jw_int(w, "rank", m->procs[i].rank);
-        jw_int(w, "node", m->procs[i].node);
+        tml__jw_open(w, NULL, '{');
+        tml__jw_int(w, "rank", m->procs[i].rank);
+        tml__jw_int(w, "node", m->procs[i].node);
         snprintf(l, sizeof(l), "R%d/N%d", (int)m->procs[i].rank, (int)m->procs[i].node);
-        jw_str(w, "label", l);
-        jw_int(w, "samples", (long long)m->procs[i].samples);
+        tml__jw_str(w, "label", l);
+        tml__jw_int(w, "samples", (long long)m->procs[i].samples);
         proc_fields(w, &m->procs[i]);
-        jw_close(w, '}');
+        tml__jw_close(w, '}');
     }
-    jw_close(w, ']');
-    jw_close(w, '}');
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
 }
 
 static void thresholds_obj(jw *w, const tml_thresholds *t)
 {
-    jw_open(w, "thresholds", '{');
-    jw_num(w, "input_warn", t->input_warn, 4);
-    jw_num(w, "input_crit", t->input_crit, 4);
-    jw_num(w, "h2d_warn", t->h2d_warn, 4);
-    jw_num(w, "h2d_crit", t->h2d_crit, 4);
-    jw_num(w, "residual_warn", t->residual_warn, 4);
-    jw_num(w, "residual_crit", t->residual_crit, 4);
-    jw_num(w, "compute", t->compute_min, 4);
-    jw_num(w, "compute_other", t->compute_other_max, 4);
-    jw_num(w, "straggler_warn", t->straggler_warn, 4);
-    jw_num(w, "straggler_crit", t->straggler_crit, 4);
-    jw_num(w, "straggler_coverage", t->straggler_coverage, 4);
-    jw_int(w, "straggler_min_steps", (long long)t->straggler_crit_min_steps);
-    jw_int(w, "min_steps", (long long)t->min_steps);
-    jw_num(w, "mem_pressure_warn", t->mem_pressure_warn, 4);
-    jw_num(w, "mem_pressure_crit", t->mem_pressure_crit, 4);
-    jw_int(w, "mem_min_steps", (long long)t->mem_min_steps);
-    jw_int(w, "creep_mb", (long long)t->creep_mb);
-    jw_close(w, '}');
+    tml__jw_open(w, "thresholds", '{');
+    tml__jw_num(w, "input_warn", t->input_warn, 4);
+    tml__jw_num(w, "input_crit", t->input_crit, 4);
+    tml__jw_num(w, "h2d_warn", t->h2d_warn, 4);
+    tml__jw_num(w, "h2d_crit", t->h2d_crit, 4);
+    tml__jw_num(w, "residual_warn", t->residual_warn, 4);
+    tml__jw_num(w, "residual_crit", t->residual_crit, 4);
+    tml__jw_num(w, "compute", t->compute_min, 4);
+    tml__jw_num(w, "compute_other", t->compute_other_max, 4);
+    tml__jw_num(w, "straggler_warn", t->straggler_warn, 4);
+    tml__jw_num(w, "straggler_crit", t->straggler_crit, 4);
+    tml__jw_num(w, "straggler_coverage", t->straggler_coverage, 4);
+    tml__jw_int(w, "straggler_min_steps", (long long)t->straggler_crit_min_steps);
+    tml__jw_int(w, "min_steps", (long long)t->min_steps);
+    tml__jw_num(w, "mem_pressure_warn", t->mem_pressure_warn, 4);
+    tml__jw_num(w, "mem_pressure_crit", t->mem_pressure_crit, 4);
+    tml__jw_int(w, "mem_min_steps", (long long)t->mem_min_steps);
+    tml__jw_int(w, "creep_mb", (long long)t->creep_mb);
+    tml__jw_close(w, '}');
 }
 
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
-    jw w = { out, 0, {0} };
+    jw w;
+    tml__jw_init(&w, out, 1);
     const tml_window *win = &m->win;
 
-    jw_open(&w, NULL, '{');
-    jw_int(&w, "schema_version", 1);
-    jw_str(&w, "generated_at", m->generated_at);
-    jw_num(&w, "duration_s", m->duration_s, 3);
-    jw_str(&w, "status", m->status);
-    jw_int(&w, "exit_code", m->exit_code);
+    tml__jw_open(&w, NULL, '{');
+    tml__jw_int(&w, "schema_version", 1);
+    tml__jw_str(&w, "generated_at", m->generated_at);
+    tml__jw_num(&w, "duration_s", m->duration_s, 3);
+    tml__jw_str(&w, "status", m->status);
+    tml__jw_int(&w, "exit_code", m->exit_code);
 
-    jw_open(&w, "meta", '{');
-    jw_str(&w, "run_name", m->run->name);
-    jw_str(&w, "run_id", m->run->id[0] ? m->run->id : NULL);
-    jw_str(&w, "traceml_version", TML_VERSION_STRING);
-    jw_int(&w, "world_size", m->world_size);
-    jw_int(&w, "ranks_reported", m->ranks_reported);
-    jw_open(&w, "missing_ranks", '[');
+    tml__jw_open(&w, "meta", '{');
+    tml__jw_str(&w, "run_name", m->run->name);
+    tml__jw_str(&w, "run_id", m->run->id[0] ? m->run->id : NULL);
+    tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
+    tml__jw_int(&w, "world_size", m->world_size);
+    tml__jw_int(&w, "ranks_reported", m->ranks_reported);
+    tml__jw_open(&w, "missing_ranks", '[');
     for (size_t i = 0; i < m->nmissing; i++)
-        jw_int(&w, NULL, m->missing_ranks[i]);
-    jw_close(&w, ']');
-    jw_open(&w, "lost_ranks", '[');   /* connection ended without a goodbye */
+        tml__jw_int(&w, NULL, m->missing_ranks[i]);
+    tml__jw_close(&w, ']');
+    tml__jw_open(&w, "lost_ranks", '[');   /* connection ended without a goodbye */
     for (size_t i = 0; i < m->run->nranks; i++) {
         const tml_rank *r = &m->run->ranks[i];
         if (!r->lost)
             continue;
-        jw_open(&w, NULL, '{');
-        jw_int(&w, "rank", r->info.rank);
-        jw_int(&w, "node", r->info.node_rank);
+        tml__jw_open(&w, NULL, '{');
+        tml__jw_int(&w, "rank", r->info.rank);
+        tml__jw_int(&w, "node", r->info.node_rank);
         if (r->nsteps)
-            jw_int(&w, "last_step", (long long)r->steps[r->nsteps - 1].step);
+            tml__jw_int(&w, "last_step", (long long)r->steps[r->nsteps - 1].step);
         else
-            jw_null(&w, "last_step");
-        jw_close(&w, '}');
+            tml__jw_null(&w, "last_step");
+        tml__jw_close(&w, '}');
     }
-    jw_close(&w, ']');
-    jw_int(&w, "nodes", m->nodes_expected);
-    jw_int(&w, "nodes_reported", m->nodes_reported);
-    jw_int(&w, "gpus_observed", m->gpus_observed);
-    jw_int(&w, "common_steps", (long long)win->common_steps);
-    jw_int(&w, "window_steps", (long long)win->window_steps);
-    jw_int(&w, "warmup_steps_excluded", (long long)win->warmup_steps);
-    jw_int(&w, "aborted_steps_excluded", (long long)win->aborted_steps);
-    jw_str(&w, "clock", clock_str(win));
-    jw_num(&w, "traceml_overhead_us_per_step", m->overhead_us, 3);
-    jw_int(&w, "records_dropped", (long long)m->records_dropped);
-    jw_int(&w, "events_dropped", (long long)m->events_dropped);
+    tml__jw_close(&w, ']');
+    tml__jw_int(&w, "nodes", m->nodes_expected);
+    tml__jw_int(&w, "nodes_reported", m->nodes_reported);
+    tml__jw_int(&w, "gpus_observed", m->gpus_observed);
+    tml__jw_int(&w, "common_steps", (long long)win->common_steps);
+    tml__jw_int(&w, "window_steps", (long long)win->window_steps);
+    tml__jw_int(&w, "warmup_steps_excluded", (long long)win->warmup_steps);
+    tml__jw_int(&w, "aborted_steps_excluded", (long long)win->aborted_steps);
+    tml__jw_str(&w, "clock", clock_str(win));
+    tml__jw_num(&w, "traceml_overhead_us_per_step", m->overhead_us, 3);
+    tml__jw_int(&w, "records_dropped", (long long)m->records_dropped);
+    tml__jw_int(&w, "events_dropped", (long long)m->events_dropped);
     thresholds_obj(&w, &m->th);
-    jw_close(&w, '}');
+    tml__jw_close(&w, '}');
 
     diagnosis_obj(&w, "primary_diagnosis", &m->verdict, win);
     step_time_section(&w, m);
     step_memory_section(&w, m);
     system_section(&w, m);
     process_section(&w, m);
-    jw_key(&w, "series");
+    tml__jw_key(&w, "series");
     if (m->series)
         tml__report_series(m, out);
     else
         tml__sb_adds(out, "null");
-    jw_str(&w, "text", text);
-    jw_close(&w, '}');
+    tml__jw_str(&w, "text", text);
+    tml__jw_close(&w, '}');
     tml__sb_addc(out, '\n');
 }

@@ -24,6 +24,7 @@
  * included), and says where the window starts so a chart can shade it.
  */
 #include "report/model.h"
+#include "base/jsonw.h"
 #include "model/timeline.h"
 
 #include <math.h>
@@ -46,27 +47,6 @@ static const char *const s_names[S_COUNT] = {
     "optimizer_ms", "residual_ms", "untraced_ms", "rss_bytes",
     "peak_allocated_bytes", "peak_reserved_bytes"
 };
-
-/* "12.300" -> "12.3", "0.000" -> "0", "-0.0" -> "0". */
-static void add_num(tml_strbuf *sb, double v, int decimals)
-{
-    char b[64];
-    if (!isfinite(v)) {
-        tml__sb_adds(sb, "null");
-        return;
-    }
-    snprintf(b, sizeof(b), "%.*f", decimals, v);
-    if (strchr(b, '.')) {
-        size_t n = strlen(b);
-        while (n > 0 && b[n - 1] == '0')
-            b[--n] = '\0';
-        if (n > 0 && b[n - 1] == '.')
-            b[--n] = '\0';
-    }
-    if (strcmp(b, "-0") == 0)
-        snprintf(b, sizeof(b), "0");
-    tml__sb_adds(sb, b);
-}
 
 /* Which of the window's ranks go into the series (indices, by rank). */
 static size_t pick_ranks(const tml_window *w, size_t *out)
@@ -227,7 +207,7 @@ void tml__report_series(const tml_report_model *m, tml_strbuf *out)
             for (size_t b = 0; b < nb; b++) {
                 if (b)
                     tml__sb_addc(out, ',');
-                add_num(out, v[b], s >= S_RSS ? 0 : 3);
+                tml__json_add_num(out, v[b], s >= S_RSS ? 0 : 3, 1);
             }
             tml__sb_addc(out, ']');
         }
