@@ -24,10 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agg/agg.h"
-#include "agg/rundir.h"
-#include "agg/server.h"
-#include "live/feed.h"
+#include "host/host.h"
 #include "traceml/traceml.h"
 
 static void say(int fd, const char *line)
@@ -92,63 +89,27 @@ int tml__cmd_aggregate(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    tml_agg *agg = NULL;
-    tml_server *srv = NULL;
-    tml_agg_opts ao = {run_name, run_id, run_dir, (int32_t)world, (int32_t)nnodes};
-    int rc = tml__agg_new(&ao, &agg);
-    tml__agg_set_html_report(agg, html_report);
-    if (rc == 0) {
-        tml_server_opts so;
-        memset(&so, 0, sizeof(so));
-        so.bind_addr = bind;
-        so.port = port;
-        so.run_id = run_id;
-        so.secret = secret;
-        so.run_dir = run_dir;
-        so.control_fd = control_fd;
-        rc = tml__server_new(&so, agg, &srv);
-    }
-    if (rc < 0) {
-        tml__run_log(run_dir, "aggregator", "could not start: %s", tml_strerror(rc));
+    tml_host *h = NULL;
+    tml_host_opts ho = {.run_name = run_name, .run_id = run_id, .run_dir = run_dir,
+                        .world_size = (int32_t)world, .nnodes = (int32_t)nnodes,
+                        .html_report = html_report, .serve = 1, .bind_addr = bind,
+                        .port = port, .secret = secret, .control_fd = control_fd,
+                        .live_port = live_port, .live_bind = live_bind,
+                        .live_interval_ms = live_interval_ms};
+    if (tml__host_open(&ho, &h) < 0) {
         say(status_fd, "error\n");
-        tml__agg_free(agg);
         return 1;
-    }
-    /* The live server is optional: failing to bind it (a busy dashboard
-     * port) costs the live views, never the run. */
-    tml_live_server *live = NULL;
-    int live_rc = 0;
-    if (live_port >= 0) {
-        tml_live_server_opts lo;
-        memset(&lo, 0, sizeof(lo));
-        lo.bind_addr = live_bind;
-        lo.port = live_port;
-        lo.run_dir = run_dir;
-        live_rc = tml__live_server_new(&lo, &live);
-        if (live_rc < 0)
-            tml__run_log(run_dir, "aggregator", "live server: cannot listen on %s:%d: %s",
-                         live_bind ? live_bind : "127.0.0.1", live_port, strerror(errno));
-        else
-            tml__run_log(run_dir, "aggregator", "live server on %s:%d",
-                         live_bind ? live_bind : "127.0.0.1", tml__live_server_port(live));
     }
     char line[64];
     if (live_port >= 0)   /* "live -1": asked for, could not listen */
-        snprintf(line, sizeof(line), "port %d live %d\n", tml__server_port(srv),
-                 live ? tml__live_server_port(live) : -1);
+        snprintf(line, sizeof(line), "port %d live %d\n", tml__host_port(h),
+                 tml__host_live_port(h));
     else
-        snprintf(line, sizeof(line), "port %d\n", tml__server_port(srv));
+        snprintf(line, sizeof(line), "port %d\n", tml__host_port(h));
     say(status_fd, line);
-    tml__run_log(run_dir, "aggregator", "listening on %s:%d", bind ? bind : "127.0.0.1",
-                 tml__server_port(srv));
 
     tml_server_cmd cmd;
-    tml_live_feed feed;
-    tml__live_feed_init(&feed, live, live_interval_ms, 0);
-    if (live)
-        rc = tml__live_feed_run(&feed, srv, agg, NULL, &cmd);
-    else
-        rc = tml__server_run(srv, &cmd);
+    int rc = tml__host_run(h, &cmd);
     const char *status = "interrupted";
     int code = -1, width = 0;
     if (rc == 0 && cmd.event == TML_SERVER_FINALIZE) {
@@ -161,20 +122,13 @@ int tml__cmd_aggregate(int argc, char **argv)
     /* Ranks get time to deliver their last records, less after Ctrl-C
      * (the summary must be out within 2 s). */
     int drain_ms = strcmp(status, "interrupted") == 0 ? 300 : 1500;
-    size_t left = tml__server_drain(srv, drain_ms);
+    size_t left = tml__host_drain(h, drain_ms);
     if (left)
         tml__run_log(run_dir, "aggregator",
                      "%zu connection(s) still open after %d ms; finalizing without them",
                      left, drain_ms);
-    tml__live_feed_tick(&feed, tml__agg_run(agg), 1, status);   /* the end state */
-    char fs[128];
-    tml__live_feed_stats(&feed, fs, sizeof(fs));
-    if (fs[0])
-        tml__run_log(run_dir, "aggregator", "%s", fs);
-    rc = tml__agg_finalize(agg, status, code, width, NULL);
-    tml__live_server_free(live);
-    tml__server_free(srv);
-    tml__agg_free(agg);
+    rc = tml__host_finalize(h, status, code, width, NULL);
+    tml__host_free(h);
     say(status_fd, rc == 0 ? "done\n" : "failed\n");
     return rc == 0 ? 0 : 1;
 }

@@ -7,17 +7,13 @@
  */
 #include "cli.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "agg/agg.h"
-#include "agg/rundir.h"
-#include "agg/server.h"
-#include "live/feed.h"
+#include "host/host.h"
 #include "traceml/traceml.h"
 
 const char tml__usage_serve[] =
@@ -44,6 +40,43 @@ static void on_stop(int sig)
 {
     (void)sig;
     stop = 1;
+}
+
+/* A wildcard bind is reached through this host's name. */
+static void reach_as(const char *bind, char *host, size_t cap)
+{
+    if (strcmp(bind, "0.0.0.0") == 0) {
+        if (gethostname(host, cap - 1) != 0)
+            snprintf(host, cap, "127.0.0.1");
+    } else {
+        snprintf(host, cap, "%s", bind);
+    }
+}
+
+/* What the training's shell needs to report to this run. */
+static void print_environment(const tml_cli_run *r, const char *bind, int port)
+{
+    char host[256] = "127.0.0.1";
+    reach_as(bind, host, sizeof(host));
+    printf("traceml serve: run %s, listening on %s:%d. In the training's shell:\n"
+           "export TRACEML_ADDR=%s:%d TRACEML_RUN_ID=%s TRACEML_SECRET=%s "
+           "TRACEML_RUN_NAME=%s TRACEML_RUN_DIR=%s\n"
+           "Stop with Ctrl-C to print the summary.\n",
+           r->name, host, port, host, port, r->id, r->secret, r->name, r->abs_dir);
+    fflush(stdout);
+}
+
+static void print_dashboard(const char *dash_bind, int want, int got, const char *bind)
+{
+    char host[256] = "127.0.0.1";
+    reach_as(bind, host, sizeof(host));
+    if (got < 0)
+        tml__cli_warn("the dashboard could not listen on %s:%d (see traceml.log); "
+                      "serving without it", dash_bind, want);
+    else
+        printf("Live dashboard: http://%s:%d/  (also /metrics, /api/live, /api/summary)\n",
+               strcmp(dash_bind, "0.0.0.0") == 0 ? host : dash_bind, got);
+    fflush(stdout);
 }
 
 int tml__cmd_serve(int argc, char **argv)
@@ -97,34 +130,16 @@ int tml__cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     char *cmdv[] = {"traceml", "serve"};
-    tml_manifest m;
-    memset(&m, 0, sizeof(m));
-    m.run_name = r.name;
-    m.run_id = r.id;
-    m.status = "running";
-    m.start_unix_ms = r.start_unix_ms;
-    m.argc = 2;
-    m.argv = cmdv;
-    tml__manifest_write(r.dir, &m);
-
-    tml_agg *agg = NULL;
-    tml_server *srv = NULL;
-    tml_agg_opts ao = {r.name, r.id, r.dir, 0, 0};
-    rc = tml__agg_new(&ao, &agg);
-    if (rc == 0) {
-        tml_server_opts so;
-        memset(&so, 0, sizeof(so));
-        so.bind_addr = bind;
-        so.port = port;
-        so.run_id = r.id;
-        so.secret = r.secret;
-        so.run_dir = r.dir;
-        so.control_fd = -1;
-        so.stop = &stop;
-        rc = tml__server_new(&so, agg, &srv);
-    }
+    tml_manifest m = {.run_name = r.name, .run_id = r.id, .status = "running",
+                      .start_unix_ms = r.start_unix_ms, .argc = 2, .argv = cmdv};
+    tml_host *h = NULL;
+    tml_host_opts ho = {.run_name = r.name, .run_id = r.id, .run_dir = r.dir,
+                        .manifest = &m, .log_as = "serve", .serve = 1, .bind_addr = bind,
+                        .port = port, .secret = r.secret, .control_fd = -1, .stop = &stop,
+                        .live_port = dash ? dash_port : -1, .live_bind = dash_bind,
+                        .live_interval_ms = (int)(interval * 1000.0)};
+    rc = tml__host_open(&ho, &h);
     if (rc < 0) {
-        tml__agg_free(agg);
         tml__cli_error("cannot listen on %s:%d: %s", bind, port, tml_strerror(rc));
         m.status = "failed";
         m.exit_code = 1;
@@ -132,59 +147,17 @@ int tml__cmd_serve(int argc, char **argv)
         tml__manifest_write(r.dir, &m);
         return 1;
     }
-    /* a wildcard bind is reached through this host's name */
-    char host[256] = "127.0.0.1";
-    if (strcmp(bind, "0.0.0.0") == 0) {
-        if (gethostname(host, sizeof(host) - 1) != 0)
-            snprintf(host, sizeof(host), "127.0.0.1");
-    } else {
-        snprintf(host, sizeof(host), "%s", bind);
-    }
-    printf("traceml serve: run %s, listening on %s:%d. In the training's shell:\n"
-           "export TRACEML_ADDR=%s:%d TRACEML_RUN_ID=%s TRACEML_SECRET=%s "
-           "TRACEML_RUN_NAME=%s TRACEML_RUN_DIR=%s\n"
-           "Stop with Ctrl-C to print the summary.\n",
-           r.name, host, tml__server_port(srv), host, tml__server_port(srv), r.id, r.secret,
-           r.name, r.abs_dir);
-    fflush(stdout);
-    tml__run_log(r.dir, "serve", "listening on %s:%d", bind, tml__server_port(srv));
-
-    tml_live_server *live = NULL;
-    if (dash) {
-        tml_live_server_opts lo;
-        memset(&lo, 0, sizeof(lo));
-        lo.bind_addr = dash_bind;
-        lo.port = dash_port;
-        lo.run_dir = r.dir;
-        if (tml__live_server_new(&lo, &live) < 0)
-            tml__cli_warn("the dashboard could not listen on %s:%d: %s; serving without it",
-                          dash_bind, dash_port, strerror(errno));
-        else
-            printf("Live dashboard: http://%s:%d/  (also /metrics, /api/live, /api/summary)\n",
-                   strcmp(dash_bind, "0.0.0.0") == 0 ? host : dash_bind,
-                   tml__live_server_port(live));
-        fflush(stdout);
-    }
+    print_environment(&r, bind, tml__host_port(h));
+    if (dash)
+        print_dashboard(dash_bind, dash_port, tml__host_live_port(h), bind);
     tml_server_cmd cmd;
-    tml_live_feed feed;
-    tml__live_feed_init(&feed, live, (int)(interval * 1000.0), 0);
-    if (live)
-        tml__live_feed_run(&feed, srv, agg, &stop, &cmd);
-    else
-        tml__server_run(srv, &cmd);
-    tml__server_drain(srv, 1500);
+    tml__host_run(h, &cmd);
+    tml__host_drain(h, 1500);
     char *text = NULL;
-    tml__live_feed_tick(&feed, tml__agg_run(agg), 1, "completed");
-    rc = tml__agg_finalize(agg, "completed", 0, tml__cli_term_width(), &text);
-    tml__live_server_free(live);
-    tml__server_free(srv);
-    tml__agg_free(agg);
+    rc = tml__host_finalize(h, "completed", 0, tml__cli_term_width(), &text);
+    tml__host_free(h);
     if (text)
         tml__cli_print_summary(text);
     free(text);
-    m.status = "completed";
-    m.exit_code = 0;
-    m.end_unix_ms = tml__unix_ms();
-    tml__manifest_write(r.dir, &m);
     return rc == 0 ? 0 : 1;
 }

@@ -64,6 +64,9 @@ struct tml_server {
     int listen_fd, control_fd, port;
     char *run_id, *secret, *run_dir;
     volatile sig_atomic_t *stop;
+    void (*timer)(void *ctx);
+    void *timer_ctx;
+    int timer_ms;
     conn *conns;
     size_t nconns;
     size_t rejected;
@@ -159,6 +162,9 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
     s->agg = agg;
     s->control_fd = o->control_fd;
     s->stop = o->stop;
+    s->timer = o->timer;
+    s->timer_ctx = o->timer_ctx;
+    s->timer_ms = o->timer_ms > 0 ? o->timer_ms : 1000;
     s->run_id = strdup(o->run_id);
     s->secret = strdup(o->secret);
     s->run_dir = o->run_dir ? strdup(o->run_dir) : NULL;
@@ -512,15 +518,29 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
     return got;
 }
 
+/* The one event loop: the ranks' sockets, the control pipe, and the timer
+ * (Redis ae.c style: periodic work is an event of the loop, not a second
+ * loop). */
 int tml__server_run(tml_server *s, tml_server_cmd *cmd)
 {
     memset(cmd, 0, sizeof(*cmd));
+    int64_t next = now_ms();
     for (;;) {
         if (s->stop && *s->stop) {
             cmd->event = TML_SERVER_STOPPED;
             return 0;
         }
-        int rc = tml__server_poll(s, 100, cmd);
+        int wait = 100;
+        if (s->timer) {
+            int64_t now = now_ms();
+            if (now >= next) {
+                s->timer(s->timer_ctx);
+                next = now + s->timer_ms;
+            }
+            if (next - now < wait)
+                wait = next - now > 0 ? (int)(next - now) : 0;
+        }
+        int rc = tml__server_poll(s, wait, cmd);
         if (rc < 0)
             return rc;
         if (rc == 1)

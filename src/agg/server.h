@@ -43,6 +43,11 @@ typedef struct tml_server_opts {
     const char *run_dir;          /* traceml.log goes here; NULL: no log */
     int control_fd;               /* -1: none */
     volatile sig_atomic_t *stop;  /* run() returns once *stop is set; may be NULL */
+    /* Periodic work on the loop's own thread (the live snapshot), every
+     * timer_ms while run() turns; NULL: none. */
+    void (*timer)(void *ctx);
+    void *timer_ctx;
+    int timer_ms;
 } tml_server_opts;
 
 enum tml_server_event {
@@ -68,7 +73,8 @@ int tml__server_port(const tml_server *s);
 /* One turn of the loop, waiting at most timeout_ms. Returns 1 when a
  * control event is ready in *cmd, else 0. */
 int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd);
-/* Turns until *stop, a finalize line or the control fd's end. */
+/* Turns until *stop, a finalize line or the control fd's end, calling the
+ * timer once at the start and then every timer_ms. */
 int tml__server_run(tml_server *s, tml_server_cmd *cmd);
 /* Turns until every connection has said BYE or closed (and none is still
  * in its handshake), at most timeout_ms. Returns the number still open. */

@@ -6,7 +6,7 @@
  * loop, because that thread owns the tml_run: no lock is ever taken on the
  * run, and the ranks' sockets are served again as soon as the snapshot is
  * built (its cost is bounded: live/snapshot.c looks at a fixed tail). The
- * loop below is tml__server_run()'s with that one addition.
+ * host (host/host.c) makes the tick a timer of the server's loop.
  */
 #include "live/feed.h"
 
@@ -87,23 +87,4 @@ void tml__live_feed_stats(const tml_live_feed *f, char *out, size_t cap)
     snprintf(out, cap, "live: %llu snapshots, median %.2f ms, max %.2f ms",
              (unsigned long long)f->nbuilt, (double)v[n / 2] / 1000.0,
              (double)f->max_us / 1000.0);
-}
-
-int tml__live_feed_run(tml_live_feed *f, tml_server *srv, tml_agg *agg,
-                       volatile sig_atomic_t *stop, tml_server_cmd *cmd)
-{
-    memset(cmd, 0, sizeof(*cmd));
-    tml__live_feed_tick(f, tml__agg_run(agg), 1, "running");
-    for (;;) {
-        if (stop && *stop) {
-            cmd->event = TML_SERVER_STOPPED;
-            return 0;
-        }
-        int rc = tml__server_poll(srv, 100, cmd);
-        if (rc < 0)
-            return rc;
-        tml__live_feed_tick(f, tml__agg_run(agg), 0, "running");
-        if (rc == 1)
-            return 0;
-    }
 }

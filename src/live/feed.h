@@ -3,9 +3,10 @@
  *
  *     tml_live_feed feed;
  *     tml__live_feed_init(&feed, live_srv, interval_ms, start_unix_ms);
- *     tml__live_feed_run(&feed, srv, agg, stop, &cmd);   // instead of tml__server_run
- *     ... drain ...
- *     tml__live_feed_tick(&feed, tml__agg_run(agg), 1, "completed");  // the end state
+ *     ... every interval, on the aggregator's loop (a timer of the server):
+ *     tml__live_feed_tick(&feed, tml__agg_run(agg), 0, "running");
+ *     ... at the end:
+ *     tml__live_feed_tick(&feed, tml__agg_run(agg), 1, "completed");
  *
  * Ownership: the feed borrows the live server; it allocates nothing that
  * outlives a call.
@@ -18,7 +19,6 @@
 #include <stdint.h>
 
 #include "agg/agg.h"
-#include "agg/server.h"
 #include "live/live.h"
 
 typedef struct tml_live_feed {
@@ -42,8 +42,5 @@ int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const c
 /* "live: N snapshots, median X ms, max Y ms" (the median of the last 64;
  * empty when none). */
 void tml__live_feed_stats(const tml_live_feed *f, char *out, size_t cap);
-/* tml__server_run() plus a tick after every turn of the loop. */
-int tml__live_feed_run(tml_live_feed *f, tml_server *srv, tml_agg *agg,
-                       volatile sig_atomic_t *stop, tml_server_cmd *cmd);
 
 #endif

@@ -1,0 +1,163 @@
+/*
+ * host.c - hosting an aggregator (host.h).
+ *
+ * What `traceml run`'s aggregator process, `traceml serve` and the
+ * in-process mode have in common is written once here: the aggregator
+ * object and its run folder (SQLite, manifest), the socket server that
+ * ranks report to, the live server and its snapshots, and the end of the
+ * run (the last snapshot, the summary files, the manifest's final status).
+ * The snapshots are a timer of the server's one event loop: the thread
+ * that owns the run builds them between two turns, so no lock is taken.
+ */
+#include "host/host.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "live/feed.h"
+#include "live/live.h"
+#include "traceml/traceml.h"
+
+struct tml_host {
+    tml_agg *agg;
+    tml_server *srv;
+    tml_live_server *live;
+    tml_live_feed feed;
+    tml_manifest *manifest;
+    char run_dir[4096];
+    char who[32];
+};
+
+static void snapshot(void *ctx)
+{
+    tml_host *h = ctx;
+    tml__live_feed_tick(&h->feed, tml__agg_run(h->agg), 0, "running");
+}
+
+static int open_live(tml_host *h, const tml_host_opts *o)
+{
+    tml_live_server_opts lo;
+    memset(&lo, 0, sizeof(lo));
+    lo.bind_addr = o->live_bind;
+    lo.port = o->live_port;
+    lo.run_dir = o->run_dir;
+    const char *bind = o->live_bind ? o->live_bind : "127.0.0.1";
+    if (tml__live_server_new(&lo, &h->live) < 0) {
+        tml__run_log(h->run_dir, h->who, "live server: cannot listen on %s:%d: %s", bind,
+                     o->live_port, strerror(errno));
+        h->live = NULL;
+        return -1;
+    }
+    tml__run_log(h->run_dir, h->who, "live server on %s:%d", bind,
+                 tml__live_server_port(h->live));
+    return 0;
+}
+
+int tml__host_open(const tml_host_opts *o, tml_host **out)
+{
+    *out = NULL;
+    tml_host *h = calloc(1, sizeof(*h));
+    if (!h)
+        return TML_ENOMEM;
+    snprintf(h->run_dir, sizeof(h->run_dir), "%s", o->run_dir);
+    snprintf(h->who, sizeof(h->who), "%s", o->log_as ? o->log_as : "aggregator");
+    h->manifest = o->manifest;
+    if (h->manifest)
+        tml__manifest_write(h->run_dir, h->manifest);
+    tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes};
+    int rc = tml__agg_new(&ao, &h->agg);
+    if (rc < 0)
+        goto fail;
+    tml__agg_set_html_report(h->agg, o->html_report);
+    if (o->live_port >= 0)
+        open_live(h, o);
+    tml__live_feed_init(&h->feed, h->live, o->live_interval_ms, 0);
+    if (o->serve) {
+        tml_server_opts so;
+        memset(&so, 0, sizeof(so));
+        so.bind_addr = o->bind_addr;
+        so.port = o->port;
+        so.run_id = o->run_id;
+        so.secret = o->secret;
+        so.run_dir = o->run_dir;
+        so.control_fd = o->control_fd;
+        so.stop = o->stop;
+        if (h->live) {
+            so.timer = snapshot;
+            so.timer_ctx = h;
+            so.timer_ms = h->feed.interval_ms;
+        }
+        rc = tml__server_new(&so, h->agg, &h->srv);
+        if (rc < 0)
+            goto fail;
+        tml__run_log(h->run_dir, h->who, "listening on %s:%d",
+                     o->bind_addr ? o->bind_addr : "127.0.0.1", tml__server_port(h->srv));
+    }
+    *out = h;
+    return 0;
+fail:
+    tml__run_log(h->run_dir, h->who, "could not start: %s", tml_strerror(rc));
+    tml__host_free(h);
+    return rc;
+}
+
+void tml__host_free(tml_host *h)
+{
+    if (!h)
+        return;
+    tml__live_server_free(h->live);
+    tml__server_free(h->srv);
+    tml__agg_free(h->agg);
+    free(h);
+}
+
+tml_agg *tml__host_agg(tml_host *h)
+{
+    return h->agg;
+}
+
+int tml__host_port(const tml_host *h)
+{
+    return h->srv ? tml__server_port(h->srv) : -1;
+}
+
+int tml__host_live_port(const tml_host *h)
+{
+    return h->live ? tml__live_server_port(h->live) : -1;
+}
+
+int tml__host_run(tml_host *h, tml_server_cmd *cmd)
+{
+    if (!h->srv) {
+        memset(cmd, 0, sizeof(*cmd));
+        return TML_ESTATE;
+    }
+    return tml__server_run(h->srv, cmd);
+}
+
+size_t tml__host_drain(tml_host *h, int timeout_ms)
+{
+    return h->srv ? tml__server_drain(h->srv, timeout_ms) : 0;
+}
+
+int tml__host_finalize(tml_host *h, const char *status, int exit_code, int width,
+                       char **text_out)
+{
+    if (h->live) {
+        tml__live_feed_tick(&h->feed, tml__agg_run(h->agg), 1, status);   /* the end state */
+        char fs[128];
+        tml__live_feed_stats(&h->feed, fs, sizeof(fs));
+        if (fs[0])
+            tml__run_log(h->run_dir, h->who, "%s", fs);
+    }
+    int rc = tml__agg_finalize(h->agg, status, exit_code, width, text_out);
+    if (h->manifest) {
+        h->manifest->status = status;
+        h->manifest->exit_code = exit_code;
+        h->manifest->end_unix_ms = tml__unix_ms();
+        tml__manifest_write(h->run_dir, h->manifest);
+    }
+    return rc;
+}
