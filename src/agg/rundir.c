@@ -27,55 +27,6 @@
 #include "traceml/traceml.h"
 #include "base/strbuf.h"
 
-#define NAME_MAX_LEN 100
-
-static int name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
-}
-
-int tml__run_name_valid(const char *name)
-{
-    if (!name || !*name)
-        return 0;
-    size_t n = strnlen(name, NAME_MAX_LEN + 1);
-    if (n > NAME_MAX_LEN)
-        return 0;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!name_char(name[i]))
-            return 0;
-    return 1;
-}
-
-void tml__run_name_generate(const char *stem, char *out, size_t cap)
-{
-    char clean[64];
-    size_t k = 0;
-    if (stem) {
-        const char *base = strrchr(stem, '/');
-        base = base ? base + 1 : stem;
-        size_t n = strlen(base);
-        if (n > 3 && strcmp(base + n - 3, ".py") == 0)
-            n -= 3;
-        for (size_t i = 0; i < n && k < sizeof(clean) - 1; i++)
-            clean[k++] = name_char(base[i]) ? base[i] : '_';
-    }
-    clean[k] = '\0';
-    /* leading dots would make hidden folders (or "." / "..") */
-    size_t skip = 0;
-    while (clean[skip] == '.')
-        skip++;
-    const char *s = clean[skip] ? clean + skip : "run";
-    time_t now = time(NULL);
-    struct tm tm;
-    char stamp[32] = "00000000_000000";
-    if (localtime_r(&now, &tm))
-        strftime(stamp, sizeof(stamp), "%Y%m%d_%H%M%S", &tm);
-    snprintf(out, cap, "%s_%s", s, stamp);
-}
 
 static int mkdir_p(const char *path)
 {

@@ -12,13 +12,9 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
+#include "model/run.h"
 
 
-/* 1 when name matches [A-Za-z0-9_.-]+, is at most 100 bytes and not "." or "..". */
-int tml__run_name_valid(const char *name);
-/* A fresh name: "<stem>_<YYYYmmdd_HHMMSS>" (stem sanitized, e.g. the script's
- * base name without .py; "run" when NULL). */
-void tml__run_name_generate(const char *stem, char *out, size_t cap);
 /* Creates logs_dir (and parents) and logs_dir/name. 0, TML_EEXIST, or TML_EIO
  * (errno kept). out receives the run folder path. */
 int tml__rundir_create(const char *logs_dir, const char *name, char *out, size_t cap);

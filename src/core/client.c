@@ -5,8 +5,15 @@
  * and the handshake reply at most a second (SO_SNDTIMEO / SO_RCVTIMEO), so
  * a stalled aggregator costs the shipper thread a bounded wait and never
  * the training loop anything.
+ *
+ * The wire sink (at the end) is the engine's delivery over this client:
+ * the hello is the handshake, every other operation a frame; a connection
+ * that broke is made again, at most once a second, with the same hello;
+ * an aggregator that refused us is not asked again.
  */
 #include "core/client.h"
+#include "core/engine.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,4 +228,136 @@ int tml__client_summary(int fd, int timeout_ms, char **json)
         free(p);
         return rc;
     }
+}
+
+/* ---- the wire sink (sink.h) ---------------------------------------------- */
+
+#define RECONNECT_NS 1000000000L
+
+typedef struct wire_sink {
+    tml_sink base;
+    char addr[300];
+    tml_hello hello;
+    int have_hello;
+    int fd;                 /* -1 when disconnected */
+    int refused;            /* the handshake failed: not asked again */
+    int64_t next_connect_ns;
+    tml_strbuf out;
+} wire_sink;
+
+static int ws_connect(wire_sink *w)
+{
+    if (w->fd >= 0)
+        return 0;
+    int64_t now = tml__mono_ns();
+    if (w->refused || !w->have_hello || now < w->next_connect_ns)
+        return TML_ECONN;
+    w->next_connect_ns = now + RECONNECT_NS;
+    int fd = tml__client_connect(w->addr, &w->hello, 1000);
+    if (fd >= 0) {
+        w->fd = fd;
+        return 0;
+    }
+    if (fd == TML_EAUTH || fd == TML_EPROTO) {
+        w->refused = 1;
+        tml__engine_log("aggregator refused this process", tml_strerror(fd));
+    }
+    return TML_ECONN;
+}
+
+/* Sends what is buffered; a failed send drops the connection (and the
+ * bytes: the shipper counts them). */
+static int ws_flush(wire_sink *w)
+{
+    int rc = 0;
+    if (w->out.len && tml__client_send(w->fd, w->out.buf, w->out.len) < 0) {
+        close(w->fd);
+        w->fd = -1;
+        tml__engine_log("lost the aggregator, dropping telemetry", "send failed");
+        rc = TML_ECONN;
+    }
+    tml__sb_reset(&w->out);
+    return rc;
+}
+
+static int ws_hello(tml_sink *s, const tml_hello *h)
+{
+    wire_sink *w = (wire_sink *)s;
+    w->hello = *h;
+    w->have_hello = 1;
+    if (w->fd < 0)
+        return ws_connect(w);    /* the handshake carries the hello */
+    tml__wire_identity(&w->out, TML_FRAME_IDENTITY, &w->hello);
+    return ws_flush(w);
+}
+
+static int ws_steps(tml_sink *s, int32_t rank, const tml_step_record *r, size_t n)
+{
+    wire_sink *w = (wire_sink *)s;
+    (void)rank;                  /* the connection says whose they are */
+    if (ws_connect(w) < 0)
+        return TML_ECONN;
+    tml__wire_steps(&w->out, r, n);
+    return ws_flush(w);
+}
+
+static int ws_samples(tml_sink *s, const tml_sample *v, size_t n)
+{
+    wire_sink *w = (wire_sink *)s;
+    if (ws_connect(w) < 0)
+        return TML_ECONN;
+    tml__wire_samples(&w->out, v, n);
+    return ws_flush(w);
+}
+
+static int ws_stats(tml_sink *s, int32_t rank, const tml_rank_stats *st, int bye)
+{
+    wire_sink *w = (wire_sink *)s;
+    (void)rank;
+    if (ws_connect(w) < 0)
+        return TML_ECONN;
+    tml__wire_stats(&w->out, bye ? TML_FRAME_BYE : TML_FRAME_STATS, st);
+    return ws_flush(w);
+}
+
+static int ws_summary(tml_sink *s, char **json)
+{
+    wire_sink *w = (wire_sink *)s;
+    if (ws_connect(w) < 0)
+        return TML_ECONN;
+    int rc = tml__client_summary(w->fd, 3000, json);
+    if (rc == TML_ECONN) {       /* the stream may be mid-frame: start over */
+        close(w->fd);
+        w->fd = -1;
+        tml__engine_log("summary request failed", "reconnecting");
+    }
+    return rc;
+}
+
+static int ws_close(tml_sink *s, const char *status, int exit_code, char **text)
+{
+    wire_sink *w = (wire_sink *)s;
+    (void)status;
+    (void)exit_code;
+    *text = NULL;                /* the launcher prints the summary */
+    if (w->fd >= 0)
+        close(w->fd);
+    tml__sb_release(&w->out);
+    free(w);
+    return 0;
+}
+
+static const tml_sink_ops wire_ops = {ws_hello, ws_steps, ws_samples, ws_stats, ws_summary,
+                                      ws_close};
+
+int tml__wire_sink_open(const char *addr, tml_sink **out)
+{
+    wire_sink *w = calloc(1, sizeof(*w));
+    if (!w)
+        return TML_ENOMEM;
+    w->base.ops = &wire_ops;
+    w->fd = -1;
+    snprintf(w->addr, sizeof(w->addr), "%s", addr);
+    *out = &w->base;
+    return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * run.c - the in-memory run. Ranks are few (up to thousands) and arrive
  * once, so a sorted array with insertion is simplest; steps per rank are an
- * append-only growable array.
+ * append-only growable array. Run names (what a run folder may be called)
+ * are part of a run's identity and live here too.
  */
 #include "model/run.h"
 #include "base/array.h"
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 void tml__run_init(tml_run *run, const char *name, const char *id)
 {
@@ -75,4 +77,56 @@ int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
     memcpy(&rank->steps[rank->nsteps], recs, n * sizeof(*recs));
     rank->nsteps += n;
     return 0;
+}
+
+/* ---- run names ------------------------------------------------------- */
+
+#define NAME_MAX_LEN 100
+
+static int name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '-';
+}
+
+int tml__run_name_valid(const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    size_t n = strnlen(name, NAME_MAX_LEN + 1);
+    if (n > NAME_MAX_LEN)
+        return 0;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!name_char(name[i]))
+            return 0;
+    return 1;
+}
+
+void tml__run_name_generate(const char *stem, char *out, size_t cap)
+{
+    char clean[64];
+    size_t k = 0;
+    if (stem) {
+        const char *base = strrchr(stem, '/');
+        base = base ? base + 1 : stem;
+        size_t n = strlen(base);
+        if (n > 3 && strcmp(base + n - 3, ".py") == 0)
+            n -= 3;
+        for (size_t i = 0; i < n && k < sizeof(clean) - 1; i++)
+            clean[k++] = name_char(base[i]) ? base[i] : '_';
+    }
+    clean[k] = '\0';
+    /* leading dots would make hidden folders (or "." / "..") */
+    size_t skip = 0;
+    while (clean[skip] == '.')
+        skip++;
+    const char *s = clean[skip] ? clean + skip : "run";
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32] = "00000000_000000";
+    if (localtime_r(&now, &tm))
+        strftime(stamp, sizeof(stamp), "%Y%m%d_%H%M%S", &tm);
+    snprintf(out, cap, "%s_%s", s, stamp);
 }

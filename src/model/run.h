@@ -48,4 +48,10 @@ tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info);
 tml_rank *tml__run_find(tml_run *run, int32_t rank);
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n);
 
+/* 1 when name matches [A-Za-z0-9_.-]+, is at most 100 bytes and not "." or "..". */
+int tml__run_name_valid(const char *name);
+/* A fresh name: "<stem>_<YYYYmmdd_HHMMSS>" (stem sanitized, e.g. the script's
+ * base name without .py; "run" when NULL). */
+void tml__run_name_generate(const char *stem, char *out, size_t cap);
+
 #endif

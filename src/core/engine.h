@@ -1,0 +1,144 @@
+/*
+ * engine.h - the engine's state, by owner, and what its files share.
+ *
+ *   markers.c   the public markers, called by the training's threads: read
+ *               the clock, write one event into the calling thread's ring
+ *   shipper.c   the shipper thread: drains the rings into step records and
+ *               delivers them, the samples and the counters to the sink
+ *   gpuclock.c  the shipper's GPU clock: CUDA events into gpu_* durations
+ *   setup.c     init and shutdown, the identity, the results after the run
+ *   client.c    the wire sink (sink.h)
+ *
+ * Who writes what. tml__setup is written by setup.c between tml_init and
+ * the start of the shipper, and by tml_shutdown after it stopped; everyone
+ * else only reads it (the identity in setup.hello is the shipper's once it
+ * runs). tml__rings is claimed by the training threads (one CAS each) and
+ * drained by the shipper. tml__ship belongs to the shipper thread except
+ * the fields under its mutex. Other threads reach the shipper only through
+ * tml__req, all atomics.
+ */
+#ifndef TML_ENGINE_H
+#define TML_ENGINE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/assemble.h"
+#include "core/ring.h"
+#include "core/sink.h"
+#include "gpu/cuda.h"
+#include "sample/sampler.h"
+
+#define TML_MAX_RINGS 64
+#define TML_GPU_PENDING 256     /* steps waiting for their CUDA events, per ring */
+
+enum { TML_ST_OFF = 0, TML_ST_ON = 1, TML_ST_DISABLED = 2, TML_ST_DONE = 3 };
+enum { TML_SLOT_FREE = 0, TML_SLOT_USED = 1, TML_SLOT_RETIRED = 2 };
+
+/* A step record waiting for its CUDA events. */
+typedef struct tml_gpending {
+    tml_step_record rec;
+    tml_gpu_marks marks;
+    int64_t since_ns;
+} tml_gpending;
+
+/* One ring of the pool, written by the thread that claimed it. */
+typedef struct tml_slot {
+    tml_ring ring;
+    _Atomic int state;
+    tml_assembler as;            /* shipper only */
+    /* GPU clock: the event pool of the thread that owns this ring (kept
+     * across threads and inits: events belong to a CUDA context) */
+    _Atomic(tml_gpu_pool *) gpu;
+    tml_gpending *pend;          /* shipper only: a ring of TML_GPU_PENDING */
+    size_t phead, plen;
+} tml_slot;
+
+/* The ring pool, allocated at the first tml_init and kept (a thread may
+ * still hold a slot of an earlier run). */
+typedef struct tml_rings {
+    tml_slot *slot;              /* TML_MAX_RINGS */
+    _Atomic uint64_t no_slot_drops;   /* events from threads beyond the pool */
+} tml_rings;
+
+/* What init decided, fixed until shutdown. */
+typedef struct tml_setup {
+    _Atomic int state;
+    _Atomic uint32_t gen;        /* bumped per init: threads re-claim a slot */
+    uint32_t instrumented;
+    int disabled_opt, explicit_name;
+    pid_t pid;
+    int64_t start_unix_ms;
+    char run_name[128], logs_dir[PATH_MAX], run_dir[PATH_MAX];
+    tml_hello hello;             /* run id, secret, identity */
+    int identity_from_env;
+    int64_t pair_cost_ns;        /* one begin/end pair through the API */
+    tml_sink *sink;
+    char *summary_text;          /* the box a closing in-process sink wrote */
+} tml_setup;
+
+/* Requests to the shipper from any thread. */
+typedef struct tml_requests {
+    _Atomic int64_t identity;    /* rank << 32 | world size, 0 none */
+    _Atomic int64_t loader;      /* (workers << 1 | pin_memory) + 1, 0 none */
+    _Atomic int64_t call_cost_ns;   /* the caller's glue, per call */
+    _Atomic int64_t cuda_bytes[3];  /* allocated, reserved, device total; -1 unknown */
+    _Atomic int hello_sent;      /* the sink knows who we are: too late for set_rank */
+} tml_requests;
+
+/* The shipper thread's own state. */
+typedef struct tml_shipper {
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;          /* guards stop and the summary exchange */
+    pthread_cond_t cv, sum_cv;
+    int stop;
+    uint64_t sum_req, sum_done;
+    char *sum_json;
+    int sum_rc;
+    int saw_events;
+    tml_rank_stats stats;
+    tml_step_record *batch;
+    size_t nbatch;
+    int64_t rss_prev, rss_prev_ns;   /* the last pass's RSS reading, -1 none */
+    tml_sampler *sampler;
+    tml_sample *sbuf;
+    uint64_t samples_dropped;
+} tml_shipper;
+
+extern tml_setup tml__setup;
+extern tml_rings tml__rings;
+extern tml_requests tml__req;
+extern tml_shipper tml__ship;
+
+/* shipper.c */
+int tml__shipper_start(void);
+void tml__shipper_stop(void);
+int tml__shipper_summary(char **out);     /* asks the shipper, waits <= 5 s */
+void tml__ship_record(const tml_step_record *r);
+/* One line "rank R pid P: what: why" in the run's traceml.log. */
+void tml__engine_log(const char *what, const char *why);
+
+/* gpuclock.c: a completed step waits for its CUDA events (or not). */
+void tml__gpu_wait(tml_slot *s, const tml_step_record *r, int64_t now);
+void tml__gpu_flush(tml_slot *s, int64_t now, int final);
+size_t tml__gpu_waiting(void);
+
+/* setup.c, for the layer that picks the sink (host/local.c):
+ * prepare settles the configuration; *done is set when there is nothing
+ * more to do (running already with the same configuration, or disabled)
+ * and the return value is tml_init's. start runs the engine with the sink. */
+int tml__engine_prepare(const tml_options *o, int *done);
+int tml__engine_start(tml_sink *sink);
+/* Where a sink puts the run's identity (before start). */
+void tml__engine_set_run(const char *run_name, const char *run_dir, const char *run_id,
+                         const char *secret);
+
+/* client.c: the wire sink to the aggregator at "host:port". */
+int tml__wire_sink_open(const char *addr, tml_sink **out);
+
+#endif

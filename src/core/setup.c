@@ -1,0 +1,315 @@
+/*
+ * setup.c - the engine's beginning and end: tml_init's settling of the
+ * configuration (the layer above picks the sink: host/local.c), the
+ * process's identity from its environment, tml_shutdown, and the results
+ * a process can ask for after (or during) its run.
+ *
+ * tml_init is idempotent for the same configuration and refuses a
+ * conflicting second one. A forked child (a DataLoader worker) inherits
+ * none of the engine: its markers become no-ops.
+ */
+#include "core/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "model/run.h"
+
+tml_setup tml__setup;
+tml_rings tml__rings;
+tml_requests tml__req;
+
+/* ---- identity ----------------------------------------------------------- */
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < 0 || x > INT32_MAX)
+        return def;
+    return (int)x;
+}
+
+static int env_first_int(const char *a, const char *b, const char *c, int def)
+{
+    int v = env_int(a, -1);
+    if (v < 0 && b)
+        v = env_int(b, -1);
+    if (v < 0 && c)
+        v = env_int(c, -1);
+    return v < 0 ? def : v;
+}
+
+/* Who this process is, from torchrun's or Slurm's environment (else rank
+ * 0 of 1, until tml_set_rank says otherwise). */
+static void fill_rank_info(tml_rank_info *i)
+{
+    memset(i, 0, sizeof(*i));
+    tml__setup.identity_from_env = getenv("RANK") || getenv("SLURM_PROCID");
+    i->rank = env_first_int("RANK", "SLURM_PROCID", NULL, 0);
+    i->local_rank = env_first_int("LOCAL_RANK", "SLURM_LOCALID", NULL, 0);
+    i->world_size = env_first_int("WORLD_SIZE", "SLURM_NTASKS", NULL, 1);
+    i->node_rank = env_first_int("GROUP_RANK", "NODE_RANK", "SLURM_NODEID", 0);
+    i->nnodes = env_first_int("TRACEML_NNODES", "SLURM_NNODES", NULL, 1);
+    i->pid = (int32_t)getpid();
+    i->instrumented = tml__setup.instrumented;
+    gethostname(i->host, sizeof(i->host) - 1);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    i->cpu_count = cores > 0 && cores < INT32_MAX ? (int32_t)cores : 0;
+}
+
+/* The script's stem from /proc/self/cmdline: "python3 train.py" -> "train". */
+static void cmdline_stem(char *out, size_t cap)
+{
+    char buf[4096];
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *arg0 = buf, *arg = buf;
+    const char *base = strrchr(arg0, '/');
+    base = base ? base + 1 : arg0;
+    if (strncmp(base, "python", 6) == 0) {
+        /* skip the interpreter and its options */
+        const char *p = arg0 + strlen(arg0) + 1;
+        while (p < buf + n && *p == '-')
+            p += strlen(p) + 1;
+        arg = p < buf + n ? p : "";
+    }
+    base = strrchr(arg, '/');
+    base = base ? base + 1 : arg;
+    snprintf(out, cap, "%s", base);
+    char *dot = strrchr(out, '.');
+    if (dot && strcmp(dot, ".py") == 0)
+        *dot = '\0';
+}
+
+/* Cost of a begin/end pair through the real code path, on a scratch ring
+ * so no event reaches the run. */
+static int64_t calibrate_pair(void)
+{
+    static tml_ring scratch;
+    enum { N = 4000 };
+    int64_t t0 = tml__mono_ns();
+    for (int i = 0; i < N; i++) {
+        int64_t a = tml__mono_ns();
+        tml__ring_push(&scratch, TML_EV_SPAN, 0, a, tml__mono_ns());
+        atomic_store_explicit(&scratch.tail, atomic_load(&scratch.head), memory_order_relaxed);
+    }
+    return (tml__mono_ns() - t0) / N;
+}
+
+/* ---- init ----------------------------------------------------------------- */
+
+static void on_fork_child(void)
+{
+    /* A forked child (e.g. a DataLoader worker) has no shipper thread and
+     * must not write to its parent's sink: its markers become no-ops. */
+    atomic_store(&tml__setup.state, TML_ST_DONE);
+    tml__setup.sink = NULL;
+    tml__ship.started = 0;
+    tml__ship.sampler = NULL;
+}
+
+static int same_config(const tml_options *o)
+{
+    if (o->logs_dir && strcmp(o->logs_dir, tml__setup.logs_dir) != 0)
+        return 0;
+    if (o->run_name && strcmp(o->run_name, tml__setup.run_name) != 0)
+        return 0;
+    uint32_t ins = o->instrumented ? o->instrumented : TML_PHASES_ALL;
+    return ins == tml__setup.instrumented;
+}
+
+/* Names: the options, else TRACEML_LOGS_DIR / TRACEML_RUN_NAME, else
+ * ./logs and "<script stem>_<time>". */
+static void settle_names(const tml_options *o)
+{
+    const char *env_logs = getenv("TRACEML_LOGS_DIR");
+    const char *env_name = getenv("TRACEML_RUN_NAME");
+    tml_setup *c = &tml__setup;
+    snprintf(c->logs_dir, sizeof(c->logs_dir), "%s",
+             o->logs_dir ? o->logs_dir : env_logs && *env_logs ? env_logs : "logs");
+    c->explicit_name = o->run_name || (env_name && *env_name);
+    if (o->run_name) {
+        snprintf(c->run_name, sizeof(c->run_name), "%s", o->run_name);
+    } else if (env_name && *env_name) {
+        snprintf(c->run_name, sizeof(c->run_name), "%s", env_name);
+    } else {
+        char stem[128];
+        cmdline_stem(stem, sizeof(stem));
+        tml__run_name_generate(stem[0] ? stem : NULL, c->run_name, sizeof(c->run_name));
+    }
+}
+
+int tml__engine_prepare(const tml_options *opts, int *done)
+{
+    tml_options def = {0};
+    const tml_options *o = opts ? opts : &def;
+    tml_setup *c = &tml__setup;
+    *done = 1;
+    int st = atomic_load(&c->state);
+    if (st == TML_ST_ON || st == TML_ST_DISABLED)
+        return same_config(o) ? (st == TML_ST_ON ? 0 : TML_EDISABLED) : TML_ECONFIG;
+    if (st == TML_ST_DONE && c->pid == getpid() && tml__ship.started)
+        return TML_ESTATE;
+
+    c->instrumented = o->instrumented ? o->instrumented & TML_PHASES_ALL : TML_PHASES_ALL;
+    settle_names(o);
+    const char *dis = getenv("TRACEML_DISABLED");
+    if (o->disabled || (dis && strcmp(dis, "0") != 0 && *dis)) {
+        atomic_store(&c->state, TML_ST_DISABLED);
+        return TML_EDISABLED;
+    }
+    if (!tml__run_name_valid(c->run_name))
+        return TML_EINVAL;
+    if (!tml__rings.slot) {   /* allocated once, kept: a thread may still hold a slot */
+        tml__rings.slot = calloc(TML_MAX_RINGS, sizeof(*tml__rings.slot));
+        if (!tml__rings.slot)
+            return TML_ENOMEM;
+    }
+    c->pid = getpid();
+    c->start_unix_ms = tml__unix_ms();
+    fill_rank_info(&c->hello.info);   /* a tml_set_rank() before init still counts */
+    c->run_dir[0] = '\0';
+    c->hello.run_id[0] = c->hello.secret[0] = '\0';
+    free(c->summary_text);
+    c->summary_text = NULL;
+    *done = 0;
+    return 0;
+}
+
+void tml__engine_set_run(const char *run_name, const char *run_dir, const char *run_id,
+                         const char *secret)
+{
+    tml_setup *c = &tml__setup;
+    if (run_name)
+        snprintf(c->run_name, sizeof(c->run_name), "%s", run_name);
+    if (run_dir)
+        snprintf(c->run_dir, sizeof(c->run_dir), "%s", run_dir);
+    if (run_id)
+        snprintf(c->hello.run_id, sizeof(c->hello.run_id), "%s", run_id);
+    if (secret)
+        snprintf(c->hello.secret, sizeof(c->hello.secret), "%s", secret);
+}
+
+int tml__engine_start(tml_sink *sink)
+{
+    tml_setup *c = &tml__setup;
+    for (int i = 0; i < TML_MAX_RINGS; i++) {
+        tml_slot *s = &tml__rings.slot[i];
+        atomic_store(&s->ring.head, 0);
+        atomic_store(&s->ring.tail, 0);
+        atomic_store(&s->ring.dropped, 0);
+        atomic_store(&s->state, TML_SLOT_FREE);
+        tml__asm_init(&s->as);
+    }
+    atomic_fetch_add(&c->gen, 1);
+    for (int k = 0; k < 3; k++)
+        atomic_store(&tml__req.cuda_bytes[k], -1);
+    atomic_store(&tml__req.hello_sent, 0);
+    c->pair_cost_ns = calibrate_pair();
+    c->sink = sink;
+    static int atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, on_fork_child);
+        atfork_done = 1;
+    }
+    atomic_store(&c->state, TML_ST_ON);
+    int rc = tml__shipper_start();
+    if (rc < 0) {
+        atomic_store(&c->state, TML_ST_OFF);
+        char *ignored = NULL;
+        sink->ops->close(sink, "failed", 1, &ignored);
+        free(ignored);
+        c->sink = NULL;
+    }
+    return rc;
+}
+
+/* ---- shutdown and results ------------------------------------------------- */
+
+int tml_shutdown_with(const char *status, int exit_code)
+{
+    tml_setup *c = &tml__setup;
+    int st = atomic_load(&c->state);
+    if (st == TML_ST_DISABLED) {
+        atomic_store(&c->state, TML_ST_OFF);
+        return 0;
+    }
+    if (st != TML_ST_ON || c->pid != getpid())
+        return TML_ESTATE;
+    atomic_store(&c->state, TML_ST_DONE);
+    tml__shipper_stop();
+    tml_sink *sink = c->sink;
+    c->sink = NULL;
+    return sink->ops->close(sink, status ? status : "completed", exit_code, &c->summary_text);
+}
+
+int tml_shutdown(void)
+{
+    return tml_shutdown_with("completed", 0);
+}
+
+const char *tml_summary_text(void)
+{
+    return tml__setup.summary_text;
+}
+
+const char *tml_run_dir(void)
+{
+    return tml__setup.run_dir[0] ? tml__setup.run_dir : NULL;
+}
+
+/* After the run: the final_summary.json this process's run wrote. */
+static int read_final(char **out)
+{
+    char path[PATH_MAX + 32];
+    size_t len;
+    if (!tml__setup.run_dir[0])
+        return TML_ESTATE;
+    snprintf(path, sizeof(path), "%s/final_summary.json", tml__setup.run_dir);
+    if (tml__read_file(path, (size_t)1 << 30, out, &len) < 0)
+        return errno == ENOMEM ? TML_ENOMEM : TML_EIO;
+    if (len == 0) {
+        free(*out);
+        *out = NULL;
+        return TML_EIO;
+    }
+    return 0;
+}
+
+int tml_summary_json(char **out)
+{
+    if (!out)
+        return TML_EINVAL;
+    *out = NULL;
+    tml_setup *c = &tml__setup;
+    int st = atomic_load(&c->state);
+    if (st == TML_ST_DISABLED)
+        return TML_EDISABLED;
+    if (st != TML_ST_ON || c->pid != getpid() || !tml__ship.started)
+        return st == TML_ST_DONE && c->pid == getpid() ? read_final(out) : TML_ESTATE;
+    int rc = tml__shipper_summary(out);
+    if (rc == TML_ESTATE && atomic_load(&c->state) == TML_ST_DONE)
+        return read_final(out);
+    return rc;
+}
+
+void tml_free(void *p)
+{
+    free(p);
+}
