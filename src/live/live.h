@@ -19,11 +19,11 @@
  * updates, then its connection; never the aggregator's time).
  *
  * The verdict is the run's verdict (SPEC 4.4) over the last 100 common
- * steps (TML_LIVE_WINDOW), computed by the same diag/ functions as the
- * final summary. /api/summary is the final_summary.json shape computed over
- * that same live window; the memory, system and process sections of the
- * live views are read from it, so whatever those sections carry reaches the
- * live views too.
+ * steps (TML_LIVE_WINDOW): the snapshot reads the report model
+ * (report/model.h) computed over that live window, the one the final
+ * summary prints, and /api/summary is that model printed as
+ * final_summary.json. The gauges of /metrics are the rows of the model's
+ * resource sections, named by the report's field tables (the JSON keys).
  *
  * Ownership: a tml_live_snap owns its arrays (tml__live_snap_release).
  * The server copies what is published.
@@ -139,9 +139,6 @@ typedef struct tml_live_build_opts {
  */
 int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
                          tml_live_snap *snap, tml_strbuf *summary);
-/* Fills the memory/system/process part of snap from a summary JSON text
- * (the one snap_build appends); exposed for tests. 0 or TML_EPROTO. */
-int tml__live_snap_sections(tml_live_snap *snap, const char *json, size_t len);
 void tml__live_snap_release(tml_live_snap *snap);
 
 /* The live JSON (one line, no newline inside): docs/live.md. */

@@ -4,18 +4,18 @@
  * plain text line).
  *
  * A live view answers "why is it slow right now", so it diagnoses the last
- * 100 common steps, not the whole run, with exactly the functions the final
- * summary uses (diag/window.c, diag/diag.c, report/report.c). To keep the
- * cost flat however long the run is, the window is computed over a
+ * 100 common steps, not the whole run: it computes the report model
+ * (report/model.h, what the final summary prints) over that window and
+ * reads the window, the verdict and the resource sections from it. To
+ * keep the cost flat however long the run is, the model is computed over a
  * borrowed tail of each rank's records (a tml_run whose ranks point into
  * the real arrays, nothing copied): the last TML_LIVE_TAIL records are far
  * more than 100 common steps even when ranks are out of step.
  *
- * The memory, system and process sections are taken from the summary JSON
- * over the same window (the final_summary.json shape, built by
- * report/report.c) instead of being recomputed here: whatever those
- * sections learn to carry reaches the dashboard and /metrics unchanged,
- * with metric names derived from the JSON keys (units already in them).
+ * The gauges (every number of the memory, system and process rows) are
+ * named by the report's field tables, so whatever those sections learn to
+ * carry reaches the dashboard and /metrics under its final_summary.json
+ * key (units already in it).
  *
  * Rendering is pure: a snapshot in, text out. Missing values are null in
  * JSON, absent in Prometheus (a scraper must not read "not measured" as 0)
@@ -33,15 +33,8 @@
 #include <time.h>
 
 #include "diag/window.h"
-#include "report/report.h"
-#include "base/json.h"
-
-static int64_t unix_ms_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "report/model.h"
+#include "base/clock.h"
 
 void tml__live_snap_release(tml_live_snap *snap)
 {
@@ -94,81 +87,44 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static void section_from(tml_live_section *sec, const tml_json *doc, const char *name)
+static void section_from(tml_live_section *sec, const tml_diagnosis *d)
 {
-    const tml_json *d = tml__json_get(tml__json_get(doc, name), "diagnosis");
-    copy_str(sec->label, sizeof(sec->label), tml__json_str(tml__json_get(d, "label")));
-    copy_str(sec->severity, sizeof(sec->severity),
-             tml__json_str(tml__json_get(d, "severity")));
-    copy_str(sec->why, sizeof(sec->why), tml__json_str(tml__json_get(d, "why")));
+    copy_str(sec->label, sizeof(sec->label), d->label);
+    copy_str(sec->severity, sizeof(sec->severity), tml__severity_name(d->severity));
+    snprintf(sec->why, sizeof(sec->why), "%.*s", (int)sizeof(sec->why) - 1, d->why);
 }
 
-static int is_identity_key(const char *k)
+/* Every number of the resource sections' rows (step_memory.per_rank[],
+ * system.per_node[], process.per_rank[]), named by the report's own field
+ * tables, rounded as final_summary.json rounds it; missing ones are not
+ * gauges. */
+static int gauges_from(tml_live_snap *snap, const tml_report_model *m)
 {
-    static const char *const ids[] = {"rank", "node", "local_rank", "samples", "steps",
-                                      "label", NULL};
-    for (const char *const *p = ids; *p; p++)
-        if (strcmp(k, *p) == 0)
-            return 1;
-    return 0;
-}
-
-/* Gauges from every numeric field of section.<list>[] items. */
-static int gauges_from(tml_live_snap *snap, const tml_json *doc, const char *section,
-                       const char *list, const char *who)
-{
-    const tml_json *arr = tml__json_get(tml__json_get(doc, section), list);
-    if (!arr || arr->type != TML_JSON_ARRAY)
-        return 0;
-    for (size_t i = 0; i < arr->n; i++) {
-        const tml_json *row = &arr->items[i];
-        double id;
-        if (row->type != TML_JSON_OBJECT || !tml__json_num(tml__json_get(row, who), &id))
-            continue;
-        for (size_t k = 0; k < row->n; k++) {
-            double v;
-            const char *key = row->keys[k];
-            if (is_identity_key(key) || !tml__json_num(&row->items[k], &v))
-                continue;
-            if (snap->ngauges >= TML_LIVE_MAX_GAUGES)
-                return 0;
-            tml_live_gauge *g = &snap->gauges[snap->ngauges];
-            int n = snprintf(g->name, sizeof(g->name), "traceml_%s_%s", section, key);
-            if (n < 0 || (size_t)n >= sizeof(g->name))
-                continue;
-            for (char *c = g->name; *c; c++)
-                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                      (*c >= '0' && *c <= '9') || *c == '_'))
-                    *c = '_';
-            copy_str(g->who, sizeof(g->who), who);
-            g->id = (int32_t)id;
-            g->value = v;
-            snap->ngauges++;
+    tml_report_rows rows[TML_REPORT_ROWS];
+    tml__report_rows(m, rows);
+    snap->gauges = calloc(TML_LIVE_MAX_GAUGES, sizeof(*snap->gauges));
+    if (!snap->gauges)
+        return TML_ENOMEM;
+    for (int s = 0; s < TML_REPORT_ROWS; s++) {
+        const tml_report_rows *r = &rows[s];
+        for (size_t i = 0; i < r->nrows; i++) {
+            const char *row = (const char *)r->rows + i * r->row_size;
+            int32_t id;
+            memcpy(&id, row + r->id_off, sizeof(id));
+            for (size_t k = 0; k < r->nfields; k++) {
+                double v = tml__report_field(row, &r->fields[k]);
+                if (isnan(v) || snap->ngauges >= TML_LIVE_MAX_GAUGES)
+                    continue;
+                double scale = pow(10, r->fields[k].decimals);
+                tml_live_gauge *g = &snap->gauges[snap->ngauges++];
+                snprintf(g->name, sizeof(g->name), "traceml_%s_%s", r->section,
+                         r->fields[k].key);
+                copy_str(g->who, sizeof(g->who), r->who);
+                g->id = id;
+                g->value = round(v * scale) / scale;
+            }
         }
     }
-    return 0;
-}
-
-int tml__live_snap_sections(tml_live_snap *snap, const char *json, size_t len)
-{
-    tml_json *doc = NULL;
-    if (tml__json_parse(json, len, &doc, NULL) < 0)
-        return TML_EPROTO;
-    section_from(&snap->mem, doc, "step_memory");
-    section_from(&snap->sys, doc, "system");
-    section_from(&snap->proc, doc, "process");
-    double g;
-    snap->gpu_util_percent =
-        tml__json_num(tml__json_path(doc, "system.average.gpu_util_percent"), &g) ? g : NAN;
-    if (!snap->gauges)
-        snap->gauges = calloc(TML_LIVE_MAX_GAUGES, sizeof(*snap->gauges));
-    if (snap->gauges) {
-        snap->ngauges = 0;
-        gauges_from(snap, doc, "step_memory", "per_rank", "rank");
-        gauges_from(snap, doc, "system", "per_node", "node");
-        gauges_from(snap, doc, "process", "per_rank", "rank");
-    }
-    tml__json_free(doc);
     return 0;
 }
 
@@ -180,140 +136,119 @@ static const tml_rank_window *window_rank(const tml_window *w, int32_t rank)
     return NULL;
 }
 
-int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
-                         tml_live_snap *snap, tml_strbuf *summary)
+/* The borrowed tail of `run`: same ranks, the last TML_LIVE_TAIL records
+ * of each (nothing copied; free tail->ranks). */
+static int tail_of(const tml_run *run, tml_run *tail)
 {
-    tml_live_build_opts dflt;
-    tml_thresholds th;
-    tml_window win;
-    tml_step_diag st;
-    tml_run tail;
-    tml_strbuf sum = TML_STRBUF_INIT;
-    int rc = TML_ENOMEM;
-
-    memset(&dflt, 0, sizeof(dflt));
-    if (!o)
-        o = &dflt;
-    memset(snap, 0, sizeof(*snap));
-    memset(&win, 0, sizeof(win));
-    memset(&tail, 0, sizeof(tail));
-    if (o->th)
-        th = *o->th;
-    else
-        tml__thresholds_default(&th);
-
-    snap->seq = o->seq;
-    copy_str(snap->run_name, sizeof(snap->run_name), run->name);
-    copy_str(snap->run_id, sizeof(snap->run_id), run->id);
-    copy_str(snap->status, sizeof(snap->status), o->status ? o->status : "running");
-    snap->unix_ms = o->now_unix_ms ? o->now_unix_ms : unix_ms_now();
-    int64_t start = o->start_unix_ms ? o->start_unix_ms : run->start_unix_ms;
-    snap->elapsed_s = start > 0 ? (double)(snap->unix_ms - start) / 1000.0 : NAN;
-    snap->gpu_util_percent = NAN;
-    snap->median_rank = snap->worst_rank = snap->series_rank = -1;
-    snap->first_step = snap->last_step = -1;
-    snap->world_size = run->world_size;
-
-    /* The borrowed tail: same ranks, last TML_LIVE_TAIL records each. */
-    tail = *run;
-    tail.cap = 0;
-    tail.ranks = calloc(run->nranks ? run->nranks : 1, sizeof(*tail.ranks));
-    if (!tail.ranks)
-        goto fail;
+    *tail = *run;
+    tail->cap = 0;
+    tail->ranks = calloc(run->nranks ? run->nranks : 1, sizeof(*tail->ranks));
+    if (!tail->ranks)
+        return TML_ENOMEM;
     for (size_t i = 0; i < run->nranks; i++) {
-        tail.ranks[i] = run->ranks[i];
+        tail->ranks[i] = run->ranks[i];
         size_t n = run->ranks[i].nsteps;
         size_t k = n > TML_LIVE_TAIL ? TML_LIVE_TAIL : n;
-        tail.ranks[i].steps = run->ranks[i].steps + (n - k);
-        tail.ranks[i].nsteps = k;
-        tail.ranks[i].cap = k;
+        tail->ranks[i].steps = run->ranks[i].steps + (n - k);
+        tail->ranks[i].nsteps = k;
+        tail->ranks[i].cap = k;
     }
+    return 0;
+}
 
-    if (tml__window_compute(&tail, TML_LIVE_WINDOW, &win) < 0)
-        goto fail;
-    tml__diag_step_time(&win, &th, &st);
-    snap->clock = win.clock == TML_CLOCK_GPU ? "gpu" : "cpu";
-    snap->common_steps = win.common_steps;
-    snap->window_steps = win.window_steps;
-    snap->warmup_steps = win.warmup_steps;
-    if (win.window_steps) {
-        snap->first_step = (int64_t)win.first_step;
-        snap->last_step = (int64_t)win.last_step;
+/* The window, the verdict and the resource sections: the report model's. */
+static int snap_model(tml_live_snap *snap, const tml_report_model *m)
+{
+    const tml_window *win = &m->win;
+    snap->clock = win->clock == TML_CLOCK_GPU ? "gpu" : "cpu";
+    snap->common_steps = win->common_steps;
+    snap->window_steps = win->window_steps;
+    snap->warmup_steps = win->warmup_steps;
+    if (win->window_steps) {
+        snap->first_step = (int64_t)win->first_step;
+        snap->last_step = (int64_t)win->last_step;
     }
-    for (int m = 0; m < TML_M_COUNT; m++)
-        snap->share[m] = st.share[m];
-    snap->skew = win.skew;
-    if (win.median_rank >= 0)
-        snap->median_rank = win.ranks[win.median_rank].rank;
-    if (win.worst_rank >= 0)
-        snap->worst_rank = win.ranks[win.worst_rank].rank;
+    for (int k = 0; k < TML_M_COUNT; k++)
+        snap->share[k] = m->st.share[k];
+    snap->skew = win->skew;
+    if (win->median_rank >= 0)
+        snap->median_rank = win->ranks[win->median_rank].rank;
+    if (win->worst_rank >= 0)
+        snap->worst_rank = win->ranks[win->worst_rank].rank;
+    snap->verdict = m->verdict;
+    section_from(&snap->mem, &m->mem);
+    section_from(&snap->sys, &m->sys);
+    section_from(&snap->proc, &m->proc);
+    snap->gpu_util_percent = m->gpu_util_percent;
+    return gauges_from(snap, m);
+}
 
-    /* The summary over the live window: memory, system, process. */
-    tml_report_opts ro;
-    memset(&ro, 0, sizeof(ro));
-    ro.status = snap->status;
-    ro.duration_s = isnan(snap->elapsed_s) ? -1 : snap->elapsed_s;
-    ro.th = &th;
-    ro.window_steps = TML_LIVE_WINDOW;
-    if (tml__report_build(&tail, &ro, NULL, &sum) < 0)
-        goto fail;
-    tml__live_snap_sections(snap, sum.buf, sum.len);
-    if (summary)
-        tml__sb_add(summary, sum.buf, sum.len);
-    tml__diag_run_verdict(&st, snap->gpu_util_percent, &snap->verdict);
+/* Rank r's last (at most TML_LIVE_HISTORY) Step Times. */
+static int rank_history(tml_live_rank *lr, const tml_rank *r, int gpu_clock)
+{
+    size_t k = r->nsteps > TML_LIVE_HISTORY ? TML_LIVE_HISTORY : r->nsteps;
+    lr->step_ms = malloc(k * sizeof(*lr->step_ms));
+    lr->step_ids = malloc(k * sizeof(*lr->step_ids));
+    if (!lr->step_ms || !lr->step_ids)
+        return TML_ENOMEM;
+    uint32_t missing = missing_in_last(r, k);
+    for (size_t j = 0; j < k; j++) {
+        tml_live_point pt;
+        const tml_step_record *s = &r->steps[r->nsteps - k + j];
+        point_fill(&pt, s, missing, gpu_clock);
+        lr->step_ms[j] = pt.ms[TML_LS_STEP];
+        lr->step_ids[j] = s->step;
+    }
+    lr->nstep_ms = k;
+    return 0;
+}
 
-    /* Ranks. */
+static void rank_fill(tml_live_rank *lr, const tml_rank *r, const tml_rank_window *rw)
+{
+    lr->rank = r->info.rank;
+    lr->node = r->info.node_rank;
+    lr->local_rank = r->info.local_rank;
+    copy_str(lr->host, sizeof(lr->host), r->info.host);
+    lr->steps_received = r->nsteps;
+    lr->last_step = r->nsteps ? (int64_t)r->steps[r->nsteps - 1].step : -1;
+    lr->ended = r->ended;
+    lr->window_steps = rw ? rw->nsteps : 0;
+    for (int k = 0; k < TML_M_COUNT; k++)
+        lr->avg_ms[k] = rw ? rw->avg_ns[k] / 1e6 : NAN;
+    lr->step_p50_ms = rw ? rw->step_median_ns / 1e6 : NAN;
+    lr->step_p90_ms = rw ? rw->step_p90_ns / 1e6 : NAN;
+    lr->rss_bytes = rw ? rw->rss_bytes : NAN;
+    lr->cuda_allocated_bytes = rw ? rw->cuda_allocated_bytes : NAN;
+    lr->cuda_reserved_bytes = rw ? rw->cuda_reserved_bytes : NAN;
+    lr->overhead_us = r->stats.overhead_ns_per_step >= 0
+                          ? (double)r->stats.overhead_ns_per_step / 1000.0
+                          : NAN;
+    lr->records_dropped = r->stats.records_dropped;
+    lr->events_dropped = r->stats.events_dropped;
+}
+
+/* Every rank, a Step Time history for the first TML_LIVE_SERIES_RANKS
+ * that sent steps, and the per-step series of the lowest of them. */
+static int snap_ranks(tml_live_snap *snap, const tml_run *run, const tml_window *win)
+{
+    int gpu_clock = win->clock == TML_CLOCK_GPU;
+    size_t with_series = 0;
     snap->nranks = run->nranks;
     snap->ranks = calloc(run->nranks ? run->nranks : 1, sizeof(*snap->ranks));
     if (!snap->ranks)
-        goto fail;
-    size_t with_series = 0;
+        return TML_ENOMEM;
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank *r = &run->ranks[i];
         tml_live_rank *lr = &snap->ranks[i];
-        const tml_rank_window *rw = window_rank(&win, r->info.rank);
-        lr->rank = r->info.rank;
-        lr->node = r->info.node_rank;
-        lr->local_rank = r->info.local_rank;
-        copy_str(lr->host, sizeof(lr->host), r->info.host);
-        lr->steps_received = r->nsteps;
-        lr->last_step = r->nsteps ? (int64_t)r->steps[r->nsteps - 1].step : -1;
-        lr->ended = r->ended;
-        lr->window_steps = rw ? rw->nsteps : 0;
-        for (int m = 0; m < TML_M_COUNT; m++)
-            lr->avg_ms[m] = rw ? rw->avg_ns[m] / 1e6 : NAN;
-        lr->step_p50_ms = rw ? rw->step_median_ns / 1e6 : NAN;
-        lr->step_p90_ms = rw ? rw->step_p90_ns / 1e6 : NAN;
-        lr->rss_bytes = rw ? rw->rss_bytes : NAN;
-        lr->cuda_allocated_bytes = rw ? rw->cuda_allocated_bytes : NAN;
-        lr->cuda_reserved_bytes = rw ? rw->cuda_reserved_bytes : NAN;
-        lr->overhead_us = r->stats.overhead_ns_per_step >= 0
-                              ? (double)r->stats.overhead_ns_per_step / 1000.0
-                              : NAN;
-        lr->records_dropped = r->stats.records_dropped;
-        lr->events_dropped = r->stats.events_dropped;
-        snap->records_dropped += r->stats.records_dropped;
-        snap->events_dropped += r->stats.events_dropped;
+        rank_fill(lr, r, window_rank(win, r->info.rank));
+        snap->records_dropped += lr->records_dropped;
+        snap->events_dropped += lr->events_dropped;
         if (r->nsteps && with_series < TML_LIVE_SERIES_RANKS) {
-            size_t k = r->nsteps > TML_LIVE_HISTORY ? TML_LIVE_HISTORY : r->nsteps;
-            lr->step_ms = malloc(k * sizeof(*lr->step_ms));
-            lr->step_ids = malloc(k * sizeof(*lr->step_ids));
-            if (!lr->step_ms || !lr->step_ids)
-                goto fail;
-            uint32_t missing = missing_in_last(r, k);
-            for (size_t j = 0; j < k; j++) {
-                tml_live_point pt;
-                const tml_step_record *s = &r->steps[r->nsteps - k + j];
-                point_fill(&pt, s, missing, win.clock == TML_CLOCK_GPU);
-                lr->step_ms[j] = pt.ms[TML_LS_STEP];
-                lr->step_ids[j] = s->step;
-            }
-            lr->nstep_ms = k;
+            if (rank_history(lr, r, gpu_clock) < 0)
+                return TML_ENOMEM;
             with_series++;
         }
     }
-
-    /* The per-step series: the lowest rank that sent steps. */
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank *r = &run->ranks[i];
         if (!r->nsteps)
@@ -321,20 +256,60 @@ int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
         size_t k = r->nsteps > TML_LIVE_HISTORY ? TML_LIVE_HISTORY : r->nsteps;
         snap->points = calloc(k, sizeof(*snap->points));
         if (!snap->points)
-            goto fail;
+            return TML_ENOMEM;
         uint32_t missing = missing_in_last(r, k);
         for (size_t j = 0; j < k; j++)
-            point_fill(&snap->points[j], &r->steps[r->nsteps - k + j], missing,
-                       win.clock == TML_CLOCK_GPU);
+            point_fill(&snap->points[j], &r->steps[r->nsteps - k + j], missing, gpu_clock);
         snap->npoints = k;
         snap->series_rank = r->info.rank;
         break;
     }
-    rc = 0;
-fail:
-    tml__window_release(&win);
+    return 0;
+}
+
+int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
+                         tml_live_snap *snap, tml_strbuf *summary)
+{
+    static const tml_live_build_opts dflt;
+    tml_report_model m;
+    tml_run tail;
+    int rc;
+
+    if (!o)
+        o = &dflt;
+    memset(snap, 0, sizeof(*snap));
+    memset(&m, 0, sizeof(m));
+    snap->seq = o->seq;
+    copy_str(snap->run_name, sizeof(snap->run_name), run->name);
+    copy_str(snap->run_id, sizeof(snap->run_id), run->id);
+    copy_str(snap->status, sizeof(snap->status), o->status ? o->status : "running");
+    snap->unix_ms = o->now_unix_ms ? o->now_unix_ms : tml__unix_ms();
+    int64_t start = o->start_unix_ms ? o->start_unix_ms : run->start_unix_ms;
+    snap->elapsed_s = start > 0 ? (double)(snap->unix_ms - start) / 1000.0 : NAN;
+    snap->gpu_util_percent = NAN;
+    snap->median_rank = snap->worst_rank = snap->series_rank = -1;
+    snap->first_step = snap->last_step = -1;
+    snap->world_size = run->world_size;
+
+    /* The report model over the live window of the tail: what the final
+     * summary would say about the last TML_LIVE_WINDOW common steps. */
+    tml_report_opts ro = {
+        .status = snap->status,
+        .duration_s = isnan(snap->elapsed_s) ? -1 : snap->elapsed_s,
+        .th = o->th,
+        .window_steps = TML_LIVE_WINDOW,
+    };
+    rc = tail_of(run, &tail);
+    if (rc == 0)
+        rc = tml__report_model_init(&m, &tail, &ro);
+    if (rc == 0)
+        rc = snap_model(snap, &m);
+    if (rc == 0 && summary)
+        rc = tml__report_print(&m, NULL, summary);
+    if (rc == 0)
+        rc = snap_ranks(snap, run, &m.win);
+    tml__report_model_release(&m);
     free(tail.ranks);
-    tml__sb_release(&sum);
     if (rc < 0)
         tml__live_snap_release(snap);
     return rc;
@@ -342,25 +317,100 @@ fail:
 
 /* ---- live JSON ----------------------------------------------------- */
 
-static void j_key(tml_strbuf *o, const char *k, int *first)
+typedef tml_jsonw jw;
+
+/* A string, null when NULL or empty. */
+static void jw_text(jw *w, const char *key, const char *s)
 {
-    if (!*first)
-        tml__sb_addc(o, ',');
-    *first = 0;
-    tml__sb_add_json_str(o, k);
-    tml__sb_addc(o, ':');
+    tml__jw_str(w, key, s && *s ? s : NULL);
 }
 
-static void j_section(tml_strbuf *o, const char *key, const tml_live_section *s, int *first)
+static void j_section(jw *w, const char *key, const tml_live_section *s)
 {
-    j_key(o, key, first);
-    tml__sb_adds(o, "{\"label\":");
-    tml__json_add_str_or_null(o, s->label);
-    tml__sb_adds(o, ",\"severity\":");
-    tml__json_add_str_or_null(o, s->severity);
-    tml__sb_adds(o, ",\"why\":");
-    tml__json_add_str_or_null(o, s->why);
-    tml__sb_addc(o, '}');
+    tml__jw_open(w, key, '{');
+    jw_text(w, "label", s->label);
+    jw_text(w, "severity", s->severity);
+    jw_text(w, "why", s->why);
+    tml__jw_close(w, '}');
+}
+
+static void j_window(jw *w, const tml_live_snap *s)
+{
+    tml__jw_open(w, "window", '{');
+    tml__jw_int(w, "max_steps", TML_LIVE_WINDOW);
+    tml__jw_str(w, "clock", s->clock ? s->clock : "cpu");
+    tml__jw_int(w, "common_steps", (long long)s->common_steps);
+    tml__jw_int(w, "window_steps", (long long)s->window_steps);
+    tml__jw_int(w, "warmup_steps_excluded", (long long)s->warmup_steps);
+    if (s->first_step >= 0) {
+        tml__jw_int(w, "first_step", s->first_step);
+        tml__jw_int(w, "last_step", s->last_step);
+    } else {
+        tml__jw_null(w, "first_step");
+        tml__jw_null(w, "last_step");
+    }
+    tml__jw_close(w, '}');
+}
+
+static void j_verdict(jw *w, const tml_live_snap *s)
+{
+    const tml_diagnosis *d = &s->verdict;
+    tml__jw_open(w, "verdict", '{');
+    jw_text(w, "kind", d->kind);
+    jw_text(w, "label", d->label);
+    tml__jw_str(w, "severity", tml__severity_name(d->severity));
+    jw_text(w, "why", d->why);
+    jw_text(w, "next", d->next);
+    tml__jw_str(w, "cause", d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
+    tml__jw_close(w, '}');
+    tml__jw_open(w, "shares_percent", '{');
+    for (int m = 1; m < TML_M_COUNT; m++)
+        if (m != TML_M_UNTRACED && m != TML_M_FETCH_CPU)
+            tml__jw_num(w, tml__metric_name((tml_metric)m), s->share[m] * 100.0, 2);
+    tml__jw_close(w, '}');
+    tml__jw_num(w, "skew_percent", s->skew * 100.0, 2);
+    tml__jw_int(w, "median_rank", s->median_rank);
+    tml__jw_int(w, "worst_rank", s->worst_rank);
+}
+
+static void j_rank(jw *w, const tml_live_rank *r)
+{
+    char k[64];
+    tml__jw_open(w, NULL, '{');
+    tml__jw_int(w, "rank", r->rank);
+    tml__jw_int(w, "node", r->node);
+    tml__jw_int(w, "local_rank", r->local_rank);
+    snprintf(k, sizeof(k), "R%d/N%d", (int)r->rank, (int)r->node);
+    tml__jw_str(w, "label", k);
+    tml__jw_str(w, "host", r->host);
+    tml__jw_int(w, "steps_received", (long long)r->steps_received);
+    if (r->last_step >= 0)
+        tml__jw_int(w, "last_step", r->last_step);
+    else
+        tml__jw_null(w, "last_step");
+    tml__jw_bool(w, "ended", r->ended);
+    tml__jw_int(w, "window_steps", (long long)r->window_steps);
+    for (int m = 0; m < TML_M_COUNT; m++) {
+        snprintf(k, sizeof(k), "%s_ms", tml__metric_name((tml_metric)m));
+        tml__jw_num(w, k, r->avg_ms[m], 3);
+    }
+    tml__jw_num(w, "step_time_p50_ms", r->step_p50_ms, 3);
+    tml__jw_num(w, "step_time_p90_ms", r->step_p90_ms, 3);
+    tml__jw_num(w, "rss_bytes", r->rss_bytes, 0);
+    tml__jw_num(w, "cuda_allocated_bytes", r->cuda_allocated_bytes, 0);
+    tml__jw_num(w, "cuda_reserved_bytes", r->cuda_reserved_bytes, 0);
+    tml__jw_num(w, "traceml_overhead_us_per_step", r->overhead_us, 3);
+    tml__jw_int(w, "records_dropped", (long long)r->records_dropped);
+    tml__jw_int(w, "events_dropped", (long long)r->events_dropped);
+    tml__jw_open(w, "recent_steps", '[');
+    for (size_t j = 0; j < r->nstep_ms; j++)
+        tml__jw_int(w, NULL, (long long)r->step_ids[j]);
+    tml__jw_close(w, ']');
+    tml__jw_open(w, "recent_step_time_ms", '[');
+    for (size_t j = 0; j < r->nstep_ms; j++)
+        tml__jw_num(w, NULL, r->step_ms[j], 3);
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
 }
 
 static const char *const series_names[TML_LS_COUNT] = {
@@ -368,182 +418,81 @@ static const char *const series_names[TML_LS_COUNT] = {
     "optimizer_ms", "residual_ms",
 };
 
+static void j_series(jw *w, const tml_live_snap *s)
+{
+    static const struct { const char *name; size_t off; } mem[] = {
+        {"rss_bytes", offsetof(tml_live_point, rss_bytes)},
+        {"cuda_allocated_bytes", offsetof(tml_live_point, cuda_allocated_bytes)},
+        {"cuda_reserved_bytes", offsetof(tml_live_point, cuda_reserved_bytes)},
+    };
+    tml__jw_open(w, "series", '{');
+    tml__jw_int(w, "rank", s->series_rank);
+    tml__jw_open(w, "step", '[');
+    for (size_t j = 0; j < s->npoints; j++)
+        tml__jw_int(w, NULL, (long long)s->points[j].step);
+    tml__jw_close(w, ']');
+    for (int k = 0; k < TML_LS_COUNT; k++) {
+        tml__jw_open(w, series_names[k], '[');
+        for (size_t j = 0; j < s->npoints; j++)
+            tml__jw_num(w, NULL, s->points[j].ms[k], 3);
+        tml__jw_close(w, ']');
+    }
+    for (size_t k = 0; k < sizeof(mem) / sizeof(mem[0]); k++) {
+        tml__jw_open(w, mem[k].name, '[');
+        for (size_t j = 0; j < s->npoints; j++) {
+            double v;
+            memcpy(&v, (const char *)&s->points[j] + mem[k].off, sizeof(v));
+            tml__jw_num(w, NULL, v, 0);
+        }
+        tml__jw_close(w, ']');
+    }
+    tml__jw_close(w, '}');
+}
+
 void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
 {
-    int f = 1;
-    tml__sb_addc(o, '{');
-    j_key(o, "schema", &f);
-    tml__sb_adds(o, "\"traceml.live/1\"");
-    j_key(o, "seq", &f);
-    tml__sb_addf(o, "%llu", (unsigned long long)s->seq);
-    j_key(o, "run_name", &f);
-    tml__sb_add_json_str(o, s->run_name);
-    j_key(o, "run_id", &f);
-    tml__json_add_str_or_null(o, s->run_id);
-    j_key(o, "status", &f);
-    tml__sb_add_json_str(o, s->status);
-    j_key(o, "unix_ms", &f);
-    tml__sb_addf(o, "%lld", (long long)s->unix_ms);
-    j_key(o, "elapsed_s", &f);
-    tml__json_add_num(o, s->elapsed_s, 1, 0);
-
-    j_key(o, "window", &f);
-    tml__sb_addf(o, "{\"max_steps\":%d,\"clock\":\"%s\",\"common_steps\":%zu,"
-                    "\"window_steps\":%zu,\"warmup_steps_excluded\":%zu,",
-                 TML_LIVE_WINDOW, s->clock ? s->clock : "cpu", s->common_steps,
-                 s->window_steps, s->warmup_steps);
-    if (s->first_step >= 0)
-        tml__sb_addf(o, "\"first_step\":%lld,\"last_step\":%lld}", (long long)s->first_step,
-                     (long long)s->last_step);
-    else
-        tml__sb_adds(o, "\"first_step\":null,\"last_step\":null}");
-
-    const tml_diagnosis *d = &s->verdict;
-    j_key(o, "verdict", &f);
-    tml__sb_adds(o, "{\"kind\":");
-    tml__json_add_str_or_null(o, d->kind);
-    tml__sb_adds(o, ",\"label\":");
-    tml__json_add_str_or_null(o, d->label);
-    tml__sb_adds(o, ",\"severity\":");
-    tml__sb_add_json_str(o, tml__severity_name(d->severity));
-    tml__sb_adds(o, ",\"why\":");
-    tml__json_add_str_or_null(o, d->why);
-    tml__sb_adds(o, ",\"next\":");
-    tml__json_add_str_or_null(o, d->next);
-    tml__sb_adds(o, ",\"cause\":");
-    tml__json_add_str_or_null(o, d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
-    tml__sb_addc(o, '}');
-
-    j_key(o, "shares_percent", &f);
-    tml__sb_addc(o, '{');
-    for (int m = 1; m < TML_M_COUNT; m++) {
-        if (m == TML_M_UNTRACED || m == TML_M_FETCH_CPU)
-            continue;
-        if (m > 1)
-            tml__sb_addc(o, ',');
-        tml__sb_add_json_str(o, tml__metric_name((tml_metric)m));
-        tml__sb_addc(o, ':');
-        tml__json_add_num(o, s->share[m] * 100.0, 2, 0);
-    }
-    tml__sb_addc(o, '}');
-    j_key(o, "skew_percent", &f);
-    tml__json_add_num(o, s->skew * 100.0, 2, 0);
-    j_key(o, "median_rank", &f);
-    tml__sb_addf(o, "%d", (int)s->median_rank);
-    j_key(o, "worst_rank", &f);
-    tml__sb_addf(o, "%d", (int)s->worst_rank);
-    j_section(o, "step_memory", &s->mem, &f);
-    j_section(o, "system", &s->sys, &f);
-    j_section(o, "process", &s->proc, &f);
-    j_key(o, "gpu_util_percent", &f);
-    tml__json_add_num(o, s->gpu_util_percent, 2, 0);
-    j_key(o, "world_size", &f);
-    tml__sb_addf(o, "%d", (int)(s->world_size > (int32_t)s->nranks ? s->world_size
-                                                                  : (int32_t)s->nranks));
-    j_key(o, "records_dropped", &f);
-    tml__sb_addf(o, "%llu", (unsigned long long)s->records_dropped);
-    j_key(o, "events_dropped", &f);
-    tml__sb_addf(o, "%llu", (unsigned long long)s->events_dropped);
-
-    j_key(o, "ranks", &f);
-    tml__sb_addc(o, '[');
-    for (size_t i = 0; i < s->nranks; i++) {
-        const tml_live_rank *r = &s->ranks[i];
-        if (i)
-            tml__sb_addc(o, ',');
-        tml__sb_addf(o, "{\"rank\":%d,\"node\":%d,\"local_rank\":%d,\"label\":\"R%d/N%d\","
-                        "\"host\":",
-                     (int)r->rank, (int)r->node, (int)r->local_rank, (int)r->rank,
-                     (int)r->node);
-        tml__sb_add_json_str(o, r->host);
-        tml__sb_addf(o, ",\"steps_received\":%llu,\"last_step\":",
-                     (unsigned long long)r->steps_received);
-        if (r->last_step >= 0)
-            tml__sb_addf(o, "%lld", (long long)r->last_step);
-        else
-            tml__sb_adds(o, "null");
-        tml__sb_addf(o, ",\"ended\":%s,\"window_steps\":%zu", r->ended ? "true" : "false",
-                     r->window_steps);
-        for (int m = 0; m < TML_M_COUNT; m++) {
-            tml__sb_addf(o, ",\"%s_ms\":", tml__metric_name((tml_metric)m));
-            tml__json_add_num(o, r->avg_ms[m], 3, 0);
-        }
-        tml__sb_adds(o, ",\"step_time_p50_ms\":");
-        tml__json_add_num(o, r->step_p50_ms, 3, 0);
-        tml__sb_adds(o, ",\"step_time_p90_ms\":");
-        tml__json_add_num(o, r->step_p90_ms, 3, 0);
-        tml__sb_adds(o, ",\"rss_bytes\":");
-        tml__json_add_num(o, r->rss_bytes, 0, 0);
-        tml__sb_adds(o, ",\"cuda_allocated_bytes\":");
-        tml__json_add_num(o, r->cuda_allocated_bytes, 0, 0);
-        tml__sb_adds(o, ",\"cuda_reserved_bytes\":");
-        tml__json_add_num(o, r->cuda_reserved_bytes, 0, 0);
-        tml__sb_adds(o, ",\"traceml_overhead_us_per_step\":");
-        tml__json_add_num(o, r->overhead_us, 3, 0);
-        tml__sb_addf(o, ",\"records_dropped\":%llu,\"events_dropped\":%llu",
-                     (unsigned long long)r->records_dropped,
-                     (unsigned long long)r->events_dropped);
-        tml__sb_adds(o, ",\"recent_steps\":[");
-        for (size_t j = 0; j < r->nstep_ms; j++)
-            tml__sb_addf(o, "%s%llu", j ? "," : "", (unsigned long long)r->step_ids[j]);
-        tml__sb_adds(o, "],\"recent_step_time_ms\":[");
-        for (size_t j = 0; j < r->nstep_ms; j++) {
-            if (j)
-                tml__sb_addc(o, ',');
-            tml__json_add_num(o, r->step_ms[j], 3, 0);
-        }
-        tml__sb_adds(o, "]}");
-    }
-    tml__sb_addc(o, ']');
-
-    j_key(o, "series", &f);
-    tml__sb_addf(o, "{\"rank\":%d,\"step\":[", (int)s->series_rank);
-    for (size_t j = 0; j < s->npoints; j++)
-        tml__sb_addf(o, "%s%llu", j ? "," : "", (unsigned long long)s->points[j].step);
-    tml__sb_addc(o, ']');
-    for (int k = 0; k < TML_LS_COUNT; k++) {
-        tml__sb_addf(o, ",\"%s\":[", series_names[k]);
-        for (size_t j = 0; j < s->npoints; j++) {
-            if (j)
-                tml__sb_addc(o, ',');
-            tml__json_add_num(o, s->points[j].ms[k], 3, 0);
-        }
-        tml__sb_addc(o, ']');
-    }
-    static const char *const mem_names[3] = {"rss_bytes", "cuda_allocated_bytes",
-                                             "cuda_reserved_bytes"};
-    for (int k = 0; k < 3; k++) {
-        tml__sb_addf(o, ",\"%s\":[", mem_names[k]);
-        for (size_t j = 0; j < s->npoints; j++) {
-            const tml_live_point *p = &s->points[j];
-            double v = k == 0 ? p->rss_bytes : k == 1 ? p->cuda_allocated_bytes
-                                                      : p->cuda_reserved_bytes;
-            if (j)
-                tml__sb_addc(o, ',');
-            tml__json_add_num(o, v, 0, 0);
-        }
-        tml__sb_addc(o, ']');
-    }
-    tml__sb_addc(o, '}');
-
-    j_key(o, "gauges", &f);
-    tml__sb_addc(o, '[');
+    jw w;
+    tml__jw_init(&w, o, 0);
+    tml__jw_open(&w, NULL, '{');
+    tml__jw_str(&w, "schema", "traceml.live/1");
+    tml__jw_int(&w, "seq", (long long)s->seq);
+    tml__jw_str(&w, "run_name", s->run_name);
+    jw_text(&w, "run_id", s->run_id);
+    tml__jw_str(&w, "status", s->status);
+    tml__jw_int(&w, "unix_ms", s->unix_ms);
+    tml__jw_num(&w, "elapsed_s", s->elapsed_s, 1);
+    j_window(&w, s);
+    j_verdict(&w, s);
+    j_section(&w, "step_memory", &s->mem);
+    j_section(&w, "system", &s->sys);
+    j_section(&w, "process", &s->proc);
+    tml__jw_num(&w, "gpu_util_percent", s->gpu_util_percent, 2);
+    tml__jw_int(&w, "world_size",
+                s->world_size > (int32_t)s->nranks ? s->world_size : (int32_t)s->nranks);
+    tml__jw_int(&w, "records_dropped", (long long)s->records_dropped);
+    tml__jw_int(&w, "events_dropped", (long long)s->events_dropped);
+    tml__jw_open(&w, "ranks", '[');
+    for (size_t i = 0; i < s->nranks; i++)
+        j_rank(&w, &s->ranks[i]);
+    tml__jw_close(&w, ']');
+    j_series(&w, s);
+    tml__jw_open(&w, "gauges", '[');
     for (size_t i = 0; i < s->ngauges; i++) {
         const tml_live_gauge *g = &s->gauges[i];
-        tml__sb_addf(o, "%s{\"name\":\"%s\",\"%s\":%d,\"value\":", i ? "," : "", g->name,
-                     g->who, (int)g->id);
-        tml__json_add_num(o, g->value, 2, 0);
-        tml__sb_addc(o, '}');
+        tml__jw_open(&w, NULL, '{');
+        tml__jw_str(&w, "name", g->name);
+        tml__jw_int(&w, g->who, g->id);
+        tml__jw_num(&w, "value", g->value, 2);
+        tml__jw_close(&w, '}');
     }
-    tml__sb_addc(o, ']');
+    tml__jw_close(&w, ']');
     tml_strbuf line = TML_STRBUF_INIT;
     tml__live_text_line(s, &line);
     if (line.len && line.buf[line.len - 1] == '\n')
         line.buf[--line.len] = '\0';
-    j_key(o, "line", &f);
-    tml__json_add_str_or_null(o, line.buf);
+    jw_text(&w, "line", line.buf);
     tml__sb_release(&line);
-    tml__sb_addc(o, '}');
+    tml__jw_close(&w, '}');
 }
 
 /* ---- Prometheus ---------------------------------------------------- */
@@ -583,14 +532,41 @@ static void p_rank_labels(tml_strbuf *o, const tml_live_snap *s, const tml_live_
     tml__sb_addf(o, "\",rank=\"%d\",node=\"%d\"", (int)r->rank, (int)r->node);
 }
 
-void tml__live_prometheus(const tml_live_snap *s, tml_strbuf *o)
+/* One gauge per rank from the double at `off` of tml_live_rank, divided
+ * by `div`; NAN ranks have none. */
+static void p_rank_gauge(tml_strbuf *o, const tml_live_snap *s, const char *name,
+                         const char *help, size_t off, double div)
 {
-    tml_strbuf run = TML_STRBUF_INIT;   /* {run="..."} */
-    tml__sb_adds(&run, "run=\"");
-    p_label(&run, s->run_name);
-    tml__sb_addc(&run, '"');
-    const char *rl = run.buf ? run.buf : "";
+    p_meta(o, name, "gauge", help);
+    for (size_t i = 0; i < s->nranks; i++) {
+        double v;
+        memcpy(&v, (const char *)&s->ranks[i] + off, sizeof(v));
+        if (isnan(v))
+            continue;
+        tml__sb_adds(o, name);
+        p_rank_labels(o, s, &s->ranks[i]);
+        tml__sb_addc(o, '}');
+        p_value(o, v / div);
+    }
+}
 
+/* One counter per rank from the uint64_t at `off` of tml_live_rank. */
+static void p_rank_counter(tml_strbuf *o, const tml_live_snap *s, const char *name,
+                           const char *help, size_t off)
+{
+    p_meta(o, name, "counter", help);
+    for (size_t i = 0; i < s->nranks; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&s->ranks[i] + off, sizeof(v));
+        tml__sb_adds(o, name);
+        p_rank_labels(o, s, &s->ranks[i]);
+        tml__sb_addf(o, "} %llu\n", (unsigned long long)v);
+    }
+}
+
+/* The run: liveness, identity, window, verdict, shares, skew. */
+static void p_run(tml_strbuf *o, const tml_live_snap *s, const char *rl)
+{
     p_meta(o, "traceml_up", "gauge", "1 while the run's aggregator serves live data.");
     tml__sb_addf(o, "traceml_up{%s} 1\n", rl);
     p_meta(o, "traceml_info", "gauge", "Run identity; always 1.");
@@ -633,79 +609,12 @@ void tml__live_prometheus(const tml_live_snap *s, tml_strbuf *o)
         tml__sb_addf(o, "traceml_rank_skew_ratio{%s}", rl);
         p_value(o, s->skew);
     }
+}
 
-    p_meta(o, "traceml_step_time_seconds", "gauge",
-           "Average Step Time per rank over the live window.");
-    for (size_t i = 0; i < s->nranks; i++) {
-        if (isnan(s->ranks[i].avg_ms[TML_M_STEP]))
-            continue;
-        tml__sb_addf(o, "traceml_step_time_seconds");
-        p_rank_labels(o, s, &s->ranks[i]);
-        tml__sb_addc(o, '}');
-        p_value(o, s->ranks[i].avg_ms[TML_M_STEP] / 1000.0);
-    }
-    p_meta(o, "traceml_step_time_p90_seconds", "gauge",
-           "90th percentile Step Time per rank over the live window.");
-    for (size_t i = 0; i < s->nranks; i++) {
-        if (isnan(s->ranks[i].step_p90_ms))
-            continue;
-        tml__sb_addf(o, "traceml_step_time_p90_seconds");
-        p_rank_labels(o, s, &s->ranks[i]);
-        tml__sb_addc(o, '}');
-        p_value(o, s->ranks[i].step_p90_ms / 1000.0);
-    }
-    p_meta(o, "traceml_phase_seconds", "gauge",
-           "Average time per step in each phase, per rank, live window.");
-    for (size_t i = 0; i < s->nranks; i++) {
-        for (int m = 1; m < TML_M_COUNT; m++) {
-            if (isnan(s->ranks[i].avg_ms[m]))
-                continue;
-            tml__sb_addf(o, "traceml_phase_seconds");
-            p_rank_labels(o, s, &s->ranks[i]);
-            tml__sb_addf(o, ",phase=\"%s\"}", tml__metric_name((tml_metric)m));
-            p_value(o, s->ranks[i].avg_ms[m] / 1000.0);
-        }
-    }
-    p_meta(o, "traceml_steps_received_total", "counter", "Step records received per rank.");
-    for (size_t i = 0; i < s->nranks; i++) {
-        tml__sb_addf(o, "traceml_steps_received_total");
-        p_rank_labels(o, s, &s->ranks[i]);
-        tml__sb_addf(o, "} %llu\n", (unsigned long long)s->ranks[i].steps_received);
-    }
-    p_meta(o, "traceml_records_dropped_total", "counter",
-           "Step records a rank could not deliver.");
-    for (size_t i = 0; i < s->nranks; i++) {
-        tml__sb_addf(o, "traceml_records_dropped_total");
-        p_rank_labels(o, s, &s->ranks[i]);
-        tml__sb_addf(o, "} %llu\n", (unsigned long long)s->ranks[i].records_dropped);
-    }
-    static const struct {
-        const char *name, *help;
-        size_t off;
-    } mem[] = {
-        {"traceml_rank_rss_bytes", "Per-step process RSS, live-window average.",
-         offsetof(tml_live_rank, rss_bytes)},
-        {"traceml_rank_cuda_allocated_bytes",
-         "Per-step peak CUDA allocated bytes, live-window average.",
-         offsetof(tml_live_rank, cuda_allocated_bytes)},
-        {"traceml_rank_cuda_reserved_bytes",
-         "Per-step peak CUDA reserved bytes, live-window average.",
-         offsetof(tml_live_rank, cuda_reserved_bytes)},
-    };
-    for (size_t k = 0; k < sizeof(mem) / sizeof(mem[0]); k++) {
-        p_meta(o, mem[k].name, "gauge", mem[k].help);
-        for (size_t i = 0; i < s->nranks; i++) {
-            double v = *(const double *)((const char *)&s->ranks[i] + mem[k].off);
-            if (isnan(v))
-                continue;
-            tml__sb_adds(o, mem[k].name);
-            p_rank_labels(o, s, &s->ranks[i]);
-            tml__sb_addc(o, '}');
-            p_value(o, v);
-        }
-    }
-    /* Section numbers (memory, system incl. GPU, process): one family per
-     * name, in first-seen order. */
+/* The section gauges (memory, system incl. GPU, process): one family per
+ * name, in first-seen order. */
+static void p_gauges(tml_strbuf *o, const tml_live_snap *s, const char *rl)
+{
     for (size_t i = 0; i < s->ngauges; i++) {
         int seen = 0;
         for (size_t j = 0; j < i && !seen; j++)
@@ -721,6 +630,49 @@ void tml__live_prometheus(const tml_live_snap *s, tml_strbuf *o)
             p_value(o, g->value);
         }
     }
+}
+
+void tml__live_prometheus(const tml_live_snap *s, tml_strbuf *o)
+{
+    tml_strbuf run = TML_STRBUF_INIT;   /* run="..." */
+    tml__sb_adds(&run, "run=\"");
+    p_label(&run, s->run_name);
+    tml__sb_addc(&run, '"');
+    const char *rl = run.buf ? run.buf : "";
+
+    p_run(o, s, rl);
+    p_rank_gauge(o, s, "traceml_step_time_seconds",
+                 "Average Step Time per rank over the live window.",
+                 offsetof(tml_live_rank, avg_ms) + TML_M_STEP * sizeof(double), 1000.0);
+    p_rank_gauge(o, s, "traceml_step_time_p90_seconds",
+                 "90th percentile Step Time per rank over the live window.",
+                 offsetof(tml_live_rank, step_p90_ms), 1000.0);
+    p_meta(o, "traceml_phase_seconds", "gauge",
+           "Average time per step in each phase, per rank, live window.");
+    for (size_t i = 0; i < s->nranks; i++) {
+        for (int m = 1; m < TML_M_COUNT; m++) {
+            if (isnan(s->ranks[i].avg_ms[m]))
+                continue;
+            tml__sb_addf(o, "traceml_phase_seconds");
+            p_rank_labels(o, s, &s->ranks[i]);
+            tml__sb_addf(o, ",phase=\"%s\"}", tml__metric_name((tml_metric)m));
+            p_value(o, s->ranks[i].avg_ms[m] / 1000.0);
+        }
+    }
+    p_rank_counter(o, s, "traceml_steps_received_total", "Step records received per rank.",
+                   offsetof(tml_live_rank, steps_received));
+    p_rank_counter(o, s, "traceml_records_dropped_total",
+                   "Step records a rank could not deliver.",
+                   offsetof(tml_live_rank, records_dropped));
+    p_rank_gauge(o, s, "traceml_rank_rss_bytes", "Per-step process RSS, live-window average.",
+                 offsetof(tml_live_rank, rss_bytes), 1);
+    p_rank_gauge(o, s, "traceml_rank_cuda_allocated_bytes",
+                 "Per-step peak CUDA allocated bytes, live-window average.",
+                 offsetof(tml_live_rank, cuda_allocated_bytes), 1);
+    p_rank_gauge(o, s, "traceml_rank_cuda_reserved_bytes",
+                 "Per-step peak CUDA reserved bytes, live-window average.",
+                 offsetof(tml_live_rank, cuda_reserved_bytes), 1);
+    p_gauges(o, s, rl);
     tml__sb_release(&run);
 }
 

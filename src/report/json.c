@@ -324,52 +324,80 @@ static void step_time_section(jw *w, const tml_report_model *m)
     tml__jw_close(w, '}');
 }
 
-static void memory_fields(jw *w, const tml_rank_window *r)
+/* ---- resource sections: rows printed through their field tables ------ */
+
+static const void *row_at(const tml_report_rows *r, int i)
 {
-    jw_bytes(w, "peak_allocated_bytes", r ? r->cuda_allocated_bytes : NAN);
-    jw_bytes(w, "peak_reserved_bytes", r ? r->cuda_reserved_bytes : NAN);
-    jw_bytes(w, "rss_bytes", r ? r->rss_bytes : NAN);
+    return i >= 0 && (size_t)i < r->nrows ? (const char *)r->rows + (size_t)i * r->row_size
+                                          : NULL;
 }
 
-static void memory_rank(jw *w, const char *key, const tml_window *win, int idx)
+/* The first n fields of a row (NULL: all null). */
+static void row_fields(jw *w, const tml_report_rows *r, const void *row, size_t n)
 {
-    tml__jw_open(w, key, '{');
-    if (idx >= 0) {
+    for (size_t k = 0; k < n; k++)
+        tml__jw_num(w, r->fields[k].key, row ? tml__report_field(row, &r->fields[k]) : NAN,
+                    r->fields[k].decimals);
+}
+
+/* Mean over rows of each field (NAN fields skipped) into `avg`, a row. */
+static void rows_average(const tml_report_rows *r, void *avg)
+{
+    memset(avg, 0, r->row_size);
+    for (size_t k = 0; k < r->nfields; k++) {
+        double sum = 0, v;
+        size_t n = 0;
+        for (size_t i = 0; i < r->nrows; i++) {
+            v = tml__report_field(row_at(r, (int)i), &r->fields[k]);
+            if (!isnan(v)) {
+                sum += v;
+                n++;
+            }
+        }
+        v = n ? sum / (double)n : NAN;
+        memcpy((char *)avg + r->fields[k].off, &v, sizeof(v));
+    }
+}
+
+/* "rank", "node", "label" of a rank (all null when !has). */
+static void rank_ident(jw *w, int has, int32_t rank, int32_t node)
+{
+    if (has) {
         char l[32];
-        tml__jw_int(w, "rank", win->ranks[idx].rank);
-        tml__jw_int(w, "node", win->ranks[idx].node);
-        rank_label(&win->ranks[idx], l, sizeof(l));
+        snprintf(l, sizeof(l), "R%d/N%d", (int)rank, (int)node);
+        tml__jw_int(w, "rank", rank);
+        tml__jw_int(w, "node", node);
         tml__jw_str(w, "label", l);
     } else {
         tml__jw_null(w, "rank");
         tml__jw_null(w, "node");
         tml__jw_null(w, "label");
     }
-    memory_fields(w, idx >= 0 ? &win->ranks[idx] : NULL);
-    tml__jw_close(w, '}');
 }
 
-static void step_memory_section(jw *w, const tml_report_model *m)
+/* The step memory section's summary objects show the window's peaks only
+ * (the first three fields); per_rank shows every field. */
+enum { MEM_PEAK_FIELDS = 3 };
+
+static void step_memory_section(jw *w, const tml_report_model *m, const tml_report_rows *r)
 {
     const tml_window *win = &m->win;
     int worst = -1, median = -1;
-    double wv = 0, sa = 0, sr = 0, ss = 0;
-    size_t na = 0, nr = 0, ns = 0;
+    double wv = 0;
+    tml_mem_row avg;
 
     /* Worst by peak reserved, else by RSS on CPU-only runs. */
     for (size_t i = 0; i < win->nranks; i++) {
-        const tml_rank_window *r = &win->ranks[i];
-        double v = !isnan(r->cuda_reserved_bytes) ? r->cuda_reserved_bytes : r->rss_bytes;
+        const tml_rank_window *rw = &win->ranks[i];
+        double v = !isnan(rw->cuda_reserved_bytes) ? rw->cuda_reserved_bytes : rw->rss_bytes;
         if (!isnan(v) && (worst < 0 || v > wv)) {
             worst = (int)i;
             wv = v;
         }
-        if (!isnan(r->cuda_allocated_bytes)) { sa += r->cuda_allocated_bytes; na++; }
-        if (!isnan(r->cuda_reserved_bytes)) { sr += r->cuda_reserved_bytes; nr++; }
-        if (!isnan(r->rss_bytes)) { ss += r->rss_bytes; ns++; }
     }
     if (worst >= 0)
         median = win->median_rank;
+    rows_average(r, &avg);
     tml__jw_open(w, "step_memory", '{');
     diagnosis_obj(w, "diagnosis", &m->mem, win);
     issues_arr(w, m->mem_s.issues, m->mem_s.nissues, win);
@@ -381,78 +409,27 @@ static void step_memory_section(jw *w, const tml_report_model *m)
     tml__jw_str(w, "series", analysed ? (m->mem_gpu ? "cuda_reserved" : "rss") : NULL);
     window_obj(w, win, clock_str(win));
     tml__jw_open(w, "average", '{');
-    jw_bytes(w, "peak_allocated_bytes", na ? sa / (double)na : NAN);
-    jw_bytes(w, "peak_reserved_bytes", nr ? sr / (double)nr : NAN);
-    jw_bytes(w, "rss_bytes", ns ? ss / (double)ns : NAN);
+    row_fields(w, r, &avg, MEM_PEAK_FIELDS);
     tml__jw_close(w, '}');
-    memory_rank(w, "median", win, median);
-    memory_rank(w, "worst", win, worst);
+    const int pick[2] = { median, worst };
+    const char *keys[2] = { "median", "worst" };
+    for (int k = 0; k < 2; k++) {
+        const tml_mem_row *row = row_at(r, pick[k]);
+        tml__jw_open(w, keys[k], '{');
+        rank_ident(w, row != NULL, row ? row->rank : 0, row ? row->node : 0);
+        row_fields(w, r, row, MEM_PEAK_FIELDS);
+        tml__jw_close(w, '}');
+    }
     tml__jw_open(w, "per_rank", '[');
-    for (size_t i = 0; i < win->nranks; i++) {
-        char l[32];
+    for (size_t i = 0; i < r->nrows; i++) {
+        const tml_mem_row *row = row_at(r, (int)i);
         tml__jw_open(w, NULL, '{');
-        tml__jw_int(w, "rank", win->ranks[i].rank);
-        tml__jw_int(w, "node", win->ranks[i].node);
-        rank_label(&win->ranks[i], l, sizeof(l));
-        tml__jw_str(w, "label", l);
-        memory_fields(w, &win->ranks[i]);
-        const tml_mem_rank *mr = i < m->mem_nranks ? &m->mem_ranks[i] : NULL;
-        double pk = NAN;
-        for (size_t k = 0; mr && k < mr->n; k++)
-            if (isnan(pk) || mr->series[k] > pk)
-                pk = mr->series[k];
-        tml__jw_int(w, "steps_analysed", mr ? (long long)mr->n : 0);
-        jw_bytes(w, "series_peak_bytes", pk);
-        jw_bytes(w, "capacity_bytes", mr ? mr->capacity_bytes : NAN);
+        rank_ident(w, 1, row->rank, row->node);
+        row_fields(w, r, row, r->nfields);
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
     tml__jw_close(w, '}');
-}
-
-static void sys_fields(jw *w, const tml_sys_node *n)
-{
-    double nan = NAN;
-    tml__jw_num(w, "cpu_percent", n ? n->cpu_percent : nan, 2);
-    jw_bytes(w, "ram_used_bytes", n ? n->ram_used_bytes : nan);
-    jw_bytes(w, "ram_total_bytes", n ? n->ram_total_bytes : nan);
-    tml__jw_num(w, "gpu_util_percent", n ? n->gpu_util_percent : nan, 2);
-    jw_bytes(w, "gpu_memory_used_bytes", n ? n->gpu_mem_used_bytes : nan);
-    jw_bytes(w, "gpu_memory_total_bytes", n ? n->gpu_mem_total_bytes : nan);
-    tml__jw_num(w, "gpu_temperature_c", n ? n->gpu_temp_c : nan, 1);
-    tml__jw_num(w, "gpu_power_w", n ? n->gpu_power_w : nan, 1);
-    tml__jw_num(w, "gpu_power_limit_w", n ? n->gpu_power_limit_w : nan, 1);
-    jw_bytes(w, "ram_used_peak_bytes", n ? n->ram_used_peak_bytes : nan);
-    tml__jw_num(w, "gpu_memory_peak_percent", n ? n->gpu_mem_peak_percent : nan, 2);
-    tml__jw_num(w, "gpu_temperature_peak_c", n ? n->gpu_temp_peak_c : nan, 1);
-    tml__jw_num(w, "gpu_power_percent", n ? n->gpu_power_percent : nan, 2);
-}
-
-/* Mean over nodes of each field (NAN fields skipped). */
-static void sys_average(const tml_report_model *m, tml_sys_node *avg)
-{
-    static const size_t off[] = {
-        offsetof(tml_sys_node, cpu_percent), offsetof(tml_sys_node, ram_used_bytes),
-        offsetof(tml_sys_node, ram_total_bytes), offsetof(tml_sys_node, gpu_util_percent),
-        offsetof(tml_sys_node, gpu_mem_used_bytes), offsetof(tml_sys_node, gpu_mem_total_bytes),
-        offsetof(tml_sys_node, gpu_temp_c), offsetof(tml_sys_node, gpu_power_w),
-        offsetof(tml_sys_node, gpu_power_limit_w), offsetof(tml_sys_node, ram_used_peak_bytes),
-        offsetof(tml_sys_node, gpu_mem_peak_percent), offsetof(tml_sys_node, gpu_temp_peak_c),
-        offsetof(tml_sys_node, gpu_power_percent),
-    };
-    memset(avg, 0, sizeof(*avg));
-    for (size_t k = 0; k < sizeof(off) / sizeof(off[0]); k++) {
-        double sum = 0;
-        size_t n = 0;
-        for (size_t i = 0; i < m->nnodes; i++) {
-            double v = *(const double *)(const void *)((const char *)&m->nodes[i] + off[k]);
-            if (!isnan(v)) {
-                sum += v;
-                n++;
-            }
-        }
-        *(double *)(void *)((char *)avg + off[k]) = n ? sum / (double)n : NAN;
-    }
 }
 
 /* The system section's median and worst node: by host CPU % (upper
@@ -484,14 +461,14 @@ static void sys_pick(const tml_report_model *m, int *median, int *worst)
                 *worst = (int)i;
 }
 
-static void system_section(jw *w, const tml_report_model *m)
+static void system_section(jw *w, const tml_report_model *m, const tml_report_rows *r)
 {
     size_t samples = 0;
     for (size_t i = 0; i < m->nnodes; i++)
         samples += m->nodes[i].samples;
     tml_sys_node avg;
     int med, worst;
-    sys_average(m, &avg);
+    rows_average(r, &avg);
     sys_pick(m, &med, &worst);
     tml__jw_open(w, "system", '{');
     diagnosis_obj(w, "diagnosis", &m->sys, &m->win);
@@ -500,7 +477,7 @@ static void system_section(jw *w, const tml_report_model *m)
     tml__jw_int(w, "samples", (long long)samples);
     tml__jw_close(w, '}');
     tml__jw_open(w, "average", '{');
-    sys_fields(w, samples ? &avg : NULL);
+    row_fields(w, r, samples ? &avg : NULL, r->nfields);
     tml__jw_close(w, '}');
     const int pick[2] = { med, worst };
     const char *keys[2] = { "median", "worst" };
@@ -510,7 +487,7 @@ static void system_section(jw *w, const tml_report_model *m)
             tml__jw_int(w, "node", m->nodes[pick[k]].node);
         else
             tml__jw_null(w, "node");
-        sys_fields(w, pick[k] >= 0 ? &m->nodes[pick[k]] : NULL);
+        row_fields(w, r, row_at(r, pick[k]), r->nfields);
         tml__jw_close(w, '}');
     }
     tml__jw_open(w, "per_node", '[');
@@ -518,60 +495,30 @@ static void system_section(jw *w, const tml_report_model *m)
         tml__jw_open(w, NULL, '{');
         tml__jw_int(w, "node", m->nodes[i].node);
         tml__jw_int(w, "samples", (long long)m->nodes[i].samples);
-        sys_fields(w, &m->nodes[i]);
+        row_fields(w, r, &m->nodes[i], r->nfields);
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
     tml__jw_close(w, '}');
 }
 
-static void proc_fields(jw *w, const tml_proc_rank *p)
+static void process_section(jw *w, const tml_report_model *m, const tml_report_rows *r)
 {
-    double nan = NAN;
-    tml__jw_num(w, "cpu_capacity_percent", p ? p->cpu_capacity_percent : nan, 2);
-    jw_bytes(w, "rss_bytes", p ? p->rss_bytes : nan);
-    jw_bytes(w, "cuda_allocated_bytes", p ? p->cuda_allocated_bytes : nan);
-    jw_bytes(w, "cuda_reserved_bytes", p ? p->cuda_reserved_bytes : nan);
-    tml__jw_num(w, "cpu_percent", p ? p->cpu_percent : nan, 2);
-    jw_bytes(w, "rss_peak_bytes", p ? p->rss_peak_bytes : nan);
-    jw_bytes(w, "cuda_reserved_peak_bytes", p ? p->cuda_reserved_peak_bytes : nan);
-    jw_bytes(w, "device_total_bytes", p ? p->device_total_bytes : nan);
-    jw_bytes(w, "host_ram_total_bytes", p ? p->host_ram_total_bytes : nan);
-}
-
-static double proc_mean(const tml_report_model *m, size_t off)
-{
-    double s = 0;
-    size_t n = 0;
-    for (size_t i = 0; i < m->nprocs; i++) {
-        double v = *(const double *)(const void *)((const char *)&m->procs[i] + off);
-        if (!isnan(v)) {
-            s += v;
-            n++;
-        }
-    }
-    return n ? s / (double)n : NAN;
-}
-
-static void process_section(jw *w, const tml_report_model *m)
-{
-    const tml_proc_rank *med = NULL, *worst = NULL;
+    const tml_proc_rank *pick[2] = { NULL, NULL };   /* median, worst */
     size_t samples = 0;
-    double s = 0;
-    size_t n = 0;
+    tml_proc_rank avg;
 
     for (size_t i = 0; i < m->nprocs; i++) {
         const tml_proc_rank *p = &m->procs[i];
         samples += p->samples;
         if (isnan(p->rss_bytes))
             continue;
-        s += p->rss_bytes;
-        n++;
-        if (!worst || p->rss_bytes > worst->rss_bytes)
-            worst = p;
+        if (!pick[1] || p->rss_bytes > pick[1]->rss_bytes)
+            pick[1] = p;
         if (m->win.median_rank >= 0 && (size_t)m->win.median_rank == i)
-            med = p;
+            pick[0] = p;
     }
+    rows_average(r, &avg);
     tml__jw_open(w, "process", '{');
     diagnosis_obj(w, "diagnosis", &m->proc, &m->win);
     issues_arr(w, m->proc_s.issues, m->proc_s.nissues, &m->win);
@@ -579,47 +526,21 @@ static void process_section(jw *w, const tml_report_model *m)
     tml__jw_int(w, "samples", (long long)samples);
     tml__jw_close(w, '}');
     tml__jw_open(w, "average", '{');
-    tml_proc_rank avg = {
-        .cpu_capacity_percent = proc_mean(m, offsetof(tml_proc_rank, cpu_capacity_percent)),
-        .rss_bytes = n ? s / (double)n : NAN,
-        .cuda_allocated_bytes = proc_mean(m, offsetof(tml_proc_rank, cuda_allocated_bytes)),
-        .cuda_reserved_bytes = proc_mean(m, offsetof(tml_proc_rank, cuda_reserved_bytes)),
-        .cpu_percent = proc_mean(m, offsetof(tml_proc_rank, cpu_percent)),
-        .rss_peak_bytes = proc_mean(m, offsetof(tml_proc_rank, rss_peak_bytes)),
-        .cuda_reserved_peak_bytes = proc_mean(m, offsetof(tml_proc_rank, cuda_reserved_peak_bytes)),
-        .device_total_bytes = proc_mean(m, offsetof(tml_proc_rank, device_total_bytes)),
-        .host_ram_total_bytes = proc_mean(m, offsetof(tml_proc_rank, host_ram_total_bytes)),
-    };
-    proc_fields(w, &avg);
+    row_fields(w, r, &avg, r->nfields);
     tml__jw_close(w, '}');
-    const tml_proc_rank *pick[2] = { med, worst };
     const char *keys[2] = { "median", "worst" };
     for (int k = 0; k < 2; k++) {
         tml__jw_open(w, keys[k], '{');
-        if (pick[k]) {
-            char l[32];
-            snprintf(l, sizeof(l), "R%d/N%d", (int)pick[k]->rank, (int)pick[k]->node);
-            tml__jw_int(w, "rank", pick[k]->rank);
-            tml__jw_int(w, "node", pick[k]->node);
-            tml__jw_str(w, "label", l);
-        } else {
-            tml__jw_null(w, "rank");
-            tml__jw_null(w, "node");
-            tml__jw_null(w, "label");
-        }
-        proc_fields(w, pick[k]);
+        rank_ident(w, pick[k] != NULL, pick[k] ? pick[k]->rank : 0, pick[k] ? pick[k]->node : 0);
+        row_fields(w, r, pick[k], r->nfields);
         tml__jw_close(w, '}');
     }
     tml__jw_open(w, "per_rank", '[');
     for (size_t i = 0; i < m->nprocs; i++) {
-        char l[32];
         tml__jw_open(w, NULL, '{');
-        tml__jw_int(w, "rank", m->procs[i].rank);
-        tml__jw_int(w, "node", m->procs[i].node);
-        snprintf(l, sizeof(l), "R%d/N%d", (int)m->procs[i].rank, (int)m->procs[i].node);
-        tml__jw_str(w, "label", l);
+        rank_ident(w, 1, m->procs[i].rank, m->procs[i].node);
         tml__jw_int(w, "samples", (long long)m->procs[i].samples);
-        proc_fields(w, &m->procs[i]);
+        row_fields(w, r, &m->procs[i], r->nfields);
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
@@ -703,9 +624,11 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
 
     diagnosis_obj(&w, "primary_diagnosis", &m->verdict, win);
     step_time_section(&w, m);
-    step_memory_section(&w, m);
-    system_section(&w, m);
-    process_section(&w, m);
+    tml_report_rows rows[TML_REPORT_ROWS];
+    tml__report_rows(m, rows);
+    step_memory_section(&w, m, &rows[0]);
+    system_section(&w, m, &rows[1]);
+    process_section(&w, m, &rows[2]);
     tml__jw_key(&w, "series");
     if (m->series)
         tml__report_series(m, out);

@@ -1,11 +1,51 @@
 /*
- * model.h - what a report shows, computed once and printed twice (box.c
- * and json.c). Internal to src/report/.
+ * model.h - what a report shows, computed once into one struct: the box
+ * (box.c) and final_summary.json (json.c) print it, and the live views
+ * (live/snapshot.c) read it over their window. Nothing that prints
+ * computes.
+ *
+ *     tml_report_model m;
+ *     if (tml__report_model_init(&m, run, &opts) == 0)
+ *         tml__report_print(&m, &text, &json);
+ *     tml__report_model_release(&m);
  */
 #ifndef TML_REPORT_MODEL_H
 #define TML_REPORT_MODEL_H
 
+#include <string.h>
+
 #include "report/report.h"
+
+/* One row of step_memory.per_rank[] (the step-memory peaks the window
+ * saw and what the memory rules analysed). */
+typedef struct tml_mem_row {
+    int32_t rank, node;
+    double peak_allocated_bytes, peak_reserved_bytes, rss_bytes;
+    double steps_analysed, series_peak_bytes, capacity_bytes;   /* NAN unknown */
+} tml_mem_row;
+
+/* A number of a per-rank or per-node row: its key in final_summary.json
+ * (and in /metrics, traceml_<section>_<key>), where the double sits in the
+ * row struct, and its decimals in the JSON. */
+typedef struct tml_report_field {
+    const char *key;
+    size_t off;
+    int decimals;
+} tml_report_field;
+
+/* A resource section's rows: step_memory.per_rank[] (tml_mem_row),
+ * system.per_node[] (tml_sys_node), process.per_rank[] (tml_proc_rank). */
+typedef struct tml_report_rows {
+    const char *section;          /* "step_memory", "system", "process" */
+    const char *who;              /* "rank" or "node" */
+    const tml_report_field *fields;
+    size_t nfields;
+    const void *rows;
+    size_t nrows, row_size;
+    size_t id_off;                /* the int32_t rank or node in a row */
+} tml_report_rows;
+
+enum { TML_REPORT_ROWS = 3 };
 
 typedef struct tml_report_model {
     const tml_run *run;
@@ -47,7 +87,25 @@ typedef struct tml_report_model {
     double *mem_values;
     uint64_t *mem_step_ids;
     size_t mem_nranks;
+    tml_mem_row *mem_rows;        /* one per window rank (win.nranks) */
 } tml_report_model;
+
+/* Computes the model of `run` (only read) under `o` (NULL: defaults).
+ * 0 or TML_ENOMEM; release it either way. */
+int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o);
+void tml__report_model_release(tml_report_model *m);
+/* Appends the box to `text` and final_summary.json (the box as its
+ * "text") to `json`; either may be NULL. 0 or TML_ENOMEM. */
+int tml__report_print(const tml_report_model *m, tml_strbuf *text, tml_strbuf *json);
+/* The three resource sections' rows, in final_summary.json order. */
+void tml__report_rows(const tml_report_model *m, tml_report_rows out[TML_REPORT_ROWS]);
+/* The double at field f of a row. */
+static inline double tml__report_field(const void *row, const tml_report_field *f)
+{
+    double v;
+    memcpy(&v, (const char *)row + f->off, sizeof(v));
+    return v;
+}
 
 /* resources.c: fills nodes, procs, the memory series, the three resource
  * sections and gpu_util_percent from the run's samples and steps (the

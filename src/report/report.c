@@ -1,18 +1,20 @@
 /*
- * report.c - from a run to the summary: the one entry point the aggregator
- * calls at the end of a run (and `traceml view` never calls: it re-prints
- * the stored "text").
+ * report.c - from a run to the report model (model.h), and the summary:
+ * the one entry point the aggregator calls at the end of a run (and
+ * `traceml view` never calls: it re-prints the stored "text").
  *
- * The box and the JSON must never disagree, so neither computes anything:
- * this file computes one model (window, step-time diagnosis, run verdict,
- * resource sections, header counts) and box.c and json.c only print it.
- * The JSON then embeds the box as "text", which is exactly what
- * final_summary.txt holds.
+ * The box, the JSON and the live views must never disagree, so none of
+ * them computes anything: this file computes one model (window, step-time
+ * diagnosis, run verdict, resource sections and their rows, header
+ * counts) and box.c, json.c and live/snapshot.c only read it. The JSON
+ * then embeds the box as "text", which is exactly what final_summary.txt
+ * holds.
  */
 #include "report/model.h"
 #include "diag/window.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +36,85 @@ static void now_iso(char *out, size_t cap)
         snprintf(out, cap, "1970-01-01T00:00:00Z");
 }
 
-static int model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
+/* ---- the resource sections' rows ------------------------------------- */
+
+#define F(type, key, field, dec) { key, offsetof(type, field), dec }
+static const tml_report_field mem_fields[] = {
+    F(tml_mem_row, "peak_allocated_bytes", peak_allocated_bytes, 0),
+    F(tml_mem_row, "peak_reserved_bytes", peak_reserved_bytes, 0),
+    F(tml_mem_row, "rss_bytes", rss_bytes, 0),
+    F(tml_mem_row, "steps_analysed", steps_analysed, 0),
+    F(tml_mem_row, "series_peak_bytes", series_peak_bytes, 0),
+    F(tml_mem_row, "capacity_bytes", capacity_bytes, 0),
+};
+static const tml_report_field sys_fields[] = {
+    F(tml_sys_node, "cpu_percent", cpu_percent, 2),
+    F(tml_sys_node, "ram_used_bytes", ram_used_bytes, 0),
+    F(tml_sys_node, "ram_total_bytes", ram_total_bytes, 0),
+    F(tml_sys_node, "gpu_util_percent", gpu_util_percent, 2),
+    F(tml_sys_node, "gpu_memory_used_bytes", gpu_mem_used_bytes, 0),
+    F(tml_sys_node, "gpu_memory_total_bytes", gpu_mem_total_bytes, 0),
+    F(tml_sys_node, "gpu_temperature_c", gpu_temp_c, 1),
+    F(tml_sys_node, "gpu_power_w", gpu_power_w, 1),
+    F(tml_sys_node, "gpu_power_limit_w", gpu_power_limit_w, 1),
+    F(tml_sys_node, "ram_used_peak_bytes", ram_used_peak_bytes, 0),
+    F(tml_sys_node, "gpu_memory_peak_percent", gpu_mem_peak_percent, 2),
+    F(tml_sys_node, "gpu_temperature_peak_c", gpu_temp_peak_c, 1),
+    F(tml_sys_node, "gpu_power_percent", gpu_power_percent, 2),
+};
+static const tml_report_field proc_fields[] = {
+    F(tml_proc_rank, "cpu_capacity_percent", cpu_capacity_percent, 2),
+    F(tml_proc_rank, "rss_bytes", rss_bytes, 0),
+    F(tml_proc_rank, "cuda_allocated_bytes", cuda_allocated_bytes, 0),
+    F(tml_proc_rank, "cuda_reserved_bytes", cuda_reserved_bytes, 0),
+    F(tml_proc_rank, "cpu_percent", cpu_percent, 2),
+    F(tml_proc_rank, "rss_peak_bytes", rss_peak_bytes, 0),
+    F(tml_proc_rank, "cuda_reserved_peak_bytes", cuda_reserved_peak_bytes, 0),
+    F(tml_proc_rank, "device_total_bytes", device_total_bytes, 0),
+    F(tml_proc_rank, "host_ram_total_bytes", host_ram_total_bytes, 0),
+};
+#undef F
+#define NF(a) (sizeof(a) / sizeof((a)[0]))
+
+void tml__report_rows(const tml_report_model *m, tml_report_rows out[TML_REPORT_ROWS])
+{
+    out[0] = (tml_report_rows){ "step_memory", "rank", mem_fields, NF(mem_fields),
+                                m->mem_rows, m->win.nranks, sizeof(tml_mem_row),
+                                offsetof(tml_mem_row, rank) };
+    out[1] = (tml_report_rows){ "system", "node", sys_fields, NF(sys_fields),
+                                m->nodes, m->nnodes, sizeof(tml_sys_node),
+                                offsetof(tml_sys_node, node) };
+    out[2] = (tml_report_rows){ "process", "rank", proc_fields, NF(proc_fields),
+                                m->procs, m->nprocs, sizeof(tml_proc_rank),
+                                offsetof(tml_proc_rank, rank) };
+}
+
+/* step_memory.per_rank[]: each window rank's peaks and what the memory
+ * rules analysed of it. */
+static int mem_rows(tml_report_model *m)
+{
+    const tml_window *win = &m->win;
+    m->mem_rows = calloc(win->nranks ? win->nranks : 1, sizeof(*m->mem_rows));
+    if (!m->mem_rows)
+        return TML_ENOMEM;
+    for (size_t i = 0; i < win->nranks; i++) {
+        const tml_rank_window *r = &win->ranks[i];
+        const tml_mem_rank *mr = i < m->mem_nranks ? &m->mem_ranks[i] : NULL;
+        tml_mem_row *row = &m->mem_rows[i];
+        double pk = NAN;
+        for (size_t k = 0; mr && k < mr->n; k++)
+            if (isnan(pk) || mr->series[k] > pk)
+                pk = mr->series[k];
+        *row = (tml_mem_row){ r->rank, r->node, r->cuda_allocated_bytes,
+                              r->cuda_reserved_bytes, r->rss_bytes,
+                              mr ? (double)mr->n : 0, pk, mr ? mr->capacity_bytes : NAN };
+    }
+    return 0;
+}
+
+/* ---- the model -------------------------------------------------------- */
+
+int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
 {
     static const tml_run empty;   /* a NULL run reads as an empty one */
     int32_t *nodes = NULL;
@@ -121,7 +201,7 @@ static int model_init(tml_report_model *m, const tml_run *run, const tml_report_
     }
 
     /* Resource sections: samples, per-step memory, their rules. */
-    if (tml__report_resources(m, nodes, ndistinct) < 0)
+    if (tml__report_resources(m, nodes, ndistinct) < 0 || mem_rows(m) < 0)
         goto fail;
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->verdict);
     free(nodes);
@@ -132,8 +212,9 @@ fail:
     return TML_ENOMEM;
 }
 
-static void model_release(tml_report_model *m)
+void tml__report_model_release(tml_report_model *m)
 {
+    free(m->mem_rows);
     tml__window_release(&m->win);
     if (m->has_cpu_win)
         tml__window_release(&m->cpu_win);
@@ -143,16 +224,12 @@ static void model_release(tml_report_model *m)
     tml__report_resources_release(m);
 }
 
-int tml__report_build(const tml_run *run, const tml_report_opts *o,
-                      tml_strbuf *text, tml_strbuf *json)
+int tml__report_print(const tml_report_model *m, tml_strbuf *text, tml_strbuf *json)
 {
-    tml_report_model m;
     tml_strbuf box = TML_STRBUF_INIT;
-    int err = model_init(&m, run, o);
+    int err = 0;
 
-    if (err < 0)
-        goto done;
-    tml__report_box(&m, &box);
+    tml__report_box(m, &box);
     if (box.failed) {
         err = TML_ENOMEM;
         goto done;
@@ -160,11 +237,21 @@ int tml__report_build(const tml_run *run, const tml_report_opts *o,
     if (text)
         tml__sb_add(text, box.buf, box.len);
     if (json)
-        tml__report_json(&m, box.buf, json);
+        tml__report_json(m, box.buf, json);
     if ((text && text->failed) || (json && json->failed))
         err = TML_ENOMEM;
 done:
     tml__sb_release(&box);
-    model_release(&m);
+    return err;
+}
+
+int tml__report_build(const tml_run *run, const tml_report_opts *o,
+                      tml_strbuf *text, tml_strbuf *json)
+{
+    tml_report_model m;
+    int err = tml__report_model_init(&m, run, o);
+    if (err == 0)
+        err = tml__report_print(&m, text, json);
+    tml__report_model_release(&m);
     return err;
 }
