@@ -248,113 +248,140 @@ static void accept_all(tml_server *s)
     }
 }
 
-/* Handles one whole frame. Returns 0 to keep the connection, -1 to close. */
+/* The first frame: a HELLO with this run's id and secret. -1: refused. */
+static int on_hello(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
+{
+    tml_hello hello;
+    if (h->type != TML_FRAME_HELLO) {
+        reject(s, c, "expected HELLO first");
+        return -1;
+    }
+    if (tml__wire_parse_hello(p, h->len, &hello) < 0) {
+        reject(s, c, "malformed HELLO");
+        return -1;
+    }
+    if (strcmp(hello.run_id, s->run_id) != 0) {
+        reject(s, c, "wrong run id");
+        return -1;
+    }
+    if (!secret_equal(hello.secret, s->secret)) {
+        reject(s, c, "bad secret");
+        return -1;
+    }
+    if (tml__agg_hello(s->agg, &hello.info) < 0) {
+        reject(s, c, "aggregator out of memory");
+        return -1;
+    }
+    c->state = C_AUTHED;
+    c->rank = hello.info.rank;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_welcome(&sb);
+    send_frame(c, &sb);
+    tml__sb_release(&sb);
+    return 0;
+}
+
+/* STEPS: a payload can hold more records than the scratch: in parts. */
+static int on_steps(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
+{
+    size_t n;
+    if (tml__wire_parse_steps(p, h->len, &n) < 0)
+        return 1;
+    if (!s->scratch) {
+        s->scratch = malloc(TML_WIRE_MAX_STEPS * sizeof(*s->scratch));
+        if (!s->scratch)
+            return -1;
+    }
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < TML_WIRE_MAX_STEPS ? n - done : TML_WIRE_MAX_STEPS;
+        for (size_t i = 0; i < k; i++)
+            tml__wire_parse_step(p, done + i, &s->scratch[i]);
+        tml__agg_steps(s->agg, c->rank, s->scratch, k);
+        done += k;
+    }
+    return 0;
+}
+
+/* SAMPLES: a rank speaks for itself only, so each sample gets its rank. */
+static int on_samples(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
+{
+    size_t n;
+    tml_sample v[256];
+    if (tml__wire_parse_samples(p, h->len, &n) < 0)
+        return 1;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < 256 ? n - done : 256;
+        for (size_t i = 0; i < k; i++) {
+            tml__wire_parse_sample(p, done + i, &v[i]);
+            v[i].rank = c->rank;
+        }
+        tml__agg_samples(s->agg, v, k);
+        done += k;
+    }
+    return 0;
+}
+
+/* SUMMARY_REQ: a rank asks for the summary so far (traceml.summary()
+ * mid-run); the answer is queued behind what the connection still sends. */
+static void on_summary_req(tml_server *s, conn *c)
+{
+    tml_strbuf js = TML_STRBUF_INIT, fr = TML_STRBUF_INIT;
+    int rc = tml__agg_summary_json(s->agg, &js);
+    if (rc == 0 && js.failed)
+        rc = TML_ENOMEM;
+    tml__wire_summary(&fr, rc, rc == 0 ? js.buf : NULL, rc == 0 ? js.len : 0);
+    queue_frame(c, &fr);
+    tml__sb_release(&js);
+    tml__sb_release(&fr);
+}
+
+/* One whole frame. 0 handled, -1 close the connection. */
 static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
 {
-    if (c->state == C_HELLO) {
-        tml_hello hello;
-        if (h->type != TML_FRAME_HELLO) {
-            reject(s, c, "expected HELLO first");
-            return -1;
-        }
-        if (tml__wire_parse_hello(p, h->len, &hello) < 0) {
-            reject(s, c, "malformed HELLO");
-            return -1;
-        }
-        if (strcmp(hello.run_id, s->run_id) != 0) {
-            reject(s, c, "wrong run id");
-            return -1;
-        }
-        if (!secret_equal(hello.secret, s->secret)) {
-            reject(s, c, "bad secret");
-            return -1;
-        }
-        if (tml__agg_hello(s->agg, &hello.info) < 0) {
-            reject(s, c, "aggregator out of memory");
-            return -1;
-        }
-        c->state = C_AUTHED;
-        c->rank = hello.info.rank;
-        tml_strbuf sb = TML_STRBUF_INIT;
-        tml__wire_welcome(&sb);
-        send_frame(c, &sb);
-        tml__sb_release(&sb);
-        return 0;
-    }
-    switch (h->type) {
-    case TML_FRAME_IDENTITY: {
-        /* A rank describing itself anew (its loader settings, ...): a rank
-         * speaks for itself only, so the rank number cannot change here. */
-        tml_hello again;
-        if (c->state != C_AUTHED || tml__wire_parse_hello(p, h->len, &again) < 0 ||
-            again.info.rank != c->rank)
-            break;
-        tml__agg_hello(s->agg, &again.info);
-        return 0;
-    }
-    case TML_FRAME_STEPS: {
-        size_t n;
-        if (c->state != C_AUTHED || tml__wire_parse_steps(p, h->len, &n) < 0)
-            break;
-        if (!s->scratch) {
-            s->scratch = malloc(TML_WIRE_MAX_STEPS * sizeof(*s->scratch));
-            if (!s->scratch)
-                return -1;
-        }
-        /* a payload can hold more records than the scratch: do it in parts */
-        for (size_t done = 0; done < n;) {
-            size_t k = n - done < TML_WIRE_MAX_STEPS ? n - done : TML_WIRE_MAX_STEPS;
-            for (size_t i = 0; i < k; i++)
-                tml__wire_parse_step(p, done + i, &s->scratch[i]);
-            tml__agg_steps(s->agg, c->rank, s->scratch, k);
-            done += k;
-        }
-        return 0;
-    }
-    case TML_FRAME_SAMPLES: {
-        size_t n;
-        tml_sample v[256];
-        if (c->state != C_AUTHED || tml__wire_parse_samples(p, h->len, &n) < 0)
-            break;
-        for (size_t done = 0; done < n;) {
-            size_t k = n - done < 256 ? n - done : 256;
-            for (size_t i = 0; i < k; i++) {
-                tml__wire_parse_sample(p, done + i, &v[i]);
-                v[i].rank = c->rank;    /* a rank speaks for itself only */
+    int rc = 1;   /* 1: unexpected or malformed */
+
+    if (c->state == C_HELLO)
+        return on_hello(s, c, h, p);
+    if (c->state == C_AUTHED) {
+        switch (h->type) {
+        case TML_FRAME_IDENTITY: {
+            /* A rank describing itself anew (its loader settings, ...): a
+             * rank speaks for itself only, so its number cannot change. */
+            tml_hello again;
+            if (tml__wire_parse_hello(p, h->len, &again) == 0 && again.info.rank == c->rank) {
+                tml__agg_hello(s->agg, &again.info);
+                rc = 0;
             }
-            tml__agg_samples(s->agg, v, k);
-            done += k;
+            break;
         }
-        return 0;
-    }
-    case TML_FRAME_SUMMARY_REQ: {
-        /* A rank asks for the summary so far (traceml.summary() mid-run). */
-        if (c->state != C_AUTHED)
+        case TML_FRAME_STEPS:
+            rc = on_steps(s, c, h, p);
             break;
-        tml_strbuf js = TML_STRBUF_INIT, fr = TML_STRBUF_INIT;
-        int rc = tml__agg_summary_json(s->agg, &js);
-        if (rc == 0 && js.failed)
-            rc = TML_ENOMEM;
-        tml__wire_summary(&fr, rc, rc == 0 ? js.buf : NULL, rc == 0 ? js.len : 0);
-        queue_frame(c, &fr);
-        tml__sb_release(&js);
-        tml__sb_release(&fr);
-        return 0;
-    }
-    case TML_FRAME_STATS:
-    case TML_FRAME_BYE: {
-        tml_rank_stats st;
-        if (c->state != C_AUTHED || tml__wire_parse_stats(p, h->len, &st) < 0)
+        case TML_FRAME_SAMPLES:
+            rc = on_samples(s, c, h, p);
             break;
-        int bye = h->type == TML_FRAME_BYE;
-        tml__agg_stats(s->agg, c->rank, &st, bye);
-        if (bye)
-            c->state = C_BYE;
-        return 0;
+        case TML_FRAME_SUMMARY_REQ:
+            on_summary_req(s, c);
+            rc = 0;
+            break;
+        case TML_FRAME_STATS:
+        case TML_FRAME_BYE: {
+            tml_rank_stats st;
+            if (tml__wire_parse_stats(p, h->len, &st) < 0)
+                break;
+            int bye = h->type == TML_FRAME_BYE;
+            tml__agg_stats(s->agg, c->rank, &st, bye);
+            if (bye)
+                c->state = C_BYE;
+            rc = 0;
+            break;
+        }
+        default:
+            break;
+        }
     }
-    default:
-        break;
-    }
+    if (rc <= 0)
+        return rc;
     tml__run_log(s->run_dir, "aggregator",
                  "closed connection from %s (rank %d): unexpected or malformed frame type %u",
                  c->peer, (int)c->rank, (unsigned)h->type);

@@ -383,6 +383,59 @@ static int done_writing(client *c, int64_t now)
     return 0;
 }
 
+/* A client poll(2) found ready: read, write, next keep-alive request.
+ * 1 when it is gone. */
+static int client_ready(tml_live_server *s, client *c, short re, int64_t now)
+{
+    int gone = 0;
+    if (re & (POLLIN | POLLHUP | POLLERR))
+        gone = service_read(s, c, now) < 0;
+    if (!gone && pending(c))
+        gone = flush_out(c, now) < 0;
+    if (!gone && c->state == S_WRITE && !pending(c)) {
+        if (c->close_after) {
+            gone = done_writing(c, now);
+        } else {   /* keep-alive: the next request (maybe already here) */
+            c->state = S_REQ;
+            c->deadline_ms = now + s->request_timeout_ms;
+            if (c->in_len)
+                gone = service_read(s, c, now) < 0 || (pending(c) && flush_out(c, now) < 0);
+        }
+    }
+    return gone;
+}
+
+/* Every client's clock: SSE keep-alives, pending output, lingering,
+ * request and stall timeouts. 1 when it is gone. */
+static int client_tick(tml_live_server *s, client *c, int64_t now)
+{
+    if (c->state == S_SSE && !pending(c) && now - c->sent_ms >= 15000) {
+        queue(c, ": keep-alive\n\n", 14, now);   /* lets proxies see life */
+        c->sent_ms = now;
+    }
+    if (pending(c) && flush_out(c, now) < 0)
+        return 1;
+    if (c->state == S_WRITE && !pending(c) && c->close_after && done_writing(c, now))
+        return 1;
+    if (c->state == S_LINGER && now > c->deadline_ms)
+        return 1;
+    int timed_out = 0;
+    if (c->state == S_REQ && now > c->deadline_ms) {
+        if (c->in_len) {   /* a head that never completed: tell it */
+            refuse(s, c, 408, "request head not complete in time", now);
+            flush_out(c, now);
+        }
+        timed_out = 1;
+    } else if (pending(c) && now - c->progress_ms > s->stall_timeout_ms) {
+        tml__run_log(s->run_dir, "live", "closed %s: it read nothing for %d ms (%zu bytes unsent)",
+                     c->peer, s->stall_timeout_ms, pending(c));
+        timed_out = 1;
+    }
+    if (timed_out)
+        count(s, &s->stats.timeouts);
+    return timed_out;
+}
+
 static void *server_main(void *arg)
 {
     tml_live_server *s = arg;
@@ -410,27 +463,8 @@ static void *server_main(void *arg)
             break;
         if (n > 0) {
             for (size_t k = s->nclients; k-- > 0;) {
-                client *c = &s->clients[k];
                 short re = s->pfds[2 + k].revents;
-                if (!re)
-                    continue;
-                int gone = 0;
-                if (re & (POLLIN | POLLHUP | POLLERR))
-                    gone = service_read(s, c, now) < 0;
-                if (!gone && pending(c))
-                    gone = flush_out(c, now) < 0;
-                if (!gone && c->state == S_WRITE && !pending(c)) {
-                    if (c->close_after) {
-                        gone = done_writing(c, now);
-                    } else {   /* keep-alive: the next request (maybe already here) */
-                        c->state = S_REQ;
-                        c->deadline_ms = now + s->request_timeout_ms;
-                        if (c->in_len)
-                            gone = service_read(s, c, now) < 0 ||
-                                   (pending(c) && flush_out(c, now) < 0);
-                    }
-                }
-                if (gone)
+                if (re && client_ready(s, &s->clients[k], re, now))
                     close_client(s, k);
             }
             if (s->pfds[1].revents) {
@@ -442,42 +476,9 @@ static void *server_main(void *arg)
                 accept_all(s, now);
         }
         push_updates(s, now);
-        for (size_t k = s->nclients; k-- > 0;) {
-            client *c = &s->clients[k];
-            if (c->state == S_SSE && !pending(c) && now - c->sent_ms >= 15000) {
-                queue(c, ": keep-alive\n\n", 14, now);   /* lets proxies see life */
-                c->sent_ms = now;
-            }
-            if (pending(c) && flush_out(c, now) < 0) {
+        for (size_t k = s->nclients; k-- > 0;)
+            if (client_tick(s, &s->clients[k], now))
                 close_client(s, k);
-                continue;
-            }
-            if (c->state == S_WRITE && !pending(c) && c->close_after && done_writing(c, now)) {
-                close_client(s, k);
-                continue;
-            }
-            if (c->state == S_LINGER && now > c->deadline_ms) {
-                close_client(s, k);
-                continue;
-            }
-            int timed_out = 0;
-            if (c->state == S_REQ && now > c->deadline_ms) {
-                if (c->in_len) {   /* a head that never completed: tell it */
-                    refuse(s, c, 408, "request head not complete in time", now);
-                    flush_out(c, now);
-                }
-                timed_out = 1;
-            } else if (pending(c) && now - c->progress_ms > s->stall_timeout_ms) {
-                tml__run_log(s->run_dir, "live",
-                             "closed %s: it read nothing for %d ms (%zu bytes unsent)",
-                             c->peer, s->stall_timeout_ms, pending(c));
-                timed_out = 1;
-            }
-            if (timed_out) {
-                count(s, &s->stats.timeouts);
-                close_client(s, k);
-            }
-        }
     }
     while (s->nclients) {
         client *c = &s->clients[s->nclients - 1];

@@ -72,11 +72,13 @@ static void arg_ms(tml_strbuf *a, const char *key, int64_t ns)
         tml__sb_addf(a, ",\"%s\":%.3f", key, (double)ns / 1e6);
 }
 
-int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
+static const char *const phase_names[TML_PHASE_COUNT] = {
+    "Input Wait", "H2D", "Forward", "Backward", "Optimizer"
+};
+
+/* The step slice's args: its breakdown and memory. */
+static void step_args(tml_strbuf *args, const tml_step_record *s, int32_t rank)
 {
-    static const char *const names[TML_PHASE_COUNT] = {
-        "Input Wait", "H2D", "Forward", "Backward", "Optimizer"
-    };
     static const char *const cpu_keys[TML_PHASE_COUNT] = {
         "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms"
     };
@@ -84,6 +86,75 @@ int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
         "gpu_input_wait_ms", "gpu_h2d_ms", "gpu_forward_ms", "gpu_backward_ms",
         "gpu_optimizer_ms"
     };
+    int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]), traced = nonneg(s->traced_ns);
+
+    tml__sb_reset(args);
+    tml__sb_addf(args, "{\"step\":%llu,\"rank\":%d", (unsigned long long)s->step, (int)rank);
+    arg_ms(args, "step_time_ms", in + traced);
+    arg_ms(args, "traced_ms", traced);
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        arg_ms(args, cpu_keys[p], (s->observed & TML_PHASE_BIT(p)) ? s->phase_ns[p] : -1);
+    if (s->gpu_traced_ns >= 0) {
+        arg_ms(args, "gpu_traced_ms", s->gpu_traced_ns);
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            arg_ms(args, gpu_keys[p], s->gpu_phase_ns[p]);
+    }
+    if (s->rss_bytes >= 0)
+        tml__sb_addf(args, ",\"rss_bytes\":%lld", (long long)s->rss_bytes);
+    if (s->cuda_allocated_peak_bytes >= 0)
+        tml__sb_addf(args, ",\"peak_allocated_bytes\":%lld",
+                     (long long)s->cuda_allocated_peak_bytes);
+    if (s->cuda_reserved_peak_bytes >= 0)
+        tml__sb_addf(args, ",\"peak_reserved_bytes\":%lld",
+                     (long long)s->cuda_reserved_peak_bytes);
+    if (s->flags & TML_STEP_ABORTED)
+        tml__sb_adds(args, ",\"aborted\":true");
+    tml__sb_addc(args, '}');
+}
+
+/* One step's slices on its rank's track: the untraced gap before it, the
+ * step, its Input Wait, then its phases in order, clipped to the step.
+ * Returns the number of slices. */
+static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_record *s,
+                          int32_t rank, int64_t t0)
+{
+    int tid = rank;
+    int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]), traced = nonneg(s->traced_ns);
+    int64_t begin = s->start_ns - in - t0;
+    size_t n = 0;
+    char name[64];
+
+    snprintf(name, sizeof(name), "Step %llu%s", (unsigned long long)s->step,
+             (s->flags & TML_STEP_ABORTED) ? " (aborted)" : "");
+    if (s->gap_ns > 0) {
+        slice(out, "Untraced", "untraced", tid, begin - s->gap_ns, s->gap_ns, NULL);
+        n++;
+    }
+    step_args(args, s, rank);
+    slice(out, name, "step", tid, begin, in + traced, args->buf);
+    n++;
+    if ((s->observed & TML_PHASE_BIT(TML_PHASE_INPUT)) && in > 0) {
+        slice(out, phase_names[TML_PHASE_INPUT], "input", tid, begin, in, NULL);
+        n++;
+    }
+    int64_t at = s->start_ns - t0, end = at + traced;
+    for (int p = TML_PHASE_H2D; p < TML_PHASE_COUNT; p++) {
+        int64_t d = nonneg(s->phase_ns[p]);
+        if (!(s->observed & TML_PHASE_BIT(p)) || d == 0)
+            continue;
+        if (at + d > end)
+            d = end - at;
+        if (d <= 0)
+            break;
+        slice(out, phase_names[p], "phase", tid, at, d, NULL);
+        n++;
+        at += d;
+    }
+    return n;
+}
+
+int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
+{
     int64_t t0 = INT64_MAX;
     size_t n = 0;
     tml_strbuf args = TML_STRBUF_INIT;
@@ -122,62 +193,8 @@ int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
         tml__sb_add_json_str(out, label);
         tml__sb_addf(out, "}},\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
                      "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid, tid);
-        for (size_t j = 0; j < r->nsteps; j++) {
-            const tml_step_record *s = &r->steps[j];
-            int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]);
-            int64_t traced = nonneg(s->traced_ns);
-            int64_t begin = s->start_ns - in - t0;
-            char name[64];
-            int aborted = (s->flags & TML_STEP_ABORTED) != 0;
-            snprintf(name, sizeof(name), "Step %llu%s", (unsigned long long)s->step,
-                     aborted ? " (aborted)" : "");
-            if (s->gap_ns > 0) {
-                slice(out, "Untraced", "untraced", tid, begin - s->gap_ns, s->gap_ns, NULL);
-                n++;
-            }
-            tml__sb_reset(&args);
-            tml__sb_addf(&args, "{\"step\":%llu,\"rank\":%d", (unsigned long long)s->step,
-                         (int)r->info.rank);
-            arg_ms(&args, "step_time_ms", in + traced);
-            arg_ms(&args, "traced_ms", traced);
-            for (int p = 0; p < TML_PHASE_COUNT; p++)
-                arg_ms(&args, cpu_keys[p], (s->observed & TML_PHASE_BIT(p)) ? s->phase_ns[p] : -1);
-            if (s->gpu_traced_ns >= 0) {
-                arg_ms(&args, "gpu_traced_ms", s->gpu_traced_ns);
-                for (int p = 0; p < TML_PHASE_COUNT; p++)
-                    arg_ms(&args, gpu_keys[p], s->gpu_phase_ns[p]);
-            }
-            if (s->rss_bytes >= 0)
-                tml__sb_addf(&args, ",\"rss_bytes\":%lld", (long long)s->rss_bytes);
-            if (s->cuda_allocated_peak_bytes >= 0)
-                tml__sb_addf(&args, ",\"peak_allocated_bytes\":%lld",
-                             (long long)s->cuda_allocated_peak_bytes);
-            if (s->cuda_reserved_peak_bytes >= 0)
-                tml__sb_addf(&args, ",\"peak_reserved_bytes\":%lld",
-                             (long long)s->cuda_reserved_peak_bytes);
-            if (aborted)
-                tml__sb_adds(&args, ",\"aborted\":true");
-            tml__sb_addc(&args, '}');
-            slice(out, name, "step", tid, begin, in + traced, args.buf);
-            n++;
-            if ((s->observed & TML_PHASE_BIT(TML_PHASE_INPUT)) && in > 0) {
-                slice(out, names[TML_PHASE_INPUT], "input", tid, begin, in, NULL);
-                n++;
-            }
-            int64_t at = s->start_ns - t0, end = at + traced;
-            for (int p = TML_PHASE_H2D; p < TML_PHASE_COUNT; p++) {
-                int64_t d = nonneg(s->phase_ns[p]);
-                if (!(s->observed & TML_PHASE_BIT(p)) || d == 0)
-                    continue;
-                if (at + d > end)
-                    d = end - at;
-                if (d <= 0)
-                    break;
-                slice(out, names[p], "phase", tid, at, d, NULL);
-                n++;
-                at += d;
-            }
-        }
+        for (size_t j = 0; j < r->nsteps; j++)
+            n += step_slices(out, &args, &r->steps[j], r->info.rank, t0);
     }
     tml__sb_adds(out, "\n]}\n");
     tml__sb_release(&args);
