@@ -76,9 +76,13 @@ $(B)/fakes/libnvidia-ml-min.so.1: tests/fakes/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -DFAKE_MINIMAL -o $@ $<
 
+# The engine's objects hide every symbol but the public API (TML_API in
+# include/traceml/traceml.h): libtraceml.so exports tml_* only.
+$(LIB_OBJ): VISIBILITY = -fvisibility=hidden
+
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(VISIBILITY) -c $< -o $@
 
 # The web assets of the HTML report and the dashboard: the chart library
 # (dygraphs, from Debian's libjs-dygraphs) and web/, embedded as C arrays
@@ -89,7 +93,7 @@ $(WEB_GEN): web/report.js web/report.css $(wildcard web/dashboard/*) scripts/gen
 
 $(B)/obj/gen/web_assets.o: $(WEB_GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(VISIBILITY) -c $< -o $@
 
 $(B)/lib/libtraceml.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -46,6 +46,14 @@
 extern "C" {
 #endif
 
+/* The public API: the only symbols libtraceml.so exports (the engine is
+ * built with -fvisibility=hidden). */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define TML_API __attribute__((visibility("default")))
+#else
+#define TML_API
+#endif
+
 #define TML_VERSION_MAJOR 0
 #define TML_VERSION_MINOR 1
 #define TML_VERSION_PATCH 0
@@ -98,7 +106,7 @@ typedef struct tml_options {
  * tml_shutdown(). A second call with the same options returns 0; with
  * different options TML_ECONFIG. opts may be NULL.
  */
-int tml_init(const tml_options *opts);
+TML_API int tml_init(const tml_options *opts);
 
 /*
  * Flushes the steps not yet shipped, says goodbye to the aggregator and
@@ -106,29 +114,29 @@ int tml_init(const tml_options *opts);
  * and writes logs/<run>/; tml_summary_text() then returns the box.
  * Waits at most about one second for an unresponsive aggregator.
  */
-int tml_shutdown(void);
+TML_API int tml_shutdown(void);
 /* tml_shutdown() for a process that knows how it ends: status is
  * "completed", "failed" or "interrupted" and goes into the run's manifest
  * in in-process mode (tml_shutdown() means "completed", 0). */
-int tml_shutdown_with(const char *status, int exit_code);
+TML_API int tml_shutdown_with(const char *status, int exit_code);
 
 /* Step and phase markers. Steps nest per thread: a step begun inside a
  * step is part of the outer one. Phases nest per thread: only the outermost
  * begin/end pair of a phase is timed, so wrapping a call that calls itself
  * is safe. A phase ended without a begin is ignored. */
-int tml_step_begin(void);
-int tml_step_end(void);
+TML_API int tml_step_begin(void);
+TML_API int tml_step_end(void);
 /* Ends the step as failed (an exception left the bracket). */
-int tml_step_abort(void);
-int tml_phase_begin(tml_phase phase);
-int tml_phase_end(tml_phase phase);
+TML_API int tml_step_abort(void);
+TML_API int tml_phase_begin(tml_phase phase);
+TML_API int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */
-int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
+TML_API int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
 
 /* Forgets an open phase without recording it: for a call that turned out
  * not to be what the phase means (a fetch that raised StopIteration, a
  * .to() that did not copy to a GPU). Ends one level of nesting. */
-int tml_phase_cancel(tml_phase phase);
+TML_API int tml_phase_cancel(tml_phase phase);
 
 /*
  * GPU clock (CUDA). After tml_set_cuda_stream(stream) on a thread, every
@@ -148,9 +156,9 @@ int tml_phase_cancel(tml_phase phase);
  * context (nothing changes then), TML_ENOMEM. Cost: each boundary adds
  * one cuEventRecord (an enqueue, about a microsecond) to the marker.
  */
-int tml_set_cuda_stream(void *stream);
+TML_API int tml_set_cuda_stream(void *stream);
 /* Stops recording CUDA events on this thread. */
-int tml_unset_cuda_stream(void);
+TML_API int tml_unset_cuda_stream(void);
 
 /*
  * Per-step CUDA memory: reports the caching allocator's figures for the
@@ -161,7 +169,7 @@ int tml_unset_cuda_stream(void);
  * memory peaks (after the forward pass); a step's peak is the largest
  * figure reported inside it. One ring write, no system call.
  */
-int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
+TML_API int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
                     int64_t allocated_peak_bytes, int64_t reserved_peak_bytes,
                     int64_t device_total_bytes);
 
@@ -171,28 +179,28 @@ int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
  * themselves). Call it before tml_init() or before the first step ends;
  * without an identity from the environment the handshake with the
  * aggregator waits for the first step. Later it returns TML_ESTATE. */
-int tml_set_rank(int32_t rank, int32_t world_size);
+TML_API int tml_set_rank(int32_t rank, int32_t world_size);
 
 /* Describes the input pipeline (a DataLoader's num_workers and
  * pin_memory), so an INPUT-BOUND diagnosis can say what to change
  * ("DataLoader(num_workers=0) on 16 cores: try num_workers=8"). Call it
  * after tml_init(), any time. */
-int tml_set_loader_config(int32_t num_workers, int pin_memory);
+TML_API int tml_set_loader_config(int32_t num_workers, int pin_memory);
 
 /* Tells TraceML what one call of the caller's own instrumentation glue
  * costs (e.g. a Python hook around a marker), measured by the caller. The
  * summary's overhead per step is then markers per step times (marker cost,
  * measured by TraceML at init, plus this). */
-int tml_set_call_cost_ns(int64_t ns);
+TML_API int tml_set_call_cost_ns(int64_t ns);
 
 /* The clock every marker uses: CLOCK_MONOTONIC in nanoseconds. */
-int64_t tml_now_ns(void);
+TML_API int64_t tml_now_ns(void);
 
 /* The summary box written by tml_shutdown() in in-process mode, or NULL
  * (under `traceml run` the launcher prints it instead). */
-const char *tml_summary_text(void);
+TML_API const char *tml_summary_text(void);
 /* The run folder of this process's run, or NULL before tml_init(). */
-const char *tml_run_dir(void);
+TML_API const char *tml_run_dir(void);
 
 /*
  * The run's summary as final_summary.json text (docs/summary-json.md),
@@ -205,7 +213,7 @@ const char *tml_run_dir(void);
  * *out is malloc'd: free it with tml_free(). Returns 0, TML_ESTATE (not
  * started), TML_EDISABLED, TML_ECONN (no aggregator answered), TML_EIO.
  */
-int tml_summary_json(char **out);
+TML_API int tml_summary_json(char **out);
 /*
  * A summary's JSON flattened into one object of `traceml/...` scalars for
  * experiment trackers (W&B, MLflow): traceml/primary/kind,
@@ -213,12 +221,12 @@ int tml_summary_json(char **out);
  * rules). Nulls are left out. *out is malloc'd (free with tml_free()).
  * Returns 0, TML_EPROTO (not a JSON object), TML_ENOMEM.
  */
-int tml_summary_flatten(const char *json, size_t len, char **out);
+TML_API int tml_summary_flatten(const char *json, size_t len, char **out);
 /* Frees what tml_summary_json() / tml_summary_flatten() returned. */
-void tml_free(void *p);
+TML_API void tml_free(void *p);
 
-const char *tml_strerror(int err);
-const char *tml_version(void);
+TML_API const char *tml_strerror(int err);
+TML_API const char *tml_version(void);
 
 #ifdef __cplusplus
 }
