@@ -353,6 +353,134 @@ static const char *missing_hint(int phase)
     }
 }
 
+/* NO DATA or WARMUP as the primary when the window cannot be diagnosed;
+ * returns 1 when it set one. */
+static int insufficient_data(const tml_window *w, const tml_thresholds *th, size_t nactive,
+                             tml_step_diag *out)
+{
+    if (w->common_steps == 0 || w->window_steps == 0 || nactive == 0) {
+        diag_init(&out->primary, "NO_DATA", "NO DATA", TML_SEV_INFO);
+        if (w->nranks == 0)
+            snprintf(out->primary.why, sizeof(out->primary.why), "No rank reported any step.");
+        else if (w->aborted_steps > 0 && w->common_steps == 0)
+            snprintf(out->primary.why, sizeof(out->primary.why),
+                     "Every common step was aborted (%zu), so no step can be timed.", w->aborted_steps);
+        else if (nactive > 1 || (nactive == 1 && w->nranks > 1))
+            snprintf(out->primary.why, sizeof(out->primary.why),
+                     "No step id was reported by every rank.");
+        else
+            snprintf(out->primary.why, sizeof(out->primary.why), "No complete step was recorded.");
+        snprintf(out->primary.next, sizeof(out->primary.next),
+                 "Wrap the training step in traceml.trace_step(model) and run at least a few steps.");
+        return 1;
+    }
+    if (w->window_steps < th->min_steps) {
+        diag_init(&out->primary, "WARMUP", "WARMUP", TML_SEV_INFO);
+        snprintf(out->primary.why, sizeof(out->primary.why),
+                 "Only %zu step%s in the window after warm-up; at least %zu are needed.",
+                 w->window_steps, w->window_steps == 1 ? "" : "s", th->min_steps);
+        snprintf(out->primary.next, sizeof(out->primary.next),
+                 "Run longer: the diagnosis needs steady-state steps.");
+        return 1;
+    }
+    return 0;
+}
+
+/* The INCOMPLETE DATA issue when a required phase was never observed,
+ * its Next line joining one hint per missing phase. */
+static int incomplete_data_issue(const tml_window *w, tml_diagnosis *d)
+{
+    uint32_t required = TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_FORWARD) |
+                        TML_PHASE_BIT(TML_PHASE_BACKWARD) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
+    uint32_t missing = w->missing & required;
+    char names[128], hint[TML_DIAG_TEXT];
+    size_t hl = 0;
+    int n = 0;
+
+    if (!missing)
+        return 0;
+    tml__phase_list(missing, names, sizeof(names));
+    hint[0] = '\0';
+    for (int p = 0; p < TML_PHASE_COUNT; p++) {
+        if (!(missing & TML_PHASE_BIT(p)))
+            continue;
+        const char *h = missing_hint(p);
+        int wr = snprintf(hint + hl, sizeof(hint) - hl, "%s%c%s",
+                          n ? "; " : "", n ? h[0] : (char)toupper((unsigned char)h[0]), h + 1);
+        if (wr > 0 && (size_t)wr < sizeof(hint) - hl)
+            hl += (size_t)wr;
+        n++;
+    }
+    diag_init(d, "INCOMPLETE_DATA", "INCOMPLETE DATA", TML_SEV_WARNING);
+    d->missing = missing;
+    snprintf(d->why, sizeof(d->why), "%s %s never observed in the window, so the step cannot be fully explained.",
+             names, n > 1 ? "were" : "was");
+    snprintf(d->next, sizeof(d->next), "%s.", hint);
+    return 1;
+}
+
+/* COMPUTE-BOUND: compute dominates and no other share reaches its cap. */
+static int compute_bound_issue(const tml_step_diag *st, const tml_thresholds *th,
+                               const char *multi, tml_diagnosis *d)
+{
+    double c = st->share[TML_M_COMPUTE];
+    if (!ge(c, th->compute_min) ||
+        ge(st->share[TML_M_INPUT], th->compute_other_max) ||
+        ge(st->share[TML_M_H2D], th->compute_other_max) ||
+        ge(st->share[TML_M_RESIDUAL], th->compute_other_max))
+        return 0;
+    diag_init(d, "COMPUTE_BOUND", "COMPUTE-BOUND", TML_SEV_INFO);
+    d->cause = TML_M_COMPUTE;
+    d->share = c;
+    d->threshold = th->compute_min;
+    snprintf(d->why, sizeof(d->why), "Compute took %d%% of Step Time%s.", pct(c), multi);
+    snprintf(d->next, sizeof(d->next),
+             "Speed up model compute: mixed precision, batch size, kernel-level profiling.");
+    return 1;
+}
+
+/* Root causes, in priority order. Straggler needs every rank's Backward,
+ * residual and compute need every compute phase: the NAN inputs keep
+ * them from firing when those are missing. */
+static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
+                              const char *multi, tml_step_diag *out)
+{
+    tml_diagnosis d;
+
+    if (straggler_issue(w, th, &out->straggler, &d))
+        out->issues[out->nissues++] = d;
+    if (share_issue(out->share[TML_M_INPUT], th->input_warn, th->input_crit,
+                    "INPUT_BOUND", "INPUT-BOUND", TML_M_INPUT,
+                    "Increase workers, prefetch, or storage throughput.", multi, &d)) {
+        input_next(w, d.share, d.next, sizeof(d.next));
+        out->issues[out->nissues++] = d;
+    }
+    if (w->clock == TML_CLOCK_GPU &&
+        share_issue(out->share[TML_M_H2D], th->h2d_warn, th->h2d_crit,
+                    "H2D_BOUND", "H2D-BOUND", TML_M_H2D,
+                    "Use pinned memory and non_blocking copies; make fewer, larger transfers.", multi, &d))
+        out->issues[out->nissues++] = d;
+    if (share_issue(out->share[TML_M_RESIDUAL], th->residual_warn, th->residual_crit,
+                    "RESIDUAL_HEAVY", "RESIDUAL-HEAVY", TML_M_RESIDUAL,
+                    "Look for work in the step outside traced phases: CPU stalls, .item() syncs, logging.", multi, &d))
+        out->issues[out->nissues++] = d;
+    if (compute_bound_issue(out, th, multi, &d))
+        out->issues[out->nissues++] = d;
+}
+
+/* BALANCED: no rule fired; the Why line quotes the main shares. */
+static void balanced_primary(tml_step_diag *out, const char *multi)
+{
+    diag_init(&out->primary, "BALANCED", "BALANCED", TML_SEV_INFO);
+    snprintf(out->primary.why, sizeof(out->primary.why),
+             "No phase crossed a threshold: Input Wait %d%%, Compute %d%%, Residual %d%% of Step Time%s.",
+             isnan(out->share[TML_M_INPUT]) ? 0 : pct(out->share[TML_M_INPUT]),
+             isnan(out->share[TML_M_COMPUTE]) ? 0 : pct(out->share[TML_M_COMPUTE]),
+             isnan(out->share[TML_M_RESIDUAL]) ? 0 : pct(out->share[TML_M_RESIDUAL]), multi);
+    snprintf(out->primary.next, sizeof(out->primary.next),
+             "No step-time bottleneck stands out; profile the model if it must be faster.");
+}
+
 void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
                          tml_step_diag *out)
 {
@@ -376,106 +504,16 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
     if (nactive > 1)
         snprintf(multi, sizeof(multi), " (median over %zu ranks)", nactive);
 
-    if (w->common_steps == 0 || w->window_steps == 0 || nactive == 0) {
-        diag_init(&out->primary, "NO_DATA", "NO DATA", TML_SEV_INFO);
-        if (w->nranks == 0)
-            snprintf(out->primary.why, sizeof(out->primary.why), "No rank reported any step.");
-        else if (w->aborted_steps > 0 && w->common_steps == 0)
-            snprintf(out->primary.why, sizeof(out->primary.why),
-                     "Every common step was aborted (%zu), so no step can be timed.", w->aborted_steps);
-        else if (nactive > 1 || (nactive == 1 && w->nranks > 1))
-            snprintf(out->primary.why, sizeof(out->primary.why),
-                     "No step id was reported by every rank.");
-        else
-            snprintf(out->primary.why, sizeof(out->primary.why), "No complete step was recorded.");
-        snprintf(out->primary.next, sizeof(out->primary.next),
-                 "Wrap the training step in traceml.trace_step(model) and run at least a few steps.");
+    if (insufficient_data(w, th, nactive, out))
         return;
-    }
-    if (w->window_steps < th->min_steps) {
-        diag_init(&out->primary, "WARMUP", "WARMUP", TML_SEV_INFO);
-        snprintf(out->primary.why, sizeof(out->primary.why),
-                 "Only %zu step%s in the window after warm-up; at least %zu are needed.",
-                 w->window_steps, w->window_steps == 1 ? "" : "s", th->min_steps);
-        snprintf(out->primary.next, sizeof(out->primary.next),
-                 "Run longer: the diagnosis needs steady-state steps.");
-        return;
-    }
-
-    uint32_t required = TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_FORWARD) |
-                        TML_PHASE_BIT(TML_PHASE_BACKWARD) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
-    uint32_t missing = w->missing & required;
-    if (missing) {
-        char names[128], hint[TML_DIAG_TEXT];
-        size_t hl = 0;
-        int n = 0;
-        tml__phase_list(missing, names, sizeof(names));
-        hint[0] = '\0';
-        for (int p = 0; p < TML_PHASE_COUNT; p++) {
-            if (!(missing & TML_PHASE_BIT(p)))
-                continue;
-            const char *h = missing_hint(p);
-            int wr = snprintf(hint + hl, sizeof(hint) - hl, "%s%c%s",
-                              n ? "; " : "", n ? h[0] : (char)toupper((unsigned char)h[0]), h + 1);
-            if (wr > 0 && (size_t)wr < sizeof(hint) - hl)
-                hl += (size_t)wr;
-            n++;
-        }
-        diag_init(&d, "INCOMPLETE_DATA", "INCOMPLETE DATA", TML_SEV_WARNING);
-        d.missing = missing;
-        snprintf(d.why, sizeof(d.why), "%s %s never observed in the window, so the step cannot be fully explained.",
-                 names, n > 1 ? "were" : "was");
-        snprintf(d.next, sizeof(d.next), "%s.", hint);
+    if (incomplete_data_issue(w, &d))
         out->issues[out->nissues++] = d;
-    }
-
-    /* Root causes, in priority order. Straggler needs every rank's Backward,
-     * residual and compute need every compute phase: the NAN inputs keep
-     * them from firing when those are missing. */
-    if (straggler_issue(w, th, &out->straggler, &d))
-        out->issues[out->nissues++] = d;
-    if (share_issue(out->share[TML_M_INPUT], th->input_warn, th->input_crit,
-                    "INPUT_BOUND", "INPUT-BOUND", TML_M_INPUT,
-                    "Increase workers, prefetch, or storage throughput.", multi, &d)) {
-        input_next(w, d.share, d.next, sizeof(d.next));
-        out->issues[out->nissues++] = d;
-    }
-    if (w->clock == TML_CLOCK_GPU &&
-        share_issue(out->share[TML_M_H2D], th->h2d_warn, th->h2d_crit,
-                    "H2D_BOUND", "H2D-BOUND", TML_M_H2D,
-                    "Use pinned memory and non_blocking copies; make fewer, larger transfers.", multi, &d))
-        out->issues[out->nissues++] = d;
-    if (share_issue(out->share[TML_M_RESIDUAL], th->residual_warn, th->residual_crit,
-                    "RESIDUAL_HEAVY", "RESIDUAL-HEAVY", TML_M_RESIDUAL,
-                    "Look for work in the step outside traced phases: CPU stalls, .item() syncs, logging.", multi, &d))
-        out->issues[out->nissues++] = d;
-    double c = out->share[TML_M_COMPUTE];
-    if (ge(c, th->compute_min) &&
-        !ge(out->share[TML_M_INPUT], th->compute_other_max) &&
-        !ge(out->share[TML_M_H2D], th->compute_other_max) &&
-        !ge(out->share[TML_M_RESIDUAL], th->compute_other_max)) {
-        diag_init(&d, "COMPUTE_BOUND", "COMPUTE-BOUND", TML_SEV_INFO);
-        d.cause = TML_M_COMPUTE;
-        d.share = c;
-        d.threshold = th->compute_min;
-        snprintf(d.why, sizeof(d.why), "Compute took %d%% of Step Time%s.", pct(c), multi);
-        snprintf(d.next, sizeof(d.next),
-                 "Speed up model compute: mixed precision, batch size, kernel-level profiling.");
-        out->issues[out->nissues++] = d;
-    }
-
+    root_cause_issues(w, th, multi, out);
     if (out->nissues > 0) {
         out->primary = out->issues[0];
         return;
     }
-    diag_init(&out->primary, "BALANCED", "BALANCED", TML_SEV_INFO);
-    snprintf(out->primary.why, sizeof(out->primary.why),
-             "No phase crossed a threshold: Input Wait %d%%, Compute %d%%, Residual %d%% of Step Time%s.",
-             isnan(out->share[TML_M_INPUT]) ? 0 : pct(out->share[TML_M_INPUT]),
-             isnan(out->share[TML_M_COMPUTE]) ? 0 : pct(out->share[TML_M_COMPUTE]),
-             isnan(out->share[TML_M_RESIDUAL]) ? 0 : pct(out->share[TML_M_RESIDUAL]), multi);
-    snprintf(out->primary.next, sizeof(out->primary.next),
-             "No step-time bottleneck stands out; profile the model if it must be faster.");
+    balanced_primary(out, multi);
 }
 
 int tml__diag_is_cause(const tml_diagnosis *d)

@@ -156,20 +156,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
-                      tml_section_diag *out)
+/* NO GPU or BALANCED as the primary when no rank has enough steps to
+ * analyse; returns 1 when it set one. */
+static int memory_too_short(const tml_mem_input *in, const tml_thresholds *th,
+                            tml_section_diag *out)
 {
-    tml_thresholds defaults;
-    const tml_thresholds *th = th_in;
-    tml_diagnosis d;
-    char a[32], b[32], c[32];
     size_t analysed = 0, longest = 0;
 
-    if (!th) {
-        tml__thresholds_default(&defaults);
-        th = &defaults;
-    }
-    memset(out, 0, sizeof(*out));
     for (size_t i = 0; i < in->nranks; i++) {
         if (in->ranks[i].n > longest)
             longest = in->ranks[i].n;
@@ -181,141 +174,164 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
         snprintf(out->primary.why, sizeof(out->primary.why), "%s",
                  longest ? "No CUDA memory figures were recorded (CPU-only run); too few steps to analyse RSS."
                          : "No CUDA memory figures were recorded (CPU-only run).");
-        return;
+        return 1;
     }
     if (analysed == 0) {
         tml__diag_init(&out->primary, "BALANCED", "BALANCED", "step_memory", TML_SEV_INFO);
         snprintf(out->primary.why, sizeof(out->primary.why),
                  "Only %zu steps with memory figures; the memory rules need %zu.", longest,
                  th->mem_min_steps);
-        return;
+        return 1;
     }
+    return 0;
+}
 
-    /* Per rank: peak, pressure, trend. */
-    int worst = -1, creep = -1, rising = -1;
-    double worst_peak = NAN, *peaks = calloc(in->nranks, sizeof(double));
-    trend *tr = calloc(in->nranks, sizeof(trend));
-    size_t npeaks = 0;
-    if (!peaks || !tr) {
-        free(peaks);
-        free(tr);
-        tml__diag_init(&out->primary, "BALANCED", "BALANCED", "step_memory", TML_SEV_INFO);
-        snprintf(out->primary.why, sizeof(out->primary.why), "Out of memory while analysing.");
-        return;
-    }
+/* What the per-rank pass finds: the worst peak, every analysed rank's
+ * peak, each rank's trend and the ranks with the largest growth. */
+typedef struct mem_scan {
+    int worst, creep, rising;     /* rank indices, -1 none */
+    double worst_peak;
+    double *peaks;                /* npeaks entries */
+    size_t npeaks;
+    trend *tr;                    /* per rank */
+} mem_scan;
+
+/* Per rank with enough steps: its peak and trend; the worst peak and the
+ * ranks that grew the most. */
+static void scan_ranks(const tml_mem_input *in, const tml_thresholds *th, mem_scan *sc)
+{
     for (size_t i = 0; i < in->nranks; i++) {
         const tml_mem_rank *r = &in->ranks[i];
         if (r->n < th->mem_min_steps)
             continue;
         double pk = max_of(r->series, r->n);
-        peaks[npeaks++] = pk;
-        if (worst < 0 || pk > worst_peak) {
-            worst = (int)i;
-            worst_peak = pk;
+        sc->peaks[sc->npeaks++] = pk;
+        if (sc->worst < 0 || pk > sc->worst_peak) {
+            sc->worst = (int)i;
+            sc->worst_peak = pk;
         }
-        tr[i] = trend_of(r);
+        sc->tr[i] = trend_of(r);
         double gmin = (double)th->creep_mb * MIB;
-        if (tr[i].rising && ge(tr[i].growth, gmin) &&
-            (creep < 0 || tr[i].growth > tr[creep].growth))
-            creep = (int)i;
-        if (tr[i].rising && (rising < 0 || tr[i].growth > tr[rising].growth))
-            rising = (int)i;
+        if (sc->tr[i].rising && ge(sc->tr[i].growth, gmin) &&
+            (sc->creep < 0 || sc->tr[i].growth > sc->tr[sc->creep].growth))
+            sc->creep = (int)i;
+        if (sc->tr[i].rising && (sc->rising < 0 || sc->tr[i].growth > sc->tr[sc->rising].growth))
+            sc->rising = (int)i;
     }
+}
 
-    const tml_mem_rank *wr = &in->ranks[worst];
-    double pressure = wr->capacity_bytes > 0 ? worst_peak / wr->capacity_bytes : NAN;
+/* HIGH PRESSURE (GPU): the worst rank's peak near the device's capacity. */
+static void high_pressure_rule(const tml_mem_input *in, const tml_thresholds *th,
+                               const mem_scan *sc, double pressure, tml_section_diag *out)
+{
+    const tml_mem_rank *wr = &in->ranks[sc->worst];
+    tml_diagnosis d;
+    char a[32], b[32];
 
-    /* HIGH PRESSURE (GPU) */
-    if (in->gpu && ge(pressure, th->mem_pressure_warn)) {
-        tml_severity sev = ge(pressure, th->mem_pressure_crit) ? TML_SEV_CRITICAL : TML_SEV_WARNING;
-        res_init(&d, "HIGH_PRESSURE", "HIGH PRESSURE", "step_memory", sev, "peak_reserved_percent",
-                 100.0 * pressure,
-                 100.0 * (sev == TML_SEV_CRITICAL ? th->mem_pressure_crit : th->mem_pressure_warn));
-        d.res.rank = wr->rank;
-        d.res.node = wr->node;
-        d.res.capacity_bytes = wr->capacity_bytes;
-        tml__fmt_bytes(worst_peak, a, sizeof(a));
-        tml__fmt_bytes(wr->capacity_bytes, b, sizeof(b));
-        snprintf(d.why, sizeof(d.why), "Peak reserved reached %s of %s (%.0f%% of device memory) on R%d/N%d.",
-                 a, b, 100.0 * pressure, (int)wr->rank, (int)wr->node);
-        snprintf(d.next, sizeof(d.next),
-                 "Close to out-of-memory: reduce batch size or activation memory (mixed precision, activation checkpointing), or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.");
-        add_issue(out, &d);
-    }
-
-    /* IMBALANCE (GPU, several ranks) */
-    if (in->gpu && npeaks >= 2) {
-        qsort(peaks, npeaks, sizeof(double), cmp_double);
-        double med = peaks[npeaks / 2];           /* upper median */
-        double skew = med > 0 ? (worst_peak - med) / med : NAN;
-        tml_severity sev = TML_SEV_INFO;
-        int fire = 0;
-        if (ge(skew, IMB_CRIT_SKEW) && ge(pressure, IMB_CRIT_PRESSURE)) {
-            fire = 1;
-            sev = TML_SEV_CRITICAL;
-        } else if (ge(skew, IMB_WARN_SKEW) && ge(pressure, IMB_WARN_PRESSURE)) {
-            fire = 1;
-            sev = TML_SEV_WARNING;
-        }
-        if (fire) {
-            res_init(&d, "IMBALANCE", "IMBALANCE", "step_memory", sev, "rank_skew_percent",
-                     100.0 * skew, 100.0 * (sev == TML_SEV_CRITICAL ? IMB_CRIT_SKEW : IMB_WARN_SKEW));
-            d.res.rank = wr->rank;
-            d.res.node = wr->node;
-            d.res.capacity_bytes = wr->capacity_bytes;
-            tml__fmt_bytes(worst_peak, a, sizeof(a));
-            tml__fmt_bytes(med, b, sizeof(b));
-            snprintf(d.why, sizeof(d.why),
-                     "R%d/N%d peaks at %s reserved, %.0f%% above the median rank's %s (%.0f%% of device memory).",
-                     (int)wr->rank, (int)wr->node, a, 100.0 * skew, b, 100.0 * pressure);
-            snprintf(d.next, sizeof(d.next),
-                     "Look for uneven work across ranks: unequal batch or sequence lengths, rank-0-only evaluation or logging state, unsharded parameters.");
-            add_issue(out, &d);
-        }
-    }
-
-    /* MEMORY CREEP, else MEMORY RISING */
-    int t = creep >= 0 ? creep : rising;
-    if (t >= 0) {
-        const tml_mem_rank *r = &in->ranks[t];
-        const trend *x = &tr[t];
-        int is_creep = creep >= 0;
-        res_init(&d, is_creep ? "MEMORY_CREEP" : "MEMORY_RISING",
-                 is_creep ? "MEMORY CREEP" : "MEMORY RISING", "step_memory",
-                 is_creep ? TML_SEV_WARNING : TML_SEV_INFO, "growth_bytes", x->growth,
-                 is_creep ? (double)th->creep_mb * MIB : NAN);
-        d.res.rank = r->rank;
-        d.res.node = r->node;
-        d.res.growth_bytes_per_step = x->slope;
-        d.res.growth_bytes = x->growth;
-        d.res.capacity_bytes = r->capacity_bytes;
-        uint64_t last_step = r->steps ? r->steps[r->n - 1] : (uint64_t)(r->n - 1);
-        if (r->capacity_bytes > 0 && x->slope > 0) {
-            double left = r->capacity_bytes - x->last;
-            d.res.projected_full_step = (double)last_step + (left > 0 ? ceil(left / x->slope) : 0);
-        }
-        tml__fmt_bytes(x->growth, a, sizeof(a));
-        tml__fmt_bytes(x->slope, b, sizeof(b));
-        if (!isnan(d.res.projected_full_step))
-            snprintf(c, sizeof(c), "step %.0f", d.res.projected_full_step);
-        else
-            snprintf(c, sizeof(c), "n/a");
-        snprintf(d.why, sizeof(d.why),
-                 "%s of R%d/N%d grew by %s over %zu steps (%s/step); %s would be full at %s.",
-                 in->gpu ? "Per-step peak reserved" : "Per-step RSS", (int)r->rank, (int)r->node,
-                 a, r->n, b, in->gpu ? "the device" : "host RAM", c);
-        snprintf(d.next, sizeof(d.next), "%s",
-                 is_creep ? "Look for tensors kept across steps: losses or outputs appended to lists without .item()/.detach(), growing caches, logging references."
-                          : "Watch the trend: if it keeps growing, look for tensors kept across steps.");
-        add_issue(out, &d);
-    }
-    free(peaks);
-    free(tr);
-
-    if (out->nissues) {
-        pick_primary(out);
+    if (!in->gpu || !ge(pressure, th->mem_pressure_warn))
         return;
+    tml_severity sev = ge(pressure, th->mem_pressure_crit) ? TML_SEV_CRITICAL : TML_SEV_WARNING;
+    res_init(&d, "HIGH_PRESSURE", "HIGH PRESSURE", "step_memory", sev, "peak_reserved_percent",
+             100.0 * pressure,
+             100.0 * (sev == TML_SEV_CRITICAL ? th->mem_pressure_crit : th->mem_pressure_warn));
+    d.res.rank = wr->rank;
+    d.res.node = wr->node;
+    d.res.capacity_bytes = wr->capacity_bytes;
+    tml__fmt_bytes(sc->worst_peak, a, sizeof(a));
+    tml__fmt_bytes(wr->capacity_bytes, b, sizeof(b));
+    snprintf(d.why, sizeof(d.why), "Peak reserved reached %s of %s (%.0f%% of device memory) on R%d/N%d.",
+             a, b, 100.0 * pressure, (int)wr->rank, (int)wr->node);
+    snprintf(d.next, sizeof(d.next),
+             "Close to out-of-memory: reduce batch size or activation memory (mixed precision, activation checkpointing), or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.");
+    add_issue(out, &d);
+}
+
+/* IMBALANCE (GPU, several ranks): the worst peak far above the median
+ * rank's while under pressure. Sorts sc->peaks. */
+static void imbalance_rule(const tml_mem_input *in, mem_scan *sc, double pressure,
+                           tml_section_diag *out)
+{
+    const tml_mem_rank *wr = &in->ranks[sc->worst];
+    tml_diagnosis d;
+    char a[32], b[32];
+
+    if (!in->gpu || sc->npeaks < 2)
+        return;
+    qsort(sc->peaks, sc->npeaks, sizeof(double), cmp_double);
+    double med = sc->peaks[sc->npeaks / 2];           /* upper median */
+    double skew = med > 0 ? (sc->worst_peak - med) / med : NAN;
+    tml_severity sev;
+    if (ge(skew, IMB_CRIT_SKEW) && ge(pressure, IMB_CRIT_PRESSURE))
+        sev = TML_SEV_CRITICAL;
+    else if (ge(skew, IMB_WARN_SKEW) && ge(pressure, IMB_WARN_PRESSURE))
+        sev = TML_SEV_WARNING;
+    else
+        return;
+    res_init(&d, "IMBALANCE", "IMBALANCE", "step_memory", sev, "rank_skew_percent",
+             100.0 * skew, 100.0 * (sev == TML_SEV_CRITICAL ? IMB_CRIT_SKEW : IMB_WARN_SKEW));
+    d.res.rank = wr->rank;
+    d.res.node = wr->node;
+    d.res.capacity_bytes = wr->capacity_bytes;
+    tml__fmt_bytes(sc->worst_peak, a, sizeof(a));
+    tml__fmt_bytes(med, b, sizeof(b));
+    snprintf(d.why, sizeof(d.why),
+             "R%d/N%d peaks at %s reserved, %.0f%% above the median rank's %s (%.0f%% of device memory).",
+             (int)wr->rank, (int)wr->node, a, 100.0 * skew, b, 100.0 * pressure);
+    snprintf(d.next, sizeof(d.next),
+             "Look for uneven work across ranks: unequal batch or sequence lengths, rank-0-only evaluation or logging state, unsharded parameters.");
+    add_issue(out, &d);
+}
+
+/* MEMORY CREEP, else MEMORY RISING, on the rank that grew the most, with
+ * the step where the fitted line meets the capacity. */
+static void trend_rule(const tml_mem_input *in, const tml_thresholds *th, const mem_scan *sc,
+                       tml_section_diag *out)
+{
+    tml_diagnosis d;
+    char a[32], b[32], c[32];
+    int t = sc->creep >= 0 ? sc->creep : sc->rising;
+
+    if (t < 0)
+        return;
+    const tml_mem_rank *r = &in->ranks[t];
+    const trend *x = &sc->tr[t];
+    int is_creep = sc->creep >= 0;
+    res_init(&d, is_creep ? "MEMORY_CREEP" : "MEMORY_RISING",
+             is_creep ? "MEMORY CREEP" : "MEMORY RISING", "step_memory",
+             is_creep ? TML_SEV_WARNING : TML_SEV_INFO, "growth_bytes", x->growth,
+             is_creep ? (double)th->creep_mb * MIB : NAN);
+    d.res.rank = r->rank;
+    d.res.node = r->node;
+    d.res.growth_bytes_per_step = x->slope;
+    d.res.growth_bytes = x->growth;
+    d.res.capacity_bytes = r->capacity_bytes;
+    uint64_t last_step = r->steps ? r->steps[r->n - 1] : (uint64_t)(r->n - 1);
+    if (r->capacity_bytes > 0 && x->slope > 0) {
+        double left = r->capacity_bytes - x->last;
+        d.res.projected_full_step = (double)last_step + (left > 0 ? ceil(left / x->slope) : 0);
     }
+    tml__fmt_bytes(x->growth, a, sizeof(a));
+    tml__fmt_bytes(x->slope, b, sizeof(b));
+    if (!isnan(d.res.projected_full_step))
+        snprintf(c, sizeof(c), "step %.0f", d.res.projected_full_step);
+    else
+        snprintf(c, sizeof(c), "n/a");
+    snprintf(d.why, sizeof(d.why),
+             "%s of R%d/N%d grew by %s over %zu steps (%s/step); %s would be full at %s.",
+             in->gpu ? "Per-step peak reserved" : "Per-step RSS", (int)r->rank, (int)r->node,
+             a, r->n, b, in->gpu ? "the device" : "host RAM", c);
+    snprintf(d.next, sizeof(d.next), "%s",
+             is_creep ? "Look for tensors kept across steps: losses or outputs appended to lists without .item()/.detach(), growing caches, logging references."
+                      : "Watch the trend: if it keeps growing, look for tensors kept across steps.");
+    add_issue(out, &d);
+}
+
+/* BALANCED: no memory rule fired; the Why line quotes the worst peak. */
+static void memory_balanced(const tml_mem_input *in, double worst_peak, double pressure,
+                            tml_section_diag *out)
+{
+    char a[32], b[32];
+
     tml__diag_init(&out->primary, "BALANCED", "BALANCED", "step_memory", TML_SEV_INFO);
     tml__fmt_bytes(worst_peak, a, sizeof(a));
     if (in->gpu)
@@ -325,6 +341,47 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
     else
         snprintf(out->primary.why, sizeof(out->primary.why),
                  "No memory rule fired: per-step RSS (CPU-only run) peaks at %s with no upward trend.", a);
+}
+
+void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
+                      tml_section_diag *out)
+{
+    tml_thresholds defaults;
+    const tml_thresholds *th = th_in;
+
+    if (!th) {
+        tml__thresholds_default(&defaults);
+        th = &defaults;
+    }
+    memset(out, 0, sizeof(*out));
+    if (memory_too_short(in, th, out))
+        return;
+
+    mem_scan sc = { -1, -1, -1, NAN, NULL, 0, NULL };
+    sc.peaks = calloc(in->nranks, sizeof(double));
+    sc.tr = calloc(in->nranks, sizeof(trend));
+    if (!sc.peaks || !sc.tr) {
+        free(sc.peaks);
+        free(sc.tr);
+        tml__diag_init(&out->primary, "BALANCED", "BALANCED", "step_memory", TML_SEV_INFO);
+        snprintf(out->primary.why, sizeof(out->primary.why), "Out of memory while analysing.");
+        return;
+    }
+    scan_ranks(in, th, &sc);
+
+    const tml_mem_rank *wr = &in->ranks[sc.worst];
+    double pressure = wr->capacity_bytes > 0 ? sc.worst_peak / wr->capacity_bytes : NAN;
+    high_pressure_rule(in, th, &sc, pressure, out);
+    imbalance_rule(in, &sc, pressure, out);
+    trend_rule(in, th, &sc, out);
+    free(sc.peaks);
+    free(sc.tr);
+
+    if (out->nissues) {
+        pick_primary(out);
+        return;
+    }
+    memory_balanced(in, sc.worst_peak, pressure, out);
 }
 
 /* ---- system ----------------------------------------------------------- */
@@ -369,25 +426,66 @@ static void sys_finding(tml_section_diag *out, const tml_sys_node *nd, const cha
     add_issue(out, &d);
 }
 
+/* Mean GPU utilization over the nodes that report it (NAN none); counts
+ * the samples taken on every node. */
+static double mean_gpu_util(const tml_sys_node *nodes, size_t n, size_t *samples)
+{
+    size_t ngpu = 0;
+    double util = 0;
+
+    *samples = 0;
+    for (size_t i = 0; i < n; i++) {
+        *samples += nodes[i].samples;
+        if (!isnan(nodes[i].gpu_util_percent)) {
+            util += nodes[i].gpu_util_percent;
+            ngpu++;
+        }
+    }
+    return ngpu ? util / (double)ngpu : NAN;
+}
+
+/* The node with the largest peak share of host RAM, -1 none. */
+static int worst_ram_node(const tml_sys_node *nodes, size_t n, double *percent)
+{
+    int r = -1;
+    double rv = NAN;
+    for (size_t i = 0; i < n; i++) {
+        double v = nodes[i].ram_total_bytes > 0 ? 100.0 * nodes[i].ram_used_peak_bytes / nodes[i].ram_total_bytes : NAN;
+        if (!isnan(v) && (r < 0 || v > rv)) {
+            r = (int)i;
+            rv = v;
+        }
+    }
+    *percent = rv;
+    return r;
+}
+
+/* LOW GPU UTIL, else MODERATE GPU UTIL, over the run. */
+static void gpu_util_rule(tml_section_diag *out, double util)
+{
+    if (!isnan(util) && util < SYS_GPU_UTIL_LOW)
+        sys_finding(out, NULL, "LOW_GPU_UTIL", "LOW GPU UTIL", TML_SEV_INFO, "gpu_util_percent", util,
+                    SYS_GPU_UTIL_LOW,
+                    "The GPU is idle most of the time: see the step-time verdict for where the time goes.",
+                    "GPU utilization averaged %.0f%%.", util);
+    else if (!isnan(util) && util < SYS_GPU_UTIL_MODERATE)
+        sys_finding(out, NULL, "MODERATE_GPU_UTIL", "MODERATE GPU UTIL", TML_SEV_INFO,
+                    "gpu_util_percent", util, SYS_GPU_UTIL_MODERATE,
+                    "The GPU is busy part of the time: larger batches or fewer host-side stalls may help.",
+                    "GPU utilization averaged %.0f%%.", util);
+}
+
 void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thresholds *th,
                             tml_section_diag *out, double *gpu_util_out)
 {
-    size_t samples = 0, ngpu = 0;
-    double util = 0;
+    size_t samples;
     char a[32], b[32];
     int multi = n > 1;
     char where[32];
 
     (void)th;
     memset(out, 0, sizeof(*out));
-    for (size_t i = 0; i < n; i++) {
-        samples += nodes[i].samples;
-        if (!isnan(nodes[i].gpu_util_percent)) {
-            util += nodes[i].gpu_util_percent;
-            ngpu++;
-        }
-    }
-    util = ngpu ? util / (double)ngpu : NAN;
+    double util = mean_gpu_util(nodes, n, &samples);
     if (gpu_util_out)
         *gpu_util_out = util;
     if (samples == 0) {
@@ -420,15 +518,8 @@ void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thres
                     "gpu_power_percent", nodes[p].gpu_power_percent, SYS_GPU_POWER_HIGH,
                     "The GPU runs near its power limit and may be power-capped: check the limit (nvidia-smi -q -d POWER).",
                     "GPU power averaged %.0f%% of its limit%s.", nodes[p].gpu_power_percent, WHERE(&nodes[p]));
-    int r = -1;
-    double rv = NAN;
-    for (size_t i = 0; i < n; i++) {
-        double v = nodes[i].ram_total_bytes > 0 ? 100.0 * nodes[i].ram_used_peak_bytes / nodes[i].ram_total_bytes : NAN;
-        if (!isnan(v) && (r < 0 || v > rv)) {
-            r = (int)i;
-            rv = v;
-        }
-    }
+    double rv;
+    int r = worst_ram_node(nodes, n, &rv);
     if (r >= 0 && ge(rv, SYS_RAM_HIGH)) {
         tml__fmt_bytes(nodes[r].ram_used_peak_bytes, a, sizeof(a));
         tml__fmt_bytes(nodes[r].ram_total_bytes, b, sizeof(b));
@@ -443,17 +534,8 @@ void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thres
                     nodes[cpu].cpu_percent, SYS_CPU_HIGH,
                     "The host CPU is busy: data loading and the training loop compete for cores (check num_workers and thread counts).",
                     "Host CPU averaged %.0f%%%s.", nodes[cpu].cpu_percent, WHERE(&nodes[cpu]));
-    if (!isnan(util) && util < SYS_GPU_UTIL_LOW)
-        sys_finding(out, NULL, "LOW_GPU_UTIL", "LOW GPU UTIL", TML_SEV_INFO, "gpu_util_percent", util,
-                    SYS_GPU_UTIL_LOW,
-                    "The GPU is idle most of the time: see the step-time verdict for where the time goes.",
-                    "GPU utilization averaged %.0f%%.", util);
-    else if (!isnan(util) && util < SYS_GPU_UTIL_MODERATE)
-        sys_finding(out, NULL, "MODERATE_GPU_UTIL", "MODERATE GPU UTIL", TML_SEV_INFO,
-                    "gpu_util_percent", util, SYS_GPU_UTIL_MODERATE,
-                    "The GPU is busy part of the time: larger batches or fewer host-side stalls may help.",
-                    "GPU utilization averaged %.0f%%.", util);
 #undef WHERE
+    gpu_util_rule(out, util);
     if (out->nissues) {
         out->primary = out->issues[0];   /* listed in priority order */
         return;
@@ -502,42 +584,36 @@ static int worst_ratio(const tml_proc_rank *v, size_t n, size_t num, size_t den,
     return best;
 }
 
-void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresholds *th,
-                             tml_section_diag *out)
+/* (VERY) HIGH PROCESS GPU MEMORY: the rank reserving the largest share of
+ * its GPU. */
+static void proc_gpu_memory_rule(const tml_proc_rank *v, size_t n, tml_section_diag *out)
 {
-    size_t samples = 0;
-    char why[TML_DIAG_TEXT], a[32], b[32];
+    char why[TML_DIAG_TEXT], a[32];
     double x;
-
-    (void)th;
-    memset(out, 0, sizeof(*out));
-    for (size_t i = 0; i < n; i++)
-        samples += v[i].samples;
-    int any_cuda = 0;
-    for (size_t i = 0; i < n; i++)
-        any_cuda |= !isnan(v[i].cuda_reserved_bytes);
-    if (samples == 0 && !any_cuda) {
-        tml__diag_init(&out->primary, "NORMAL", "NORMAL", "process", TML_SEV_INFO);
-        snprintf(out->primary.why, sizeof(out->primary.why), "No process metrics were sampled in this run.");
-        return;
-    }
-
     int k = worst_ratio(v, n, offsetof(tml_proc_rank, cuda_reserved_peak_bytes),
                         offsetof(tml_proc_rank, device_total_bytes), &x);
-    if (k >= 0 && ge(100.0 * x, PROC_GPU_MEM_HIGH)) {
-        int very = ge(100.0 * x, PROC_GPU_MEM_VERY_HIGH);
-        tml__fmt_bytes(v[k].cuda_reserved_peak_bytes, a, sizeof(a));
-        snprintf(why, sizeof(why), "R%d/N%d reserved up to %s, %.0f%% of its GPU's memory.",
-                 (int)v[k].rank, (int)v[k].node, a, 100.0 * x);
-        proc_finding(out, &v[k], very ? "VERY_HIGH_PROCESS_GPU_MEMORY" : "HIGH_PROCESS_GPU_MEMORY",
-                     very ? "VERY HIGH PROCESS GPU MEMORY" : "HIGH PROCESS GPU MEMORY",
-                     very ? TML_SEV_CRITICAL : TML_SEV_WARNING, "cuda_reserved_peak_percent",
-                     100.0 * x, very ? PROC_GPU_MEM_VERY_HIGH : PROC_GPU_MEM_HIGH, why,
-                     "The process holds most of the GPU: reduce batch size or activation memory; torch.cuda.memory_summary() shows where it goes.");
-    }
-    /* reserved / allocated, with reserved a real share of the device */
+
+    if (k < 0 || !ge(100.0 * x, PROC_GPU_MEM_HIGH))
+        return;
+    int very = ge(100.0 * x, PROC_GPU_MEM_VERY_HIGH);
+    tml__fmt_bytes(v[k].cuda_reserved_peak_bytes, a, sizeof(a));
+    snprintf(why, sizeof(why), "R%d/N%d reserved up to %s, %.0f%% of its GPU's memory.",
+             (int)v[k].rank, (int)v[k].node, a, 100.0 * x);
+    proc_finding(out, &v[k], very ? "VERY_HIGH_PROCESS_GPU_MEMORY" : "HIGH_PROCESS_GPU_MEMORY",
+                 very ? "VERY HIGH PROCESS GPU MEMORY" : "HIGH PROCESS GPU MEMORY",
+                 very ? TML_SEV_CRITICAL : TML_SEV_WARNING, "cuda_reserved_peak_percent",
+                 100.0 * x, very ? PROC_GPU_MEM_VERY_HIGH : PROC_GPU_MEM_HIGH, why,
+                 "The process holds most of the GPU: reduce batch size or activation memory; torch.cuda.memory_summary() shows where it goes.");
+}
+
+/* HIGH CUDA RESERVED/ALLOCATED RATIO, with reserved a real share of the
+ * device. */
+static void proc_reserved_ratio_rule(const tml_proc_rank *v, size_t n, tml_section_diag *out)
+{
+    char why[TML_DIAG_TEXT], a[32], b[32];
     int r = -1;
     double rv = NAN;
+
     for (size_t i = 0; i < n; i++) {
         const tml_proc_rank *p = &v[i];
         double ratio = p->cuda_allocated_bytes > 0 ? p->cuda_reserved_bytes / p->cuda_allocated_bytes : NAN;
@@ -548,47 +624,61 @@ void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresho
             rv = ratio;
         }
     }
-    if (r >= 0) {
-        tml__fmt_bytes(v[r].cuda_reserved_bytes, a, sizeof(a));
-        tml__fmt_bytes(v[r].cuda_allocated_bytes, b, sizeof(b));
-        snprintf(why, sizeof(why), "R%d/N%d reserves %s for %s allocated (%.1fx).", (int)v[r].rank,
-                 (int)v[r].node, a, b, rv);
-        proc_finding(out, &v[r], "HIGH_CUDA_RESERVED_ALLOCATED_RATIO",
-                     "HIGH CUDA RESERVED/ALLOCATED RATIO", TML_SEV_WARNING, "reserved_allocated_ratio",
-                     rv, PROC_RESERVED_RATIO, why,
-                     "The caching allocator holds much more than tensors use (fragmentation or varying shapes): try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.");
-    }
-    /* rank imbalance of reserved memory */
-    {
-        double vals[256];
-        size_t m = 0;
-        int w = -1;
-        for (size_t i = 0; i < n && m < 256; i++)
-            if (!isnan(v[i].cuda_reserved_bytes)) {
-                vals[m++] = v[i].cuda_reserved_bytes;
-                if (w < 0 || v[i].cuda_reserved_bytes > v[w].cuda_reserved_bytes)
-                    w = (int)i;
-            }
-        if (m >= 2) {
-            qsort(vals, m, sizeof(double), cmp_double);
-            double med = vals[m / 2];
-            double skew = med > 0 ? (v[w].cuda_reserved_bytes - med) / med : NAN;
-            double pr = v[w].device_total_bytes > 0 ? v[w].cuda_reserved_bytes / v[w].device_total_bytes : NAN;
-            if (ge(skew, IMB_WARN_SKEW) && ge(pr, IMB_WARN_PRESSURE)) {
-                int crit = ge(skew, IMB_CRIT_SKEW) && ge(pr, IMB_CRIT_PRESSURE);
-                tml__fmt_bytes(v[w].cuda_reserved_bytes, a, sizeof(a));
-                tml__fmt_bytes(med, b, sizeof(b));
-                snprintf(why, sizeof(why), "R%d/N%d reserves %s, %.0f%% above the median rank's %s.",
-                         (int)v[w].rank, (int)v[w].node, a, 100.0 * skew, b);
-                proc_finding(out, &v[w], "RANK_GPU_MEMORY_IMBALANCE", "RANK GPU MEMORY IMBALANCE",
-                             crit ? TML_SEV_CRITICAL : TML_SEV_WARNING, "rank_skew_percent", 100.0 * skew,
-                             100.0 * (crit ? IMB_CRIT_SKEW : IMB_WARN_SKEW), why,
-                             "Look for uneven work or state across ranks (rank 0 doing extra evaluation, logging or checkpointing).");
-            }
+    if (r < 0)
+        return;
+    tml__fmt_bytes(v[r].cuda_reserved_bytes, a, sizeof(a));
+    tml__fmt_bytes(v[r].cuda_allocated_bytes, b, sizeof(b));
+    snprintf(why, sizeof(why), "R%d/N%d reserves %s for %s allocated (%.1fx).", (int)v[r].rank,
+             (int)v[r].node, a, b, rv);
+    proc_finding(out, &v[r], "HIGH_CUDA_RESERVED_ALLOCATED_RATIO",
+                 "HIGH CUDA RESERVED/ALLOCATED RATIO", TML_SEV_WARNING, "reserved_allocated_ratio",
+                 rv, PROC_RESERVED_RATIO, why,
+                 "The caching allocator holds much more than tensors use (fragmentation or varying shapes): try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.");
+}
+
+/* RANK GPU MEMORY IMBALANCE: the largest reserved far above the median
+ * rank's (the first 256 ranks reporting it). */
+static void proc_imbalance_rule(const tml_proc_rank *v, size_t n, tml_section_diag *out)
+{
+    char why[TML_DIAG_TEXT], a[32], b[32];
+    double vals[256];
+    size_t m = 0;
+    int w = -1;
+
+    for (size_t i = 0; i < n && m < 256; i++)
+        if (!isnan(v[i].cuda_reserved_bytes)) {
+            vals[m++] = v[i].cuda_reserved_bytes;
+            if (w < 0 || v[i].cuda_reserved_bytes > v[w].cuda_reserved_bytes)
+                w = (int)i;
         }
-    }
-    k = worst_ratio(v, n, offsetof(tml_proc_rank, rss_peak_bytes),
-                    offsetof(tml_proc_rank, host_ram_total_bytes), &x);
+    if (m < 2)
+        return;
+    qsort(vals, m, sizeof(double), cmp_double);
+    double med = vals[m / 2];
+    double skew = med > 0 ? (v[w].cuda_reserved_bytes - med) / med : NAN;
+    double pr = v[w].device_total_bytes > 0 ? v[w].cuda_reserved_bytes / v[w].device_total_bytes : NAN;
+    if (!ge(skew, IMB_WARN_SKEW) || !ge(pr, IMB_WARN_PRESSURE))
+        return;
+    int crit = ge(skew, IMB_CRIT_SKEW) && ge(pr, IMB_CRIT_PRESSURE);
+    tml__fmt_bytes(v[w].cuda_reserved_bytes, a, sizeof(a));
+    tml__fmt_bytes(med, b, sizeof(b));
+    snprintf(why, sizeof(why), "R%d/N%d reserves %s, %.0f%% above the median rank's %s.",
+             (int)v[w].rank, (int)v[w].node, a, 100.0 * skew, b);
+    proc_finding(out, &v[w], "RANK_GPU_MEMORY_IMBALANCE", "RANK GPU MEMORY IMBALANCE",
+                 crit ? TML_SEV_CRITICAL : TML_SEV_WARNING, "rank_skew_percent", 100.0 * skew,
+                 100.0 * (crit ? IMB_CRIT_SKEW : IMB_WARN_SKEW), why,
+                 "Look for uneven work or state across ranks (rank 0 doing extra evaluation, logging or checkpointing).");
+}
+
+/* HIGH PROCESS RSS and HIGH PROCESS CPU: the rank using the largest share
+ * of its host's RAM, and of its host's CPU capacity. */
+static void proc_host_rules(const tml_proc_rank *v, size_t n, tml_section_diag *out)
+{
+    char why[TML_DIAG_TEXT], a[32];
+    double x;
+    int k = worst_ratio(v, n, offsetof(tml_proc_rank, rss_peak_bytes),
+                        offsetof(tml_proc_rank, host_ram_total_bytes), &x);
+
     if (k >= 0 && ge(100.0 * x, PROC_RSS_HIGH)) {
         tml__fmt_bytes(v[k].rss_peak_bytes, a, sizeof(a));
         snprintf(why, sizeof(why), "R%d/N%d's RSS reached %s, %.0f%% of host RAM.", (int)v[k].rank,
@@ -605,6 +695,30 @@ void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresho
                      "cpu_capacity_percent", x, PROC_CPU_HIGH, why,
                      "The training process saturates the host's cores: check intra-op threads (torch.set_num_threads) and CPU-side preprocessing.");
     }
+}
+
+void tml__diag_process_rules(const tml_proc_rank *v, size_t n, const tml_thresholds *th,
+                             tml_section_diag *out)
+{
+    size_t samples = 0;
+
+    (void)th;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        samples += v[i].samples;
+    int any_cuda = 0;
+    for (size_t i = 0; i < n; i++)
+        any_cuda |= !isnan(v[i].cuda_reserved_bytes);
+    if (samples == 0 && !any_cuda) {
+        tml__diag_init(&out->primary, "NORMAL", "NORMAL", "process", TML_SEV_INFO);
+        snprintf(out->primary.why, sizeof(out->primary.why), "No process metrics were sampled in this run.");
+        return;
+    }
+
+    proc_gpu_memory_rule(v, n, out);
+    proc_reserved_ratio_rule(v, n, out);
+    proc_imbalance_rule(v, n, out);
+    proc_host_rules(v, n, out);
     if (out->nissues) {
         pick_primary(out);
         return;

@@ -337,6 +337,130 @@ int tml__window_compute_cpu(const tml_run *run, size_t max_steps, tml_window *w)
     return window_compute(run, max_steps, 0, w);
 }
 
+/* An empty window over the run: no steps, CPU clock, no median or worst rank. */
+static void window_reset(tml_window *w, size_t max_steps)
+{
+    memset(w, 0, sizeof(*w));
+    w->median_rank = w->worst_rank = -1;
+    w->skew = NAN;
+    w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
+    w->clock = TML_CLOCK_CPU;
+}
+
+/* Every rank's empty window; the ranks that sent steps become the active
+ * columns, each with its records sorted by step id. */
+static int collect_ranks(const tml_run *run, tml_window *w, step_ref **refs, size_t *nrefs,
+                         size_t *col, size_t *nactive)
+{
+    for (size_t i = 0; i < run->nranks; i++) {
+        rank_empty(&w->ranks[i], &run->ranks[i]);
+        if (run->ranks[i].nsteps == 0)
+            continue;
+        refs[i] = sorted_refs(&run->ranks[i], &nrefs[i]);
+        if (!refs[i])
+            return TML_ENOMEM;
+        col[(*nactive)++] = i;
+    }
+    return 0;
+}
+
+/* The common steps: the ids every active rank reported, none aborted, as
+ * rows of record indices (*idx, ncommon x nactive). Counts aborted ids. */
+static int common_steps(const tml_run *run, step_ref *const *refs, const size_t *nrefs,
+                        const size_t *col, size_t nactive, size_t **idx_out, tml_window *w)
+{
+    size_t first = col[0], ncommon = 0;
+    size_t *idx = malloc(nrefs[first] * nactive * sizeof(*idx));
+    if (!idx)
+        return TML_ENOMEM;
+    *idx_out = idx;
+    for (size_t j = 0; j < nrefs[first]; j++) {
+        uint64_t id = refs[first][j].step;
+        int common = 1, aborted = 0;
+        for (size_t k = 0; k < nactive && common; k++) {
+            size_t ri = col[k];
+            const step_ref *f = find_ref(refs[ri], nrefs[ri], id);
+            if (!f) {
+                common = 0;
+                break;
+            }
+            if (run->ranks[ri].steps[f->idx].flags & TML_STEP_ABORTED)
+                aborted = 1;
+            idx[ncommon * nactive + k] = f->idx;
+        }
+        if (!common)
+            continue;
+        if (aborted) {
+            w->aborted_steps++;
+            continue;
+        }
+        ncommon++;
+    }
+    w->common_steps = ncommon;
+    return 0;
+}
+
+/* Warm-up over the slowest rank's CPU step time per common step, plus the
+ * leading steps that lack GPU figures when the GPU clock is allowed. */
+static int warmup_steps(const tml_run *run, const size_t *col, size_t nactive,
+                        const size_t *idx, size_t ncommon, int allow_gpu, tml_window *w)
+{
+    double *series = malloc(ncommon * sizeof(*series));
+    if (!series)
+        return TML_ENOMEM;
+    for (size_t j = 0; j < ncommon; j++) {
+        double mx = 0;
+        for (size_t k = 0; k < nactive; k++) {
+            const tml_step_record *s = &run->ranks[col[k]].steps[idx[j * nactive + k]];
+            double t = (double)(nonneg(s->phase_ns[TML_PHASE_INPUT]) + nonneg(s->traced_ns));
+            if (t > mx)
+                mx = t;
+        }
+        series[j] = mx;
+    }
+    w->warmup_steps = tml__warmup_count(series, ncommon);
+    free(series);
+    if (allow_gpu)
+        w->warmup_steps += gpu_late_start(run, col, nactive, idx, ncommon, w->warmup_steps);
+    return 0;
+}
+
+/* The window's step ids and clock: GPU only when allowed and every window
+ * step of every active rank carries GPU figures. */
+static void window_bounds(const tml_run *run, const size_t *col, size_t nactive,
+                          const size_t *win, size_t nwin, int allow_gpu, tml_window *w)
+{
+    const tml_rank *r0 = &run->ranks[col[0]];
+    w->first_step = r0->steps[win[0]].step;
+    w->last_step = r0->steps[win[(nwin - 1) * nactive]].step;
+    w->clock = allow_gpu ? TML_CLOCK_GPU : TML_CLOCK_CPU;
+    for (size_t j = 0; j < nwin && w->clock == TML_CLOCK_GPU; j++)
+        for (size_t k = 0; k < nactive; k++)
+            if (run->ranks[col[k]].steps[win[j * nactive + k]].gpu_traced_ns < 0) {
+                w->clock = TML_CLOCK_CPU;
+                break;
+            }
+}
+
+/* Per-step straggler culprit: the rank that waited least in Backward. */
+static void count_culprits(const tml_run *run, const size_t *col, size_t nactive,
+                           const size_t *win, size_t nwin, tml_window *w)
+{
+    for (size_t j = 0; j < nwin; j++) {
+        size_t best = 0;
+        double bv = INFINITY;
+        for (size_t k = 0; k < nactive; k++) {
+            const tml_step_record *s = &run->ranks[col[k]].steps[win[j * nactive + k]];
+            double b = phase_on(s, TML_PHASE_BACKWARD, w->clock);
+            if (b < bv) {
+                bv = b;
+                best = k;
+            }
+        }
+        w->ranks[col[best]].culprit_steps++;
+    }
+}
+
 static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
                           tml_window *w)
 {
@@ -344,15 +468,10 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     size_t *nrefs = NULL;
     size_t *idx = NULL;       /* common steps x active ranks */
     size_t *col = NULL;       /* active rank k -> index in run->ranks */
-    double *series = NULL;
-    size_t nactive = 0, ncommon = 0;
+    size_t nactive = 0;
     int err = TML_ENOMEM;
 
-    memset(w, 0, sizeof(*w));
-    w->median_rank = w->worst_rank = -1;
-    w->skew = NAN;
-    w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
-    w->clock = TML_CLOCK_CPU;
+    window_reset(w, max_steps);
     if (run->nranks == 0)
         return 0;
 
@@ -363,82 +482,21 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     if (!w->ranks || !refs || !nrefs || !col)
         goto fail;
     w->nranks = run->nranks;
-    for (size_t i = 0; i < run->nranks; i++) {
-        rank_empty(&w->ranks[i], &run->ranks[i]);
-        if (run->ranks[i].nsteps == 0)
-            continue;
-        refs[i] = sorted_refs(&run->ranks[i], &nrefs[i]);
-        if (!refs[i])
-            goto fail;
-        col[nactive++] = i;
-    }
-
-    if (nactive > 0) {
-        size_t first = col[0];
-        idx = malloc(nrefs[first] * nactive * sizeof(*idx));
-        if (!idx)
-            goto fail;
-        for (size_t j = 0; j < nrefs[first]; j++) {
-            uint64_t id = refs[first][j].step;
-            int common = 1, aborted = 0;
-            for (size_t k = 0; k < nactive && common; k++) {
-                size_t ri = col[k];
-                const step_ref *f = find_ref(refs[ri], nrefs[ri], id);
-                if (!f) {
-                    common = 0;
-                    break;
-                }
-                if (run->ranks[ri].steps[f->idx].flags & TML_STEP_ABORTED)
-                    aborted = 1;
-                idx[ncommon * nactive + k] = f->idx;
-            }
-            if (!common)
-                continue;
-            if (aborted) {
-                w->aborted_steps++;
-                continue;
-            }
-            ncommon++;
-        }
-    }
-    w->common_steps = ncommon;
-
-    if (ncommon > 0) {
-        series = malloc(ncommon * sizeof(*series));
-        if (!series)
-            goto fail;
-        for (size_t j = 0; j < ncommon; j++) {
-            double mx = 0;
-            for (size_t k = 0; k < nactive; k++) {
-                const tml_step_record *s = &run->ranks[col[k]].steps[idx[j * nactive + k]];
-                double t = (double)(nonneg(s->phase_ns[TML_PHASE_INPUT]) + nonneg(s->traced_ns));
-                if (t > mx)
-                    mx = t;
-            }
-            series[j] = mx;
-        }
-        w->warmup_steps = tml__warmup_count(series, ncommon);
-        if (allow_gpu)
-            w->warmup_steps += gpu_late_start(run, col, nactive, idx, ncommon, w->warmup_steps);
-    }
+    if (collect_ranks(run, w, refs, nrefs, col, &nactive) < 0)
+        goto fail;
+    if (nactive > 0 && common_steps(run, refs, nrefs, col, nactive, &idx, w) < 0)
+        goto fail;
+    size_t ncommon = w->common_steps;
+    if (ncommon > 0 && warmup_steps(run, col, nactive, idx, ncommon, allow_gpu, w) < 0)
+        goto fail;
 
     size_t avail = ncommon - w->warmup_steps;
     size_t nwin = avail < w->max_steps ? avail : w->max_steps;
     size_t start = ncommon - nwin;
     const size_t *win = idx ? idx + start * nactive : NULL;
     w->window_steps = nwin;
-    if (nwin > 0) {
-        const tml_rank *r0 = &run->ranks[col[0]];
-        w->first_step = r0->steps[win[0]].step;
-        w->last_step = r0->steps[win[(nwin - 1) * nactive]].step;
-        w->clock = allow_gpu ? TML_CLOCK_GPU : TML_CLOCK_CPU;
-        for (size_t j = 0; j < nwin && w->clock == TML_CLOCK_GPU; j++)
-            for (size_t k = 0; k < nactive; k++)
-                if (run->ranks[col[k]].steps[win[j * nactive + k]].gpu_traced_ns < 0) {
-                    w->clock = TML_CLOCK_CPU;
-                    break;
-                }
-    }
+    if (nwin > 0)
+        window_bounds(run, col, nactive, win, nwin, allow_gpu, w);
 
     for (size_t k = 0; k < nactive; k++) {
         err = rank_fill(&w->ranks[col[k]], &run->ranks[col[k]], win, nwin,
@@ -451,22 +509,8 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     if (nwin == 0)
         w->missing = 0;
 
-    /* Per-step straggler culprit: the rank that waited least in Backward. */
-    if (nactive >= 2 && nwin > 0 && !(w->missing & TML_PHASE_BIT(TML_PHASE_BACKWARD))) {
-        for (size_t j = 0; j < nwin; j++) {
-            size_t best = 0;
-            double bv = INFINITY;
-            for (size_t k = 0; k < nactive; k++) {
-                const tml_step_record *s = &run->ranks[col[k]].steps[win[j * nactive + k]];
-                double b = phase_on(s, TML_PHASE_BACKWARD, w->clock);
-                if (b < bv) {
-                    bv = b;
-                    best = k;
-                }
-            }
-            w->ranks[col[best]].culprit_steps++;
-        }
-    }
+    if (nactive >= 2 && nwin > 0 && !(w->missing & TML_PHASE_BIT(TML_PHASE_BACKWARD)))
+        count_culprits(run, col, nactive, win, nwin, w);
     across_ranks(w);
     err = 0;
     goto done;
@@ -483,6 +527,5 @@ done:
     free(nrefs);
     free(col);
     free(idx);
-    free(series);
     return err;
 }
