@@ -1,7 +1,7 @@
 /*
  * diag.h - the analysed window and the diagnosis rules.
  *
- * Data flows: tml_run (agg/run.h) -> tml__window_compute() (diag/window.h)
+ * Data flows: tml_run (model/run.h) -> tml__window_compute() (diag/window.h)
  * -> tml_window (below, plain numbers) -> tml__diag_step_time() ->
  * tml_step_diag -> tml__diag_run_verdict() -> the run's verdict. The
  * reports (report/report.h) print all of it.

@@ -35,7 +35,7 @@ typedef struct tml_run {
     size_t nranks, cap;
     /* Resource samples (host, GPU, process), aggregated per place. */
     tml_series_set samples;
-    /* Host/GPU metrics over time, bounded (agg/timeline.h); NULL until the
+    /* Host/GPU metrics over time, bounded (model/timeline.h); NULL until the
      * first sample. */
     struct tml_timeline *timeline;
 } tml_run;

@@ -2,7 +2,7 @@
  * test_golden.c - golden tests: a recorded run in, the expected box out.
  *
  * Every tests/golden/<name>.steps is a run written in the small text format
- * below; the test builds the run (agg/run.h), calls tml__report_build() with
+ * below; the test builds the run (model/run.h), calls tml__report_build() with
  * a fixed generated_at and duration, and compares the box with
  * tests/golden/<name>.txt byte for byte. Run from the repository root.
  *
