@@ -174,8 +174,9 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
 }
 
 /* Averages of one rank over the window rows (idx[j * stride + col]): the
- * step breakdown (model/breakdown.h) of each step, with the phases never
- * observed in the window missing. */
+ * step breakdown (model/breakdown.h) summed over the steps, then the
+ * phases never observed in the window marked missing (one pass over the
+ * records). */
 static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
                      size_t nwin, size_t stride, size_t col, tml_clock clock)
 {
@@ -190,12 +191,10 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     st = malloc(nwin * sizeof(*st));
     if (!st)
         return TML_ENOMEM;
-    for (size_t j = 0; j < nwin; j++)
-        observed |= r->steps[idx[j * stride + col]].observed;
-    rw->missing = tml__phases_missing(observed, r->info.instrumented);
     for (size_t j = 0; j < nwin; j++) {
         const tml_step_record *s = &r->steps[idx[j * stride + col]];
-        tml__step_breakdown(s, clock, rw->missing, v);
+        observed |= s->observed;
+        tml__step_breakdown_all(s, clock, v);
         st[j] = v[TML_M_STEP];
         for (int m = 0; m < TML_M_COUNT; m++)
             if (m != TML_M_UNTRACED)
@@ -218,6 +217,9 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
         }
     }
 
+    /* the phases never observed in the window are missing, not zero */
+    rw->missing = tml__phases_missing(observed, r->info.instrumented);
+    tml__breakdown_mask(sum, rw->missing);
     rw->nsteps = nwin;
     for (int m = 0; m < TML_M_COUNT; m++)
         rw->avg_ns[m] = sum[m] / (double)nwin;

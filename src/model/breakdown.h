@@ -15,6 +15,7 @@
 #ifndef TML_BREAKDOWN_H
 #define TML_BREAKDOWN_H
 
+#include <math.h>
 #include <stdint.h>
 #include "model/record.h"
 
@@ -48,10 +49,63 @@ const char *tml__metric_label(tml_metric m);
  * masks). */
 uint32_t tml__phases_missing(uint32_t observed, uint32_t instrumented);
 
-/* Step s on the clock, in ns: v[TML_M_*], NAN where missing (the phases
- * in `missing`, Compute and Residual with any of them, the fetch with
- * Input, Untraced without a gap). Durations are never negative. */
-void tml__step_breakdown(const tml_step_record *s, tml_clock clock, uint32_t missing,
-                         double v[TML_M_COUNT]);
+static inline double tml__nonneg_ns(int64_t v)
+{
+    return v > 0 ? (double)v : 0.0;
+}
+
+/* What `missing` (TML_PHASE_BIT mask) makes unknown in a breakdown, of
+ * one step or of a sum of steps: the missing phases, Compute and Residual
+ * with any of Forward, Backward, Optimizer, the fetch with Input. */
+static inline void tml__breakdown_mask(double v[TML_M_COUNT], uint32_t missing)
+{
+    static const int metric_of[TML_PHASE_COUNT] = {
+        TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD, TML_M_OPTIMIZER
+    };
+    const uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) |
+                             TML_PHASE_BIT(TML_PHASE_BACKWARD) |
+                             TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
+    if (!missing)
+        return;
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        if (missing & TML_PHASE_BIT(p))
+            v[metric_of[p]] = NAN;
+    if (missing & compute)
+        v[TML_M_COMPUTE] = v[TML_M_RESIDUAL] = NAN;
+    if (missing & TML_PHASE_BIT(TML_PHASE_INPUT))
+        v[TML_M_FETCH_CPU] = NAN;
+}
+
+/* Step s on the clock, in ns: v[TML_M_*] with nothing missing (a phase
+ * not observed in a step measured 0 there, model/record.h); Untraced NAN
+ * without a gap. Durations are never negative. Inline: the window calls
+ * it for every step of every rank. */
+static inline void tml__step_breakdown_all(const tml_step_record *s, tml_clock clock,
+                                           double v[TML_M_COUNT])
+{
+    const int64_t *ph = clock == TML_CLOCK_GPU ? s->gpu_phase_ns : s->phase_ns;
+    double traced = tml__nonneg_ns(clock == TML_CLOCK_GPU ? s->gpu_traced_ns : s->traced_ns);
+    v[TML_M_INPUT] = tml__nonneg_ns(ph[TML_PHASE_INPUT]);
+    v[TML_M_H2D] = tml__nonneg_ns(ph[TML_PHASE_H2D]);
+    v[TML_M_FORWARD] = tml__nonneg_ns(ph[TML_PHASE_FORWARD]);
+    v[TML_M_BACKWARD] = tml__nonneg_ns(ph[TML_PHASE_BACKWARD]);
+    v[TML_M_OPTIMIZER] = tml__nonneg_ns(ph[TML_PHASE_OPTIMIZER]);
+    double compute = v[TML_M_FORWARD] + v[TML_M_BACKWARD] + v[TML_M_OPTIMIZER];
+    double residual = traced - v[TML_M_H2D] - compute;
+    v[TML_M_STEP] = v[TML_M_INPUT] + traced;
+    v[TML_M_COMPUTE] = compute;
+    v[TML_M_RESIDUAL] = residual > 0 ? residual : 0.0;
+    v[TML_M_FETCH_CPU] = tml__nonneg_ns(s->phase_ns[TML_PHASE_INPUT]);
+    v[TML_M_UNTRACED] = s->gap_ns >= 0 ? (double)s->gap_ns : NAN;
+}
+
+/* The step breakdown: step s on the clock with the phases in `missing`
+ * unknown (NAN), as every report, chart and live view shows it. */
+static inline void tml__step_breakdown(const tml_step_record *s, tml_clock clock,
+                                       uint32_t missing, double v[TML_M_COUNT])
+{
+    tml__step_breakdown_all(s, clock, v);
+    tml__breakdown_mask(v, missing);
+}
 
 #endif
