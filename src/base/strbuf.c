@@ -44,6 +44,7 @@ int tml__sb_grow(tml_strbuf *sb, size_t extra)
         return -1;
     }
     sb->buf = p;
+    sb->buf[sb->len] = '\0';   /* always a string, even before the first add */
     sb->cap = cap;
     return 0;
 }

@@ -91,6 +91,26 @@ static void test_scalars_and_nul(void)
     }
 }
 
+/* Empty strings, as key and as value, come back as "" of length 0 (a
+ * stored summary with "text": "" once read uninitialised memory). */
+static void test_empty_strings(void)
+{
+    tml_json *v = parse_ok("{\"schema_version\":1,\"text\":\"\",\"\":\"x\"}");
+    if (!v)
+        return;
+    const tml_json *t = tml__json_get(v, "text");
+    CHECK(t && t->type == TML_JSON_STRING && t->str_len == 0 && t->str[0] == '\0');
+    CHECK_STR(tml__json_str(t), "");
+    CHECK_STR(tml__json_str(tml__json_get(v, "")), "x");
+    tml__json_free(v);
+    v = parse_ok("\"\"");
+    if (v) {
+        CHECK_EQ_INT(v->str_len, 0);
+        CHECK_STR(v->str, "");
+        tml__json_free(v);
+    }
+}
+
 static void test_invalid(void)
 {
     static const char *bad[] = {
@@ -195,6 +215,6 @@ static void test_random_bytes(void)
     CHECK(ok >= 0);
 }
 
-#define TESTS X(test_valid_document) X(test_scalars_and_nul) X(test_invalid) \
+#define TESTS X(test_valid_document) X(test_scalars_and_nul) X(test_empty_strings) X(test_invalid) \
     X(test_truncated_everywhere) X(test_depth_limit) X(test_random_bytes)
 #include "harness.h"
