@@ -163,9 +163,11 @@ static int parse_field(const char *p, size_t l, tml_http_req *req, int *conn_clo
     while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
         vl--;
     if (ieq(p, nl, "host")) {
-        if (req->has_host)
-            return -400;   /* two Host fields */
+        if (req->has_host || vl >= sizeof(req->host))
+            return -400;   /* two Host fields, or no host name */
         req->has_host = 1;
+        memcpy(req->host, v, vl);
+        req->host[vl] = '\0';
     } else if (ieq(p, nl, "content-length")) {
         if (!vl)
             return -400;
@@ -237,6 +239,33 @@ int tml__http_parse(const char *buf, size_t len, tml_http_req *req)
     return (int)off;
 }
 
+int tml__http_host_is_loopback(const char *host)
+{
+    char name[256];
+    size_t n = strlen(host);
+    const char *end;
+
+    if (host[0] == '[') {                      /* [v6] or [v6]:port */
+        end = strchr(host, ']');
+        if (!end || (end[1] && end[1] != ':'))
+            return 0;
+        return (size_t)(end - host - 1) == 3 && strncmp(host + 1, "::1", 3) == 0;
+    }
+    end = strchr(host, ':');
+    n = end ? (size_t)(end - host) : n;
+    if (n == 0 || n >= sizeof(name))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        name[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] + 32 : host[i]);
+    name[n] = '\0';
+    if (strcmp(name, "localhost") == 0)
+        return 1;
+    unsigned a, b, c, d;
+    char extra;
+    return sscanf(name, "%u.%u.%u.%u%c", &a, &b, &c, &d, &extra) == 4 && a == 127 && b < 256 &&
+           c < 256 && d < 256;
+}
+
 const char *tml__http_reason(int status)
 {
     switch (status) {
@@ -245,6 +274,7 @@ const char *tml__http_reason(int status)
     case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 404: return "Not Found";
+    case 403: return "Forbidden";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";

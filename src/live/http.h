@@ -36,6 +36,7 @@ typedef struct tml_http_req {
     int version_minor;                /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
     int keep_alive;                   /* the connection may serve another request */
     int has_host;
+    char host[256];                   /* the Host field's value, "" without one */
     size_t nheaders;
 } tml_http_req;
 
@@ -49,6 +50,11 @@ typedef struct tml_http_req {
  * or LF.
  */
 int tml__http_parse(const char *buf, size_t len, tml_http_req *req);
+
+/* 1 when a Host value (with or without a port) names this machine's
+ * loopback: localhost, 127.0.0.0/8, ::1. What a browser sends to a
+ * loopback-bound server unless a DNS rebinding attack is under way. */
+int tml__http_host_is_loopback(const char *host);
 
 /* "OK", "Not Found", ... ("Unknown" for others). */
 const char *tml__http_reason(int status);

@@ -15,7 +15,9 @@
  *  - a client that stops reading keeps at most max_pending_bytes unsent:
  *    further stream updates are dropped for it (counted), and after
  *    stall_timeout_ms without progress it is closed;
- *  - at most max_clients connections; more get 503 and are closed.
+ *  - at most max_clients connections; more get 503 and are closed;
+ *  - bound to loopback (the default), it answers only requests whose Host
+ *    names the loopback (403 otherwise), which defeats DNS rebinding.
  * Every refusal is logged to the run's traceml.log (rate-limited), never to
  * the user's terminal.
  *
@@ -72,6 +74,7 @@ struct tml_live_server {
     int listen_fd, wake[2], port;
     char *run_dir;
     int max_clients, request_timeout_ms, stall_timeout_ms;
+    int loopback_only;        /* bound to loopback: Host must name it too */
     size_t max_pending;
     pthread_t thread;
     int started;
@@ -205,6 +208,13 @@ static void sse_push_current(tml_live_server *s, client *c, int64_t now)
 static void handle_request(tml_live_server *s, client *c, const tml_http_req *req, int64_t now)
 {
     count(s, &s->stats.requests);
+    /* A page elsewhere whose name a DNS rebinding now points at 127.0.0.1
+     * would send its own host name: a loopback server only answers its
+     * loopback names. */
+    if (s->loopback_only && req->has_host && !tml__http_host_is_loopback(req->host)) {
+        refuse(s, c, 403, "Host is not a loopback name", now);
+        return;
+    }
     const char *p = req->path;
     if (strcmp(p, "/events") == 0) {
         tml_strbuf sb = TML_STRBUF_INIT;
@@ -383,6 +393,24 @@ static int done_writing(client *c, int64_t now)
     return 0;
 }
 
+/* An answer is out: close, linger, or (keep-alive) take the next request,
+ * which may already be here, pipelined. At most a few per call, so that
+ * one client cannot hold the loop; the next tick goes on. 1 when gone. */
+static int answered(tml_live_server *s, client *c, int64_t now)
+{
+    for (int k = 0; k < 8 && c->state == S_WRITE && !pending(c); k++) {
+        if (c->close_after)
+            return done_writing(c, now);
+        c->state = S_REQ;
+        c->deadline_ms = now + s->request_timeout_ms;
+        if (!c->in_len)
+            return 0;
+        if (service_read(s, c, now) < 0 || (pending(c) && flush_out(c, now) < 0))
+            return 1;
+    }
+    return 0;
+}
+
 /* A client poll(2) found ready: read, write, next keep-alive request.
  * 1 when it is gone. */
 static int client_ready(tml_live_server *s, client *c, short re, int64_t now)
@@ -392,17 +420,7 @@ static int client_ready(tml_live_server *s, client *c, short re, int64_t now)
         gone = service_read(s, c, now) < 0;
     if (!gone && pending(c))
         gone = flush_out(c, now) < 0;
-    if (!gone && c->state == S_WRITE && !pending(c)) {
-        if (c->close_after) {
-            gone = done_writing(c, now);
-        } else {   /* keep-alive: the next request (maybe already here) */
-            c->state = S_REQ;
-            c->deadline_ms = now + s->request_timeout_ms;
-            if (c->in_len)
-                gone = service_read(s, c, now) < 0 || (pending(c) && flush_out(c, now) < 0);
-        }
-    }
-    return gone;
+    return gone || answered(s, c, now);
 }
 
 /* Every client's clock: SSE keep-alives, pending output, lingering,
@@ -415,7 +433,7 @@ static int client_tick(tml_live_server *s, client *c, int64_t now)
     }
     if (pending(c) && flush_out(c, now) < 0)
         return 1;
-    if (c->state == S_WRITE && !pending(c) && c->close_after && done_writing(c, now))
+    if (answered(s, c, now))
         return 1;
     if (c->state == S_LINGER && now > c->deadline_ms)
         return 1;
@@ -505,6 +523,8 @@ int tml__live_server_new(const tml_live_server_opts *o, tml_live_server **out)
     s->stall_timeout_ms = o->stall_timeout_ms > 0 ? o->stall_timeout_ms : 15000;
     s->max_pending = o->max_pending_bytes ? o->max_pending_bytes : (size_t)1 << 20;
     s->run_dir = o->run_dir ? strdup(o->run_dir) : NULL;
+    s->loopback_only = !o->bind_addr || strcmp(o->bind_addr, "::1") == 0 ||
+                       tml__http_host_is_loopback(o->bind_addr);
     s->clients = calloc((size_t)s->max_clients, sizeof(*s->clients));
     s->pfds = calloc((size_t)s->max_clients + 2, sizeof(*s->pfds));
     if ((o->run_dir && !s->run_dir) || !s->clients || !s->pfds)

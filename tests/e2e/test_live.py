@@ -259,17 +259,17 @@ def test_dashboard_in_chromium(tmp_path):
         # bad requests are refused; the server and the training carry on
         before = steps_received(port)
         assert raw(port, b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03garbage").startswith("HTTP/1.1 400")
-        assert raw(port, b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n").startswith("HTTP/1.1 414")
-        assert raw(port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 20000 + b"\r\n\r\n").startswith("HTTP/1.1 431")
-        assert raw(port, b"POST /api/live HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}").startswith("HTTP/1.1 405")
-        assert raw(port, b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n").startswith("HTTP/1.1 413")
+        assert raw(port, b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith("HTTP/1.1 414")
+        assert raw(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 20000 + b"\r\n\r\n").startswith("HTTP/1.1 431")
+        assert raw(port, b"POST /api/live HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}").startswith("HTTP/1.1 405")
+        assert raw(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999\r\n\r\n").startswith("HTTP/1.1 413")
         assert raw(port, b"GET /nothing HTTP/1.0\r\n\r\n").startswith("HTTP/1.1 404")
         # a silent client and a stream client that never reads
         silent = socket.create_connection(("127.0.0.1", port))
         deaf = socket.socket()
         deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         deaf.connect(("127.0.0.1", port))
-        deaf.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        deaf.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert wait_for(lambda: steps_received(port) > before + 50, 30), "training stalled"
         status, _, _ = http_get(port, "/healthz")
         assert status == 200

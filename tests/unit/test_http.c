@@ -216,6 +216,28 @@ static int allowed(int n, size_t len)
     }
 }
 
+/* What a loopback-bound server accepts as Host (DNS rebinding defence). */
+static void test_host_loopback(void)
+{
+    static const char *const yes[] = {"localhost", "LocalHost:8765", "127.0.0.1", "127.0.0.1:80",
+                                      "127.1.2.3:9", "[::1]", "[::1]:8765"};
+    static const char *const no[] = {"", "x", "evil.example", "evil.example:8765",
+                                     "localhost.evil.example", "127.0.0.1.evil.example",
+                                     "128.0.0.1", "127.0.0.256", "[::2]", "[::1]x", "::1",
+                                     "10.0.0.1:8765", ":8765"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        CHECK(tml__http_host_is_loopback(yes[i]));
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        if (tml__http_host_is_loopback(no[i]))
+            fprintf(stderr, "accepted: %s\n", no[i]);
+        CHECK(!tml__http_host_is_loopback(no[i]));
+    }
+    tml_http_req req;
+    const char *r = "GET / HTTP/1.1\r\nHost:  evil.example:80 \r\n\r\n";
+    CHECK(tml__http_parse(r, strlen(r), &req) > 0);
+    CHECK_STR(req.host, "evil.example:80");
+}
+
 static void test_fuzz(void)
 {
     static const char *const seeds[] = {
@@ -263,5 +285,5 @@ static void test_fuzz(void)
 }
 
 #define TESTS X(test_table) X(test_limits_both_sides) X(test_every_prefix) \
-    X(test_responses) X(test_sse) X(test_fuzz)
+    X(test_responses) X(test_sse) X(test_host_loopback) X(test_fuzz)
 #include "harness.h"

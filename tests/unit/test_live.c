@@ -416,7 +416,7 @@ static void test_server_endpoints(void)
     CHECK(r && strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
     CHECK(r && strstr(r, "Content-Type: application/json\r\n") && strstr(r, "\r\n\r\n{\"seq\":1}"));
     free(r);
-    r = request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &len);
+    r = request(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", &len);
     CHECK(r && strstr(r, "text/plain; version=0.0.4") && strstr(r, "\r\n\r\n# TYPE a gauge\na 1\n"));
     free(r);
     r = request(port, "GET /api/summary HTTP/1.0\r\n\r\n", &len);
@@ -432,17 +432,17 @@ static void test_server_endpoints(void)
     CHECK(r && strncmp(r, "HTTP/1.1 404", 12) == 0);
     free(r);
     /* refusals */
-    r = request(port, "POST /api/live HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", &len);
+    r = request(port, "POST /api/live HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nabc", &len);
     CHECK(r && strncmp(r, "HTTP/1.1 405", 12) == 0);
     free(r);
     r = request(port, "\x16\x03\x01\x00\xa5garbage", &len);
     CHECK(r && strncmp(r, "HTTP/1.1 400", 12) == 0);
     free(r);
-    r = request(port, "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", &len);
+    r = request(port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n", &len);
     CHECK(r && strncmp(r, "HTTP/1.1 413", 12) == 0);
     free(r);
     char *big = malloc(20000);
-    int n = snprintf(big, 20000, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    int n = snprintf(big, 20000, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ");
     memset(big + n, 'a', 19000);
     memcpy(big + n + 19000, "\r\n\r\n", 5);
     r = request(port, big, &len);
@@ -451,13 +451,37 @@ static void test_server_endpoints(void)
     free(big);
     /* keep-alive: two requests, one connection, pipelined */
     int fd = dial(port);
-    const char *two = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                      "GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    const char *two = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      "GET /api/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     send_str(fd, two, strlen(two));
     r = read_until(fd, NULL, &len);
     CHECK(r && strstr(r, "\r\n\r\nok\n") && strstr(r, "{\"seq\":1}"));
     free(r);
     close(fd);
+    /* two keep-alive requests in one packet, then a third on the same
+     * connection: each answered (the slot once stayed stuck after two) */
+    fd = dial(port);
+    const char *pair = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                       "GET /api/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    send_str(fd, pair, strlen(pair));
+    r = read_until(fd, "{\"seq\":1}", &len);
+    CHECK(r && strstr(r, "\r\n\r\nok\n") && strstr(r, "{\"seq\":1}"));
+    free(r);
+    const char *third = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    send_str(fd, third, strlen(third));
+    r = read_until(fd, "\r\n\r\nok\n", &len);
+    CHECK(r && strstr(r, "HTTP/1.1 200") && strstr(r, "\r\n\r\nok\n"));
+    free(r);
+    close(fd);
+    /* bound to loopback: a Host that is not a loopback name is refused
+     * (DNS rebinding); loopback names with a port, and no Host, are fine */
+    r = request(port, "GET /api/summary HTTP/1.1\r\nHost: evil.example:8765\r\n\r\n", &len);
+    CHECK(r && strncmp(r, "HTTP/1.1 403", 12) == 0 && !strstr(r, "summary"));
+    free(r);
+    r = request(port, "GET /api/summary HTTP/1.1\r\nHost: localhost:8765\r\n"
+                      "Connection: close\r\n\r\n", &len);
+    CHECK(r && strstr(r, "{\"summary\":1}"));
+    free(r);
     tml_live_server_stats st;
     tml__live_server_stats(s, &st);
     CHECK(st.refused >= 4);
@@ -475,7 +499,7 @@ static void test_server_sse(void)
     int port = tml__live_server_port(s);
     tml__live_server_publish(s, "{\"n\":1}", "{\n\"s\":1\n}", "m 1\n");
     int fd = dial(port);
-    send_str(fd, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    send_str(fd, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 42);
     size_t len;
     char *r = read_until(fd, "data: }\n\n", &len);
     CHECK(r && strstr(r, "Content-Type: text/event-stream"));
@@ -512,7 +536,7 @@ static void test_server_misbehaving_clients(void)
     int deaf = dial(port);
     int rcv = 4096;
     setsockopt(deaf, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-    send_str(deaf, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    send_str(deaf, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 42);
     usleep(100 * 1000);
 
     /* big updates: publishing never waits for the deaf client */
