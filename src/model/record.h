@@ -42,10 +42,14 @@ typedef struct tml_step_record {
 } tml_step_record;
 
 /* Who a connection speaks for (the handshake's payload). */
+/* The most ranks (and nodes) a run may claim: a rank's claim above it is
+ * not believed (a stray WORLD_SIZE must not size the summary). */
+#define TML_MAX_WORLD_SIZE 65536
+
 typedef struct tml_rank_info {
     int32_t rank;           /* global rank, 0 for a single process */
     int32_t local_rank;
-    int32_t world_size;
+    int32_t world_size;     /* at most TML_MAX_WORLD_SIZE is believed */
     int32_t node_rank;
     int32_t nnodes;
     int32_t pid;

@@ -163,9 +163,10 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     size_t nov = 0;
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank *r = &run->ranks[i];
-        if (run->world_size <= 0 && r->info.world_size > ws)
+        if (run->world_size <= 0 && r->info.world_size > ws &&
+            r->info.world_size <= TML_MAX_WORLD_SIZE)
             ws = r->info.world_size;
-        if (run->nnodes <= 0 && r->info.nnodes > nn)
+        if (run->nnodes <= 0 && r->info.nnodes > nn && r->info.nnodes <= TML_MAX_WORLD_SIZE)
             nn = r->info.nnodes;
         if (!has_node(nodes, ndistinct, r->info.node_rank))
             nodes[ndistinct++] = r->info.node_rank;

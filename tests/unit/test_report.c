@@ -602,6 +602,24 @@ static void test_json_empty_and_multi(void)
     tml__run_release(&run);
 }
 
+/* A rank claiming an absurd world size (WORLD_SIZE=2147483647 once made
+ * the summary fail or grow past 2.7 GB) is not believed. */
+static void test_absurd_world_size(void)
+{
+    tml_run run;
+    tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+    make_run(&run, 2, 30, 5, TML_PHASES_ALL);
+    run.ranks[0].info.world_size = INT32_MAX;
+    run.ranks[1].info.nnodes = INT32_MAX;
+    CHECK(build(&run, 0, &text, &json) == 0);
+    CHECK(json_is(json.buf, "meta.world_size", "2"));
+    CHECK(json_is(json.buf, "meta.nodes", "1"));
+    CHECK(json.len < 200000);
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    tml__run_release(&run);
+}
+
 static void test_json_parser_rejects_bad(void)
 {
     CHECK(json_valid("{\"a\": [1, 2.5, -3e2, null, true, \"x\\n\"]}"));
@@ -622,5 +640,5 @@ static void test_utf8_width(void)
 
 #define TESTS X(test_box_layout_default_width) X(test_box_missing_is_na) X(test_box_narrow_stacks) \
     X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_json_valid_and_null_vs_zero) \
-    X(test_json_empty_and_multi) X(test_json_parser_rejects_bad) X(test_utf8_width)
+    X(test_json_empty_and_multi) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
 #include "harness.h"
