@@ -166,11 +166,11 @@ void tml__report_series(const tml_report_model *m, tml_strbuf *out)
         per_rank = SERIES_POINTS_MAX;
     if (per_rank < SERIES_POINTS_MIN)
         per_rank = SERIES_POINTS_MIN;
-    uint64_t span = last - first + 1;
-    uint64_t bucket = (span + per_rank - 1) / per_rank;
-    if (bucket < 1)
-        bucket = 1;
-    size_t nb = (size_t)((span + bucket - 1) / bucket);
+    /* ceil((d + 1) / p) is d / p + 1: no overflow, whatever the step ids
+     * (a span of 2^64 steps once wrapped to 0 and failed the report) */
+    uint64_t d = last - first;
+    uint64_t bucket = d / per_rank + 1;
+    size_t nb = (size_t)(d / bucket + 1);
     vals = malloc(S_COUNT * nb * sizeof(*vals));
     cnt = malloc(S_COUNT * nb * sizeof(*cnt));
     if (!vals || !cnt) {

@@ -124,6 +124,28 @@ static void test_series_small_run(void)
     tml__run_release(&run);
 }
 
+/* Step ids spanning nearly 2^64 (a custom client, a rebuilt database
+ * with step -1) once overflowed the bucket width: the report failed. */
+static void test_series_extreme_step_ids(void)
+{
+    tml_run run;
+    make_run(&run, 1, 30, 0, 0);
+    run.ranks[0].steps[0].step = 0;
+    run.ranks[0].steps[29].step = UINT64_MAX;
+    for (int k = 0; k < 2; k++) {
+        if (k == 1)
+            run.ranks[0].steps[29].step = UINT64_MAX - 1;
+        tml_json *doc = summary_of(&run, 1);
+        CHECK(doc != NULL);
+        const tml_json *s = tml__json_get(doc, "series");
+        CHECK(s && s->type == TML_JSON_OBJECT);
+        const tml_json *steps = tml__json_get(s, "step");
+        CHECK(steps && steps->n >= 2 && steps->n <= 1000);
+        tml__json_free(doc);
+    }
+    tml__run_release(&run);
+}
+
 static void test_series_is_bounded_and_missing_is_null(void)
 {
     tml_run run;
@@ -447,7 +469,7 @@ static void test_server_answers_summary(void)
     CHECK(system(cmd) == 0);
 }
 
-#define TESTS X(test_series_small_run) X(test_series_is_bounded_and_missing_is_null) \
+#define TESTS X(test_series_small_run) X(test_series_extreme_step_ids) X(test_series_is_bounded_and_missing_is_null) \
     X(test_series_gpu_clock) X(test_timeline_bounded) X(test_chrome_trace_two_ranks) \
     X(test_html_escapes_and_inlines) X(test_flatten) X(test_wire_summary_roundtrip) \
     X(test_server_answers_summary)
