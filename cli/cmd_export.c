@@ -7,6 +7,7 @@
  * The layout of the trace is in src/report/chrome_trace.c.
  */
 #include "cli.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -111,14 +112,7 @@ int tml__cmd_export(int argc, char **argv)
         tml__sb_release(&sb);
         tml__cli_die(1, "out of memory");
     }
-    FILE *f = fopen(out_path, "w");
-    if (!f) {
-        tml__sb_release(&sb);
-        return tml__cli_error("cannot write '%s': %s", out_path, strerror(errno));
-    }
-    int bad = fwrite(sb.buf, 1, sb.len, f) != sb.len;
-    if (fclose(f) != 0)
-        bad = 1;
+    int bad = tml__write_file(out_path, sb.buf, sb.len, 0666) < 0;
     tml__sb_release(&sb);
     if (bad)
         return tml__cli_error("cannot write '%s': %s", out_path, strerror(errno));

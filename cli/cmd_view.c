@@ -8,6 +8,7 @@
  * field) and says precisely what is wrong when it is not.
  */
 #include "cli.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <math.h>
@@ -54,14 +55,7 @@ static int write_html(const char *path, const char *out, const char *json, size_
         tml__sb_release(&sb);
         return tml__cli_error("out of memory");
     }
-    FILE *f = fopen(out, "w");
-    if (!f) {
-        tml__sb_release(&sb);
-        return tml__cli_error("cannot write '%s': %s", out, strerror(errno));
-    }
-    int bad = fwrite(sb.buf, 1, sb.len, f) != sb.len;
-    if (fclose(f) != 0)
-        bad = 1;
+    int bad = tml__write_file(out, sb.buf, sb.len, 0666) < 0;
     tml__sb_release(&sb);
     if (bad)
         return tml__cli_error("cannot write '%s': %s", out, strerror(errno));

@@ -5,8 +5,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,15 +63,20 @@ int tml__read_file(const char *path, size_t max, char **buf, size_t *len)
     return 0;
 }
 
-int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
-                           unsigned mode)
+int tml__write_file(const char *path, const char *data, size_t len, unsigned mode)
 {
-    char tmp[4096], dst[4096];
-    int a = snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
-    int b = snprintf(dst, sizeof(dst), "%s/%s", dir, name);
-    if (a < 0 || b < 0 || (size_t)a >= sizeof(tmp) || (size_t)b >= sizeof(dst))
+    static atomic_uint seq;   /* threads of one process write too */
+    char tmp[4200];
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    int n = snprintf(tmp, sizeof(tmp), "%.*s.%s.%d.%u.tmp", dl, path, slash ? slash + 1 : path,
+                     (int)getpid(), atomic_fetch_add(&seq, 1));
+    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+        errno = ENAMETOOLONG;
         return TML_EIO;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    }
+    /* O_EXCL: never through a link or a file planted under that name */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         return TML_EIO;
     size_t off = 0;
@@ -77,22 +84,38 @@ int tml__write_file_atomic(const char *dir, const char *name, const char *data, 
         ssize_t w = write(fd, data + off, len - off);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
             goto fail;
+        }
         off += (size_t)w;
     }
     if (close(fd) < 0) {
         fd = -1;
         goto fail;
     }
-    if (rename(tmp, dst) < 0) {
+    fd = -1;
+    if (rename(tmp, path) == 0)   /* replaces a link at `path`, never follows it */
+        return 0;
+fail: {
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
         unlink(tmp);
+        errno = saved;
+    }
+    return TML_EIO;
+}
+
+int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
+                           unsigned mode)
+{
+    char dst[4096];
+    int n = snprintf(dst, sizeof(dst), "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof(dst)) {
+        errno = ENAMETOOLONG;
         return TML_EIO;
     }
-    return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    return TML_EIO;
+    return tml__write_file(dst, data, len, mode);
 }

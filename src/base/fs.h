@@ -10,9 +10,13 @@
 /* The whole file into a malloc'd NUL-terminated buffer (caller frees);
  * 0, or -1 with errno set (EFBIG over max bytes, EISDIR for a folder). */
 int tml__read_file(const char *path, size_t max, char **buf, size_t *len);
-/* Writes data to dir/name through dir/.name.tmp and rename(2), with the
- * given permission bits (0644 for artifacts, 0600 for secrets). 0 or
- * TML_EIO (the temporary file removed). */
+/* Writes data to `path` through a new temporary file beside it and
+ * rename(2): a reader never sees half of it, and a symlink planted at
+ * `path` is replaced, never followed. `mode` is masked by the umask (0666
+ * for what the user asked for, 0644 for artifacts, 0600 for secrets).
+ * 0 or TML_EIO with errno kept (the temporary file removed). */
+int tml__write_file(const char *path, const char *data, size_t len, unsigned mode);
+/* The same for dir/name. */
 int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
                            unsigned mode);
 
