@@ -12,19 +12,29 @@
  *
  * Security is deliberately simple: loopback by default, a 32-byte random
  * secret per run compared in constant time, REJECT and close for anything
- * that does not open with a valid HELLO, a deadline for the handshake so a
- * silent connection cannot hold a slot, and a cap on payload sizes. Every
- * refusal is one line in the run folder's traceml.log, never on the user's
- * terminal.
+ * that does not open with a valid HELLO, and a cap on payload sizes. The
+ * port may be reachable from other hosts (multi-node runs), so what a
+ * connection costs before it authenticates is bounded: a HELLO frame of at
+ * most PREAUTH_MAX_FRAME bytes within HELLO_TIMEOUT_MS; past
+ * PREAUTH_MAX_CONNS unauthenticated connections (or MAX_CONNS in all) a
+ * new one evicts the oldest that has been silent for PREAUTH_GRACE_MS (a
+ * rank says HELLO at once), so idle connections cannot lock ranks out; at
+ * most PREAUTH_MAX_PER_PEER from one other host (127.0.0.1, where every
+ * local rank comes from, is exempt); running out of descriptors never
+ * spins the loop (a spare descriptor accepts and closes the surplus). Every
+ * refusal is a line in the run folder's traceml.log (the first
+ * LOG_REFUSALS, then one in LOG_EVERY), never on the user's terminal.
  */
 #include "agg/server.h"
 #include "model/sample.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +49,13 @@
 #include "wire/wire.h"
 
 #define MAX_CONNS 1024
-#define HELLO_TIMEOUT_MS 5000
+#define HELLO_TIMEOUT_MS 2000
+#define PREAUTH_MAX_FRAME 4096         /* a real HELLO is < 300 bytes */
+#define PREAUTH_MAX_CONNS 256
+#define PREAUTH_GRACE_MS 500
+#define PREAUTH_MAX_PER_PEER 64
+#define LOG_REFUSALS 50
+#define LOG_EVERY 1000
 #define READ_BUDGET (256 * 1024)
 #define CONTROL_LINE_MAX 256
 
@@ -70,6 +86,7 @@ struct tml_server {
     conn *conns;
     size_t nconns;
     size_t rejected;
+    int spare_fd;             /* /dev/null, given up to accept at EMFILE */
     struct pollfd *pfds;
     tml_step_record *scratch;
     char ctl[CONTROL_LINE_MAX];
@@ -137,15 +154,23 @@ static void close_conn(tml_server *s, size_t i)
     s->nconns--;
 }
 
+/* Refusals are logged, but not without bound: an attacker's flood must
+ * not fill the disk or cost a write(2) per connection. */
+static int log_refusal(tml_server *s)
+{
+    s->rejected++;
+    return s->rejected <= LOG_REFUSALS || s->rejected % LOG_EVERY == 0;
+}
+
 static void reject(tml_server *s, conn *c, const char *reason)
 {
     tml_strbuf sb = TML_STRBUF_INIT;
     tml__wire_reject(&sb, reason);
     send_frame(c, &sb);
     tml__sb_release(&sb);
-    s->rejected++;
-    tml__run_log(s->run_dir, "aggregator", "rejected connection from %s: %s", c->peer,
-                 reason);
+    if (log_refusal(s))
+        tml__run_log(s->run_dir, "aggregator", "rejected connection from %s: %s (%zu so far)",
+                     c->peer, reason, s->rejected);
 }
 
 int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
@@ -159,6 +184,7 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
     if (!s)
         return TML_ENOMEM;
     s->listen_fd = -1;
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->agg = agg;
     s->control_fd = o->control_fd;
     s->stop = o->stop;
@@ -197,6 +223,8 @@ void tml__server_free(tml_server *s)
         close_conn(s, s->nconns - 1);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
+    if (s->spare_fd >= 0)
+        close(s->spare_fd);
     free(s->conns);
     free(s->pfds);
     free(s->scratch);
@@ -221,6 +249,60 @@ size_t tml__server_rejected(const tml_server *s)
     return s->rejected;
 }
 
+/* Out of descriptors: the connection stays in the backlog and poll(2)
+ * keeps saying so. Give up the spare, accept and close it, take the spare
+ * back (the nginx/libuv remedy): the loop never spins. */
+static void shed_one(tml_server *s)
+{
+    if (s->spare_fd < 0)
+        return;
+    close(s->spare_fd);
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (log_refusal(s))
+        tml__run_log(s->run_dir, "aggregator",
+                     "refused a connection: out of file descriptors (%zu refusals so far)",
+                     s->rejected);
+}
+
+/* Unauthenticated connections: how many in all and from this address,
+ * and the oldest of them. */
+static size_t preauth_count(const tml_server *s, const char *ip, size_t *from_ip, size_t *oldest)
+{
+    size_t n = 0, iplen = strlen(ip);
+    *from_ip = 0;
+    *oldest = SIZE_MAX;
+    for (size_t i = 0; i < s->nconns; i++) {
+        const conn *c = &s->conns[i];
+        if (c->state != C_HELLO)
+            continue;
+        n++;
+        if (strncmp(c->peer, ip, iplen) == 0 && c->peer[iplen] == ':')
+            (*from_ip)++;
+        if (*oldest == SIZE_MAX || c->opened_ms < s->conns[*oldest].opened_ms)
+            *oldest = i;
+    }
+    return n;
+}
+
+/* Room for one more connection: NULL, or why not. Evicts the oldest
+ * unauthenticated connection when it has been silent too long. */
+static const char *make_room(tml_server *s, const char *ip)
+{
+    size_t from_ip, oldest;
+    size_t pre = preauth_count(s, ip, &from_ip, &oldest);
+    if (strcmp(ip, "127.0.0.1") != 0 && from_ip >= PREAUTH_MAX_PER_PEER)
+        return "too many unauthenticated connections from this address";
+    if ((pre >= PREAUTH_MAX_CONNS || s->nconns >= MAX_CONNS) && oldest != SIZE_MAX &&
+        now_ms() - s->conns[oldest].opened_ms > PREAUTH_GRACE_MS) {
+        reject(s, &s->conns[oldest], "handshake crowded out by newer connections");
+        close_conn(s, oldest);
+    }
+    return s->nconns >= MAX_CONNS ? "too many connections" : NULL;
+}
+
 static void accept_all(tml_server *s)
 {
     for (;;) {
@@ -228,14 +310,18 @@ static void accept_all(tml_server *s)
         socklen_t sl = sizeof(sin);
         int fd = accept4(s->listen_fd, (struct sockaddr *)&sin, &sl,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                shed_one(s);
             return;   /* EAGAIN, or an error that the next turn retries */
+        }
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
-        if (s->nconns >= MAX_CONNS) {
-            tml__run_log(s->run_dir, "aggregator",
-                         "refused connection from %s:%d: too many connections", ip,
-                         ntohs(sin.sin_port));
+        const char *why = make_room(s, ip);
+        if (why) {
+            if (log_refusal(s))
+                tml__run_log(s->run_dir, "aggregator", "refused connection from %s:%d: %s",
+                             ip, ntohs(sin.sin_port), why);
             close(fd);
             continue;
         }
@@ -395,9 +481,11 @@ static int service(tml_server *s, conn *c)
     int eof = 0;
     while (budget > 0) {
         if (c->cap - c->len < 4096) {
+            size_t max = c->state == C_HELLO ? TML_WIRE_HEADER + PREAUTH_MAX_FRAME
+                                             : TML_WIRE_HEADER + TML_WIRE_MAX_PAYLOAD + 65536;
             size_t cap = c->cap ? c->cap * 2 : 16384;
-            if (cap > TML_WIRE_HEADER + TML_WIRE_MAX_PAYLOAD + 65536)
-                cap = TML_WIRE_HEADER + TML_WIRE_MAX_PAYLOAD + 65536;
+            if (cap > max)
+                cap = max;
             if (cap <= c->cap)
                 break;   /* full: frames below must make room */
             uint8_t *nb = realloc(c->buf, cap);
@@ -433,6 +521,10 @@ static int service(tml_server *s, conn *c)
                 tml__run_log(s->run_dir, "aggregator",
                              "closed connection from %s (rank %d): not a TraceML frame",
                              c->peer, (int)c->rank);
+            return -1;
+        }
+        if (c->state == C_HELLO && h.len > PREAUTH_MAX_FRAME) {
+            reject(s, c, "frame too large before HELLO");
             return -1;
         }
         if (c->len - off - TML_WIRE_HEADER < h.len)

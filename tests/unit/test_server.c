@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +292,129 @@ static void test_frames_before_hello_and_garbage(void)
     finish(&f);
 }
 
+/* Connects from a given loopback address (127.0.0.2 counts as another
+ * host for the per-address cap). */
+static int dial_from(const fixture *f, const char *from)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    inet_pton(AF_INET, from, &sin.sin_addr);
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        close(fd);
+        return -1;
+    }
+    sin.sin_port = htons((uint16_t)tml__server_port(f->srv));
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 1 when the server has closed fd (without waiting). */
+static int closed_now(int fd)
+{
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+/* Before authentication a connection costs little and holds nothing: a
+ * big frame header is refused at once (no 1 MiB buffered first), idle
+ * connections are crowded out by newer ones instead of locking ranks out,
+ * and another host may hold only a few. */
+static void test_preauth_bounded(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "preauth"), 0);
+    uint8_t big[12] = {'T', 'M', 'L', '1', 1, 0, TML_FRAME_HELLO, 0, 0, 0, 0x10, 0};
+    int fd = dial(&f);
+    send_all(fd, big, sizeof(big));               /* a 1 MiB "HELLO" */
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
+    CHECK(closed_by_peer(fd));
+    close(fd);
+    /* another host: 64 silent connections at most */
+    enum { OTHER = 80, IDLE = 300 };
+    int other[OTHER], idle[IDLE], refused = 0;
+    for (int i = 0; i < OTHER; i++)
+        other[i] = dial_from(&f, "127.0.0.2");
+    usleep(300000);
+    for (int i = 0; i < OTHER; i++)
+        refused += other[i] >= 0 && closed_now(other[i]);
+    CHECK_EQ_INT(refused, OTHER - 64);
+    /* 300 more silent ones: once they are old, newer ones crowd them out */
+    for (int i = 0; i < IDLE; i++)
+        idle[i] = dial(&f);
+    usleep(700000);
+    fd = dial(&f);                                 /* a rank, at last */
+    tml_strbuf sb = TML_STRBUF_INIT;
+    hello(&sb, RUN_ID, SECRET, 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    close(fd);
+    tml__sb_release(&sb);
+    for (int i = 0; i < OTHER; i++)
+        if (other[i] >= 0)
+            close(other[i]);
+    for (int i = 0; i < IDLE; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+    stop_loop(&f);
+    CHECK(log_has(&f, "frame too large before HELLO"));
+    CHECK(log_has(&f, "too many unauthenticated connections from this address"));
+    CHECK(log_has(&f, "handshake crowded out by newer connections"));
+    finish(&f);
+}
+
+/* Out of file descriptors, connections wait in the backlog and poll(2)
+ * keeps reporting the listener: the loop must shed them, not spin. A
+ * child process with 40 descriptors serves for a second while 80
+ * connections arrive; its CPU time shows whether it spun. */
+static void test_out_of_descriptors_does_not_spin(void)
+{
+    int port_pipe[2];
+    CHECK_EQ_INT(pipe(port_pipe), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {40, 40};
+        setrlimit(RLIMIT_NOFILE, &rl);
+        fixture f;
+        if (start(&f, "emfile") < 0)
+            _exit(3);
+        int port = tml__server_port(f.srv);
+        if (write(port_pipe[1], &port, sizeof(port)) != sizeof(port))
+            _exit(3);
+        sleep(2);
+        stop_loop(&f);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+        _exit(cpu < 0.5 ? 0 : 1);
+    }
+    int port = 0;
+    CHECK(read(port_pipe[0], &port, sizeof(port)) == sizeof(port));
+    int fds[80];
+    for (int i = 0; i < 80; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sin;
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons((uint16_t)port);
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        connect(fds[i], (struct sockaddr *)&sin, sizeof(sin));
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 0; i < 80; i++)
+        close(fds[i]);
+    close(port_pipe[0]);
+    close(port_pipe[1]);
+}
+
 static void test_good_session(void)
 {
     fixture f;
@@ -429,5 +554,6 @@ static void test_bind_errors(void)
 }
 
 #define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
+    X(test_preauth_bounded) X(test_out_of_descriptors_does_not_spin) \
     X(test_good_session) X(test_control_and_drain) X(test_bind_errors)
 #include "harness.h"
