@@ -86,7 +86,11 @@ int tml__cli_run_check(const char *logs_dir, const char *name);
  * run id and the secret. Prints the error; returns 0 or TML_EXIT_USAGE. */
 int tml__cli_run_create(tml_cli_run *r, const char *logs_dir, const char *name,
                         const char *stem);
-/* Prints the text to stdout with a final newline, flushed. */
+/* Removes a run folder that tml__cli_run_create made and only TraceML
+ * wrote into (a run that could not start). */
+void tml__cli_run_remove(const tml_cli_run *r);
+/* Prints the text to stdout with a final newline, flushed; control
+ * characters (a hand-edited summary) are shown as '?'. */
 void tml__cli_print_summary(const char *text);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,11 +141,10 @@ int tml__cmd_serve(int argc, char **argv)
                         .live_interval_ms = (int)(interval * 1000.0)};
     rc = tml__host_open(&ho, &h);
     if (rc < 0) {
-        tml__cli_error("cannot listen on %s:%d: %s", bind, port, tml_strerror(rc));
-        m.status = "failed";
-        m.exit_code = 1;
-        m.end_unix_ms = tml__unix_ms();
-        tml__manifest_write(r.dir, &m);
+        /* nothing ran: no run folder is left behind */
+        tml__cli_error("cannot listen on %s:%d: %s", bind, port,
+                       rc == TML_ECONN ? strerror(errno) : tml_strerror(rc));
+        tml__cli_run_remove(&r);
         return 1;
     }
     print_environment(&r, bind, tml__host_port(h));

@@ -9,6 +9,7 @@
  */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -263,13 +264,43 @@ int tml__cli_run_create(tml_cli_run *r, const char *logs_dir, const char *name,
     return 0;
 }
 
+void tml__cli_run_remove(const tml_cli_run *r)
+{
+    DIR *d = opendir(r->dir);
+    if (d) {
+        struct dirent *e;
+        char path[4400];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", r->dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(r->dir);
+}
+
 void tml__cli_print_summary(const char *text)
 {
     if (!text)
         return;
+    /* A summary may have been edited by hand: no control sequence of it
+     * reaches the terminal (C0 but newline and tab, DEL, C1 in UTF-8). */
     size_t n = strlen(text);
-    fwrite(text, 1, n, stdout);
-    if (n == 0 || text[n - 1] != '\n')
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == 0xc2 && i + 1 < n && (unsigned char)text[i + 1] >= 0x80 &&
+            (unsigned char)text[i + 1] <= 0x9f) {
+            fputc('?', stdout);
+            i++;
+        } else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+            fputc('?', stdout);
+        } else {
+            fputc(c, stdout);
+        }
+    }
+    if (n && text[n - 1] != '\n')
         fputc('\n', stdout);
     fflush(stdout);
 }

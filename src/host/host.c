@@ -97,9 +97,12 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
     }
     *out = h;
     return 0;
-fail:
-    tml__run_log(h->run_dir, h->who, "could not start: %s", tml_strerror(rc));
-    tml__host_free(h);
+fail: {
+        int saved = errno;   /* TML_ECONN: why the port could not be bound */
+        tml__run_log(h->run_dir, h->who, "could not start: %s", tml_strerror(rc));
+        tml__host_free(h);
+        errno = saved;
+    }
     return rc;
 }
 

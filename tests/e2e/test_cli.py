@@ -263,6 +263,20 @@ def test_serve_bad_input(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
+def test_serve_port_taken(tmp_path):
+    # one line that says why, and no run folder left behind
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        p = run(["serve", "--port", str(port), "--run-name", "busy"], tmp_path)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    lines = p.stderr.strip().split("\n")
+    assert len(lines) == 1 and "cannot listen on 127.0.0.1:%d" % port in lines[0], p.stderr
+    assert "in use" in lines[0]
+    assert not (tmp_path / "logs" / "busy").exists()
+
+
 # ---- view ----
 
 def test_view_bad_files(tmp_path):
@@ -296,6 +310,40 @@ def test_view_prints_text(tmp_path):
     p = run(["view", "s.json"], tmp_path)
     assert p.returncode == 0 and p.stderr == ""
     assert p.stdout == "line 1\nline 2 ◀ cause\n"
+
+
+def test_view_empty_text(tmp_path):
+    # "" once came back from the JSON reader unterminated (ASan: heap
+    # overflow; release build: heap bytes on the terminal)
+    (tmp_path / "e.json").write_text('{"schema_version":1,"text":""}')
+    p = run(["view", "e.json"], tmp_path)
+    assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
+
+
+def test_view_drops_control_sequences(tmp_path):
+    # a hand-edited summary must not drive the terminal
+    (tmp_path / "x.json").write_text(json.dumps(
+        {"schema_version": 1, "text": "a\x1b]52;c;ZXZpbA==\x07b\x1b[2Jc\u009b31md\tok ◀\n"}))
+    p = run(["view", "x.json"], tmp_path)
+    assert p.returncode == 0
+    assert p.stdout == "a?]52;c;ZXZpbA==?b?[2Jc?31md\tok ◀\n"
+
+
+def test_outputs_replace_links_and_respect_umask(tmp_path):
+    # `view --html` and `export --chrome-trace` write through a temporary
+    # file and rename(2): a planted symlink is replaced, its target kept
+    (tmp_path / "s.json").write_text('{"schema_version": 1, "text": "BOX"}')
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "out.html"
+    link.symlink_to(victim)
+    p = run(["view", "s.json", "--html", "out.html"], tmp_path,
+            preexec_fn=lambda: os.umask(0o027))
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "precious\n"
+    assert not link.is_symlink() and "<html" in link.read_text()
+    assert (link.stat().st_mode & 0o777) == 0o640
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["out.html", "s.json", "victim.txt"]
 
 
 # ---- run ----
