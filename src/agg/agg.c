@@ -144,22 +144,22 @@ void tml__agg_free(tml_agg *a)
 }
 
 /* A rank's claimed world size (and node count) that is out of range, or
- * that contradicts what the launcher knows, is replaced and logged. */
+ * that contradicts what the launcher knows, is replaced and logged (0 is
+ * "unknown" and replaced silently). */
 static void sane_identity(tml_agg *a, tml_rank_info *i)
 {
     int32_t known = a->run.world_size, ws = i->world_size;
-    if (ws < 1 || ws > TML_MAX_WORLD_SIZE || (known > 0 && ws != known)) {
-        i->world_size = known > 0 ? known : 1;
-        tml__run_log(a->run_dir, "aggregator",
-                     "rank %d claimed world size %d; using %d (%s)", (int)i->rank, (int)ws,
-                     (int)i->world_size,
+    if (ws < 0 || ws > TML_MAX_WORLD_SIZE || (known > 0 && ws > 0 && ws != known))
+        tml__run_log(a->run_dir, "aggregator", "rank %d claimed world size %d; using %d (%s)",
+                     (int)i->rank, (int)ws, known > 0 ? (int)known : 1,
                      known > 0 ? "the launcher's" : "out of range 1..65536");
-    }
-    if (i->nnodes < 1 || i->nnodes > TML_MAX_WORLD_SIZE) {
+    if (ws < 1 || ws > TML_MAX_WORLD_SIZE || (known > 0 && ws != known))
+        i->world_size = known > 0 ? known : 1;
+    if (i->nnodes < 0 || i->nnodes > TML_MAX_WORLD_SIZE)
         tml__run_log(a->run_dir, "aggregator", "rank %d claimed %d nodes; ignored",
                      (int)i->rank, (int)i->nnodes);
+    if (i->nnodes < 1 || i->nnodes > TML_MAX_WORLD_SIZE)
         i->nnodes = a->run.nnodes > 0 ? a->run.nnodes : 1;
-    }
 }
 
 int tml__agg_hello(tml_agg *a, const tml_rank_info *claimed)
