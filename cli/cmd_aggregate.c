@@ -24,6 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agg/agg.h"
+#include "agg/rundir.h"
 #include "host/host.h"
 #include "traceml/traceml.h"
 
@@ -109,6 +111,7 @@ int tml__cmd_aggregate(int argc, char **argv)
     say(status_fd, line);
 
     tml_server_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
     int rc = tml__host_run(h, &cmd);
     const char *status = "interrupted";
     int code = -1, width = 0;
@@ -118,6 +121,8 @@ int tml__cmd_aggregate(int argc, char **argv)
         width = cmd.width;
     } else {
         tml__run_log(run_dir, "aggregator", "the launcher went away; finalizing");
+        tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
+                                               "training ended: this covers what had arrived");
     }
     /* Ranks get time to deliver their last records, less after Ctrl-C
      * (the summary must be out within 2 s). */
@@ -129,6 +134,9 @@ int tml__cmd_aggregate(int argc, char **argv)
                      left, drain_ms);
     rc = tml__host_finalize(h, status, code, width, NULL);
     tml__host_free(h);
+    /* the launcher completes the manifest; without it, so do we */
+    if (cmd.event != TML_SERVER_FINALIZE && tml__manifest_finish(run_dir, status, -1) < 0)
+        tml__run_log(run_dir, "aggregator", "could not complete manifest.json");
     say(status_fd, rc == 0 ? "done\n" : "failed\n");
     return rc == 0 ? 0 : 1;
 }

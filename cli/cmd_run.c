@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,7 +380,19 @@ typedef struct aggproc {
     int ctl, st;     /* our ends: write control, read status */
     int port;
     int alive;
+    char lost[96];   /* what happened to it ("was killed by signal 9"), "" */
+    int64_t lost_unix_ms;
 } aggproc;
+
+__attribute__((format(printf, 2, 3)))
+static void aggregator_lost(aggproc *ap, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    vsnprintf(ap->lost, sizeof(ap->lost), fmt, va);
+    va_end(va);
+    ap->lost_unix_ms = tml__unix_ms();
+}
 
 static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d)
 {
@@ -510,6 +523,10 @@ static void reap_aggregator(aggproc *ap, const char *run_dir, int status)
 {
     ap->alive = 0;
     if (WIFSIGNALED(status))
+        aggregator_lost(ap, "was killed by signal %d", WTERMSIG(status));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        aggregator_lost(ap, "exited with status %d", WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
         tml__run_log(run_dir, "launcher",
                      "the aggregator (pid %d) was killed by signal %d; training continues, "
                      "the summary will be built from telemetry.sqlite",
@@ -616,6 +633,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     if (!done) {
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
                      "building the summary from telemetry.sqlite");
+        aggregator_lost(ap, "did not finish the summary within %d s", interrupted ? 1 : 20);
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
         ap->alive = 0;
@@ -634,8 +652,33 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     return text;
 }
 
-static char *finalize_here(const tml_cli_run *r, const char *status, int code, int width,
-                           const tml_dist *d)
+/* Why a summary rebuilt from telemetry.sqlite is partial: what happened
+ * to the aggregator, when, and how much of the run the telemetry covers
+ * (the steps after its death estimated at the rate it had seen). */
+static void partial_reason(const aggproc *ap, const tml_cli_run *r, tml_agg *agg, char *out,
+                           size_t cap)
+{
+    int64_t end = tml__unix_ms(), lost = ap->lost_unix_ms ? ap->lost_unix_ms : end;
+    double into = (double)(lost - r->start_unix_ms) / 1000.0;
+    double ran = (double)(end - r->start_unix_ms) / 1000.0;
+    uint64_t seen = tml__agg_steps_seen(agg);
+    int n = snprintf(out, cap, "the aggregator %s %.1f s into the run",
+                     ap->lost[0] ? ap->lost : "was lost", into > 0 ? into : 0.0);
+    if (n < 0 || (size_t)n >= cap)
+        return;
+    if (seen == 0)
+        snprintf(out + n, cap - (size_t)n, "; telemetry.sqlite holds no step");
+    else if (into >= 1.0 && ran - into >= 1.0)
+        snprintf(out + n, cap - (size_t)n,
+                 "; telemetry covers steps 0-%llu, of ~%.0f at the rate it had",
+                 (unsigned long long)(seen - 1), (double)seen * ran / into);
+    else
+        snprintf(out + n, cap - (size_t)n, "; telemetry covers steps 0-%llu",
+                 (unsigned long long)(seen - 1));
+}
+
+static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *status, int code,
+                           int width, const tml_dist *d)
 {
     tml_agg *agg = NULL;
     char *text = NULL;
@@ -643,6 +686,9 @@ static char *finalize_here(const tml_cli_run *r, const char *status, int code, i
                        d->enabled ? (int32_t)d->nnodes : 0};
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
+        char why[256];
+        partial_reason(ap, r, agg, why, sizeof(why));
+        tml__agg_set_partial(agg, why);
         tml__agg_set_html_report(agg, html_report_wanted);
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
@@ -867,6 +913,7 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
         }
         ap.alive = 0;
         ap.port = 0;
+        aggregator_lost(&ap, "did not start");
     }
     build_env(&env, &r, ap.port, 0, &o.dist);
     *envp = env;
@@ -889,7 +936,7 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
 
     char *text = finalize_via_aggregator(&ap, &r, status, code, width);
     if (!text)
-        text = finalize_here(&r, status, code, width, &o.dist);
+        text = finalize_here(&ap, &r, status, code, width, &o.dist);
     if (text)
         tml__cli_print_summary(text);
     else

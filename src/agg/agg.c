@@ -357,3 +357,21 @@ void tml__agg_set_html_report(tml_agg *a, int on)
     if (a)
         a->html_report = on != 0;
 }
+
+void tml__agg_set_partial(tml_agg *a, const char *why)
+{
+    snprintf(a->run.partial, sizeof(a->run.partial), "%s", why);
+    tml__run_log(a->run_dir, "aggregator", "PARTIAL: %s", why);
+}
+
+uint64_t tml__agg_steps_seen(const tml_agg *a)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < a->run.nranks; i++) {
+        const tml_rank *r = &a->run.ranks[i];
+        for (size_t j = 0; j < r->nsteps; j++)
+            if (r->steps[j].step + 1 > n)
+                n = r->steps[j].step + 1;
+    }
+    return n;
+}

@@ -73,5 +73,10 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
 int tml__agg_summary_json(tml_agg *a, tml_strbuf *json);
 /* on != 0: finalize also writes final_summary.html (--html-report). */
 void tml__agg_set_html_report(tml_agg *a, int on);
+/* Marks the run's data incomplete, and why (shown in the summary as
+ * PARTIAL and in meta.partial); also logged to traceml.log. */
+void tml__agg_set_partial(tml_agg *a, const char *why);
+/* The highest step id any rank sent + 1 (0 without steps). */
+uint64_t tml__agg_steps_seen(const tml_agg *a);
 
 #endif

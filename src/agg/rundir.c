@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "traceml/traceml.h"
+#include "base/fs.h"
+#include "base/json.h"
 #include "base/strbuf.h"
 
 
@@ -131,7 +133,7 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
     tml__sb_add_json_str(&sb, m->run_id ? m->run_id : "");
     tml__sb_adds(&sb, ",\n  \"status\": ");
     tml__sb_add_json_str(&sb, m->status ? m->status : "running");
-    if (running)
+    if (running || m->exit_code < 0)   /* negative: not known */
         tml__sb_adds(&sb, ",\n  \"exit_code\": null,\n");
     else
         tml__sb_addf(&sb, ",\n  \"exit_code\": %d,\n", m->exit_code);
@@ -200,4 +202,41 @@ void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
         }
     }
     tml__sb_release(&sb);
+}
+
+int tml__manifest_finish(const char *run_dir, const char *status, int exit_code)
+{
+    char path[4200], *buf = NULL;
+    size_t len;
+    tml_json *doc = NULL;
+    snprintf(path, sizeof(path), "%s/manifest.json", run_dir);
+    if (tml__read_file(path, 1 << 20, &buf, &len) < 0)
+        return TML_EIO;
+    int rc = tml__json_parse(buf, len, &doc, NULL);
+    free(buf);
+    if (rc < 0)
+        return rc;
+    const tml_json *cmd = tml__json_get(doc, "command");
+    size_t argc = cmd && cmd->type == TML_JSON_ARRAY ? cmd->n : 0;
+    char **argv = calloc(argc + 1, sizeof(*argv));
+    double start = 0, ws = 0, nn = 0;
+    tml__json_num(tml__json_get(doc, "start_unix_ms"), &start);
+    tml__json_num(tml__json_get(doc, "world_size"), &ws);
+    tml__json_num(tml__json_get(doc, "nnodes"), &nn);
+    for (size_t i = 0; argv && i < argc; i++) {
+        const char *a = tml__json_str(tml__json_at(cmd, i));
+        argv[i] = (char *)(a ? a : "");
+    }
+    tml_manifest m = {
+        .run_name = tml__json_str(tml__json_get(doc, "run_name")),
+        .run_id = tml__json_str(tml__json_get(doc, "run_id")),
+        .status = status, .exit_code = exit_code,
+        .start_unix_ms = (int64_t)start, .end_unix_ms = tml__unix_ms(),
+        .argc = argv ? (int)argc : 0, .argv = argv,
+        .world_size = (int32_t)ws, .nnodes = (int32_t)nn,
+    };
+    rc = argv ? tml__manifest_write(run_dir, &m) : TML_ENOMEM;
+    free(argv);
+    tml__json_free(doc);
+    return rc;
 }

@@ -35,6 +35,10 @@ typedef struct tml_manifest {
 /* Writes run_dir/manifest.json atomically (temp file + rename), listing the
  * artifacts that exist in run_dir at the time of writing. */
 int tml__manifest_write(const char *run_dir, const tml_manifest *m);
+/* Ends the manifest.json another process started (the launcher's, when
+ * the launcher is gone): its status, exit code (negative: null) and end
+ * time, the rest as it was. 0, TML_EIO or TML_EPROTO. */
+int tml__manifest_finish(const char *run_dir, const char *status, int exit_code);
 
 /* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
  * run_dir/traceml.log, TraceML's own log (never the user's stdout or

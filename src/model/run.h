@@ -33,6 +33,9 @@ typedef struct tml_run {
     int64_t end_unix_ms;
     tml_rank *ranks;         /* sorted by info.rank */
     size_t nranks, cap;
+    /* Why the run's data is incomplete (the aggregator died and the run
+     * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
+    char partial[256];
     /* Resource samples (host, GPU, process), aggregated per place. */
     tml_series_set samples;
     /* Host/GPU metrics over time, bounded (model/timeline.h); NULL until the

@@ -692,6 +692,8 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
     text_row(sb, width, "", "TraceML Run Summary");
     header_line(m, l, sizeof(l));
     text_row(sb, width, "", l);
+    if (m->run->partial[0])
+        text_row(sb, width, "PARTIAL: ", m->run->partial);
     border(sb, width);
     row(sb, width, "");
     snprintf(l, sizeof(l), "%s (%s)", m->verdict.label, tml__severity_name(m->verdict.severity));

@@ -587,6 +587,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "run_name", m->run->name);
     tml__jw_str(&w, "run_id", m->run->id[0] ? m->run->id : NULL);
     tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
+    tml__jw_str(&w, "partial", m->run->partial[0] ? m->run->partial : NULL);
     tml__jw_int(&w, "world_size", m->world_size);
     tml__jw_int(&w, "ranks_reported", m->ranks_reported);
     tml__jw_open(&w, "missing_ranks", '[');

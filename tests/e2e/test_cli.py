@@ -495,6 +495,39 @@ def test_aggregator_killed(tmp_path, fake):
     log = (run_dir / "traceml.log").read_text()
     assert "killed by signal 9" in log and "finalizing from telemetry.sqlite" in log
     assert manifest(run_dir)["status"] == "failed"
+    # never a silent partial summary: the box and meta say what happened
+    partial = summary["meta"]["partial"]
+    assert partial.startswith("the aggregator was killed by signal 9 "), partial
+    assert "s into the run; telemetry covers steps 0-29" in partial, partial
+    assert "PARTIAL: the aggregator was killed by signal 9" in out
+
+
+def test_launcher_killed(tmp_path, fake):
+    # the aggregator outlives a SIGKILLed launcher: it finalizes what
+    # arrived, says PARTIAL, and the manifest does not stay "running"
+    ctl = str(tmp_path / "ctl")
+    proc = start_launcher(tmp_path, ["run", "--run-name", "lost", fake, "aggkill", ctl])
+    assert wait_for(ctl + ".ready")
+    time.sleep(0.3)
+    agg = [c for c in children(proc.pid)
+           if b"__aggregate" in open("/proc/%d/cmdline" % c, "rb").read()]
+    assert len(agg) == 1
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)                      # its pipes stay open in the orphans
+    proc.stdout.close()
+    proc.stderr.close()
+    run_dir = tmp_path / "logs" / "lost"
+    open(ctl + ".go", "w").close()             # the orphaned training ends
+    deadline = time.time() + 15
+    while time.time() < deadline and manifest(run_dir)["status"] == "running":
+        time.sleep(0.05)
+    m = manifest(run_dir)
+    assert m["status"] == "interrupted" and m["exit_code"] is None, m
+    assert m["end_unix_ms"] >= m["start_unix_ms"] and m["command"][-2] == "aggkill", m
+    assert wait_for(str(run_dir / "final_summary.json"))
+    summary = json.loads((run_dir / "final_summary.json").read_text())
+    assert summary["meta"]["partial"].startswith("the launcher went away"), summary["meta"]
+    assert "PARTIAL: the launcher went away" in summary["text"]
 
 
 # ---- serve ----
