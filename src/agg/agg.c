@@ -162,10 +162,40 @@ static void sane_identity(tml_agg *a, tml_rank_info *i)
         i->nnodes = a->run.nnodes > 0 ? a->run.nnodes : 1;
 }
 
-int tml__agg_hello(tml_agg *a, const tml_rank_info *claimed)
+/* Another process holds info->rank: give this one a number of its own. */
+static void split_claim(tml_agg *a, const tml_rank *holder, tml_rank_info *info)
+{
+    int32_t next = a->run.world_size > 0 ? a->run.world_size : 0;
+    for (size_t i = 0; i < a->run.nranks; i++)
+        if (a->run.ranks[i].info.rank >= next)
+            next = a->run.ranks[i].info.rank + 1;
+    tml__run_log(a->run_dir, "aggregator",
+                 "rank %d claimed by two processes: pid %d on %s, then pid %d on %s; "
+                 "the second is reported as rank %d", (int)info->rank,
+                 (int)holder->info.pid, holder->info.host, (int)info->pid, info->host, (int)next);
+    if (a->run.nconflicts < TML_MAX_CONFLICTS) {
+        tml_rank_conflict *c = &a->run.conflicts[a->run.nconflicts];
+        c->claimed = info->rank;
+        c->reported_as = next;
+        c->pid = info->pid;
+        c->first_pid = holder->info.pid;
+        snprintf(c->host, sizeof(c->host), "%s", info->host);
+        snprintf(c->first_host, sizeof(c->first_host), "%s", holder->info.host);
+    }
+    a->run.nconflicts++;
+    info->rank = next;
+}
+
+int tml__agg_hello(tml_agg *a, const tml_rank_info *claimed, int32_t *reported_as)
 {
     tml_rank_info sane = *claimed, *info = &sane;
     sane_identity(a, info);
+    const tml_rank *holder = tml__run_find(&a->run, info->rank);
+    if (holder && info->pid > 0 && holder->info.pid > 0 &&
+        (holder->info.pid != info->pid || strcmp(holder->info.host, info->host) != 0))
+        split_claim(a, holder, info);
+    if (reported_as)
+        *reported_as = info->rank;
     tml_rank *r = tml__run_rank(&a->run, info);
     if (!r)
         return TML_ENOMEM;

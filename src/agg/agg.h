@@ -37,7 +37,11 @@ int tml__agg_new(const tml_agg_opts *opts, tml_agg **out);
 int tml__agg_open_existing(const tml_agg_opts *opts, tml_agg **out);
 void tml__agg_free(tml_agg *a);
 
-int tml__agg_hello(tml_agg *a, const tml_rank_info *info);
+/* A rank says who it is. A process claiming a rank another live or past
+ * process of the run holds (another pid or host) is not merged into it: it
+ * gets the next free rank number, *reported_as (NULL: not wanted), and the
+ * conflict is kept for the summary and logged. */
+int tml__agg_hello(tml_agg *a, const tml_rank_info *info, int32_t *reported_as);
 int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t n);
 /* Resource samples (SAMPLES frames, or the in-process sampler): kept in
  * memory for the rules and queued for telemetry.sqlite. */

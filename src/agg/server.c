@@ -64,7 +64,8 @@ enum conn_state { C_HELLO = 0, C_AUTHED, C_BYE };
 typedef struct conn {
     int fd;
     int state;
-    int32_t rank;
+    int32_t rank;             /* its rank in the run (its own, or the one given on a clash) */
+    int32_t claimed;          /* the rank it says it is */
     int64_t opened_ms;
     char peer[64];
     uint8_t *buf;
@@ -354,12 +355,12 @@ static int on_hello(tml_server *s, conn *c, const tml_frame_header *h, const uin
         reject(s, c, "bad secret");
         return -1;
     }
-    if (tml__agg_hello(s->agg, &hello.info) < 0) {
+    if (tml__agg_hello(s->agg, &hello.info, &c->rank) < 0) {
         reject(s, c, "aggregator out of memory");
         return -1;
     }
     c->state = C_AUTHED;
-    c->rank = hello.info.rank;
+    c->claimed = hello.info.rank;
     tml_strbuf sb = TML_STRBUF_INIT;
     tml__wire_welcome(&sb);
     send_frame(c, &sb);
@@ -434,8 +435,9 @@ static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const
             /* A rank describing itself anew (its loader settings, ...): a
              * rank speaks for itself only, so its number cannot change. */
             tml_hello again;
-            if (tml__wire_parse_hello(p, h->len, &again) == 0 && again.info.rank == c->rank) {
-                tml__agg_hello(s->agg, &again.info);
+            if (tml__wire_parse_hello(p, h->len, &again) == 0 && again.info.rank == c->claimed) {
+                again.info.rank = c->rank;
+                tml__agg_hello(s->agg, &again.info, NULL);
                 rc = 0;
             }
             break;

@@ -24,6 +24,17 @@ typedef struct tml_rank {
     int lost;
 } tml_rank;
 
+/* Two processes that claimed the same rank: never merged, the later one
+ * is reported under a rank number of its own. */
+typedef struct tml_rank_conflict {
+    int32_t claimed;          /* the rank both claimed */
+    int32_t reported_as;      /* the later process's own number */
+    int32_t pid, first_pid;   /* the later and the first claimant */
+    char host[64], first_host[64];
+} tml_rank_conflict;
+
+#define TML_MAX_CONFLICTS 64
+
 typedef struct tml_run {
     char name[128];
     char id[40];
@@ -36,6 +47,8 @@ typedef struct tml_run {
     /* Why the run's data is incomplete (the aggregator died and the run
      * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
     char partial[256];
+    tml_rank_conflict conflicts[TML_MAX_CONFLICTS];
+    size_t nconflicts;        /* may exceed TML_MAX_CONFLICTS (then only counted) */
     /* Resource samples (host, GPU, process), aggregated per place. */
     tml_series_set samples;
     /* Host/GPU metrics over time, bounded (model/timeline.h); NULL until the

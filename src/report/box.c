@@ -676,6 +676,26 @@ static void header_line(const tml_report_model *m, char *out, size_t cap)
 #undef ADD
 }
 
+/* Processes that claimed the same rank: never merged, named here. */
+static void conflict_rows(const tml_run *run, tml_strbuf *sb, int width)
+{
+    char l[LINE_MAX_BYTES];
+    size_t shown = run->nconflicts < 3 ? run->nconflicts : 3;
+    for (size_t i = 0; i < shown; i++) {
+        const tml_rank_conflict *c = &run->conflicts[i];
+        snprintf(l, sizeof(l), "rank %d was claimed by pid %d on %s and pid %d on %s; "
+                 "the second is shown as R%d (set RANK/WORLD_SIZE per process, or use "
+                 "traceml run --nproc-per-node)", (int)c->claimed, (int)c->first_pid,
+                 c->first_host, (int)c->pid, c->host, (int)c->reported_as);
+        text_row(sb, width, "CONFLICT: ", l);
+    }
+    if (run->nconflicts > shown) {
+        snprintf(l, sizeof(l), "%zu more processes claimed a rank already taken (traceml.log)",
+                 run->nconflicts - shown);
+        text_row(sb, width, "CONFLICT: ", l);
+    }
+}
+
 void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
 {
     int width = m->width;
@@ -694,6 +714,7 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
     text_row(sb, width, "", l);
     if (m->run->partial[0])
         text_row(sb, width, "PARTIAL: ", m->run->partial);
+    conflict_rows(m->run, sb, width);
     border(sb, width);
     row(sb, width, "");
     snprintf(l, sizeof(l), "%s (%s)", m->verdict.label, tml__severity_name(m->verdict.severity));

@@ -588,6 +588,19 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "run_id", m->run->id[0] ? m->run->id : NULL);
     tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
     tml__jw_str(&w, "partial", m->run->partial[0] ? m->run->partial : NULL);
+    tml__jw_open(&w, "rank_conflicts", '[');
+    for (size_t i = 0; i < m->run->nconflicts && i < TML_MAX_CONFLICTS; i++) {
+        const tml_rank_conflict *c = &m->run->conflicts[i];
+        tml__jw_open(&w, NULL, '{');
+        tml__jw_int(&w, "claimed_rank", c->claimed);
+        tml__jw_int(&w, "reported_as", c->reported_as);
+        tml__jw_int(&w, "pid", c->pid);
+        tml__jw_str(&w, "host", c->host);
+        tml__jw_int(&w, "first_pid", c->first_pid);
+        tml__jw_str(&w, "first_host", c->first_host);
+        tml__jw_close(&w, '}');
+    }
+    tml__jw_close(&w, ']');
     tml__jw_int(&w, "world_size", m->world_size);
     tml__jw_int(&w, "ranks_reported", m->ranks_reported);
     tml__jw_open(&w, "missing_ranks", '[');

@@ -311,3 +311,55 @@ for x, y in loader:
 '''
     r = plain_python("summ", code=code)
     assert r.rc == 0 and "SUMMARY_OK" in r.stdout, r.explain()
+
+
+SPAWNED = r'''
+import multiprocessing as mp, sys, time
+
+def work(i):
+    import torch
+    from torch import nn
+    import traceml_ai as traceml
+    traceml.init()                      # no RANK: each child says "rank 0"
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(12 + 4 * i):
+        with traceml.trace_step(model):
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            time.sleep(0.002)
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    ps = [ctx.Process(target=work, args=(i,)) for i in range(2)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+    sys.exit(max(p.exitcode for p in ps))
+'''
+
+
+def test_spawned_children_claiming_rank_0_are_not_merged(tmp_path):
+    # multiprocessing children each calling init() under `traceml run` all
+    # say rank 0: each keeps its own steps, the summary names the conflict
+    from conftest import TRACEML
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(tmp_path / "logs"), "--run-name", "sp",
+                        str(script)], cwd=str(tmp_path), env=base_env(), capture_output=True,
+                       text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(tmp_path / "logs" / "sp" / "final_summary.json", encoding="utf-8") as f:
+        s = json.load(f)
+    conflicts = s["meta"]["rank_conflicts"]
+    assert len(conflicts) == 1 and conflicts[0]["claimed_rank"] == 0, s["meta"]
+    assert conflicts[0]["reported_as"] == 1 and conflicts[0]["pid"] != conflicts[0]["first_pid"]
+    assert s["meta"]["ranks_reported"] == 2
+    assert "CONFLICT: rank 0 was claimed by pid" in p.stdout
+    import sqlite3
+    db = sqlite3.connect(str(tmp_path / "logs" / "sp" / "telemetry.sqlite"))
+    counts = sorted(n for _, n in db.execute("SELECT rank, COUNT(*) FROM steps GROUP BY rank"))
+    db.close()
+    assert counts == [12, 16]                 # each process's own steps, none merged

@@ -415,6 +415,57 @@ static void test_out_of_descriptors_does_not_spin(void)
     close(port_pipe[1]);
 }
 
+/* Two processes claiming rank 0 (spawned children each calling init()):
+ * never merged; the second gets a rank of its own, the summary names the
+ * conflict. A reconnection of the same process is no conflict. */
+static void test_duplicate_rank_not_merged(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "dup"), 0);
+    int fd[3];
+    for (int k = 0; k < 3; k++) {
+        tml_strbuf sb = TML_STRBUF_INIT;
+        tml_hello h;
+        memset(&h, 0, sizeof(h));
+        snprintf(h.run_id, sizeof(h.run_id), "%s", RUN_ID);
+        snprintf(h.secret, sizeof(h.secret), "%s", SECRET);
+        h.info.world_size = 1;
+        h.info.nnodes = 1;
+        h.info.pid = k == 2 ? 100 : 100 + k;   /* the third: process 100 again */
+        h.info.instrumented = TML_PHASES_ALL;
+        snprintf(h.info.host, sizeof(h.info.host), "testhost");
+        tml__wire_hello(&sb, &h);
+        steps(&sb, 0, 3 + (size_t)k);
+        fd[k] = dial(&f);
+        send_all(fd[k], sb.buf, sb.len);
+        CHECK_EQ_INT(read_frame_type(fd[k]), TML_FRAME_WELCOME);
+        tml__sb_release(&sb);
+        usleep(100000);
+    }
+    for (int k = 0; k < 3; k++)
+        close(fd[k]);
+    usleep(100000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, 2);
+    CHECK_EQ_INT(run->nconflicts, 1);
+    if (run->nranks == 2) {
+        CHECK_EQ_INT(run->ranks[0].info.pid, 100);
+        CHECK_EQ_INT(run->ranks[1].info.rank, 1);
+        CHECK_EQ_INT(run->ranks[1].info.pid, 101);
+        CHECK_EQ_INT(run->ranks[1].nsteps, 4);
+    }
+    CHECK_EQ_INT(run->conflicts[0].claimed, 0);
+    CHECK_EQ_INT(run->conflicts[0].reported_as, 1);
+    tml_strbuf json = TML_STRBUF_INIT;
+    CHECK_EQ_INT(tml__agg_summary_json(f.agg, &json), 0);
+    CHECK(json.buf && strstr(json.buf, "\"claimed_rank\": 0") && strstr(json.buf, "\"reported_as\": 1"));
+    CHECK(json.buf && strstr(json.buf, "CONFLICT: rank 0 was claimed by pid 100 on testhost and pid 101"));
+    tml__sb_release(&json);
+    CHECK(log_has(&f, "rank 0 claimed by two processes"));
+    finish(&f);
+}
+
 static void test_good_session(void)
 {
     fixture f;
@@ -555,5 +606,6 @@ static void test_bind_errors(void)
 
 #define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
     X(test_preauth_bounded) X(test_out_of_descriptors_does_not_spin) \
-    X(test_good_session) X(test_control_and_drain) X(test_bind_errors)
+    X(test_duplicate_rank_not_merged) X(test_good_session) X(test_control_and_drain) \
+    X(test_bind_errors)
 #include "harness.h"
