@@ -19,6 +19,9 @@ CC      ?= cc
 ifeq ($(SANITIZE),1)
 B       ?= build-asan
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),thread)
+B       ?= build-tsan
+SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
 else
 B       ?= build
 SANFLAGS =
@@ -132,6 +135,32 @@ $(PYDIR)/%.py: python/traceml_ai/%.py
 check: all
 	tests/run
 
+# The code with threads (engine, aggregator, live server, sampler) under
+# ThreadSanitizer: make tsan; tests/run runs these when built.
+TSAN_TESTS := test_engine test_server test_live test_sample
+tsan:
+	$(MAKE) SANITIZE=thread $(TSAN_TESTS:%=build-tsan/tests/%)
+
+# Fuzz targets, one per parser (tests/fuzz/), with clang's libFuzzer under
+# ASan+UBSan: make fuzz; scripts/fuzz runs them (tests/run: a short run).
+FUZZ_CC    ?= clang
+FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+              -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc
+FUZZ_OBJ   := $(LIB_SRC:%.c=build-fuzz/obj/%.o) build-fuzz/obj/gen/web_assets.o
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz: $(FUZZ_BINS)
+
+build-fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build-fuzz/obj/gen/web_assets.o: $(WEB_GEN)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
 install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml $(DESTDIR)$(PREFIX)/lib
 	install -m 755 $(B)/bin/traceml $(DESTDIR)$(PREFIX)/bin/traceml
@@ -140,9 +169,10 @@ install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 	-ldconfig 2>/dev/null
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan build-fuzz
 
-.PHONY: all package check install clean
+.PHONY: all package check install clean tsan fuzz
 .DELETE_ON_ERROR:
+.SECONDARY: $(FUZZ_OBJ)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

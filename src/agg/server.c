@@ -245,6 +245,19 @@ size_t tml__server_connections(const tml_server *s)
     return s->nconns;
 }
 
+int tml__server_adopt(tml_server *s, int fd, const char *peer)
+{
+    if (s->nconns >= MAX_CONNS)
+        return TML_EFULL;
+    conn *c = &s->conns[s->nconns++];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->rank = -1;
+    c->opened_ms = now_ms();
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    return 0;
+}
+
 size_t tml__server_rejected(const tml_server *s)
 {
     return s->rejected;
@@ -326,12 +339,9 @@ static void accept_all(tml_server *s)
             close(fd);
             continue;
         }
-        conn *c = &s->conns[s->nconns++];
-        memset(c, 0, sizeof(*c));
-        c->fd = fd;
-        c->rank = -1;
-        c->opened_ms = now_ms();
-        snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(sin.sin_port));
+        char peer[64];
+        snprintf(peer, sizeof(peer), "%s:%d", ip, ntohs(sin.sin_port));
+        tml__server_adopt(s, fd, peer);   /* make_room said there is a slot */
     }
 }
 

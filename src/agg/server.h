@@ -82,6 +82,10 @@ size_t tml__server_drain(tml_server *s, int timeout_ms);
 
 /* Connections open now / rejected since start (for tests and logs). */
 size_t tml__server_connections(const tml_server *s);
+/* Takes a connected, non-blocking socket as if it had been accepted (the
+ * fuzz target feeds the frame handling through a socketpair). 0, or
+ * TML_EFULL when no slot is free (fd not taken). */
+int tml__server_adopt(tml_server *s, int fd, const char *peer);
 size_t tml__server_rejected(const tml_server *s);
 
 #endif

@@ -393,12 +393,10 @@ int tml__shipper_start(void)
     S->nbatch = 0;
     S->rss_prev = -1;
     S->samples_dropped = 0;
-    if (pthread_create(&S->thread, NULL, shipper_main, NULL) != 0)
-        return TML_ENOMEM;
-    S->started = 1;
     /* Resources: this process always; the host once per node (local rank
      * 0); the rank's GPU through NVML. A sampler that cannot start only
-     * means n/a in the summary. */
+     * means n/a in the summary. Started before the shipper, which reads
+     * S->sampler from then on. */
     const tml_rank_info *i = &tml__setup.hello.info;
     tml_sampler_opts so = {.interval_s = 0, .rank = i->rank, .node = i->node_rank,
                            .local_rank = i->local_rank, .host = i->local_rank == 0,
@@ -407,6 +405,12 @@ int tml__shipper_start(void)
         S->sampler = NULL;
         tml__engine_log("resource sampler", "could not start; system and process metrics are n/a");
     }
+    if (pthread_create(&S->thread, NULL, shipper_main, NULL) != 0) {
+        tml__sampler_stop(S->sampler);
+        S->sampler = NULL;
+        return TML_ENOMEM;
+    }
+    S->started = 1;
     return 0;
 }
 

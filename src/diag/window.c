@@ -414,7 +414,8 @@ static int warmup_steps(const tml_run *run, const size_t *col, size_t nactive,
         double mx = 0;
         for (size_t k = 0; k < nactive; k++) {
             const tml_step_record *s = &run->ranks[col[k]].steps[idx[j * nactive + k]];
-            double t = (double)(nonneg(s->phase_ns[TML_PHASE_INPUT]) + nonneg(s->traced_ns));
+            /* in double: two int64 durations from a wire may overflow */
+            double t = (double)nonneg(s->phase_ns[TML_PHASE_INPUT]) + (double)nonneg(s->traced_ns);
             if (t > mx)
                 mx = t;
         }

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -42,22 +43,25 @@ typedef struct fixture {
     tml_agg *agg;
     tml_server *srv;
     pthread_t thread;
-    volatile sig_atomic_t stop;
+    /* shared with the loop thread (the ThreadSanitizer build checks) */
+    atomic_int stop;
+    atomic_int events;        /* written after `last` */
+    atomic_size_t nconns;     /* the server's connections after each turn */
     int ctl[2];
     tml_server_cmd last;
-    int events;
 } fixture;
 
 static void *loop(void *arg)
 {
     fixture *f = arg;
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         tml_server_cmd cmd;
         memset(&cmd, 0, sizeof(cmd));
         if (tml__server_poll(f->srv, 10, &cmd) == 1) {
             f->last = cmd;
-            f->events++;
+            atomic_fetch_add(&f->events, 1);
         }
+        atomic_store(&f->nconns, tml__server_connections(f->srv));
     }
     return NULL;
 }
@@ -91,7 +95,7 @@ static int start(fixture *f, const char *name)
 
 static void stop_loop(fixture *f)
 {
-    f->stop = 1;
+    atomic_store(&f->stop, 1);
     pthread_join(f->thread, NULL);
 }
 
@@ -491,7 +495,7 @@ static void test_good_session(void)
     tml__sb_release(&sb);
     close(fd);
     /* the loop is still running: wait for the rank to be done */
-    for (int i = 0; i < 300 && tml__server_connections(f.srv); i++)
+    for (int i = 0; i < 300 && atomic_load(&f.nconns); i++)
         usleep(10000);
     stop_loop(&f);
     const tml_run *run = tml__agg_run(f.agg);
@@ -548,10 +552,10 @@ static void test_control_and_drain(void)
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
     const char *line = "finalize interrupted 130 88\n";
     CHECK_EQ_INT(write(f.ctl[1], line, strlen(line)), (long long)strlen(line));
-    for (int i = 0; i < 300 && !f.events; i++)
+    for (int i = 0; i < 300 && !atomic_load(&f.events); i++)
         usleep(10000);
     stop_loop(&f);
-    CHECK_EQ_INT(f.events, 1);
+    CHECK_EQ_INT(atomic_load(&f.events), 1);
     CHECK_EQ_INT(f.last.event, TML_SERVER_FINALIZE);
     CHECK_STR(f.last.status, "interrupted");
     CHECK_EQ_INT(f.last.exit_code, 130);
