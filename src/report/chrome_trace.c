@@ -31,9 +31,21 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Durations and times as read from telemetry.sqlite, bounded (a duration
+ * to ~11 days, a time to ~36 years either way) so that the sums and
+ * differences below cannot overflow, whatever a hand-made file holds. */
+#define MAX_DURATION_NS 1000000000000000LL
+#define MAX_TIME_NS (1LL << 60)
+
 static int64_t nonneg(int64_t v)
 {
-    return v > 0 ? v : 0;
+    return v > 0 ? (v < MAX_DURATION_NS ? v : MAX_DURATION_NS) : 0;
+}
+
+static int64_t start_of(const tml_step_record *s)
+{
+    return s->start_ns > MAX_TIME_NS ? MAX_TIME_NS : s->start_ns < -MAX_TIME_NS ? -MAX_TIME_NS
+                                                                                : s->start_ns;
 }
 
 /* Microseconds from t0, nanosecond precision. */
@@ -120,14 +132,15 @@ static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_reco
 {
     int tid = rank;
     int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]), traced = nonneg(s->traced_ns);
-    int64_t begin = s->start_ns - in - t0;
+    int64_t begin = start_of(s) - in - t0;
     size_t n = 0;
     char name[64];
 
     snprintf(name, sizeof(name), "Step %llu%s", (unsigned long long)s->step,
              (s->flags & TML_STEP_ABORTED) ? " (aborted)" : "");
     if (s->gap_ns > 0) {
-        slice(out, "Untraced", "untraced", tid, begin - s->gap_ns, s->gap_ns, NULL);
+        int64_t gap = nonneg(s->gap_ns);
+        slice(out, "Untraced", "untraced", tid, begin - gap, gap, NULL);
         n++;
     }
     step_args(args, s, rank);
@@ -137,7 +150,7 @@ static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_reco
         slice(out, phase_names[TML_PHASE_INPUT], "input", tid, begin, in, NULL);
         n++;
     }
-    int64_t at = s->start_ns - t0, end = at + traced;
+    int64_t at = start_of(s) - t0, end = at + traced;
     for (int p = TML_PHASE_H2D; p < TML_PHASE_COUNT; p++) {
         int64_t d = nonneg(s->phase_ns[p]);
         if (!(s->observed & TML_PHASE_BIT(p)) || d == 0)
@@ -162,7 +175,7 @@ int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
     for (size_t i = 0; i < run->nranks; i++)
         for (size_t j = 0; j < run->ranks[i].nsteps; j++) {
             const tml_step_record *s = &run->ranks[i].steps[j];
-            int64_t t = s->start_ns - nonneg(s->phase_ns[TML_PHASE_INPUT]) - nonneg(s->gap_ns);
+            int64_t t = start_of(s) - nonneg(s->phase_ns[TML_PHASE_INPUT]) - nonneg(s->gap_ns);
             if (t < t0)
                 t0 = t;
         }

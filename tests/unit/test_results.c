@@ -287,6 +287,30 @@ static void test_chrome_trace_two_ranks(void)
     tml__run_release(&run);
 }
 
+/* A hand-made telemetry.sqlite may hold any int64: the export bounds
+ * them instead of overflowing (UBSan checks this test). */
+static void test_chrome_trace_extreme_values(void)
+{
+    tml_run run;
+    make_run(&run, 1, 3, 0, 0);
+    tml_step_record *s = run.ranks[0].steps;
+    s[0].start_ns = INT64_MIN;
+    s[0].phase_ns[TML_PHASE_INPUT] = INT64_MAX;
+    s[0].gap_ns = INT64_MAX;
+    s[1].start_ns = INT64_MAX;
+    s[1].traced_ns = INT64_MAX;
+    s[1].phase_ns[TML_PHASE_FORWARD] = INT64_MAX;
+    s[1].observed = TML_PHASES_ALL;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    size_t n = 0;
+    CHECK_EQ_INT(tml__chrome_trace(&run, &sb, &n), 0);
+    tml_json *doc = NULL;
+    CHECK_EQ_INT(tml__json_parse(sb.buf, sb.len, &doc, NULL), 0);
+    tml__json_free(doc);
+    tml__sb_release(&sb);
+    tml__run_release(&run);
+}
+
 static void test_html_escapes_and_inlines(void)
 {
     const char *json = "{\"schema_version\": 1, \"text\": \"a </script><script>alert(1)</script> <!-- b\"}";
@@ -469,8 +493,9 @@ static void test_server_answers_summary(void)
     CHECK(system(cmd) == 0);
 }
 
-#define TESTS X(test_series_small_run) X(test_series_extreme_step_ids) X(test_series_is_bounded_and_missing_is_null) \
-    X(test_series_gpu_clock) X(test_timeline_bounded) X(test_chrome_trace_two_ranks) \
+#define TESTS X(test_series_small_run) X(test_series_extreme_step_ids) \
+    X(test_series_is_bounded_and_missing_is_null) X(test_series_gpu_clock) \
+    X(test_timeline_bounded) X(test_chrome_trace_two_ranks) X(test_chrome_trace_extreme_values) \
     X(test_html_escapes_and_inlines) X(test_flatten) X(test_wire_summary_roundtrip) \
     X(test_server_answers_summary)
 #include "harness.h"

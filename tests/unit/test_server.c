@@ -106,19 +106,33 @@ static void finish(fixture *f)
     close(f->ctl[1]);
 }
 
-static int dial(const fixture *f)
+/* Connects to 127.0.0.1:port, from a given loopback address when `from`
+ * is set (127.0.0.2 counts as another host for the per-address cap). */
+static int dial_port(int port, const char *from)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
-    sin.sin_port = htons((uint16_t)tml__server_port(f->srv));
+    if (from) {
+        inet_pton(AF_INET, from, &sin.sin_addr);
+        if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    sin.sin_port = htons((uint16_t)port);
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+static int dial(const fixture *f)
+{
+    return dial_port(tml__server_port(f->srv), NULL);
 }
 
 static void send_all(int fd, const void *buf, size_t len)
@@ -296,28 +310,6 @@ static void test_frames_before_hello_and_garbage(void)
     finish(&f);
 }
 
-/* Connects from a given loopback address (127.0.0.2 counts as another
- * host for the per-address cap). */
-static int dial_from(const fixture *f, const char *from)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin;
-    memset(&sin, 0, sizeof(sin));
-    sin.sin_family = AF_INET;
-    inet_pton(AF_INET, from, &sin.sin_addr);
-    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        close(fd);
-        return -1;
-    }
-    sin.sin_port = htons((uint16_t)tml__server_port(f->srv));
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* 1 when the server has closed fd (without waiting). */
 static int closed_now(int fd)
 {
@@ -343,7 +335,7 @@ static void test_preauth_bounded(void)
     enum { OTHER = 80, IDLE = 300 };
     int other[OTHER], idle[IDLE], refused = 0;
     for (int i = 0; i < OTHER; i++)
-        other[i] = dial_from(&f, "127.0.0.2");
+        other[i] = dial_port(tml__server_port(f.srv), "127.0.0.2");
     usleep(300000);
     for (int i = 0; i < OTHER; i++)
         refused += other[i] >= 0 && closed_now(other[i]);
@@ -401,20 +393,14 @@ static void test_out_of_descriptors_does_not_spin(void)
     int port = 0;
     CHECK(read(port_pipe[0], &port, sizeof(port)) == sizeof(port));
     int fds[80];
-    for (int i = 0; i < 80; i++) {
-        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sin;
-        memset(&sin, 0, sizeof(sin));
-        sin.sin_family = AF_INET;
-        sin.sin_port = htons((uint16_t)port);
-        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        connect(fds[i], (struct sockaddr *)&sin, sizeof(sin));
-    }
+    for (int i = 0; i < 80; i++)
+        fds[i] = dial_port(port, NULL);
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     for (int i = 0; i < 80; i++)
-        close(fds[i]);
+        if (fds[i] >= 0)
+            close(fds[i]);
     close(port_pipe[0]);
     close(port_pipe[1]);
 }
