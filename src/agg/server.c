@@ -54,6 +54,7 @@
 #define PREAUTH_MAX_CONNS 256
 #define PREAUTH_GRACE_MS 500
 #define PREAUTH_MAX_PER_PEER 64
+#define OUT_STALL_MS 10000             /* an answer not read for this long: closed */
 #define LOG_REFUSALS 50
 #define LOG_EVERY 1000
 #define READ_BUDGET (256 * 1024)
@@ -74,6 +75,7 @@ typedef struct conn {
      * written as the socket drains (POLLOUT); never waited for. */
     tml_strbuf out;
     size_t out_off;
+    int64_t out_ms;           /* when `out` last moved (or was queued on empty) */
 } conn;
 
 struct tml_server {
@@ -133,6 +135,7 @@ static void flush_out(conn *c)
         if (w <= 0)
             return;
         c->out_off += (size_t)w;
+        c->out_ms = now_ms();
     }
     tml__sb_reset(&c->out);
     c->out_off = 0;
@@ -142,6 +145,8 @@ static void queue_frame(conn *c, const tml_strbuf *sb)
 {
     if (sb->failed || !sb->len)
         return;
+    if (c->out.len == c->out_off)
+        c->out_ms = now_ms();
     tml__sb_add(&c->out, sb->buf, sb->len);
     flush_out(c);
 }
@@ -419,9 +424,16 @@ static int on_samples(tml_server *s, conn *c, const tml_frame_header *h, const u
 }
 
 /* SUMMARY_REQ: a rank asks for the summary so far (traceml.summary()
- * mid-run); the answer is queued behind what the connection still sends. */
-static void on_summary_req(tml_server *s, conn *c)
+ * mid-run). One at a time: asking again while the last answer is still
+ * unread costs the asker its connection (-1), never the others' time. */
+static int on_summary_req(tml_server *s, conn *c)
 {
+    if (c->out.len > c->out_off) {
+        tml__run_log(s->run_dir, "aggregator", "closed connection from %s (rank %d): a summary "
+                     "asked for before the last answer was read", c->peer, (int)c->rank);
+        tml__agg_lost(s->agg, c->rank);
+        return -1;
+    }
     tml_strbuf js = TML_STRBUF_INIT, fr = TML_STRBUF_INIT;
     int rc = tml__agg_summary_json(s->agg, &js);
     if (rc == 0 && js.failed)
@@ -430,6 +442,7 @@ static void on_summary_req(tml_server *s, conn *c)
     queue_frame(c, &fr);
     tml__sb_release(&js);
     tml__sb_release(&fr);
+    return 0;
 }
 
 /* One whole frame. 0 handled, -1 close the connection. */
@@ -459,7 +472,8 @@ static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const
             rc = on_samples(s, c, h, p);
             break;
         case TML_FRAME_SUMMARY_REQ:
-            on_summary_req(s, c);
+            if (on_summary_req(s, c) < 0)
+                return -1;
             rc = 0;
             break;
         case TML_FRAME_STATS:
@@ -642,6 +656,13 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
         conn *c = &s->conns[k];
         if (c->state == C_HELLO && now - c->opened_ms > HELLO_TIMEOUT_MS) {
             reject(s, c, "no HELLO in time");
+            close_conn(s, k);
+        } else if (c->out.len > c->out_off && now - c->out_ms > OUT_STALL_MS) {
+            tml__run_log(s->run_dir, "aggregator", "closed connection from %s (rank %d): it "
+                         "read nothing of an answer for %d s", c->peer, (int)c->rank,
+                         OUT_STALL_MS / 1000);
+            if (c->state == C_AUTHED)
+                tml__agg_lost(s->agg, c->rank);
             close_conn(s, k);
         }
     }

@@ -107,10 +107,13 @@ static void finish(fixture *f)
 }
 
 /* Connects to 127.0.0.1:port, from a given loopback address when `from`
- * is set (127.0.0.2 counts as another host for the per-address cap). */
-static int dial_port(int port, const char *from)
+ * is set (127.0.0.2 counts as another host for the per-address cap), with
+ * a receive buffer of rcvbuf bytes when not 0. */
+static int dial_port(int port, const char *from, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
@@ -132,7 +135,7 @@ static int dial_port(int port, const char *from)
 
 static int dial(const fixture *f)
 {
-    return dial_port(tml__server_port(f->srv), NULL);
+    return dial_port(tml__server_port(f->srv), NULL, 0);
 }
 
 static void send_all(int fd, const void *buf, size_t len)
@@ -335,7 +338,7 @@ static void test_preauth_bounded(void)
     enum { OTHER = 80, IDLE = 300 };
     int other[OTHER], idle[IDLE], refused = 0;
     for (int i = 0; i < OTHER; i++)
-        other[i] = dial_port(tml__server_port(f.srv), "127.0.0.2");
+        other[i] = dial_port(tml__server_port(f.srv), "127.0.0.2", 0);
     usleep(300000);
     for (int i = 0; i < OTHER; i++)
         refused += other[i] >= 0 && closed_now(other[i]);
@@ -394,7 +397,7 @@ static void test_out_of_descriptors_does_not_spin(void)
     CHECK(read(port_pipe[0], &port, sizeof(port)) == sizeof(port));
     int fds[80];
     for (int i = 0; i < 80; i++)
-        fds[i] = dial_port(port, NULL);
+        fds[i] = dial_port(port, NULL, 0);
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -453,6 +456,55 @@ static void test_duplicate_rank_not_merged(void)
     CHECK(json.buf && strstr(json.buf, "CONFLICT: rank 0 was claimed by pid 100 on testhost and pid 101"));
     tml__sb_release(&json);
     CHECK(log_has(&f, "rank 0 claimed by two processes"));
+    finish(&f);
+}
+
+/* A rank that asks for summaries without reading the answers loses its
+ * own connection; the others keep theirs and their data. */
+static void test_summary_requests_one_at_a_time(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "sumreq"), 0);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    hello(&sb, RUN_ID, SECRET, 0);
+    steps(&sb, 0, 8);
+    /* a small receive window, set before connecting: answers pile up in
+     * the server's buffer after a few */
+    int greedy = dial_port(tml__server_port(f.srv), NULL, 4096);
+    send_all(greedy, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(greedy), TML_FRAME_WELCOME);
+    tml__sb_reset(&sb);
+    for (int i = 0; i < 200; i++)
+        tml__wire_summary_req(&sb);
+    send_all(greedy, sb.buf, sb.len);
+    tml__sb_reset(&sb);
+    hello(&sb, RUN_ID, SECRET, 1);
+    steps(&sb, 0, 5);
+    int other = dial(&f);
+    send_all(other, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(other), TML_FRAME_WELCOME);
+    /* the greedy one is closed: after the answers it did get, EOF */
+    char buf[65536];
+    ssize_t r;
+    int64_t until = 0;
+    do {
+        struct pollfd pf = {greedy, POLLIN, 0};
+        if (poll(&pf, 1, 5000) <= 0)
+            break;
+        r = recv(greedy, buf, sizeof(buf), 0);
+        until += r > 0 ? r : 0;
+    } while (r > 0);
+    CHECK(r == 0 || r < 0);
+    close(greedy);
+    close(other);
+    usleep(100000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, 2);
+    if (run->nranks == 2)
+        CHECK_EQ_INT(run->ranks[1].nsteps, 5);
+    CHECK(log_has(&f, "a summary asked for before the last answer was read"));
+    tml__sb_release(&sb);
     finish(&f);
 }
 
@@ -596,6 +648,6 @@ static void test_bind_errors(void)
 
 #define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
     X(test_preauth_bounded) X(test_out_of_descriptors_does_not_spin) \
-    X(test_duplicate_rank_not_merged) X(test_good_session) X(test_control_and_drain) \
+    X(test_duplicate_rank_not_merged) X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
     X(test_bind_errors)
 #include "harness.h"
