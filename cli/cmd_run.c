@@ -394,101 +394,82 @@ static void aggregator_lost(aggproc *ap, const char *fmt, ...)
     ap->lost_unix_ms = tml__unix_ms();
 }
 
-static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d)
+/* In the forked child: the aggregator process, `traceml __aggregate`, with
+ * SIGINT blocked (see the essay above), its output into traceml.log and
+ * the control and status pipes kept open. Never returns. */
+__attribute__((noreturn))
+static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, int st)
 {
-    int ctl[2], st[2];
-    memset(ap, 0, sizeof(*ap));
-    ap->ctl = ap->st = -1;
-    if (pipe2(ctl, O_CLOEXEC) < 0)
-        return -1;
-    if (pipe2(st, O_CLOEXEC) < 0) {
-        close(ctl[0]);
-        close(ctl[1]);
-        return -1;
-    }
     char logp[4200], cfd[16], sfd[16];
     snprintf(logp, sizeof(logp), "%s/traceml.log", r->dir);
-    snprintf(cfd, sizeof(cfd), "%d", ctl[0]);
-    snprintf(sfd, sizeof(sfd), "%d", st[1]);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* SIGINT blocked before exec: see the essay above */
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigprocmask(SIG_SETMASK, &set, NULL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        fcntl(ctl[0], F_SETFD, 0);
-        fcntl(st[1], F_SETFD, 0);
-        int nul = open("/dev/null", O_RDONLY);
-        int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (nul >= 0)
-            dup2(nul, 0);
-        if (log >= 0) {   /* never the user's terminal */
-            dup2(log, 1);
-            dup2(log, 2);
-        }
-        setenv("TRACEML_SECRET", r->secret, 1);
-        char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
-                          "--run-name", (char *)r->name, "--run-id", (char *)r->id,
-                          "--control-fd", cfd, "--status-fd", sfd, NULL};
-        char ws[32], nn[32], port[32];
-        int k = 12;
-        if (d && d->enabled) {
-            /* expected ranks and nodes: the summary names those missing */
-            snprintf(ws, sizeof(ws), "%ld", d->world_size);
-            snprintf(nn, sizeof(nn), "%ld", d->nnodes);
-            args[k++] = "--world-size";
-            args[k++] = ws;
-            args[k++] = "--nnodes";
-            args[k++] = nn;
-        }
-        if (d && d->followers) {
-            /* other launchers find it at a known port; other hosts need
-             * more than loopback */
-            snprintf(port, sizeof(port), "%ld", d->agg_port);
-            args[k++] = "--port";
-            args[k++] = port;
-            if (d->multi_host) {
-                args[k++] = "--bind";
-                args[k++] = "0.0.0.0";
-            }
-        }
-        char lport[16], lint[16];
-        if (live_port_wanted >= 0) {
-            snprintf(lport, sizeof(lport), "%d", live_port_wanted);
-            snprintf(lint, sizeof(lint), "%d", live_interval_ms);
-            args[k++] = "--live-port";
-            args[k++] = lport;
-            args[k++] = "--live-interval-ms";
-            args[k++] = lint;
-            if (live_bind) {
-                args[k++] = "--live-bind";
-                args[k++] = (char *)live_bind;
-            }
-        }
-        if (html_report_wanted)
-            args[k++] = "--html-report";
-        args[k] = NULL;
-        execv("/proc/self/exe", args);
-        _exit(127);
+    snprintf(cfd, sizeof(cfd), "%d", ctl);
+    snprintf(sfd, sizeof(sfd), "%d", st);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_SETMASK, &set, NULL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    fcntl(ctl, F_SETFD, 0);
+    fcntl(st, F_SETFD, 0);
+    int nul = open("/dev/null", O_RDONLY);
+    int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (nul >= 0)
+        dup2(nul, 0);
+    if (log >= 0) {   /* never the user's terminal */
+        dup2(log, 1);
+        dup2(log, 2);
     }
-    close(ctl[0]);
-    close(st[1]);
-    if (pid < 0) {
-        close(ctl[1]);
-        close(st[0]);
-        return -1;
+    setenv("TRACEML_SECRET", r->secret, 1);
+    char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
+                      "--run-name", (char *)r->name, "--run-id", (char *)r->id,
+                      "--control-fd", cfd, "--status-fd", sfd, NULL};
+    char ws[32], nn[32], port[32];
+    int k = 12;
+    if (d && d->enabled) {
+        /* expected ranks and nodes: the summary names those missing */
+        snprintf(ws, sizeof(ws), "%ld", d->world_size);
+        snprintf(nn, sizeof(nn), "%ld", d->nnodes);
+        args[k++] = "--world-size";
+        args[k++] = ws;
+        args[k++] = "--nnodes";
+        args[k++] = nn;
     }
-    ap->pid = pid;
-    ap->alive = 1;
-    ap->ctl = ctl[1];
-    ap->st = st[0];
-    /* its first line: "port N" */
+    if (d && d->followers) {
+        /* other launchers find it at a known port; other hosts need
+         * more than loopback */
+        snprintf(port, sizeof(port), "%ld", d->agg_port);
+        args[k++] = "--port";
+        args[k++] = port;
+        if (d->multi_host) {
+            args[k++] = "--bind";
+            args[k++] = "0.0.0.0";
+        }
+    }
+    char lport[16], lint[16];
+    if (live_port_wanted >= 0) {
+        snprintf(lport, sizeof(lport), "%d", live_port_wanted);
+        snprintf(lint, sizeof(lint), "%d", live_interval_ms);
+        args[k++] = "--live-port";
+        args[k++] = lport;
+        args[k++] = "--live-interval-ms";
+        args[k++] = lint;
+        if (live_bind) {
+            args[k++] = "--live-bind";
+            args[k++] = (char *)live_bind;
+        }
+    }
+    if (html_report_wanted)
+        args[k++] = "--html-report";
+    args[k] = NULL;
+    execv("/proc/self/exe", args);
+    _exit(127);
+}
+
+/* The aggregator's first status line, "port N [live M]", within 5 s. */
+static int read_ports(aggproc *ap)
+{
     char line[64];
     size_t n = 0;
     int64_t deadline = tml__mono_ms() + 5000;
@@ -517,6 +498,37 @@ static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d
     if (sscanf(line, "port %*d live %d", &live_port_got) != 1)
         live_port_got = -1;
     return 0;
+}
+
+static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d)
+{
+    int ctl[2], st[2];
+    memset(ap, 0, sizeof(*ap));
+    ap->ctl = ap->st = -1;
+    if (pipe2(ctl, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2(st, O_CLOEXEC) < 0) {
+        close(ctl[0]);
+        close(ctl[1]);
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_aggregator(r, d, ctl[0], st[1]);
+    close(ctl[0]);
+    close(st[1]);
+    if (pid < 0) {
+        close(ctl[1]);
+        close(st[0]);
+        return -1;
+    }
+    ap->pid = pid;
+    ap->alive = 1;
+    ap->ctl = ctl[1];
+    ap->st = st[0];
+    return read_ports(ap);
 }
 
 static void reap_aggregator(aggproc *ap, const char *run_dir, int status)
@@ -821,6 +833,69 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
     return code;
 }
 
+/* The traced run proper: the aggregator, the training, the live view,
+ * the summary (from the aggregator, or rebuilt here) and the manifest's
+ * end. Returns the training's exit code. */
+static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
+                      const char *prog, char **targv, envb *envp)
+{
+    int interrupted = 0;
+    aggproc ap;
+    if (strcmp(o->mode, "summary") != 0) {
+        live_port_wanted = strcmp(o->mode, "dashboard") == 0 ? (int)o->dashboard_port : 0;
+        live_interval_ms = (int)(o->interval * 1000.0);
+    }
+    if (start_aggregator(&ap, r, &o->dist) < 0) {
+        tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
+                      "running without telemetry", r->dir);
+        tml__run_log(r->dir, "launcher", "aggregator did not start; training runs untraced");
+        if (ap.pid > 0) {
+            kill(ap.pid, SIGKILL);
+            waitpid(ap.pid, NULL, 0);
+        }
+        ap.alive = 0;
+        ap.port = 0;
+        aggregator_lost(&ap, "did not start");
+    }
+    build_env(envp, r, ap.port, 0, &o->dist);
+    live_view = tml__view_start(o->mode, live_port_wanted, live_port_got, live_bind,
+                                live_interval_ms, r);
+    pid_t pid = start_training(prog, targv, envp->v);
+    tml__view_started(live_view);
+    if (pid < 0) {
+        tml__cli_warn("cannot fork: %s", strerror(errno));
+        return 1;
+    }
+    int code = supervise(pid, &ap, r->dir, &interrupted);
+    tml__view_free(live_view);   /* the terminal back as it was, before the summary */
+    live_view = NULL;
+    const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
+    if (interrupted && got_int)
+        code = 130;
+    int width = tml__cli_term_width();
+
+    char *text = finalize_via_aggregator(&ap, r, status, code, width);
+    if (!text)
+        text = finalize_here(&ap, r, status, code, width, &o->dist);
+    if (text)
+        tml__cli_print_summary(text);
+    else
+        tml__cli_warn("no summary could be written (see %s/traceml.log)", r->dir);
+    free(text);
+
+    m->status = status;
+    m->exit_code = code;
+    m->end_unix_ms = tml__unix_ms();
+    if (tml__manifest_write(r->dir, m) < 0)
+        tml__cli_warn("could not update %s/manifest.json", r->dir);
+    tml__run_log(r->dir, "launcher", "run ended: %s, exit code %d", status, code);
+    if (ap.ctl >= 0)
+        close(ap.ctl);
+    if (ap.st >= 0)
+        close(ap.st);
+    return code;
+}
+
 static int launch(const run_opts *opts, const char *prog, int targc, char **targv, envb *envp)
 {
     const run_opts o = *opts;
@@ -898,61 +973,7 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
         tml__cli_warn("could not write %s/manifest.json", r.dir);
     tml__run_log(r.dir, "launcher", "run %s (id %s) started", r.name, r.id);
 
-    aggproc ap;
-    if (strcmp(o.mode, "summary") != 0) {
-        live_port_wanted = strcmp(o.mode, "dashboard") == 0 ? (int)o.dashboard_port : 0;
-        live_interval_ms = (int)(o.interval * 1000.0);
-    }
-    if (start_aggregator(&ap, &r, &o.dist) < 0) {
-        tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
-                      "running without telemetry", r.dir);
-        tml__run_log(r.dir, "launcher", "aggregator did not start; training runs untraced");
-        if (ap.pid > 0) {
-            kill(ap.pid, SIGKILL);
-            waitpid(ap.pid, NULL, 0);
-        }
-        ap.alive = 0;
-        ap.port = 0;
-        aggregator_lost(&ap, "did not start");
-    }
-    build_env(&env, &r, ap.port, 0, &o.dist);
-    *envp = env;
-    live_view = tml__view_start(o.mode, live_port_wanted, live_port_got, live_bind,
-                                live_interval_ms, &r);
-    pid_t pid = start_training(prog, targv, env.v);
-    tml__view_started(live_view);
-    if (pid < 0) {
-        tml__cli_warn("cannot fork: %s", strerror(errno));
-        free(dargv);
-        return 1;
-    }
-    int code = supervise(pid, &ap, r.dir, &interrupted);
-    tml__view_free(live_view);   /* the terminal back as it was, before the summary */
-    live_view = NULL;
-    const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
-    if (interrupted && got_int)
-        code = 130;
-    int width = tml__cli_term_width();
-
-    char *text = finalize_via_aggregator(&ap, &r, status, code, width);
-    if (!text)
-        text = finalize_here(&ap, &r, status, code, width, &o.dist);
-    if (text)
-        tml__cli_print_summary(text);
-    else
-        tml__cli_warn("no summary could be written (see %s/traceml.log)", r.dir);
-    free(text);
-
-    m.status = status;
-    m.exit_code = code;
-    m.end_unix_ms = tml__unix_ms();
-    if (tml__manifest_write(r.dir, &m) < 0)
-        tml__cli_warn("could not update %s/manifest.json", r.dir);
-    tml__run_log(r.dir, "launcher", "run ended: %s, exit code %d", status, code);
-    if (ap.ctl >= 0)
-        close(ap.ctl);
-    if (ap.st >= 0)
-        close(ap.st);
+    int code = run_traced(&o, &r, &m, prog, targv, envp);
     if (secret_file)
         tml__dist_remove_secret(r.dir);
     free(dargv);
