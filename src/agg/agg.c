@@ -45,6 +45,8 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The store failed (a full disk, a file size limit): the run goes on in
+ * memory, and the summary says that the telemetry behind it stops here. */
 static void store_error(tml_agg *a, const char *what, int rc)
 {
     if (rc >= 0 || a->store_failed)
@@ -52,6 +54,14 @@ static void store_error(tml_agg *a, const char *what, int rc)
     a->store_failed = 1;
     tml__run_log(a->run_dir, "aggregator", "telemetry.sqlite: %s failed (%s); "
                  "continuing without storage", what, tml_strerror(rc));
+    if (!a->run.partial[0]) {
+        char why[256];
+        uint64_t seen = tml__agg_steps_seen(a);
+        snprintf(why, sizeof(why), "telemetry.sqlite could not be written after %llu step%s "
+                 "(disk full?): this summary is whole, the telemetry behind it (export, a "
+                 "rebuild) stops there", (unsigned long long)seen, seen == 1 ? "" : "s");
+        tml__agg_set_partial(a, why);
+    }
 }
 
 static int agg_alloc(const tml_agg_opts *o, tml_agg **out)

@@ -413,6 +413,7 @@ def test_run_fake_training_completes(tmp_path, fake):
     assert dict(db.execute("SELECT key, value FROM meta").fetchall())["status"] == "completed"
     summary = json.loads((run_dir / "final_summary.json").read_text())
     assert summary["text"].rstrip("\n") == box_of(p.stdout).rstrip("\n")
+    assert summary["meta"]["partial"] is None and "PARTIAL" not in p.stdout   # no false alarm
 
 
 def test_run_training_raises(tmp_path, fake):

@@ -121,6 +121,9 @@ def test_plain_python_prints_box_and_writes_summary(plain_python):
     assert "Verdict:" in r.stdout and "TraceML Run Summary" in r.stdout, r.explain()
     s = r.summary()
     assert s["text"].strip() in r.stdout
+    # a healthy run: nothing partial, no conflict (no false alarm)
+    assert s["meta"]["partial"] is None and s["meta"]["rank_conflicts"] == []
+    assert "PARTIAL" not in s["text"] and "CONFLICT" not in s["text"]
     with open(r.artifact("final_summary.txt"), encoding="utf-8") as f:
         assert f.read().strip() == s["text"].strip()
     for phase in ("forward", "backward", "optimizer", "input_wait"):

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agg/agg.h"
@@ -425,6 +427,60 @@ static void *server_loop(void *arg)
     return NULL;
 }
 
+/* A full disk (here: a file size limit) stops telemetry.sqlite; the run
+ * goes on in memory and its summary says that the telemetry stops short.
+ * In a child process, so the limit binds nothing else. */
+static void test_store_full_is_not_silent(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char dir[] = "/tmp/tml_test_full_XXXXXX";
+        if (!mkdtemp(dir))
+            _exit(2);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {256 * 1024, 256 * 1024};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        tml_agg_opts ao = {"full", "run0", dir, 0, 0};
+        tml_agg *agg = NULL;
+        if (tml__agg_new(&ao, &agg) < 0)
+            _exit(3);
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.world_size = 1;
+        info.pid = 7;
+        info.instrumented = TML_PHASES_ALL;
+        tml__agg_hello(agg, &info, NULL);
+        tml_step_record r[100];
+        for (uint64_t b = 0; b < 100; b++) {
+            for (int i = 0; i < 100; i++) {
+                memset(&r[i], 0, sizeof(r[i]));
+                r[i].step = b * 100 + (uint64_t)i;
+                r[i].traced_ns = 1000000;
+                r[i].gpu_traced_ns = r[i].gap_ns = -1;
+                for (int p = 0; p < TML_PHASE_COUNT; p++)
+                    r[i].gpu_phase_ns[p] = -1;
+                r[i].rss_bytes = r[i].cuda_allocated_peak_bytes = r[i].cuda_reserved_peak_bytes = -1;
+                r[i].observed = TML_PHASES_ALL;
+            }
+            tml__agg_steps(agg, 0, r, 100);
+        }
+        char *text = NULL;
+        tml__agg_finalize(agg, "completed", 0, 120, &text);
+        int ok = text && strstr(text, "PARTIAL: telemetry.sqlite could not be written after") &&
+                 strstr(tml__agg_run(agg)->partial, "this summary is whole");
+        free(text);
+        tml__agg_free(agg);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            ok = 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void test_server_answers_summary(void)
 {
     char dir[] = "/tmp/tml_test_results_XXXXXX";
@@ -497,5 +553,5 @@ static void test_server_answers_summary(void)
     X(test_series_is_bounded_and_missing_is_null) X(test_series_gpu_clock) \
     X(test_timeline_bounded) X(test_chrome_trace_two_ranks) X(test_chrome_trace_extreme_values) \
     X(test_html_escapes_and_inlines) X(test_flatten) X(test_wire_summary_roundtrip) \
-    X(test_server_answers_summary)
+    X(test_store_full_is_not_silent) X(test_server_answers_summary)
 #include "harness.h"
