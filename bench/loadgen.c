@@ -18,8 +18,19 @@
  *     (tml__report_build: window, diagnosis, box and JSON), median of
  *     repeats.
  *
+ *  3. Long run (--long STEPS, instead of 1 and 2): the aggregator object
+ *     with its SQLite store, in this process, fed N ranks x STEPS records
+ *     as fast as it takes them (batches of 1,000 per rank). At 10^4, 10^5,
+ *     ... steps per rank: this process's RSS (it holds nothing but the
+ *     aggregator), how long a mid-run summary() takes (the answer
+ *     tml__agg_summary_json builds, median and max of --repeats), the
+ *     ingestion rate and telemetry.sqlite's size; at the end, how long
+ *     the final summary takes after the last rank's goodbye (store flush,
+ *     diagnosis, final_summary.json/.txt, manifest).
+ *
  *     build/bench/loadgen [--ranks 256] [--rate 50] [--seconds 60]
  *                         [--summary-steps 10000] [--repeats 3]
+ *     build/bench/loadgen --long 10000000 --ranks 8 [--repeats 5] [--keep]
  *
  * Exit status 1 when any record was lost (a correctness failure, not a
  * timing one).
@@ -53,7 +64,8 @@
 #define THREADS 4
 
 static long opt_ranks = 256, opt_rate = 50, opt_seconds = 60, opt_steps = 10000,
-            opt_repeats = 3;
+            opt_repeats = 3, opt_long = 0;
+static int opt_keep;
 
 static int64_t now_ns(void)
 {
@@ -135,7 +147,7 @@ static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port
     const tml_run *run = tml__agg_run(agg);
     unsigned long long got = 0;
     for (size_t i = 0; i < run->nranks; i++)
-        got += run->ranks[i].nsteps;
+        got += tml__rank_received(&run->ranks[i]);
     n = snprintf(line, sizeof(line), "received %llu finalize_ms %.1f\n", got, fin_ms);
     if (write(status_fd, line, (size_t)n) != n)
         return 1;
@@ -448,6 +460,108 @@ static int offline(void)
     return 0;
 }
 
+/* ---- long run ---------------------------------------------------------- */
+
+/* Median and max of repeated mid-run summaries, in ms. */
+static void summary_latency(tml_agg *agg, double *med, double *mx)
+{
+    double *ms = calloc((size_t)opt_repeats, sizeof(*ms));
+    for (long i = 0; ms && i < opt_repeats; i++) {
+        tml_strbuf js = TML_STRBUF_INIT;
+        int64_t t0 = now_ns();
+        if (tml__agg_summary_json(agg, &js) < 0)
+            fprintf(stderr, "loadgen: summary failed\n");
+        ms[i] = (double)(now_ns() - t0) / 1e6;
+        tml__sb_release(&js);
+    }
+    if (!ms)
+        return;
+    qsort(ms, (size_t)opt_repeats, sizeof(*ms), cmp_d);
+    *med = ms[opt_repeats / 2];
+    *mx = ms[opt_repeats - 1];
+    free(ms);
+}
+
+static int longrun(void)
+{
+    enum { BATCH = 1000 };
+    char dir[] = "/tmp/traceml-longrun-XXXXXX", db[64];
+    tml_agg *agg = NULL;
+    if (!mkdtemp(dir))
+        return 2;
+    snprintf(db, sizeof(db), "%s/telemetry.sqlite", dir);
+    tml_agg_opts ao = {"longrun", RUN_ID, dir, (int32_t)opt_ranks, 1};
+    if (tml__agg_new(&ao, &agg) < 0)
+        return 2;
+    for (int32_t r = 0; r < opt_ranks; r++) {
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.rank = r;
+        info.local_rank = r % 8;
+        info.node_rank = r / 8;
+        info.world_size = (int32_t)opt_ranks;
+        info.nnodes = (int32_t)((opt_ranks + 7) / 8);
+        info.pid = 100000 + r;
+        info.instrumented = TML_PHASES_ALL;
+        if (tml__agg_hello(agg, &info, NULL) < 0)
+            return 2;
+    }
+    printf("## long run: %ld ranks x %ld steps into one aggregator (with telemetry.sqlite)\n\n",
+           opt_ranks, opt_long);
+    printf("| steps per rank | step records | RSS MB | peak RSS MB | summary() median ms | "
+           "summary() max ms | records/s | telemetry.sqlite MB |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fflush(stdout);
+    tml_step_record recs[BATCH];
+    long next = 10000 < opt_long ? 10000 : opt_long;
+    int64_t t_mark = now_ns();
+    long done_mark = 0;
+    for (long done = 0; done < opt_long;) {
+        long n = opt_long - done < BATCH ? opt_long - done : BATCH;
+        if (done < next && done + n > next)
+            n = next - done;
+        for (int32_t r = 0; r < opt_ranks; r++) {
+            for (long k = 0; k < n; k++)
+                fake_step(&recs[k], r, (uint64_t)(done + k));
+            if (tml__agg_steps(agg, r, recs, (size_t)n) < 0)
+                return 2;
+        }
+        done += n;
+        if (done != next)
+            continue;
+        tml__agg_tick(agg);
+        double rate = (double)(done - done_mark) * (double)opt_ranks /
+                      ((double)(now_ns() - t_mark) / 1e9);
+        double med = NAN, mx = NAN;
+        summary_latency(agg, &med, &mx);
+        struct stat st;
+        double db_mb = stat(db, &st) == 0 ? (double)st.st_size / 1048576.0 : NAN;
+        printf("| %ld | %ld | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f |\n", done,
+               done * opt_ranks, status_kb(getpid(), "VmRSS:") / 1024.0,
+               status_kb(getpid(), "VmHWM:") / 1024.0, med, mx, rate, db_mb);
+        fflush(stdout);
+        next = next * 10 < opt_long ? next * 10 : opt_long;
+        t_mark = now_ns();
+        done_mark = done;
+    }
+    tml_rank_stats bye = {0, 0, (uint64_t)opt_long, 700, 0};
+    for (int32_t r = 0; r < opt_ranks; r++)
+        tml__agg_stats(agg, r, &bye, 1);
+    int64_t t0 = now_ns();
+    int rc = tml__agg_finalize(agg, "completed", 0, 156, NULL);
+    double fin_ms = (double)(now_ns() - t0) / 1e6;
+    printf("\nFinal summary after the last rank's goodbye: %.0f ms (%s); peak RSS %.1f MB.\n\n",
+           fin_ms, rc == 0 ? "written" : "FAILED", status_kb(getpid(), "VmHWM:") / 1024.0);
+    tml__agg_free(agg);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (opt_keep)
+        printf("Run folder kept: %s\n", dir);
+    else if (system(cmd) != 0)
+        fprintf(stderr, "loadgen: could not remove %s\n", dir);
+    return rc == 0 ? 0 : 1;
+}
+
 static long arg_long(const char *name, const char *v, long lo, long hi)
 {
     char *end;
@@ -474,6 +588,10 @@ int main(int argc, char **argv)
             opt_steps = arg_long(a, v, 2, 1000000), i++;
         else if (strcmp(a, "--repeats") == 0)
             opt_repeats = arg_long(a, v, 1, 100), i++;
+        else if (strcmp(a, "--long") == 0)
+            opt_long = arg_long(a, v, 1, 1000000000), i++;
+        else if (strcmp(a, "--keep") == 0)
+            opt_keep = 1;
         else if (strcmp(a, "--live-only") == 0)
             do_offline = 0;
         else if (strcmp(a, "--offline-only") == 0)
@@ -483,6 +601,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (opt_long)
+        return longrun();
     int rc = 0;
     if (do_live)
         rc = live();

@@ -92,6 +92,7 @@ int tml__cmd_export(int argc, char **argv)
     tml_store *store = NULL;
     tml_run run;
     tml__run_init(&run, NULL, NULL);
+    run.keep_all = 1;    /* every step becomes slices */
     int rc = tml__store_open(db, 0, &store);
     if (rc == 0)
         rc = tml__store_load(store, &run);

@@ -9,6 +9,9 @@
  * rank (that sent steps at all) reported. A step aborted on any rank (an
  * exception left the bracket) is left out on all of them: its timings stop
  * half-way. The window is then the last N common steps after the warm-up.
+ * A long run's records between its first and its last steps are no longer
+ * in memory (model/run.h): they are counted as common when every rank
+ * dropped some (the fewest dropped, less aborted ones), not compared.
  *
  * Warm-up. The first steps of a run pay for compilation, autotuning, lazy
  * allocation and worker start-up; averaging them in would blame the input
@@ -50,29 +53,59 @@ static int cmp_ref(const void *a, const void *b)
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
 
-static int cmp_double(const void *a, const void *b)
+/* The k-th smallest of v[0..n) (k < n), v reordered so that nothing
+ * before k is larger: Hoare's selection, linear on average (a summary of
+ * 8 ranks x 10,000 steps once spent most of its time sorting). */
+static double select_kth(double *v, size_t n, size_t k)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        size_t i = lo, j = hi;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            double t = v[i];
+            v[i++] = v[j];
+            v[j--] = t;
+        }
+        /* v[lo..j] <= pivot <= v[j+1..hi] */
+        if (k <= j)
+            hi = j;
+        else
+            lo = j + 1;
+    }
+    return v[k];
 }
 
-/* Sorts v in place. */
+/* Reorders v. */
 static double median_of(double *v, size_t n)
 {
     if (n == 0)
         return NAN;
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+    double hi = select_kth(v, n, n / 2);
+    if (n % 2)
+        return hi;
+    double lo = v[0];
+    for (size_t i = 1; i < n / 2; i++)
+        if (v[i] > lo)
+            lo = v[i];
+    return (lo + hi) / 2.0;
 }
 
-/* Nearest-rank percentile of sorted v. */
-static double percentile_sorted(const double *v, size_t n, double p)
+/* Nearest-rank percentile; reorders v. */
+static double percentile_of(double *v, size_t n, double p)
 {
     if (n == 0)
         return NAN;
     double r = ceil(p * (double)n);
     size_t k = r < 1.0 ? 0 : (size_t)r - 1;
-    return v[k < n ? k : n - 1];
+    return select_kth(v, n, k < n ? k : n - 1);
 }
 
 size_t tml__warmup_count(const double *step_ns, size_t n)
@@ -113,26 +146,17 @@ static step_ref *sorted_refs(const tml_rank *r, size_t *out_n)
         refs[i].step = r->steps[i].step;
         refs[i].idx = i;
     }
-    qsort(refs, r->nsteps, sizeof(*refs), cmp_ref);
+    int sorted = 1;   /* the usual case: records arrive in step order */
+    for (size_t i = 1; i < r->nsteps && sorted; i++)
+        sorted = refs[i - 1].step < refs[i].step;
+    if (!sorted)
+        qsort(refs, r->nsteps, sizeof(*refs), cmp_ref);
     size_t m = 0;
     for (size_t i = 0; i < r->nsteps; i++)
         if (m == 0 || refs[m - 1].step != refs[i].step)
             refs[m++] = refs[i];
     *out_n = m;
     return refs;
-}
-
-static const step_ref *find_ref(const step_ref *refs, size_t n, uint64_t step)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (refs[mid].step < step)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && refs[lo].step == step ? &refs[lo] : NULL;
 }
 
 static int64_t nonneg(int64_t v)
@@ -165,7 +189,8 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
     rw->records_dropped = r->stats.records_dropped;
     rw->events_dropped = r->stats.events_dropped;
-    for (size_t i = 0; i < r->nsteps; i++) {
+    rw->has_gpu = r->past_gpu;
+    for (size_t i = 0; i < r->nsteps && !rw->has_gpu; i++) {
         const tml_step_record *s = &r->steps[i];
         if (s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
             s->cuda_reserved_peak_bytes >= 0)
@@ -228,9 +253,8 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     rw->cuda_allocated_bytes = n_alloc ? alloc / (double)n_alloc : NAN;
     rw->cuda_reserved_bytes = n_resv ? resv / (double)n_resv : NAN;
 
-    qsort(st, nwin, sizeof(*st), cmp_double);
-    rw->step_median_ns = nwin % 2 ? st[nwin / 2] : (st[nwin / 2 - 1] + st[nwin / 2]) / 2.0;
-    rw->step_p90_ns = percentile_sorted(st, nwin, 0.90);
+    rw->step_median_ns = median_of(st, nwin);
+    rw->step_p90_ns = percentile_of(st, nwin, 0.90);
     /* Noise: what `traceml compare` holds a change against. */
     double mean = sum[TML_M_STEP] / (double)nwin, var = 0;
     for (size_t j = 0; j < nwin; j++)
@@ -373,16 +397,22 @@ static int common_steps(const tml_run *run, step_ref *const *refs, const size_t 
 {
     size_t first = col[0], ncommon = 0;
     size_t *idx = malloc(nrefs[first] * nactive * sizeof(*idx));
-    if (!idx)
+    size_t *at = calloc(nactive, sizeof(*at));   /* each rank's cursor: ids ascend */
+    if (!idx || !at) {
+        free(idx);
+        free(at);
         return TML_ENOMEM;
+    }
     *idx_out = idx;
     for (size_t j = 0; j < nrefs[first]; j++) {
         uint64_t id = refs[first][j].step;
         int common = 1, aborted = 0;
         for (size_t k = 0; k < nactive && common; k++) {
             size_t ri = col[k];
-            const step_ref *f = find_ref(refs[ri], nrefs[ri], id);
-            if (!f) {
+            while (at[k] < nrefs[ri] && refs[ri][at[k]].step < id)
+                at[k]++;
+            const step_ref *f = at[k] < nrefs[ri] ? &refs[ri][at[k]] : NULL;
+            if (!f || f->step != id) {
                 common = 0;
                 break;
             }
@@ -398,8 +428,30 @@ static int common_steps(const tml_run *run, step_ref *const *refs, const size_t 
         }
         ncommon++;
     }
+    free(at);
     w->common_steps = ncommon;
     return 0;
+}
+
+/* The dropped middle of a long run (model/run.h): counted as common when
+ * every active rank dropped some (the fewest, less aborted ones), not
+ * compared. */
+static void count_dropped(const tml_run *run, const size_t *col, size_t nactive,
+                          tml_window *w)
+{
+    uint64_t past = UINT64_MAX, past_aborted = 0;
+    for (size_t k = 0; k < nactive; k++) {
+        const tml_rank *r = &run->ranks[col[k]];
+        uint64_t clean = r->past_steps - r->past_aborted;
+        if (clean < past)
+            past = clean;
+        if (r->past_aborted > past_aborted)
+            past_aborted = r->past_aborted;
+    }
+    if (nactive > 0 && past > 0) {
+        w->common_steps += (size_t)past;
+        w->aborted_steps += (size_t)past_aborted;
+    }
 }
 
 /* Warm-up over the slowest rank's CPU step time per common step, plus the
@@ -515,6 +567,7 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     if (nactive >= 2 && nwin > 0 && !(w->missing & TML_PHASE_BIT(TML_PHASE_BACKWARD)))
         count_culprits(run, col, nactive, win, nwin, w);
     across_ranks(w);
+    count_dropped(run, col, nactive, w);
     err = 0;
     goto done;
 

@@ -149,9 +149,12 @@ static int tail_of(const tml_run *run, tml_run *tail)
         tail->ranks[i] = run->ranks[i];
         size_t n = run->ranks[i].nsteps;
         size_t k = n > TML_LIVE_TAIL ? TML_LIVE_TAIL : n;
-        tail->ranks[i].steps = run->ranks[i].steps + (n - k);
+        tail->ranks[i].steps = n ? run->ranks[i].steps + (n - k) : NULL;   /* no NULL + 0 */
         tail->ranks[i].nsteps = k;
         tail->ranks[i].cap = k;
+        /* the live window is the tail alone: nothing older is counted */
+        tail->ranks[i].past_steps = tail->ranks[i].past_aborted = 0;
+        memset(&tail->ranks[i].past, 0, sizeof(tail->ranks[i].past));
     }
     return 0;
 }
@@ -209,7 +212,7 @@ static void rank_fill(tml_live_rank *lr, const tml_rank *r, const tml_rank_windo
     lr->node = r->info.node_rank;
     lr->local_rank = r->info.local_rank;
     copy_str(lr->host, sizeof(lr->host), r->info.host);
-    lr->steps_received = r->nsteps;
+    lr->steps_received = tml__rank_received(r);
     lr->last_step = r->nsteps ? (int64_t)r->steps[r->nsteps - 1].step : -1;
     lr->ended = r->ended;
     lr->window_steps = rw ? rw->nsteps : 0;

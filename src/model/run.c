@@ -1,7 +1,7 @@
 /*
  * run.c - the in-memory run. Ranks are few (up to thousands) and arrive
  * once, so a sorted array with insertion is simplest; steps per rank are an
- * append-only growable array. Run names (what a run folder may be called)
+ * array that grows to TML_RUN_CAP_STEPS and then drops its middle (run.h). Run names (what a run folder may be called)
  * are part of a run's identity and live here too.
  */
 #include "model/run.h"
@@ -24,8 +24,10 @@ void tml__run_init(tml_run *run, const char *name, const char *id)
 
 void tml__run_release(tml_run *run)
 {
-    for (size_t i = 0; i < run->nranks; i++)
+    for (size_t i = 0; i < run->nranks; i++) {
         free(run->ranks[i].steps);
+        tml__history_release(&run->ranks[i].past);
+    }
     free(run->ranks);
     run->ranks = NULL;
     run->nranks = run->cap = 0;
@@ -65,17 +67,54 @@ tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info)
             (run->nranks - at) * sizeof(*run->ranks));
     memset(&run->ranks[at], 0, sizeof(run->ranks[at]));
     run->ranks[at].info = *info;
+    run->ranks[at].keep_all = run->keep_all;
     run->ranks[at].stats.overhead_ns_per_step = -1;
     run->nranks++;
     return &run->ranks[at];
 }
 
+/* The full array drops the records between the head and the kept tail:
+ * counted, folded into the history, then the tail moves down. */
+static int drop_middle(tml_rank *r)
+{
+    size_t from = TML_RUN_HEAD_STEPS, n = r->nsteps - TML_RUN_HEAD_STEPS - TML_RUN_KEEP_STEPS;
+    for (size_t i = from; i < from + n; i++) {
+        const tml_step_record *s = &r->steps[i];
+        if (tml__history_add(&r->past, s) < 0)
+            return TML_ENOMEM;
+        r->past_aborted += (s->flags & TML_STEP_ABORTED) != 0;
+        r->past_gpu |= s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
+                       s->cuda_reserved_peak_bytes >= 0;
+    }
+    memmove(&r->steps[from], &r->steps[from + n], TML_RUN_KEEP_STEPS * sizeof(*r->steps));
+    r->past_steps += n;
+    r->nsteps -= n;
+    return 0;
+}
+
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
 {
-    if (TML_GROW(rank->steps, rank->nsteps + n, rank->cap) < 0)
-        return TML_ENOMEM;
-    memcpy(&rank->steps[rank->nsteps], recs, n * sizeof(*recs));
-    rank->nsteps += n;
+    if (rank->keep_all) {
+        if (TML_GROW(rank->steps, rank->nsteps + n, rank->cap) < 0)
+            return TML_ENOMEM;
+        memcpy(&rank->steps[rank->nsteps], recs, n * sizeof(*recs));
+        rank->nsteps += n;
+        return 0;
+    }
+    while (n > 0) {
+        if (rank->nsteps == TML_RUN_CAP_STEPS && drop_middle(rank) < 0)
+            return TML_ENOMEM;
+        size_t k = TML_RUN_CAP_STEPS - rank->nsteps;
+        if (k > n)
+            k = n;
+        /* capacities double from 16, so the cap stops at TML_RUN_CAP_STEPS */
+        if (TML_GROW(rank->steps, rank->nsteps + k, rank->cap) < 0)
+            return TML_ENOMEM;
+        memcpy(&rank->steps[rank->nsteps], recs, k * sizeof(*recs));
+        rank->nsteps += k;
+        recs += k;
+        n -= k;
+    }
     return 0;
 }
 

@@ -1,27 +1,48 @@
 /*
  * run.h - a run as the aggregator holds it in memory: every rank that said
- * hello, and every step record it sent, in arrival order (which is step
+ * hello, and the step records it sent, in arrival order (which is step
  * order per rank). The store (SQLite) holds the same records on disk and can
  * load them back into a tml_run, so the summary is built from one shape
  * whether it comes from a live aggregator or from telemetry.sqlite.
+ *
+ * Memory does not grow with the run. A rank keeps its first
+ * TML_RUN_HEAD_STEPS records (the warm-up rule reads a run's start) and its
+ * last TML_RUN_KEEP_STEPS (the window is the last 10,000 steps; the rest is
+ * room for ranks a few thousand steps apart mid-run). Records in between
+ * are dropped from memory as the run goes, after being counted and folded
+ * into the rank's step history (the charts). At most TML_RUN_CAP_STEPS
+ * records (~2.5 MB) plus the history (~250 KB) per rank, whatever the run
+ * length. A reader that wants every record (the trace export) sets keep_all.
  */
 #ifndef TML_RUN_H
 #define TML_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "model/history.h"
 #include "model/record.h"
 #include "model/series.h"
+
+#define TML_RUN_HEAD_STEPS 64
+#define TML_RUN_KEEP_STEPS 12288
+#define TML_RUN_CAP_STEPS 16384     /* head + kept tail + room to append */
 
 typedef struct tml_rank {
     tml_rank_info info;
     tml_rank_stats stats;
-    tml_step_record *steps;
+    tml_step_record *steps;  /* the first and the last records (above) */
     size_t nsteps, cap;
+    /* The records dropped from memory (older than the kept tail): how
+     * many, how many aborted, whether any had GPU figures, and their
+     * step history. */
+    uint64_t past_steps, past_aborted;
+    int past_gpu;
+    tml_step_history past;
     int ended;               /* sent its goodbye */
     /* Its connection closed (or was still open at the end) without a
      * goodbye: the rank died or was cut off. Set by the socket server. */
     int lost;
+    int keep_all;            /* the run's keep_all when the rank was added */
 } tml_rank;
 
 /* Two processes that claimed the same rank: never merged, the later one
@@ -44,6 +65,7 @@ typedef struct tml_run {
     int64_t end_unix_ms;
     tml_rank *ranks;         /* sorted by info.rank */
     size_t nranks, cap;
+    int keep_all;            /* keep every step record in memory (export) */
     /* Why the run's data is incomplete (the aggregator died and the run
      * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
     char partial[256];
@@ -62,7 +84,14 @@ void tml__run_release(tml_run *run);
  * A second hello for the same rank updates its info and keeps its steps. */
 tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info);
 tml_rank *tml__run_find(tml_run *run, int32_t rank);
+/* Appends a rank's records (dropping the oldest past the kept tail unless
+ * the run keeps all). 0 or TML_ENOMEM. */
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n);
+/* Records the rank sent, kept or not. */
+static inline uint64_t tml__rank_received(const tml_rank *r)
+{
+    return r->past_steps + r->nsteps;
+}
 
 /* 1 when name matches [A-Za-z0-9_.-]+, is at most 100 bytes and not "." or "..". */
 int tml__run_name_valid(const char *name);

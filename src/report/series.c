@@ -21,7 +21,9 @@
  * null array, never zeros; on the GPU clock a step without GPU figures is
  * left out of its bucket's timing (its memory still counts); aborted steps
  * are left out. Unlike the window, the series covers the whole run (warm-up
- * included), and says where the window starts so a chart can shade it.
+ * included, the steps of a long run no longer in memory from the ranks'
+ * step histories, model/history.h), and says where the window starts so a
+ * chart can shade it.
  */
 #include "report/model.h"
 #include "base/jsonw.h"
@@ -81,50 +83,74 @@ static size_t pick_ranks(const tml_window *w, size_t *out)
     return n;
 }
 
-/* One rank's bucket means: vals[k * nb + b], NAN for empty buckets. */
-static void fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock clock,
-                      uint64_t first, uint64_t bucket, size_t nb, double *vals,
-                      size_t *cnt)
+/* One rank's bucket means: vals[k * nb + b], NAN for empty buckets. The
+ * steps dropped from memory come from the rank's step history (each of its
+ * buckets joins the output bucket its first id falls in: the output bucket
+ * is never narrower), the kept records are added one by one. */
+static int fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock clock,
+                     uint64_t first, uint64_t bucket, size_t nb, double *vals)
 {
-    for (size_t i = 0; i < S_COUNT * nb; i++) {
-        vals[i] = 0;
-        cnt[i] = 0;
+    static const int of_series[S_RESIDUAL + 1] = {
+        TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
+        TML_M_OPTIMIZER, TML_M_RESIDUAL
+    };
+    tml_step_bucket *acc = calloc(nb, sizeof(*acc));
+    if (!acc)
+        return TML_ENOMEM;
+    const tml_step_history *h = &r->past;
+    for (size_t i = 0; i < h->nb; i++) {
+        uint64_t at = (h->base + i * h->width - first) / bucket;
+        tml__step_bucket_merge(&acc[at < nb ? at : nb - 1], &h->b[i]);
     }
     for (size_t i = 0; i < r->nsteps; i++) {
         const tml_step_record *s = &r->steps[i];
-        if ((s->flags & TML_STEP_ABORTED) || s->step < first)
-            continue;
-        size_t b = (size_t)((s->step - first) / bucket);
-        if (b >= nb)
-            continue;
-        double v[TML_M_COUNT];
-        tml__step_breakdown(s, clock, rw->missing, v);
-        if (clock == TML_CLOCK_CPU || s->gpu_traced_ns >= 0) {
-            static const int of_series[S_RESIDUAL + 1] = {
-                TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
-                TML_M_OPTIMIZER, TML_M_RESIDUAL
-            };
-            for (int k = 0; k <= S_RESIDUAL; k++) {
-                vals[k * nb + b] += v[of_series[k]] / 1e6;
-                cnt[k * nb + b]++;
-            }
-        }
-        if (!isnan(v[TML_M_UNTRACED])) {
-            vals[S_UNTRACED * nb + b] += v[TML_M_UNTRACED] / 1e6;
-            cnt[S_UNTRACED * nb + b]++;
-        }
-        const int64_t mem[3] = { s->rss_bytes, s->cuda_allocated_peak_bytes,
-                                 s->cuda_reserved_peak_bytes };
-        for (int k = 0; k < 3; k++)
-            if (mem[k] >= 0) {
-                vals[(S_RSS + k) * nb + b] += (double)mem[k];
-                cnt[(S_RSS + k) * nb + b]++;
-            }
+        if (s->step >= first && (s->step - first) / bucket < nb)
+            tml__step_bucket_add(&acc[(s->step - first) / bucket], s);
     }
-    for (size_t i = 0; i < S_COUNT * nb; i++)
-        vals[i] = cnt[i] ? vals[i] / (double)cnt[i] : NAN;
+    for (size_t b = 0; b < nb; b++) {
+        const tml_step_bucket *x = &acc[b];
+        double v[TML_M_COUNT];
+        for (int m = 0; m < TML_M_COUNT; m++)
+            v[m] = x->n[clock] ? x->t[clock][m] / (double)x->n[clock] : NAN;
+        /* missing phases are NAN in every bucket: null arrays */
+        tml__breakdown_mask(v, rw->missing);
+        for (int k = 0; k <= S_RESIDUAL; k++)
+            vals[k * nb + b] = v[of_series[k]] / 1e6;
+        vals[S_UNTRACED * nb + b] = x->n_gap ? x->gap / (double)x->n_gap / 1e6 : NAN;
+        for (int k = 0; k < 3; k++)
+            vals[(S_RSS + k) * nb + b] = x->n_mem[k] ? x->mem[k] / (double)x->n_mem[k] : NAN;
+    }
+    free(acc);
+    return 0;
+}
 
-    /* missing phases are NAN in every bucket (the breakdown): null arrays */
+/* The step ids the picked ranks' series span (aborted steps left out),
+ * and the widest history bucket among them. */
+static void series_span(const tml_run *run, const size_t *pick, size_t np, uint64_t *first,
+                        uint64_t *last, uint64_t *width)
+{
+    *first = UINT64_MAX;
+    *last = 0;
+    *width = 1;
+    for (size_t k = 0; k < np; k++) {
+        const tml_rank *r = &run->ranks[pick[k]];
+        if (r->past.steps) {
+            if (r->past.first < *first)
+                *first = r->past.first;
+            if (r->past.last > *last)
+                *last = r->past.last;
+            if (r->past.width > *width)
+                *width = r->past.width;
+        }
+        for (size_t i = 0; i < r->nsteps; i++) {
+            if (r->steps[i].flags & TML_STEP_ABORTED)
+                continue;
+            if (r->steps[i].step < *first)
+                *first = r->steps[i].step;
+            if (r->steps[i].step > *last)
+                *last = r->steps[i].step;
+        }
+    }
 }
 
 static int all_nan(const double *v, size_t n)
@@ -139,23 +165,13 @@ void tml__report_series(const tml_report_model *m, tml_strbuf *out)
 {
     const tml_window *w = &m->win;
     const tml_run *run = m->run;
-    size_t *pick = NULL, *cnt = NULL;
+    size_t *pick = NULL;
     double *vals = NULL;
-    uint64_t first = UINT64_MAX, last = 0;
+    uint64_t first, last, width;
 
     pick = calloc(w->nranks ? w->nranks : 1, sizeof(*pick));
     size_t np = pick ? pick_ranks(w, pick) : 0;
-    for (size_t k = 0; k < np; k++) {
-        const tml_rank *r = &run->ranks[pick[k]];
-        for (size_t i = 0; i < r->nsteps; i++) {
-            if (r->steps[i].flags & TML_STEP_ABORTED)
-                continue;
-            if (r->steps[i].step < first)
-                first = r->steps[i].step;
-            if (r->steps[i].step > last)
-                last = r->steps[i].step;
-        }
-    }
+    series_span(run, pick, np, &first, &last, &width);
     if (np == 0 || first > last) {
         tml__sb_adds(out, "null");
         free(pick);
@@ -170,10 +186,11 @@ void tml__report_series(const tml_report_model *m, tml_strbuf *out)
      * (a span of 2^64 steps once wrapped to 0 and failed the report) */
     uint64_t d = last - first;
     uint64_t bucket = d / per_rank + 1;
+    if (bucket < width)
+        bucket = width;
     size_t nb = (size_t)(d / bucket + 1);
     vals = malloc(S_COUNT * nb * sizeof(*vals));
-    cnt = malloc(S_COUNT * nb * sizeof(*cnt));
-    if (!vals || !cnt) {
+    if (!vals) {
         out->failed = 1;
         goto done;
     }
@@ -193,7 +210,10 @@ void tml__report_series(const tml_report_model *m, tml_strbuf *out)
     tml__sb_adds(out, "],\n    \"ranks\": [");
     for (size_t k = 0; k < np; k++) {
         const tml_rank_window *rw = &w->ranks[pick[k]];
-        fill_rank(&run->ranks[pick[k]], rw, w->clock, first, bucket, nb, vals, cnt);
+        if (fill_rank(&run->ranks[pick[k]], rw, w->clock, first, bucket, nb, vals) < 0) {
+            out->failed = 1;
+            goto done;
+        }
         tml__sb_addf(out, "%s\n      {\"rank\": %d, \"node\": %d, \"label\": \"R%d/N%d\"",
                      k ? "," : "", (int)rw->rank, (int)rw->node, (int)rw->rank, (int)rw->node);
         for (int s = 0; s < S_COUNT; s++) {
@@ -219,5 +239,4 @@ void tml__report_series(const tml_report_model *m, tml_strbuf *out)
 done:
     free(pick);
     free(vals);
-    free(cnt);
 }

@@ -75,3 +75,29 @@ def test_toy_against_serve(tmp_path):
     finally:
         if srv.poll() is None:
             srv.kill()
+
+
+def test_long_run_in_bounded_memory(tmp_path):
+    """20,000 steps: past the 16,384 records a rank keeps in the aggregator's
+    memory (its first 64 and last 12,288; docs/design.md). The summary still
+    counts every step, analyses the last 10,000, charts the whole run;
+    telemetry.sqlite and the trace export still have every step."""
+    import sqlite3
+    logs = tmp_path / "logs"
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "long", "--",
+                        TOY, "--steps", "20000", "--load-ms", "0"],
+                       env=base_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    s = load(logs / "long" / "final_summary.json")
+    assert s["meta"]["common_steps"] == 20000
+    w = s["step_time"]["window"]
+    assert (w["window_steps"], w["first_step"], w["last_step"]) == (10000, 10000, 19999), w
+    se = s["series"]
+    assert (se["first_step"], se["last_step"]) == (0, 19999), se
+    assert len(se["step"]) <= 600 and se["ranks"][0]["step_time_ms"][0] is not None
+    db = sqlite3.connect(str(logs / "long" / "telemetry.sqlite"))
+    assert db.execute("SELECT count(*), min(step), max(step) FROM steps").fetchone() == (20000, 0, 19999)
+    db.close()
+    e = subprocess.run([TRACEML, "export", "--chrome-trace", str(logs / "long")],
+                       env=base_env(), capture_output=True, text=True, timeout=120)
+    assert e.returncode == 0 and "20000 steps" in e.stderr, e.stderr

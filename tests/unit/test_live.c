@@ -123,6 +123,30 @@ static void test_window_is_recent(void)
     tml__run_release(&run);
 }
 
+/* A long run (its middle no longer in memory) next to a rank that said
+ * hello and sent nothing yet: the live window is the recent tail alone,
+ * the received counts are the whole run's, and the empty rank is no
+ * NULL + 0 (clang's UBSan, make ubsan). */
+static void test_long_run_and_empty_rank(void)
+{
+    tml_run run;
+    tml__run_init(&run, "long", "id");
+    add_steps(&run, 0, 20000, 5, 3, 6, 1, 0);
+    add_steps(&run, 1, 0, 0, 0, 0, 0, 0);
+    CHECK(run.ranks[0].past_steps > 0);
+    CHECK(run.ranks[1].steps == NULL);
+    tml_live_snap snap;
+    tml_strbuf sum = TML_STRBUF_INIT;
+    CHECK_EQ_INT(tml__live_snap_build(&run, NULL, &snap, &sum), 0);
+    CHECK(snap.common_steps <= TML_LIVE_TAIL);
+    CHECK_EQ_INT(snap.last_step, 19999);
+    CHECK_EQ_INT(snap.ranks[0].steps_received, 20000);
+    CHECK_EQ_INT(snap.ranks[1].steps_received, 0);
+    tml__sb_release(&sum);
+    tml__live_snap_release(&snap);
+    tml__run_release(&run);
+}
+
 static void test_json(void)
 {
     tml_run run;
@@ -614,7 +638,7 @@ static void test_server_bind_errors(void)
     tml__live_server_free(NULL);
 }
 
-#define TESTS X(test_verdict_thresholds) X(test_window_is_recent) X(test_json) \
+#define TESTS X(test_verdict_thresholds) X(test_window_is_recent) X(test_long_run_and_empty_rank) X(test_json) \
     X(test_prometheus) X(test_server_endpoints) X(test_server_sse) \
     X(test_server_misbehaving_clients) X(test_server_bind_errors)
 #include "harness.h"
