@@ -134,6 +134,8 @@ size_t tml__gpu_waiting(void);
  * and the return value is tml_init's. start runs the engine with the sink. */
 int tml__engine_prepare(const tml_options *o, int *done);
 int tml__engine_start(tml_sink *sink);
+/* The cost of one begin/end pair, measured (robust to preemption). */
+int64_t tml__calibrate_pair(void);
 /* Where a sink puts the run's identity (before start). */
 void tml__engine_set_run(const char *run_name, const char *run_dir, const char *run_id,
                          const char *secret);
