@@ -19,6 +19,9 @@ CC      ?= cc
 ifeq ($(SANITIZE),1)
 B       ?= build-asan
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),undefined)
+B       ?= build-ubsan
+SANFLAGS = -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 else ifeq ($(SANITIZE),thread)
 B       ?= build-tsan
 SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
@@ -141,6 +144,12 @@ TSAN_TESTS := test_engine test_server test_live test_sample
 tsan:
 	$(MAKE) SANITIZE=thread $(TSAN_TESTS:%=build-tsan/tests/%)
 
+# Every C test under clang's UBSan, which reports what GCC's does not
+# (a zero offset applied to a NULL pointer): make ubsan.
+ubsan:
+	$(MAKE) SANITIZE=undefined CC=clang $(TESTS:$(B)/tests/%=build-ubsan/tests/%) \
+		$(FAKES:$(B)/fakes/%=build-ubsan/fakes/%)
+
 # Fuzz targets, one per parser (tests/fuzz/), with clang's libFuzzer under
 # ASan+UBSan: make fuzz; scripts/fuzz runs them (tests/run: a short run).
 FUZZ_CC    ?= clang
@@ -169,9 +178,9 @@ install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 	-ldconfig 2>/dev/null
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-ubsan build-fuzz
 
-.PHONY: all package check install clean tsan fuzz
+.PHONY: all package check install clean tsan ubsan fuzz
 .DELETE_ON_ERROR:
 .SECONDARY: $(FUZZ_OBJ)
 

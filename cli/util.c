@@ -24,6 +24,7 @@
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 
+__attribute__((format(printf, 2, 0)))
 static void vline(const char *kind, const char *fmt, va_list ap)
 {
     fflush(stdout);

@@ -138,7 +138,7 @@ static int entry_index(tml_nvml *n, const char *s, size_t len, unsigned count)
         return *end == '\0' && v >= 0 && (unsigned long)v < count ? (int)v : -1;
     }
     /* "GPU-<uuid>" (MIG-... instances are not devices NVML can read as a whole) */
-    if (strncmp(buf, "GPU-", 4) != 0 || !n->by_uuid || !n->get_index)
+    if (strncmp(buf, "GPU-", 4) != 0 || !n || !n->by_uuid || !n->get_index)
         return -1;
     nvmlDevice_t d;
     unsigned idx;
