@@ -372,16 +372,17 @@ static double gauge(const tml_json *doc, const char *name, const char *who, doub
 
 static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int w)
 {
+    /* figures and shares of the same rank (the title's), as the box does */
     static const struct {
-        const char *label, *avg, *share, *series;
+        const char *label, *avg, *series;
     } rows[] = {
-        {"Step Time", "step_time_ms", NULL, "series.step_time_ms"},
-        {"Input Wait", "input_wait_ms", "shares_percent.input_wait", "series.input_wait_ms"},
-        {"H2D", "h2d_ms", "shares_percent.h2d", "series.h2d_ms"},
-        {"Forward", "forward_ms", "shares_percent.forward", "series.forward_ms"},
-        {"Backward", "backward_ms", "shares_percent.backward", "series.backward_ms"},
-        {"Optimizer", "optimizer_ms", "shares_percent.optimizer", "series.optimizer_ms"},
-        {"Residual", "residual_ms", "shares_percent.residual", "series.residual_ms"},
+        {"Step Time", "step_time_ms", "series.step_time_ms"},
+        {"Input Wait", "input_wait_ms", "series.input_wait_ms"},
+        {"H2D", "h2d_ms", "series.h2d_ms"},
+        {"Forward", "forward_ms", "series.forward_ms"},
+        {"Backward", "backward_ms", "series.backward_ms"},
+        {"Optimizer", "optimizer_ms", "series.optimizer_ms"},
+        {"Residual", "residual_ms", "series.residual_ms"},
     };
     int n = (int)(sizeof(rows) / sizeof(rows[0]));
     int h = n + 3;
@@ -396,9 +397,10 @@ static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int 
     attroff(A_DIM);
     for (int i = 0; i < n; i++) {
         char a[32], s[16];
-        tml__fmt_ms(num_at(r, rows[i].avg), a, sizeof(a));
-        if (rows[i].share)
-            tml__fmt_pct(num_at(doc, rows[i].share), s, sizeof(s));
+        double val = num_at(r, rows[i].avg), step = num_at(r, "step_time_ms");
+        tml__fmt_ms(val, a, sizeof(a));
+        if (i > 0)
+            tml__fmt_pct(step > 0 ? 100.0 * val / step : NAN, s, sizeof(s));
         else
             snprintf(s, sizeof(s), " ");
         int is_cause = cause && strncmp(cause, rows[i].avg, strlen(cause)) == 0 &&
@@ -475,7 +477,11 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
     put(y + 1, x + 2, w - 4,
         "rank         steps    step      p90     input   forward  backward  optimizer");
     attroff(A_DIM);
-    double worst = num_at(doc, "worst_rank");
+    /* the straggler of a straggler verdict, else the slowest rank */
+    double strag = num_at(doc, "straggler_rank"), worst = num_at(doc, "worst_rank");
+    const char *mark = strag >= 0 ? "  straggler" : "  worst";
+    if (strag >= 0)
+        worst = strag;
     for (int i = 0; i < rows; i++) {
         const tml_json *r = &ranks->items[i];
         char s[6][32];
@@ -491,7 +497,7 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
         const char *lab = str_at(r, "label");
         putf(y + 2 + i, x + 2, w - 4, "%-10s %7.0f %8s %8s %9s %9s %9s %10s%s",
              lab ? lab : "?", num_at(r, "steps_received"), s[0], s[1], s[2], s[3], s[4], s[5],
-             is_worst ? "  worst" : "");
+             is_worst ? mark : "");
         if (is_worst)
             attroff(A_BOLD);
     }

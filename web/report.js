@@ -112,7 +112,7 @@
   /* ---- phase breakdown -------------------------------------------- */
   var st = S.step_time || {};
   var med = st.median || {};
-  var shares = st.shares_percent || {};
+  var shares = med.shares_percent || {};   /* the shown rank's own, as in the box */
   var cause = get(st, "diagnosis.evidence.cause");
   root.appendChild(el("h2", { text: "Phase breakdown (" + (med.label ? "median rank " + med.label : "window average") + ", " + (meta.clock || "cpu").toUpperCase() + " clock)" }));
   var rows = [["Step Time", ms(med.step_time_ms), "100%"]];
@@ -121,7 +121,8 @@
    ["Residual", "residual"]].forEach(function (r) {
     rows.push({ cls: cause === r[1] ? "cause" : "", cells: [r[0] + (cause === r[1] ? "  \u25c0 cause" : ""), ms(med[r[1] + "_ms"]), pct(shares[r[1]])] });
   });
-  rows.push(["Untraced (outside the step)", ms(med.untraced_ms), ""]);
+  rows.push(["Untraced (between steps)", ms(med.untraced_ms),
+    isNum(st.untraced_wall_percent) ? pct(st.untraced_wall_percent) + " of wall" : ""]);
   rows.push(["DataLoader fetch (CPU, supplemental)", ms(med.dataloader_fetch_cpu_ms), ""]);
   rows.push(["Step-to-step noise (stddev)", ms(st.noise_ms), ""]);
   var bar = el("div", { cls: "bar", id: "phase-bar" });

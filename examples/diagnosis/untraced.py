@@ -1,6 +1,7 @@
 """Untraced time: after every step, --delay-ms (default 10 ms) of work
 outside the bracket (a stand-in for logging, validation or checkpoints).
-Expected: Untraced ~ delay per step; the step itself looks healthy."""
+Expected: Untraced ~ delay per step; the step itself looks healthy, and the
+run's verdict is UNTRACED-HEAVY (most of the wall-clock is between steps)."""
 import torch
 from torch import nn
 

@@ -63,6 +63,8 @@ void tml__thresholds_default(tml_thresholds *t)
     t->mem_pressure_crit = 0.97;
     t->mem_min_steps = 50;
     t->creep_mb = 1024;
+    t->untraced_warn = 0.25;
+    t->untraced_crit = 0.50;
 }
 
 static const char *phase_labels[TML_PHASE_COUNT] = {
@@ -126,7 +128,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double tml__diag_share(const tml_window *w, tml_metric m)
+/* Median over ranks of x / Step Time, or x / (Step Time + x) of_wall. */
+static double median_share(const tml_window *w, tml_metric m, int of_wall)
 {
     double v[64];
     double *buf = w->nranks <= 64 ? v : malloc(w->nranks * sizeof(*buf));
@@ -137,10 +140,10 @@ double tml__diag_share(const tml_window *w, tml_metric m)
         return NAN;
     for (size_t i = 0; i < w->nranks; i++) {
         const tml_rank_window *r = &w->ranks[i];
-        double s = r->avg_ns[TML_M_STEP], x = r->avg_ns[m];
-        if (r->nsteps == 0 || isnan(s) || isnan(x) || !(s > 0))
+        double s = r->avg_ns[TML_M_STEP], x = r->avg_ns[m], d = of_wall ? s + x : s;
+        if (r->nsteps == 0 || isnan(s) || isnan(x) || !(s > 0) || !(d > 0))
             continue;
-        buf[n++] = x / s;
+        buf[n++] = x / d;
     }
     if (n > 0) {
         qsort(buf, n, sizeof(*buf), cmp_double);
@@ -149,6 +152,11 @@ double tml__diag_share(const tml_window *w, tml_metric m)
     if (buf != v)
         free(buf);
     return med;
+}
+
+double tml__diag_share(const tml_window *w, tml_metric m)
+{
+    return median_share(w, m, 0);
 }
 
 typedef struct by_value {
@@ -497,6 +505,7 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
     memset(out, 0, sizeof(*out));
     for (int m = 0; m < TML_M_COUNT; m++)
         out->share[m] = tml__diag_share(w, (tml_metric)m);
+    out->untraced_wall = median_share(w, TML_M_UNTRACED, 1);
     tml__diag_straggler(w, th, &out->straggler);
     for (size_t i = 0; i < w->nranks; i++)
         if (w->ranks[i].nsteps)
@@ -530,11 +539,42 @@ int tml__diag_is_cause(const tml_diagnosis *d)
     return 0;
 }
 
-void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
-                           tml_diagnosis *out)
+/* UNTRACED-HEAVY: most of the wall-clock goes between steps, so whatever
+ * the step's own verdict, it is not where the time goes. 1 when it fired. */
+static int untraced_heavy(const tml_step_diag *st, const tml_thresholds *th,
+                          tml_diagnosis *out)
 {
     const tml_diagnosis *p = &st->primary;
+    double u = st->untraced_wall;
+    if (isnan(u) || u < th->untraced_warn - 1e-9 || strcmp(p->kind, "NO_DATA") == 0 ||
+        strcmp(p->kind, "WARMUP") == 0)
+        return 0;
+    int crit = u >= th->untraced_crit - 1e-9;
+    diag_init(out, "UNTRACED_HEAVY", "UNTRACED-HEAVY", crit ? TML_SEV_CRITICAL : TML_SEV_WARNING);
+    out->share = u;
+    out->threshold = crit ? th->untraced_crit : th->untraced_warn;
+    snprintf(out->why, sizeof(out->why), "Time between steps, outside any traced step, took "
+             "%.0f%% of wall-clock; inside the step the verdict is %s (%s).", 100.0 * u,
+             p->label, tml__severity_name(p->severity));
+    snprintf(out->next, sizeof(out->next), "Look at what runs between steps (evaluation, "
+             "checkpointing, logging, batches made outside the loader): run it less often or "
+             "in the background, or move it into trace_step if it belongs to the step.");
+    return 1;
+}
 
+void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
+                           const tml_thresholds *th_in, tml_diagnosis *out)
+{
+    const tml_diagnosis *p = &st->primary;
+    tml_thresholds defaults;
+    const tml_thresholds *th = th_in;
+
+    if (!th) {
+        tml__thresholds_default(&defaults);
+        th = &defaults;
+    }
+    if (untraced_heavy(st, th, out))
+        return;
     if (tml__diag_is_cause(p) || strcmp(p->kind, "INCOMPLETE_DATA") == 0) {
         *out = *p;
         return;

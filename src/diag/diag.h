@@ -43,6 +43,9 @@ typedef struct tml_thresholds {
     double mem_pressure_warn, mem_pressure_crit;   /* peak reserved / device (0.92 / 0.97) */
     size_t mem_min_steps;                   /* memory rules need this many steps (50) */
     size_t creep_mb;                        /* MEMORY CREEP growth, MiB (1024) */
+    /* Untraced time's share of wall-clock (Untraced / (Step Time +
+     * Untraced)) for UNTRACED-HEAVY (0.25 / 0.50) */
+    double untraced_warn, untraced_crit;
 } tml_thresholds;
 
 /* The SPEC 4.1 defaults. */
@@ -51,7 +54,8 @@ void tml__thresholds_default(tml_thresholds *t);
  * Applies overrides "key=value,key=value" (the TRACEML_THRESHOLDS syntax)
  * on top of *t. Keys: input_warn input_crit h2d_warn h2d_crit residual_warn
  * residual_crit compute compute_other straggler_warn straggler_crit
- * straggler_coverage mem_pressure_warn mem_pressure_crit (fractions in
+ * straggler_coverage mem_pressure_warn mem_pressure_crit untraced_warn
+ * untraced_crit (fractions in
  * [0, 1]), straggler_min_steps min_steps mem_min_steps creep_mb (integers
  * >= 1). Spaces around items are allowed; an empty spec changes
  * nothing. Each warn must stay <= its crit. Returns 0, or TML_EINVAL with
@@ -163,6 +167,9 @@ typedef struct tml_step_diag {
     tml_diagnosis issues[TML_DIAG_MAX_ISSUES];   /* all that fired, by priority */
     size_t nissues;
     double share[TML_M_COUNT];               /* median over ranks of metric / Step Time */
+    /* Median over ranks of Untraced / (Step Time + Untraced): the share of
+     * wall-clock spent between steps; NAN unknown. */
+    double untraced_wall;
     tml_straggler straggler;                 /* computed whenever >= 2 ranks */
 } tml_step_diag;
 
@@ -179,10 +186,12 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th,
 /*
  * The run's verdict (SPEC 4.4) from the step-time verdict. gpu_util_percent
  * is the run's average GPU utilisation, NAN when no GPU was sampled (then
- * LOW GPU UTILIZATION cannot fire).
+ * LOW GPU UTILIZATION cannot fire). UNTRACED-HEAVY comes first when the
+ * time between steps takes th->untraced_warn of wall-clock or more. th NULL
+ * = defaults.
  */
 void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
-                           tml_diagnosis *out);
+                           const tml_thresholds *th, tml_diagnosis *out);
 /* An empty diagnosis (cause -1, share/threshold NAN, empty why/next). */
 void tml__diag_init(tml_diagnosis *d, const char *kind, const char *label,
                     const char *section, tml_severity sev);

@@ -33,6 +33,7 @@ static const key keys[] = {
     FRAC(mem_pressure_warn), FRAC(mem_pressure_crit),
     { "mem_min_steps", offsetof(tml_thresholds, mem_min_steps), 1 },
     { "creep_mb", offsetof(tml_thresholds, creep_mb), 1 },
+    FRAC(untraced_warn), FRAC(untraced_crit),
 };
 #undef FRAC
 
@@ -113,7 +114,7 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec)
     }
     if (c.input_warn > c.input_crit || c.h2d_warn > c.h2d_crit ||
         c.residual_warn > c.residual_crit || c.straggler_warn > c.straggler_crit ||
-        c.mem_pressure_warn > c.mem_pressure_crit)
+        c.mem_pressure_warn > c.mem_pressure_crit || c.untraced_warn > c.untraced_crit)
         return TML_EINVAL;
     *t = c;
     return 0;

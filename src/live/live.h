@@ -107,6 +107,7 @@ typedef struct tml_live_snap {
     double share[TML_M_COUNT];       /* fractions, NAN = unknown */
     double skew;
     int32_t median_rank, worst_rank; /* rank numbers, -1 none */
+    int32_t straggler_rank;          /* the straggler of a straggler verdict, -1 none */
     tml_live_section mem, sys, proc;
     double gpu_util_percent;         /* window average, NAN unsampled */
     /* ranks */

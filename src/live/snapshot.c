@@ -178,6 +178,8 @@ static int snap_model(tml_live_snap *snap, const tml_report_model *m)
         snap->median_rank = win->ranks[win->median_rank].rank;
     if (win->worst_rank >= 0)
         snap->worst_rank = win->ranks[win->worst_rank].rank;
+    int s = tml__report_straggler(m);
+    snap->straggler_rank = s >= 0 ? win->ranks[s].rank : -1;
     snap->verdict = m->verdict;
     section_from(&snap->mem, &m->mem);
     section_from(&snap->sys, &m->sys);
@@ -290,7 +292,7 @@ int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
     int64_t start = o->start_unix_ms ? o->start_unix_ms : run->start_unix_ms;
     snap->elapsed_s = start > 0 ? (double)(snap->unix_ms - start) / 1000.0 : NAN;
     snap->gpu_util_percent = NAN;
-    snap->median_rank = snap->worst_rank = snap->series_rank = -1;
+    snap->median_rank = snap->worst_rank = snap->series_rank = snap->straggler_rank = -1;
     snap->first_step = snap->last_step = -1;
     snap->world_size = run->world_size;
 
@@ -374,6 +376,7 @@ static void j_verdict(jw *w, const tml_live_snap *s)
     tml__jw_num(w, "skew_percent", s->skew * 100.0, 2);
     tml__jw_int(w, "median_rank", s->median_rank);
     tml__jw_int(w, "worst_rank", s->worst_rank);
+    tml__jw_int(w, "straggler_rank", s->straggler_rank);
 }
 
 static void j_rank(jw *w, const tml_live_rank *r)

@@ -277,11 +277,20 @@ static const char *clock_name(const tml_report_model *m)
     return m->win.clock == TML_CLOCK_GPU ? "GPU Clock" : "CPU Clock";
 }
 
-/* Across ranks: the slowest rank against the median one (SPEC 3.3). */
+/* Across ranks: the straggler a straggler verdict names, else the slowest
+ * rank against the median one (SPEC 3.3). */
 static void rank_skew_line(const tml_report_model *m, panel *p)
 {
     const tml_window *w = &m->win;
     char t[LINE_MAX_BYTES], rk[32], v[32];
+    int culprit = tml__report_straggler(m);
+    if (culprit >= 0) {
+        fmt_rank(&w->ranks[culprit], rk, sizeof(rk));
+        snprintf(t, sizeof(t), "Straggler: %s · peers wait %.1f ms per step for it", rk,
+                 m->verdict.straggler.cost_ns / 1e6);
+        padd_text(p, t);
+        return;
+    }
     if (w->worst_rank < 0 || isnan(w->skew)) {
         padd_text(p, "Slowest rank: n/a");
         return;
@@ -326,8 +335,11 @@ static void step_panel(const tml_report_model *m, panel *p)
     snprintf(t, sizeof(t), "DataLoader fetch: %s (CPU, supplemental)", v);
     padd_text(p, t);
     fmt_ms(r ? r->avg_ns[TML_M_UNTRACED] : NAN, v, sizeof(v));
-    if (r && !isnan(r->avg_ns[TML_M_UNTRACED]))
-        snprintf(t, sizeof(t), "Untraced: %s/step outside the step (validation, logging, ...)", v);
+    if (r && !isnan(r->avg_ns[TML_M_UNTRACED]) && !isnan(m->st.untraced_wall))
+        snprintf(t, sizeof(t), "Untraced: %s/step between steps, %.0f%% of wall-clock", v,
+                 100.0 * m->st.untraced_wall);
+    else if (r && !isnan(r->avg_ns[TML_M_UNTRACED]))
+        snprintf(t, sizeof(t), "Untraced: %s/step between steps", v);
     else
         snprintf(t, sizeof(t), "Untraced: n/a");
     padd_text(p, t);
@@ -676,6 +688,25 @@ static void header_line(const tml_report_model *m, char *out, size_t cap)
 #undef ADD
 }
 
+/* How the run ended, unless it completed (or still runs). */
+static void ended_row(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    char l[LINE_MAX_BYTES];
+    if (strcmp(m->status, "failed") == 0) {
+        if (m->exit_code > 128 && m->exit_code < 160)
+            snprintf(l, sizeof(l), "FAILED: the training died of signal %d (exit code %d)",
+                     m->exit_code - 128, m->exit_code);
+        else
+            snprintf(l, sizeof(l), "FAILED with exit code %d", m->exit_code);
+    } else if (strcmp(m->status, "interrupted") == 0) {
+        snprintf(l, sizeof(l), "INTERRUPTED (Ctrl-C or a signal): the figures cover the "
+                 "steps that arrived");
+    } else {
+        return;
+    }
+    text_row(sb, width, "Ended: ", l);
+}
+
 /* Processes that claimed the same rank: never merged, named here. */
 static void conflict_rows(const tml_run *run, tml_strbuf *sb, int width)
 {
@@ -712,6 +743,7 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
     text_row(sb, width, "", "TraceML Run Summary");
     header_line(m, l, sizeof(l));
     text_row(sb, width, "", l);
+    ended_row(m, sb, width);
     if (m->run->partial[0])
         text_row(sb, width, "PARTIAL: ", m->run->partial);
     conflict_rows(m->run, sb, width);
@@ -745,9 +777,9 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
         }
         if (n)
             text_row(sb, width, "No steps from: ", miss);
-        lost_ranks_row(m, sb, width);
         straggler_row(m, sb, width);
     }
+    lost_ranks_row(m, sb, width);
     row(sb, width, "");
     step_panel(m, &pm->left);
     memory_panel(m, &pm->right);

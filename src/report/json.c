@@ -153,6 +153,18 @@ static void step_metrics(jw *w, const double *avg)
     }
 }
 
+/* A rank's own shares of its Step Time: what the box prints beside its
+ * figures (the HTML report and the live views read them too). */
+static void rank_shares(jw *w, const double avg[TML_M_COUNT])
+{
+    tml__jw_open(w, "shares_percent", '{');
+    for (int k = 1; k < TML_M_COUNT; k++)
+        if (k != TML_M_UNTRACED && k != TML_M_FETCH_CPU)
+            jw_pct(w, tml__metric_name((tml_metric)k),
+                   avg[TML_M_STEP] > 0 ? avg[k] / avg[TML_M_STEP] : NAN);
+    tml__jw_close(w, '}');
+}
+
 static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx)
 {
     if (idx < 0) {
@@ -164,6 +176,7 @@ static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx
         for (int m = 0; m < TML_M_COUNT; m++)
             nan[m] = NAN;
         step_metrics(w, nan);
+        rank_shares(w, nan);
         tml__jw_null(w, "step_time_p50_ms");
         tml__jw_null(w, "step_time_p90_ms");
         tml__jw_null(w, "step_time_stddev_ms");
@@ -179,6 +192,7 @@ static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx
     rank_label(r, l, sizeof(l));
     tml__jw_str(w, "label", l);
     step_metrics(w, r->avg_ns);
+    rank_shares(w, r->avg_ns);
     jw_ms(w, "step_time_p50_ms", r->step_median_ns);
     jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
     jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);
@@ -279,6 +293,7 @@ static void step_time_section(jw *w, const tml_report_model *m)
     for (int k = 1; k < TML_M_COUNT; k++)
         jw_pct(w, tml__metric_name((tml_metric)k), m->st.share[k]);
     tml__jw_close(w, '}');
+    jw_pct(w, "untraced_wall_percent", m->st.untraced_wall);
     tml__jw_open(w, "average", '{');
     step_metrics(w, mean);
     tml__jw_close(w, '}');
@@ -567,6 +582,8 @@ static void thresholds_obj(jw *w, const tml_thresholds *t)
     tml__jw_num(w, "mem_pressure_crit", t->mem_pressure_crit, 4);
     tml__jw_int(w, "mem_min_steps", (long long)t->mem_min_steps);
     tml__jw_int(w, "creep_mb", (long long)t->creep_mb);
+    tml__jw_num(w, "untraced_warn", t->untraced_warn, 4);
+    tml__jw_num(w, "untraced_crit", t->untraced_crit, 4);
     tml__jw_close(w, '}');
 }
 

@@ -107,6 +107,17 @@ static inline double tml__report_field(const void *row, const tml_report_field *
     return v;
 }
 
+/* The window index of the straggler the verdict names (a straggler kind
+ * with valid evidence), -1 otherwise: every view marks that rank, not the
+ * one with the largest Step Time (in lock-step training the others wait
+ * for it, so its own Step Time is no larger). */
+static inline int tml__report_straggler(const tml_report_model *m)
+{
+    const tml_straggler *s = &m->verdict.straggler;
+    return tml__diag_is_cause(&m->verdict) && strstr(m->verdict.kind, "STRAGGLER") &&
+           s->valid ? s->culprit : -1;
+}
+
 /* resources.c: fills nodes, procs, the memory series, the three resource
  * sections and gpu_util_percent from the run's samples and steps (the
  * window must be computed). 0 or TML_ENOMEM. */

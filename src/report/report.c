@@ -114,6 +114,26 @@ static int mem_rows(tml_report_model *m)
 
 /* ---- the model -------------------------------------------------------- */
 
+/* A training that failed or was stopped before any step: NO DATA is then
+ * no instrumentation problem, and wrapping the step is not the advice. */
+static void ended_early(tml_report_model *m)
+{
+    tml_diagnosis *d = &m->st.primary;
+    int failed = strcmp(m->status, "failed") == 0;
+    if (strcmp(d->kind, "NO_DATA") != 0 || m->active_ranks > 0 ||
+        (!failed && strcmp(m->status, "interrupted") != 0))
+        return;
+    if (failed) {
+        snprintf(d->why, sizeof(d->why), "The training exited with code %d before any step "
+                 "was traced.", m->exit_code);
+        snprintf(d->next, sizeof(d->next), "Fix the error the training printed above (its "
+                 "traceback or message), then run again; TraceML had nothing to measure yet.");
+    } else {
+        snprintf(d->why, sizeof(d->why), "The run was interrupted before any step was traced.");
+        snprintf(d->next, sizeof(d->next), "Let the training run past its first steps.");
+    }
+}
+
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
 {
     static const tml_run empty;   /* a NULL run reads as an empty one */
@@ -204,7 +224,8 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     /* Resource sections: samples, per-step memory, their rules. */
     if (tml__report_resources(m, nodes, ndistinct) < 0 || mem_rows(m) < 0)
         goto fail;
-    tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->verdict);
+    ended_early(m);
+    tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->th, &m->verdict);
     free(nodes);
     return 0;
 

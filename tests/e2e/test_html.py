@@ -255,6 +255,20 @@ def test_large_report_is_small_and_renders(tmp_path):
         check_drawn(after["memory"])
         assert b.evaluate("document.body.getAttribute('data-charts')") == "3"
         assert b.errors() == [], b.errors()
+    # one truth: the phase table shows the median rank's times beside that
+    # rank's own shares, as the box does (not the median-over-ranks shares)
+    shown = re.sub(r"<script.*?</script>", "", dom, flags=re.S)
+    shown = re.sub(r'<pre class="box">.*?</pre>', "", shown, flags=re.S)
+    phases = re.search(r'<table class="phases">(.*?)</table>', shown, re.S).group(1)
+    med = doc["step_time"]["median"]
+    box = {l.split("─ ")[1].split()[0]: l for l in doc["text"].splitlines() if "─ " in l}
+    for key, label in (("input_wait", "Input"), ("forward", "Forward"),
+                       ("backward", "Backward"), ("optimizer", "Optimizer")):
+        share = med["shares_percent"][key]
+        assert abs(share - 100.0 * med[key + "_ms"] / med["step_time_ms"]) < 0.01
+        cell = "%.0f%%" % share
+        assert ">%s<" % cell in phases, (key, cell, phases[:2000])
+        assert cell in box[label].split("||")[0], (key, cell, box[label])
 
 
 def test_real_summary_with_series_matches_schema(run_dir):

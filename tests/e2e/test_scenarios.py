@@ -79,6 +79,13 @@ def test_untraced(traceml_run):
     # The work is outside the bracket: the step itself must not absorb it.
     assert step_metric_ms(s, "residual") < 2.0
     assert step_metric_ms(s, "input_wait") < 2.0
+    # ... and the run's verdict says where the time goes (docs/diagnosis.md)
+    p = primary(s)
+    assert (p["label"], p["severity"]) == ("UNTRACED-HEAVY", "CRITICAL"), json.dumps(p)
+    assert step_diag(s)["label"] != "UNTRACED-HEAVY"
+    assert s["step_time"]["untraced_wall_percent"] >= 50, s["step_time"]
+    assert "Verdict: UNTRACED-HEAVY (CRITICAL)" in r.stdout, r.explain()
+    assert "% of wall-clock" in r.stdout
 
 
 def test_warmup(traceml_run):

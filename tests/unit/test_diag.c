@@ -433,7 +433,7 @@ static void test_run_verdict(void)
         shares s = split(t[i].input, 0, t[i].residual, t[i].compute);
         tml_window w = window(1, &s, t[i].steps, TML_CLOCK_GPU);
         tml__diag_step_time(&w, NULL, &d);
-        tml__diag_run_verdict(&d, t[i].gpu_util, &v);
+        tml__diag_run_verdict(&d, t[i].gpu_util, NULL, &v);
         if (strcmp(v.kind, t[i].kind) != 0)
             fprintf(stderr, "row %zu: got %s want %s\n", i, v.kind, t[i].kind);
         CHECK_STR(v.kind, t[i].kind);
@@ -445,7 +445,7 @@ static void test_run_verdict(void)
     s.bwd = NAN;
     tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
     tml__diag_step_time(&w, NULL, &d);
-    tml__diag_run_verdict(&d, NAN, &v);
+    tml__diag_run_verdict(&d, NAN, NULL, &v);
     CHECK_STR(v.kind, "INCOMPLETE_DATA");
     CHECK_STR(v.label, "INCOMPLETE DATA");
 }
@@ -548,7 +548,54 @@ static void test_resource_sections(void)
     CHECK_STR(d.section, "process");
 }
 
-#define TESTS X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* UNTRACED-HEAVY: time between steps as a share of wall-clock, around
+ * its 25% / 50% thresholds; the step-time verdict is kept in its Why. */
+static void test_untraced_heavy(void)
+{
+    static const struct {
+        double untraced_ms;       /* per step, the step being 100 ms (input 30%) */
+        const char *kind;
+        const char *severity;
+    } rows[] = {
+        {0.0, "INPUT_BOUND", "CRITICAL"},
+        {33.0, "INPUT_BOUND", "CRITICAL"},         /* 24.8% of wall-clock */
+        {34.0, "UNTRACED_HEAVY", "WARNING"},       /* 25.4% */
+        {99.0, "UNTRACED_HEAVY", "WARNING"},       /* 49.7% */
+        {101.0, "UNTRACED_HEAVY", "CRITICAL"},     /* 50.2% */
+        {300.0, "UNTRACED_HEAVY", "CRITICAL"},     /* 75% */
+    };
+    shares sh = {30, 0, 20, 40, 10, 0};
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        tml_window w = window(1, &sh, 100, TML_CLOCK_CPU);
+        w.ranks[0].avg_ns[TML_M_UNTRACED] = rows[i].untraced_ms * MS;
+        tml_step_diag st;
+        tml_diagnosis v;
+        tml__diag_step_time(&w, NULL, &st);
+        CHECK_STR(st.primary.kind, "INPUT_BOUND");     /* the step's own verdict stands */
+        tml__diag_run_verdict(&st, NAN, NULL, &v);
+        CHECK_STR(v.kind, rows[i].kind);
+        CHECK_STR(tml__severity_name(v.severity), rows[i].severity);
+        if (strcmp(v.kind, "UNTRACED_HEAVY") == 0) {
+            CHECK(strstr(v.why, "INPUT-BOUND (CRITICAL)") != NULL);
+            CHECK_NEAR(v.share, rows[i].untraced_ms / (100.0 + rows[i].untraced_ms), 1e-9);
+        }
+    }
+    /* the thresholds are overridable like the others */
+    tml_thresholds th;
+    tml__thresholds_default(&th);
+    CHECK_EQ_INT(tml__thresholds_parse(&th, "untraced_warn=0.6,untraced_crit=0.8"), 0);
+    CHECK_EQ_INT(tml__thresholds_parse(&th, "untraced_warn=0.9"), TML_EINVAL);   /* > crit */
+    tml_window w = window(1, &sh, 100, TML_CLOCK_CPU);
+    w.ranks[0].avg_ns[TML_M_UNTRACED] = 200 * MS;      /* 67% */
+    tml_step_diag st;
+    tml_diagnosis v;
+    tml__diag_step_time(&w, &th, &st);
+    tml__diag_run_verdict(&st, NAN, &th, &v);
+    CHECK_STR(v.kind, "UNTRACED_HEAVY");
+    CHECK_STR(tml__severity_name(v.severity), "WARNING");
+}
+
+#define TESTS X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \

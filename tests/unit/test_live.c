@@ -19,6 +19,7 @@
 
 #include "model/run.h"
 #include "live/live.h"
+#include "report/report.h"
 #include "base/json.h"
 
 #define MS 1000000LL
@@ -144,6 +145,72 @@ static void test_long_run_and_empty_rank(void)
     CHECK_EQ_INT(snap.ranks[1].steps_received, 0);
     tml__sb_release(&sum);
     tml__live_snap_release(&snap);
+    tml__run_release(&run);
+}
+
+/* One truth across views (a 2-rank input straggler, 100 steps, so the
+ * live window is the whole run): the box's Input Wait row, the JSON's
+ * median rank and its shares, the live JSON's rank rows (which the
+ * terminal view divides) and the straggler marker all agree. */
+static void test_views_agree_on_a_straggler(void)
+{
+    tml_run run;
+    tml__run_init(&run, "agree", "id");
+    add_steps(&run, 0, 100, 1, 10, 20, 2, 0);     /* waits in backward for R1 */
+    add_steps(&run, 1, 100, 20, 10, 1, 2, 0);     /* the slow loader */
+    run.ranks[0].steps[0].gap_ns = -1;
+    tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT, live = TML_STRBUF_INIT;
+    tml_report_opts o;
+    memset(&o, 0, sizeof(o));
+    o.generated_at = "2026-01-01T00:00:00Z";
+    CHECK_EQ_INT(tml__report_build(&run, &o, &text, &json), 0);
+    tml_json *doc = NULL;
+    CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
+    const tml_json *med = tml__json_path(doc, "step_time.median");
+    double in_ms = NAN, st_ms = NAN, share = NAN, medrank = NAN;
+    tml__json_num(tml__json_get(med, "input_wait_ms"), &in_ms);
+    tml__json_num(tml__json_get(med, "step_time_ms"), &st_ms);
+    tml__json_num(tml__json_path(med, "shares_percent.input_wait"), &share);
+    tml__json_num(tml__json_get(med, "rank"), &medrank);
+    CHECK_NEAR(share, 100.0 * in_ms / st_ms, 0.01);
+    /* the box prints the same rank's row with the same share */
+    char row[64];
+    snprintf(row, sizeof(row), "%.0f%%", share);
+    const char *line = strstr(text.buf, "├─ Input Wait");
+    CHECK(line != NULL);
+    if (line) {
+        const char *eol = strchr(line, '\n');
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%.*s", (int)(eol - line), line);
+        CHECK(strstr(buf, row) != NULL);
+    }
+    CHECK(strstr(text.buf, "Straggler: R1/N0 · peers wait") != NULL);
+    CHECK(strstr(text.buf, "Slowest rank") == NULL);
+    /* the live view: the same rank's figures, the straggler marked */
+    tml_live_snap snap;
+    CHECK_EQ_INT(tml__live_snap_build(&run, NULL, &snap, NULL), 0);
+    tml__live_json(&snap, &live);
+    tml_json *ld = NULL;
+    CHECK_EQ_INT(tml__json_parse(live.buf, live.len, &ld, NULL), 0);
+    double strag = NAN;
+    tml__json_num(tml__json_get(ld, "straggler_rank"), &strag);
+    CHECK_NEAR(strag, 1, 0);
+    const tml_json *ranks = tml__json_get(ld, "ranks");
+    for (size_t i = 0; ranks && i < ranks->n; i++) {
+        double r = NAN, li = NAN, ls = NAN;
+        tml__json_num(tml__json_get(&ranks->items[i], "rank"), &r);
+        if (r != medrank)
+            continue;
+        tml__json_num(tml__json_get(&ranks->items[i], "input_wait_ms"), &li);
+        tml__json_num(tml__json_get(&ranks->items[i], "step_time_ms"), &ls);
+        CHECK_NEAR(100.0 * li / ls, share, 0.01);
+    }
+    tml__json_free(ld);
+    tml__json_free(doc);
+    tml__live_snap_release(&snap);
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    tml__sb_release(&live);
     tml__run_release(&run);
 }
 
@@ -638,7 +705,7 @@ static void test_server_bind_errors(void)
     tml__live_server_free(NULL);
 }
 
-#define TESTS X(test_verdict_thresholds) X(test_window_is_recent) X(test_long_run_and_empty_rank) X(test_json) \
+#define TESTS X(test_verdict_thresholds) X(test_window_is_recent) X(test_long_run_and_empty_rank) X(test_views_agree_on_a_straggler) X(test_json) \
     X(test_prometheus) X(test_server_endpoints) X(test_server_sse) \
     X(test_server_misbehaving_clients) X(test_server_bind_errors)
 #include "harness.h"

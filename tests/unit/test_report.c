@@ -391,7 +391,7 @@ static void test_box_layout_default_width(void)
     CHECK(line_with(text.buf, "├─ H2D", l, sizeof(l)));
     CHECK(strstr(l, "0.0 ms") != NULL && strstr(l, " 0%") != NULL);
     CHECK(strstr(text.buf, "DataLoader fetch: 128.0 ms (CPU, supplemental)") != NULL);
-    CHECK(strstr(text.buf, "Untraced: 2.0 ms/step outside the step") != NULL);
+    CHECK(strstr(text.buf, "Untraced: 2.0 ms/step between steps, ") != NULL);
     CHECK(strstr(text.buf, "TraceML overhead: n/a") != NULL);   /* not measured */
     CHECK(strstr(text.buf, "| Full evidence: logs/test_run/final_summary.json ") != NULL);
     /* unsampled metrics are n/a, never 0 */

@@ -309,11 +309,11 @@ static void test_run_verdict_low_gpu_util(void)
     tml_diagnosis v;
     memset(&st, 0, sizeof(st));
     tml__diag_init(&st.primary, "BALANCED", "BALANCED", "step_time", TML_SEV_INFO);
-    tml__diag_run_verdict(&st, 24.0, &v);
+    tml__diag_run_verdict(&st, 24.0, NULL, &v);
     CHECK_STR(v.kind, "LOW_GPU_UTILIZATION");
-    tml__diag_run_verdict(&st, 30.0, &v);
+    tml__diag_run_verdict(&st, 30.0, NULL, &v);
     CHECK_STR(v.kind, "NO_CLEAR_PERFORMANCE_BOTTLENECK");
-    tml__diag_run_verdict(&st, NAN, &v);     /* CPU-only: never LOW GPU UTILIZATION */
+    tml__diag_run_verdict(&st, NAN, NULL, &v);     /* CPU-only: never LOW GPU UTILIZATION */
     CHECK_STR(v.kind, "NO_CLEAR_PERFORMANCE_BOTTLENECK");
 }
 
