@@ -60,11 +60,19 @@ int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **v
 long tml__cli_long(const char *opt, const char *s, long min, long max);
 double tml__cli_double(const char *opt, const char *s, double min, double max);
 
+/* config_file.c: the defaults of ./traceml.yaml (or [tool.traceml] of
+ * ./pyproject.toml) as "--option[=value]" strings (*n of them, NULL and
+ * 0 without a file; *path its name); its thresholds go to
+ * TRACEML_THRESHOLDS unless that is set. A malformed file dies (exit 2). */
+char **tml__cli_config_options(int *n, const char **path);
+
 /* Full path of an executable: PATH lookup when name has no '/'. 0 or -1. */
 int tml__cli_which(const char *name, char *out, size_t cap);
 /* Folder of the running binary (/proc/self/exe). 0 or -1. */
 int tml__cli_exe_dir(char *out, size_t cap);
-/* Terminal width of stdout (else $COLUMNS, else 0). */
+/* Terminal width of stdout, else $COLUMNS, else TML_CLI_LOG_WIDTH (the
+ * summary printed into a pipe: tee, Slurm and CI logs). */
+#define TML_CLI_LOG_WIDTH 120
 int tml__cli_term_width(void);
 
 /* A run folder being set up by `run` or `serve`. */

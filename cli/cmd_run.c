@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,12 +79,23 @@ const char tml__usage_run[] =
     "  --dashboard-bind ADDR   dashboard address [127.0.0.1]; 0.0.0.0 exposes it\n"
     "  --python PATH           interpreter [$TRACEML_PYTHON, else the Python of the\n"
     "                          environment traceml is installed in, else python3]\n"
-    "  --disable-traceml       same launch without instrumentation (baseline)\n";
+    "  --disable-traceml       same launch without instrumentation (baseline);\n"
+    "                          TRACEML_DISABLED=1 does the same\n"
+    "  --window-steps N        diagnose the last N common steps, 2-10000 [10000]\n"
+    "                          (the original's --summary-window-rows)\n"
+    "  --finalize-timeout-sec S  time the summary may take before the fallback [20]\n"
+    "  --aggregator-bind-host A  node 0's aggregator address, multi-host [0.0.0.0]\n"
+    "  --args \"...\"            more script arguments, split as a shell would\n"
+    "\n"
+    "TraceML's options may also follow SCRIPT (traceml run train.py --mode=cli);\n"
+    "everything after -- goes to the script. Defaults: ./traceml.yaml or the\n"
+    "[tool.traceml] table of ./pyproject.toml (docs/cli.md).\n";
 
 typedef struct run_opts {
     const char *mode, *run_name, *logs_dir, *master_addr, *python;
     long nproc, nnodes, node_rank, master_port, dashboard_port;
     double interval;
+    long window_steps;     /* --window-steps, 0 = the default (10,000) */
     int html, disabled, dashdash;
     char **cmd;            /* SCRIPT args... or COMMAND args... */
     int ncmd;
@@ -118,10 +130,188 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
 }
 
 static const char default_master_addr[] = "127.0.0.1";
+/* --finalize-timeout-sec: how long the aggregator may take to finalize */
+static long finalize_timeout_s = 20;
+/* --aggregator-bind-host: what node 0's aggregator listens on, multi-host */
+static const char *agg_bind = "0.0.0.0";
+
+/* Options of the original TraceML that mean nothing here: one line each. */
+static const struct foreign_opt {
+    const char *name;
+    int value;
+    const char *answer;
+} foreign_opts[] = {
+    {"--trace-max-steps", 1, "TraceML traces every step: its memory stays bounded and it "
+     "costs ~1 us a step (docs/performance.md), so there is no step limit to set"},
+    {"--aggregator-host", 1, "the ranks of other nodes reach node 0's aggregator at "
+     "--master-addr, port --aggregator-port"},
+};
+
+/* Consumes TraceML's option at argv[*i]: 1 taken, 0 not one of ours. */
+static int take_option(int argc, char **argv, int *i, run_opts *o)
+{
+    const char *v, *a = argv[*i];
+    if (tml__cli_opt(argc, argv, i, "--mode", &o->mode) ||
+        tml__cli_opt(argc, argv, i, "--run-name", &o->run_name) ||
+        tml__cli_opt(argc, argv, i, "--logs-dir", &o->logs_dir) ||
+        tml__cli_opt(argc, argv, i, "--master-addr", &o->master_addr) ||
+        tml__cli_opt(argc, argv, i, "--python", &o->python) ||
+        tml__cli_opt(argc, argv, i, "--dashboard-bind", &live_bind) ||
+        tml__cli_opt(argc, argv, i, "--aggregator-bind-host", &agg_bind))
+        return 1;
+    if (tml__cli_opt(argc, argv, i, "--nproc-per-node", &v))
+        o->nproc = tml__cli_long("--nproc-per-node", v, 1, 4096);
+    else if (tml__cli_opt(argc, argv, i, "--nnodes", &v))
+        o->nnodes = tml__cli_long("--nnodes", v, 1, 4096);
+    else if (tml__cli_opt(argc, argv, i, "--node-rank", &v))
+        o->node_rank = tml__cli_long("--node-rank", v, 0, 4095);
+    else if (tml__cli_opt(argc, argv, i, "--master-port", &v)) {
+        o->master_port = tml__cli_long("--master-port", v, 1, 65535);
+        o->port_given = 1;
+    } else if (tml__cli_opt(argc, argv, i, "--aggregator-port", &v))
+        o->agg_port = tml__cli_long("--aggregator-port", v, 1, 65535);
+    else if (tml__cli_opt(argc, argv, i, "--dashboard-port", &v))
+        o->dashboard_port = tml__cli_long("--dashboard-port", v, 1, 65535);
+    else if (tml__cli_opt(argc, argv, i, "--interval", &v))
+        o->interval = tml__cli_double("--interval", v, 0.01, 3600.0);
+    else if (tml__cli_opt(argc, argv, i, "--window-steps", &v) ||
+             tml__cli_opt(argc, argv, i, "--summary-window-rows", &v))
+        o->window_steps = tml__cli_long(a, v, 2, 10000);
+    else if (tml__cli_opt(argc, argv, i, "--finalize-timeout-sec", &v))
+        finalize_timeout_s = tml__cli_long("--finalize-timeout-sec", v, 1, 86400);
+    else if (tml__cli_opt(argc, argv, i, "--html-report", NULL))
+        o->html = 1;
+    else if (tml__cli_opt(argc, argv, i, "--disable-traceml", NULL))
+        o->disabled = 1;
+    /* the original's: logging is always on (the run folder's traceml.log),
+     * nothing opens a browser by itself */
+    else if (!tml__cli_opt(argc, argv, i, "--enable-logging", NULL) &&
+             !tml__cli_opt(argc, argv, i, "--no-dashboard-auto-open", NULL)) {
+        for (size_t k = 0; k < sizeof(foreign_opts) / sizeof(foreign_opts[0]); k++)
+            if (tml__cli_opt(argc, argv, i, foreign_opts[k].name, foreign_opts[k].value ? &v : NULL))
+                tml__cli_die(TML_EXIT_USAGE, "%s is not an option of this TraceML: %s",
+                             foreign_opts[k].name, foreign_opts[k].answer);
+        return 0;
+    }
+    return 1;
+}
+
+/* Splits --args "..." as a shell would split words: blanks separate, '...'
+ * and "..." quote, a backslash escapes the next character. Appends to
+ * *out (a NULL-terminated array of n entries). */
+static void split_args(const char *s, char ***out, size_t *n, size_t *cap)
+{
+    char *buf = malloc(strlen(s) + 1);
+    if (!buf)
+        tml__cli_die(1, "out of memory");
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n')
+            s++;
+        if (!*s)
+            break;
+        size_t k = 0;
+        char q = 0;
+        for (; *s && (q || (*s != ' ' && *s != '\t' && *s != '\n')); s++) {
+            if (q ? *s == q : (*s == '\'' || *s == '"')) {
+                q = q ? 0 : *s;
+            } else if (*s == '\\' && s[1] && q != '\'') {
+                buf[k++] = *++s;
+            } else {
+                buf[k++] = *s;
+            }
+        }
+        if (q)
+            tml__cli_die(TML_EXIT_USAGE, "--args: unmatched %c", q);
+        buf[k] = '\0';
+        char *w = strdup(buf);
+        if (!w || TML_GROW(*out, *n + 2, *cap) < 0)
+            tml__cli_die(1, "out of memory");
+        (*out)[(*n)++] = w;
+        (*out)[*n] = NULL;
+    }
+    free(buf);
+}
+
+/* A --mode after SCRIPT whose value is no TraceML mode ("--mode train"):
+ * the script's. */
+static int mode_for_script(int argc, char **argv, int i)
+{
+    const char *a = argv[i], *v;
+    if (strncmp(a, "--mode=", 7) == 0)
+        v = a + 7;
+    else if (strcmp(a, "--mode") == 0 && i + 1 < argc)
+        v = argv[i + 1];
+    else
+        return 0;
+    return strcmp(v, "summary") != 0 && strcmp(v, "cli") != 0 && strcmp(v, "dashboard") != 0;
+}
+
+/* After SCRIPT: TraceML's own options are TraceML's (the product brief
+ * writes `traceml run train.py --mode=cli`), --args "..." adds script
+ * arguments, and everything after -- is the script's verbatim. Builds
+ * o->cmd as SCRIPT and the script's arguments. */
+static void parse_after_script(int argc, char **argv, int i, run_opts *o,
+                               const char *pre_args)
+{
+    char **cmd = NULL;
+    size_t n = 0, cap = 0;
+    char taken[256] = "";
+    if (TML_GROW(cmd, 2, cap) < 0)
+        tml__cli_die(1, "out of memory");
+    cmd[n++] = argv[i++];
+    cmd[n] = NULL;
+    for (; i < argc; i++) {
+        const char *v, *a = argv[i];
+        int at = i;
+        if (strcmp(a, "--") == 0) {
+            for (i++; i < argc; i++) {
+                if (TML_GROW(cmd, n + 2, cap) < 0)
+                    tml__cli_die(1, "out of memory");
+                cmd[n++] = argv[i];
+                cmd[n] = NULL;
+            }
+            break;
+        }
+        if (tml__cli_opt(argc, argv, &i, "--args", &v)) {
+            split_args(v, &cmd, &n, &cap);
+            continue;
+        }
+        if (mode_for_script(argc, argv, i)) {
+            fprintf(stderr, "traceml: note: '%s%s%s' goes to the script (not a TraceML "
+                    "--mode: summary, cli or dashboard)\n", a, strchr(a, '=') ? "" : " ",
+                    strchr(a, '=') ? "" : argv[i + 1]);
+        } else if (a[0] == '-' && a[1] == '-' && take_option(argc, argv, &i, o)) {
+            size_t len = strlen(taken);
+            for (int k = at; k <= i && len < sizeof(taken) - 1; k++)
+                len += (size_t)snprintf(taken + len, sizeof(taken) - len, "%s%s",
+                                        len ? " " : "", argv[k]);
+            continue;
+        }
+        if (TML_GROW(cmd, n + 2, cap) < 0)
+            tml__cli_die(1, "out of memory");
+        cmd[n++] = argv[i];
+        cmd[n] = NULL;
+    }
+    if (pre_args)
+        split_args(pre_args, &cmd, &n, &cap);
+    if (taken[0])
+        fprintf(stderr, "traceml: note: '%s' after the script is TraceML's (the script's own "
+                "arguments of the same name go after --)\n", taken);
+    o->cmd = cmd;
+    o->ncmd = (int)n;
+}
+
+/* TRACEML_DISABLED as the engine reads it: set, and not 0/false/no/off. */
+static int env_disabled(void)
+{
+    const char *v = getenv("TRACEML_DISABLED");
+    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
+           strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
+}
 
 static void parse(int argc, char **argv, run_opts *o)
 {
-    const char *v;
+    const char *pre_args = NULL;   /* --args before SCRIPT */
     memset(o, 0, sizeof(*o));
     o->mode = "summary";
     o->logs_dir = "logs";
@@ -130,6 +320,15 @@ static void parse(int argc, char **argv, run_opts *o)
     o->master_port = 29500;
     o->dashboard_port = 8765;
     o->interval = 1.0;
+    /* the project's defaults (traceml.yaml, pyproject.toml), then the command line */
+    const char *file = NULL;
+    int nf = 0;
+    char **fopts = tml__cli_config_options(&nf, &file);
+    for (int k = 0; k < nf; k++)
+        if (!take_option(nf, fopts, &k, o))
+            tml__cli_die(TML_EXIT_USAGE, "%s: unknown key '%.*s' (the keys are the options of "
+                         "'traceml run', see 'traceml help run')", file,
+                         (int)strcspn(fopts[k] + 2, "="), fopts[k] + 2);
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -144,40 +343,23 @@ static void parse(int argc, char **argv, run_opts *o)
             fputs(tml__usage_run, stdout);
             exit(0);
         }
-        if (tml__cli_opt(argc, argv, &i, "--mode", &o->mode) ||
-            tml__cli_opt(argc, argv, &i, "--run-name", &o->run_name) ||
-            tml__cli_opt(argc, argv, &i, "--logs-dir", &o->logs_dir) ||
-            tml__cli_opt(argc, argv, &i, "--master-addr", &o->master_addr) ||
-            tml__cli_opt(argc, argv, &i, "--python", &o->python))
+        if (tml__cli_opt(argc, argv, &i, "--args", &pre_args))
             continue;
-        if (tml__cli_opt(argc, argv, &i, "--nproc-per-node", &v))
-            o->nproc = tml__cli_long("--nproc-per-node", v, 1, 4096);
-        else if (tml__cli_opt(argc, argv, &i, "--nnodes", &v))
-            o->nnodes = tml__cli_long("--nnodes", v, 1, 4096);
-        else if (tml__cli_opt(argc, argv, &i, "--node-rank", &v))
-            o->node_rank = tml__cli_long("--node-rank", v, 0, 4095);
-        else if (tml__cli_opt(argc, argv, &i, "--master-port", &v)) {
-            o->master_port = tml__cli_long("--master-port", v, 1, 65535);
-            o->port_given = 1;
-        } else if (tml__cli_opt(argc, argv, &i, "--aggregator-port", &v))
-            o->agg_port = tml__cli_long("--aggregator-port", v, 1, 65535);
-        else if (tml__cli_opt(argc, argv, &i, "--dashboard-bind", &live_bind))
-            continue;
-        else if (tml__cli_opt(argc, argv, &i, "--dashboard-port", &v))
-            o->dashboard_port = tml__cli_long("--dashboard-port", v, 1, 65535);
-        else if (tml__cli_opt(argc, argv, &i, "--interval", &v))
-            o->interval = tml__cli_double("--interval", v, 0.01, 3600.0);
-        else if (tml__cli_opt(argc, argv, &i, "--html-report", NULL))
-            o->html = 1;
-        else if (tml__cli_opt(argc, argv, &i, "--disable-traceml", NULL))
-            o->disabled = 1;
-        else
+        if (!take_option(argc, argv, &i, o))
             tml__cli_die(TML_EXIT_USAGE,
                          "unknown option '%s' for 'traceml run' (see 'traceml help run')", a);
     }
     o->cmd = argv + i;
     o->ncmd = argc - i;
+    if (o->dashdash && pre_args)
+        tml__cli_die(TML_EXIT_USAGE, "--args goes with a SCRIPT; after -- write the "
+                     "command's arguments themselves");
+    if (!o->dashdash && i < argc)
+        parse_after_script(argc, argv, i, o, pre_args);
     o->addr_given = o->master_addr != default_master_addr;
+    /* TRACEML_DISABLED=1 traceml run ...: the script runs untouched */
+    if (env_disabled())
+        o->disabled = 1;
 }
 
 /* The distributed shape (dist.h): which launcher hosts the aggregator, and
@@ -444,7 +626,7 @@ static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, in
         args[k++] = port;
         if (d->multi_host) {
             args[k++] = "--bind";
-            args[k++] = "0.0.0.0";
+            args[k++] = (char *)agg_bind;
         }
     }
     char lport[16], lint[16];
@@ -630,7 +812,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     snprintf(line, sizeof(line), "finalize %s %d %d\n", status, code, width);
     ssize_t w = write(ap->ctl, line, strlen(line));
     int interrupted = strcmp(status, "interrupted") == 0;
-    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : 20000);
+    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : finalize_timeout_s * 1000);
     int st = 0, done = 0;
     while (w > 0) {
         pid_t p = waitpid(ap->pid, &st, WNOHANG);
@@ -645,7 +827,8 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     if (!done) {
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
                      "building the summary from telemetry.sqlite");
-        aggregator_lost(ap, "did not finish the summary within %d s", interrupted ? 1 : 20);
+        aggregator_lost(ap, "did not finish the summary within %ld s",
+                        interrupted ? 1L : finalize_timeout_s);
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
         ap->alive = 0;
@@ -911,6 +1094,10 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     char ival[32];
     snprintf(ival, sizeof(ival), "%g", o.interval);
     setenv("TRACEML_INTERVAL", ival, o.interval != 1.0);
+    if (o.window_steps) {   /* the aggregator's (and a fallback finalize's) window */
+        snprintf(ival, sizeof(ival), "%ld", o.window_steps);
+        setenv("TRACEML_WINDOW_STEPS", ival, 1);
+    }
 
     char store[TML_DIST_STORE][32];
     char **dargv = NULL;   /* torch.distributed.run around the script */

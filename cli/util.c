@@ -162,7 +162,8 @@ int tml__cli_term_width(void)
         if (!*end && v > 0 && v < 10000)
             return (int)v;
     }
-    return 0;
+    /* a pipe (tee, Slurm and CI logs): a width that reads well there */
+    return TML_CLI_LOG_WIDTH;
 }
 
 /* The nearest existing folder at or above path must be writable. */

@@ -22,7 +22,7 @@ import os as _os
 import sys as _sys
 
 __all__ = [
-    "init", "trace_step", "summary", "final_summary",
+    "init", "start", "trace_step", "summary", "final_summary",
     "wrap_dataloader_fetch", "wrap_forward", "wrap_backward",
     "wrap_optimizer", "wrap_h2d",
 ]
@@ -302,7 +302,9 @@ def _version_tuple(v):
 
 
 def _env_disabled():
-    return _os.environ.get("TRACEML_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
+    # as the engine and the launcher read it: set, and not 0/false/no/off
+    return _os.environ.get("TRACEML_DISABLED", "").strip().lower() not in (
+        "", "0", "false", "no", "off")
 
 
 def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
@@ -394,6 +396,9 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
     except Exception as e:
         _warn("GPU timing could not be set up (%s)" % (e,))
     return None
+
+
+start = init     # the original TraceML's name for it
 
 
 def _at_exit():
@@ -489,11 +494,32 @@ class _NullBlock(object):
         return False
 
 
+class _H2DProxy(object):
+    """wrap_h2d(x): x whose .to() / .cuda() are timed as H2D."""
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj):
+        self._obj = obj
+
+    def to(self, *args, **kwargs):
+        with _c.h2d_block():
+            return self._obj.to(*args, **kwargs)
+
+    def cuda(self, *args, **kwargs):
+        with _c.h2d_block():
+            return self._obj.cuda(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._obj, name)
+
+
 def wrap_h2d(fn=None):
-    """Host-to-device copies, two ways:
+    """Host-to-device copies, three ways:
 
         with traceml.wrap_h2d():           # the block is timed as H2D
             x = x.to(device, non_blocking=True)
+
+        x = traceml.wrap_h2d(x).to(device)        # that copy is timed as H2D
 
         to_device = traceml.wrap_h2d(to_device)   # every call is timed as H2D
 
@@ -501,9 +527,12 @@ def wrap_h2d(fn=None):
     """
     if fn is None:
         return _c.h2d_block() if _active else _NullBlock()
+    if not callable(fn) and (hasattr(fn, "to") or hasattr(fn, "cuda")):
+        return _H2DProxy(fn) if _active else fn
     if not callable(fn):
-        raise TypeError("wrap_h2d() takes a callable or nothing (use it as "
-                        "`with traceml.wrap_h2d(): ...`)")
+        raise TypeError("wrap_h2d() takes a tensor (anything with .to()), a callable "
+                        "or nothing (use it as `with traceml.wrap_h2d(): ...`), not %s"
+                        % type(fn).__name__)
     if not _active:
         return fn
     return _c.PhaseCall(fn, _c.H2D)

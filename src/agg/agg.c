@@ -23,6 +23,7 @@
 #include "agg/rundir.h"
 #include "model/timeline.h"
 #include "diag/diag.h"
+#include "diag/window.h"
 #include "report/html.h"
 #include "report/report.h"
 #include "model/sample.h"
@@ -290,6 +291,17 @@ const tml_run *tml__agg_run(const tml_agg *a)
     return &a->run;
 }
 
+/* The window's cap: $TRACEML_WINDOW_STEPS (traceml run --window-steps),
+ * 2..10,000, else 10,000. */
+static size_t window_steps(void)
+{
+    const char *v = getenv("TRACEML_WINDOW_STEPS");
+    char *end;
+    long n = v && *v ? strtol(v, &end, 10) : 0;
+    return v && *v && !*end && n >= 2 && n <= TML_WINDOW_DEFAULT_STEPS
+           ? (size_t)n : TML_WINDOW_DEFAULT_STEPS;
+}
+
 int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
                       char **text_out)
 {
@@ -327,7 +339,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     ro.json_path = json_path;
     ro.width = width;
     ro.th = &th;
-    ro.window_steps = 10000;
+    ro.window_steps = window_steps();
     ro.generated_at = generated;
     ro.series = 1;             /* the HTML report's charts (docs/summary-json.md) */
     rc = tml__report_build(&a->run, &ro, &text, &json);
@@ -387,7 +399,7 @@ int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
                     ? (double)(now - a->run.start_unix_ms) / 1000.0 : -1;
     ro.json_path = json_path;
     ro.th = &th;
-    ro.window_steps = 10000;
+    ro.window_steps = window_steps();
     ro.generated_at = generated;
     return tml__report_build(&a->run, &ro, NULL, json);
 }

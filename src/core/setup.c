@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,8 +180,9 @@ int tml__engine_prepare(const tml_options *opts, int *done)
 
     c->instrumented = o->instrumented ? o->instrumented & TML_PHASES_ALL : TML_PHASES_ALL;
     settle_names(o);
-    const char *dis = getenv("TRACEML_DISABLED");
-    if (o->disabled || (dis && strcmp(dis, "0") != 0 && *dis)) {
+    const char *dis = getenv("TRACEML_DISABLED");   /* set, and not 0/false/no/off */
+    if (o->disabled || (dis && *dis && strcmp(dis, "0") != 0 && strcasecmp(dis, "false") != 0 &&
+                        strcasecmp(dis, "no") != 0 && strcasecmp(dis, "off") != 0)) {
         atomic_store(&c->state, TML_ST_DISABLED);
         return TML_EDISABLED;
     }

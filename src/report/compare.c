@@ -37,7 +37,7 @@
 #include "report/report.h"
 #include "traceml/traceml.h"
 
-#define CMP_WIDTH 88
+#define CMP_WIDTH 80   /* fits an 80-column terminal */
 #define CMP_SCHEMA_MAX 1
 
 void tml__cmp_gates_default(tml_cmp_gates *g)
@@ -517,7 +517,7 @@ static void table_line(tml_strbuf *sb, const char *c0, const char *c1, const cha
                        const char *c3)
 {
     char l[256];
-    snprintf(l, sizeof(l), "%-24s %-16s %-16s %s", c0, c1, c2, c3);
+    snprintf(l, sizeof(l), "%-21s %-15s %-15s %s", c0, c1, c2, c3);
     line(sb, l);
 }
 

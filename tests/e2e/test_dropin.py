@@ -1,0 +1,160 @@
+"""Drop-in use, as a user coming from the product brief or the original
+TraceML writes it: options after the script, --args, TRACEML_DISABLED on
+the launcher, the original's flags, traceml.start() and
+wrap_h2d(x).to(device), and project defaults from traceml.yaml or
+pyproject.toml (docs/cli.md)."""
+import json
+import os
+import subprocess
+
+from conftest import PYTHON, TRACEML, base_env, near, step_metric_ms
+
+SCRIPT = r'''
+import os, sys, json, time
+import torch
+from torch import nn
+import traceml_ai as traceml
+print("ARGS " + json.dumps(sys.argv[1:]))
+print("ENV " + json.dumps({k: os.environ.get(k) for k in ("TRACEML_DISABLED", "TRACEML_ADDR")}))
+
+class SlowCopy(object):
+    """A batch whose copy to the device takes 5 ms."""
+    def __init__(self, t):
+        self.t = t
+    def to(self, device):
+        time.sleep(0.005)
+        return self.t.to(device)
+
+traceml.start(mode="manual")
+torch.manual_seed(0)
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+fwd = traceml.wrap_forward(model)
+opt = traceml.wrap_optimizer(opt)
+for i in range(int(os.environ.get("STEPS", "30"))):
+    with traceml.trace_step(model):
+        x = traceml.wrap_h2d(SlowCopy(torch.randn(4, 8))).to("cpu")
+        loss = fwd(x).sum()
+        opt.zero_grad()
+        traceml.wrap_backward(loss)
+        loss.backward()
+        opt.step()
+'''
+
+
+def launch(tmp_path, args, env=None, cwd=None):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    return subprocess.run([TRACEML, "run"] + [a.replace("SCRIPT", str(script)) for a in args],
+                          cwd=str(cwd or tmp_path), env=base_env(TRACEML_PYTHON=PYTHON,
+                                                                 **(env or {})),
+                          capture_output=True, text=True, timeout=240)
+
+
+def line(out, tag):
+    for l in out.splitlines():
+        if l.startswith(tag + " "):
+            return json.loads(l[len(tag) + 1:])
+    raise AssertionError("no %s line in:\n%s" % (tag, out))
+
+
+def summary(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_options_after_the_script_and_args(tmp_path):
+    p = launch(tmp_path, ["--logs-dir", "logs", "--run-name", "a", "SCRIPT", "--html-report",
+                          "--lr", "0.1", "--args", "--name 'a b'", "--mode", "train",
+                          "--", "--html-report"])
+    assert p.returncode == 0, p.stderr
+    # TraceML took --html-report; --mode train is no TraceML mode: the script's
+    assert line(p.stdout, "ARGS") == ["--lr", "0.1", "--name", "a b", "--mode", "train",
+                                      "--html-report"]
+    assert "'--html-report' after the script is TraceML's" in p.stderr
+    assert "'--mode train' goes to the script" in p.stderr
+    assert (tmp_path / "logs" / "a" / "final_summary.html").exists()
+    # the original's manual style: start() and wrap_h2d(x).to(device)
+    s = summary(tmp_path / "logs" / "a" / "final_summary.json")
+    h2d = step_metric_ms(s, "h2d")
+    assert near(h2d, 5.0), "H2D %s ms, injected 5 ms" % h2d
+
+
+def test_traceml_disabled_runs_the_script_untouched(tmp_path):
+    p = launch(tmp_path, ["--logs-dir", "logs", "SCRIPT", "--x"], env={"TRACEML_DISABLED": "1"})
+    assert p.returncode == 0, p.stderr
+    assert line(p.stdout, "ARGS") == ["--x"]
+    assert line(p.stdout, "ENV") == {"TRACEML_DISABLED": "1", "TRACEML_ADDR": None}
+    assert "TraceML Run Summary" not in p.stdout
+    assert not (tmp_path / "logs").exists()
+
+
+def test_original_flags(tmp_path):
+    p = launch(tmp_path, ["--logs-dir", "logs", "--run-name", "b", "--enable-logging",
+                          "--no-dashboard-auto-open", "--finalize-timeout-sec", "30",
+                          "SCRIPT", "--summary-window-rows", "20"], env={"STEPS": "40"})
+    assert p.returncode == 0, p.stderr
+    w = summary(tmp_path / "logs" / "b" / "final_summary.json")["step_time"]["window"]
+    assert (w["max_steps"], w["window_steps"]) == (20, 20), w
+    for flag, word in (("--trace-max-steps", "no step limit"),
+                       ("--aggregator-host", "--master-addr")):
+        p = launch(tmp_path, ["--logs-dir", "logs2", flag, "5", "SCRIPT"])
+        assert p.returncode == 2 and word in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "logs2").exists()
+
+
+def test_project_defaults(tmp_path):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "traceml.yaml").write_text(
+        "# defaults\nlogs-dir: ylogs\nhtml-report: true\nwindow_steps: 25\n"
+        "thresholds:\n  input_warn: 0.15\n")
+    p = launch(tmp_path, ["--run-name", "c", "SCRIPT"], cwd=proj)
+    assert p.returncode == 0, p.stderr
+    run = proj / "ylogs" / "c"
+    s = summary(run / "final_summary.json")
+    assert s["step_time"]["window"]["max_steps"] == 25
+    assert s["meta"]["thresholds"]["input_warn"] == 0.15, s["meta"]["thresholds"]
+    assert (run / "final_summary.html").exists()
+    # the command line wins over the file
+    p = launch(tmp_path, ["--run-name", "d", "--window-steps", "10", "SCRIPT"], cwd=proj)
+    assert summary(proj / "ylogs" / "d" / "final_summary.json")["step_time"]["window"][
+        "max_steps"] == 10
+    # pyproject.toml's [tool.traceml] when there is no traceml.yaml
+    os.remove(proj / "traceml.yaml")
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = [\n  "torch",\n]\n\n[tool.traceml]\n'
+        'logs-dir = "tlogs"\n\n[tool.traceml.thresholds]\ninput_crit = 0.3\n')
+    p = launch(tmp_path, ["--run-name", "e", "SCRIPT"], cwd=proj)
+    assert p.returncode == 0, p.stderr
+    assert summary(proj / "tlogs" / "e" / "final_summary.json")["meta"]["thresholds"][
+        "input_crit"] == 0.3
+    # a bad file: one line naming it, nothing created
+    (proj / "traceml.yaml").write_text("mode: summary\nlog-dir: x\n")
+    p = launch(tmp_path, ["--run-name", "f", "SCRIPT"], cwd=proj)
+    assert p.returncode == 2 and "traceml.yaml: unknown key 'log-dir'" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_box_says_how_the_run_ended(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import traceml_no_such_module\n")
+    p = subprocess.run([TRACEML, "run", "--logs-dir", "logs", "--run-name", "g", str(bad)],
+                       cwd=str(tmp_path), env=base_env(TRACEML_PYTHON=PYTHON),
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 1, p.stderr
+    assert "Ended: FAILED with exit code 1" in p.stdout, p.stdout
+    assert "before any step was traced" in p.stdout
+    assert "Wrap the training step" not in p.stdout
+    # after some steps: the figures stand, the end is named
+    p = launch(tmp_path, ["--logs-dir", "logs", "--run-name", "h", "SCRIPT"],
+               env={"STEPS": "30"})
+    assert p.returncode == 0 and "Ended:" not in p.stdout, p.stdout
+    crash = tmp_path / "crash.py"
+    crash.write_text(SCRIPT + "\nraise SystemExit(7)\n")
+    p = subprocess.run([TRACEML, "run", "--logs-dir", "logs", "--run-name", "i", str(crash)],
+                       cwd=str(tmp_path), env=base_env(TRACEML_PYTHON=PYTHON),
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 7
+    assert "Ended: FAILED with exit code 7" in p.stdout and "H2D" in p.stdout, p.stdout
