@@ -262,6 +262,33 @@ static void putf(int y, int x, int w, const char *fmt, ...)
     put(y, x, w, buf);
 }
 
+/* prefix + text wrapped at spaces over at most maxlines lines (the last
+ * one cut), continuation lines indented under the text. Lines used. */
+static int put_wrapped(int y, int x, int w, const char *prefix, const char *text, int maxlines)
+{
+    char buf[1024];
+    size_t indent = strlen(prefix);
+    snprintf(buf, sizeof(buf), "%s%s", prefix, text);
+    const char *p = buf;
+    int n = 0;
+    while (*p && n < maxlines) {
+        size_t lead = n ? indent : 0, avail = (size_t)w > lead + 8 ? (size_t)w - lead : 8;
+        size_t take = strlen(p);   /* bytes; UTF-8 text here is mostly ASCII */
+        if (take > avail && n + 1 < maxlines) {
+            take = avail;
+            while (take > 0 && p[take] != ' ')
+                take--;
+            if (take == 0)
+                take = avail;
+        }
+        putf(y + n, x + (int)lead, w - (int)lead, "%.*s", (int)take, p);
+        p += take;
+        while (*p == ' ')
+            p++;
+        n++;
+    }
+    return n ? n : 1;
+}
 
 /* A sparkline of the last w values of a JSON array (nulls are gaps),
  * scaled from 0 to the largest value shown. */
@@ -463,6 +490,29 @@ static int draw_resources(tml_live_view *v, const tml_json *doc, int y, int x, i
     return h + h2;
 }
 
+/* The resource sections in three lines, when the terminal is too short
+ * for their panels (80x24). */
+static int draw_resources_compact(const tml_json *doc, int y, int x, int w)
+{
+    const tml_json *r = series_rank_row(doc);
+    double rank = num_at(doc, "series.rank"), node = num_at(r, "node");
+    char a[32], b[32], c[32];
+    const char *ml = str_at(doc, "step_memory.label"), *sl = str_at(doc, "system.label");
+    const char *pl = str_at(doc, "process.label");
+    frame(y, x, 5, w, "MEMORY | SYSTEM | PROCESS");
+    tml__fmt_bytes(num_at(r, "rss_bytes"), a, sizeof(a));
+    tml__fmt_bytes(num_at(r, "cuda_reserved_bytes"), b, sizeof(b));
+    putf(y + 1, x + 2, w - 4, "memory  %-12s RSS %s  CUDA reserved %s", ml ? ml : "n/a", a, b);
+    tml__fmt_pct(gauge(doc, "traceml_system_cpu_percent", "node", node), a, sizeof(a));
+    tml__fmt_bytes(gauge(doc, "traceml_system_ram_used_bytes", "node", node), b, sizeof(b));
+    tml__fmt_pct(num_at(doc, "gpu_util_percent"), c, sizeof(c));
+    putf(y + 2, x + 2, w - 4, "system  %-12s CPU %s  RAM %s  GPU %s", sl ? sl : "n/a", a, b, c);
+    tml__fmt_pct(gauge(doc, "traceml_process_cpu_capacity_percent", "rank", rank), a, sizeof(a));
+    tml__fmt_bytes(gauge(doc, "traceml_process_rss_bytes", "rank", rank), b, sizeof(b));
+    putf(y + 3, x + 2, w - 4, "process %-12s CPU %s of capacity  RSS %s", pl ? pl : "n/a", a, b);
+    return 5;
+}
+
 static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
 {
     const tml_json *ranks = tml__json_get(doc, "ranks");
@@ -522,6 +572,16 @@ static void draw_output(tml_live_view *v, int y, int x, int w, int h)
     }
 }
 
+/* Any rank has sent a step. */
+static int has_steps(const tml_json *doc)
+{
+    const tml_json *ranks = tml__json_get(doc, "ranks");
+    for (size_t i = 0; ranks && i < ranks->n; i++)
+        if (num_at(&ranks->items[i], "steps_received") > 0)
+            return 1;
+    return 0;
+}
+
 static void draw(tml_live_view *v)
 {
     frame_utf8 = v->utf8;
@@ -529,6 +589,10 @@ static void draw(tml_live_view *v)
     int W = COLS, H = LINES;
     const tml_json *doc = v->doc;
     char hdr[512];
+    /* no step yet (ranks still starting, records on their way): say so
+     * rather than "0 ranks, step 0" while the training prints step 40 */
+    if (doc && !has_steps(doc))
+        doc = NULL;
     if (doc) {
         const tml_json *ranks = tml__json_get(doc, "ranks");
         double last = -1;
@@ -572,14 +636,14 @@ static void draw(tml_live_view *v)
              W - 40, "over the last %.0f steps", num_at(doc, "window.window_steps"));
         attroff(A_DIM);
         const char *why = str_at(doc, "verdict.why"), *next = str_at(doc, "verdict.next");
-        putf(y + 1, 1, W - 2, "Why: %s", why && *why ? why : "-");
-        putf(y + 2, 1, W - 2, "Next: %s", next && *next ? next : "-");
+        y += 1 + put_wrapped(y + 1, 1, W - 2, "Why: ", why && *why ? why : "-", 2);
+        y += put_wrapped(y, 1, W - 2, "Next: ", next && *next ? next : "-", 3);
     }
-    y += 4;
+    y += 1;
     int rest = H - y;
-    if (doc && W >= 60 && rest >= 14 + 5) {
+    if (doc && W >= 60 && rest >= 10 + 5 + 2) {
         int used;
-        if (W >= 100) {
+        if (W >= 100 && rest >= 14 + 3) {
             int lw = W * 58 / 100;
             int h1 = draw_timing(v, doc, y, 0, lw);
             int h2 = draw_resources(v, doc, y, lw, W - lw);
@@ -588,6 +652,8 @@ static void draw(tml_live_view *v)
             used = draw_timing(v, doc, y, 0, W);
             if (H - (y + used) >= 14 + 5)
                 used += draw_resources(v, doc, y + used, 0, W);
+            else
+                used += draw_resources_compact(doc, y + used, 0, W);
         }
         y += used;
         int maxh = (H - y) - 6;

@@ -87,13 +87,19 @@ def test_terminal_view_under_tmux(tmp_path):
            "%s --steps 1600; echo $? > %s; sleep 600") % (REPO, TRACEML, logs, TRAIN, done)
     t = Tmux("live", cmd, env)
     try:
-        # panels while the training runs
+        # panels while the training runs; before the first steps arrive the
+        # header says it waits (never "0 ranks", "step 0" or "rank -1")
+        early = []
+
         def panels():
             s = t.screen()
+            if "rank -1" in s or "\u00b7 0 ranks" in s:
+                early.append(s)
             return s if ("Verdict: INPUT-BOUND" in s and "train step" in s and
                          any(ch in SPARK for ch in s)) else None
         s = wait_for(panels, 90)
         assert s, "the view never showed the panels:\n" + t.screen()
+        assert not early, "a first frame without data:\n" + early[0]
         for needle in ("TraceML live", "live_cli", "STEP TIMING", "Input Wait", "Forward",
                        "STEP MEMORY", "SYSTEM | PROCESS", "TRAINING OUTPUT", "q: hide view",
                        "Why: Input Wait took", "Next:"):
@@ -118,6 +124,19 @@ def test_terminal_view_under_tmux(tmp_path):
         assert s, "not redrawn after the resize:\n" + t.screen()
         assert "Verdict: INPUT-BOUND" in s
 
+        # 80x24: Next wrapped, not cut; the resource sections in three lines
+        t.tmux("resize-window", "-t", "live", "-x", "80", "-y", "24")
+
+        def small():
+            s = t.screen()
+            lines = s.splitlines()
+            return s if (lines and max(len(l) for l in lines) <= 80 and "STEP TIMING" in s and
+                         "MEMORY | SYSTEM | PROCESS" in s) else None
+        small_screen = wait_for(small, 10)
+        assert small_screen, "80x24 lacks the timing or resource panels:\n" + t.screen()
+        assert "Next: " in small_screen and "Why: " in small_screen
+        t.tmux("resize-window", "-t", "live", "-x", "150", "-y", "45")
+
         # q hides the view; the training goes on and its output flows by
         t.tmux("send-keys", "-t", "live", "q")
         s = wait_for(lambda: "live view hidden" in t.history() and
@@ -137,6 +156,9 @@ def test_terminal_view_under_tmux(tmp_path):
         summary = json.loads((run_dir / "final_summary.json").read_text())
         assert summary["primary_diagnosis"]["kind"] == "INPUT_BOUND"
         assert summary["meta"]["common_steps"] == 1600
+        # the Next line at 80 columns was wrapped to its end, not cut
+        last = summary["primary_diagnosis"]["next"].split()[-1]
+        assert last in small_screen, (last, small_screen)
     finally:
         t.kill()
 
