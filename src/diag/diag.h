@@ -68,6 +68,9 @@ int tml__thresholds_from_env(tml_thresholds *t);
 
 /* ---- the window ---------------------------------------------------- */
 
+#define TML_STEP_BLOCKS 20
+#define TML_STEP_BLOCK_MIN 5        /* steps per block at least */
+
 typedef struct tml_rank_window {
     int32_t rank, node, local_rank;
     size_t nsteps;                 /* window steps of this rank */
@@ -77,6 +80,13 @@ typedef struct tml_rank_window {
     /* Step-to-step noise of Step Time over the window: standard deviation
      * and median absolute deviation from the median; NAN without steps. */
     double step_stddev_ns, step_mad_ns;
+    /* Step Time medians of nblocks consecutive blocks of the window (at
+     * most TML_STEP_BLOCKS, each of at least 5 steps, in window order):
+     * what `traceml compare` tests two runs on. Consecutive steps are not
+     * independent (epoch starts, drifting load); block medians nearly are,
+     * and one slow step cannot move them. */
+    double block_ns[TML_STEP_BLOCKS];
+    size_t nblocks;
     uint32_t missing;              /* TML_PHASE_BIT of the phases missing here */
     /* How many window steps had this rank as the straggler culprit (the
      * smallest collective-bound phase of the step), 0 for one rank. */

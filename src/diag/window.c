@@ -198,6 +198,21 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     }
 }
 
+/* Block medians of the window's Step Times st (window order), into rw;
+ * tmp has room for nwin values. */
+static void block_medians(tml_rank_window *rw, const double *st, size_t nwin, double *tmp)
+{
+    size_t nb = nwin / TML_STEP_BLOCK_MIN;
+    if (nb > TML_STEP_BLOCKS)
+        nb = TML_STEP_BLOCKS;
+    for (size_t b = 0; b < nb; b++) {
+        size_t from = b * nwin / nb, to = (b + 1) * nwin / nb;
+        memcpy(tmp, st + from, (to - from) * sizeof(*tmp));
+        rw->block_ns[b] = median_of(tmp, to - from);
+    }
+    rw->nblocks = nb;
+}
+
 /* Averages of one rank over the window rows (idx[j * stride + col]): the
  * step breakdown (model/breakdown.h) summed over the steps, then the
  * phases never observed in the window marked missing (one pass over the
@@ -213,7 +228,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
 
     if (nwin == 0)
         return 0;
-    st = malloc(nwin * sizeof(*st));
+    st = malloc(2 * nwin * sizeof(*st));     /* the step times, and room to sort */
     if (!st)
         return TML_ENOMEM;
     for (size_t j = 0; j < nwin; j++) {
@@ -253,6 +268,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     rw->cuda_allocated_bytes = n_alloc ? alloc / (double)n_alloc : NAN;
     rw->cuda_reserved_bytes = n_resv ? resv / (double)n_resv : NAN;
 
+    block_medians(rw, st, nwin, st + nwin);
     rw->step_median_ns = median_of(st, nwin);
     rw->step_p90_ns = percentile_of(st, nwin, 0.90);
     /* Noise: what `traceml compare` holds a change against. */

@@ -12,12 +12,20 @@
  *    by_clock), so a GPU run can still be compared with a CPU-clock run.
  *  - Gates. Step time moves when it changes by at least 3%; peak reserved
  *    memory when it changes by at least 10% (both configurable).
- *  - Noise. A change past the gate but smaller than the runs' own
- *    step-to-step noise (the larger of the two runs' standard deviations of
- *    Step Time over the window) is not a change: EQUIVALENT, and the Why says so
- *    with the noise. Two runs of the same script on a busy machine differ
- *    by a few percent; calling that a regression would make the CI gate
- *    (--fail-on-regression) cry wolf.
+ *  - Significance. Step time moves only when the change is both
+ *    significant and past the gate, and the Why says which held. Each
+ *    summary carries the Step Time medians of up to 20 consecutive blocks
+ *    of its window (step_time.by_clock.*.step_time_blocks_ms): steps next to
+ *    each other are not independent (epoch starts, drifting load) and a few
+ *    slow ones inflate a standard deviation, while block medians are nearly
+ *    independent and robust. The two runs' block medians go through a
+ *    two-sided Mann-Whitney U test (significant at p < 0.01), and the
+ *    effect the gate sees is the change of their medians. Two runs of the
+ *    same script on a busy machine may differ significantly by 1-2%: the
+ *    gate keeps that EQUIVALENT; a real slowdown moves every block. A
+ *    summary without block medians (older TraceML) falls back to the
+ *    window averages, with a change smaller than the larger step-to-step
+ *    standard deviation called noise.
  *  - Verdict. Neither moved: EQUIVALENT. Opposite directions: MIXED.
  *    Otherwise the direction that moved: faster or smaller is IMPROVEMENT.
  *
@@ -102,6 +110,13 @@ static void clock_from(const tml_json *fig, tml_cmp_clock *k, double noise_fallb
     k->noise_ms = num_at(fig, "noise_ms");
     if (isnan(k->noise_ms))
         k->noise_ms = noise_fallback;
+    const tml_json *bl = tml__json_get(fig, "step_time_blocks_ms");
+    for (size_t i = 0; bl && bl->type == TML_JSON_ARRAY && i < bl->n &&
+                       k->nblocks < TML_CMP_BLOCKS; i++) {
+        double v;
+        if (tml__json_num(tml__json_at(bl, i), &v) && isfinite(v))
+            k->blocks_ms[k->nblocks++] = v;
+    }
     k->valid = !isnan(k->step_ms);
 }
 
@@ -212,6 +227,117 @@ static void inconclusive(const tml_cmp_run *a, const tml_cmp_run *b, tml_cmp_res
                  run_name(bad, which), bad->window_steps);
 }
 
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+double tml__mann_whitney_p(const double *a, size_t n, const double *b, size_t m)
+{
+    typedef struct { double v; int from_a; } obs;
+    size_t total = n + m;
+    if (n == 0 || m == 0)
+        return NAN;
+    obs *x = malloc(total * sizeof(*x));
+    if (!x)
+        return NAN;
+    for (size_t i = 0; i < total; i++) {
+        x[i].v = i < n ? a[i] : b[i - n];
+        x[i].from_a = i < n;
+    }
+    qsort(x, total, sizeof(*x), cmp_dbl);   /* the value comes first */
+    double rank_a = 0, ties = 0;
+    for (size_t i = 0; i < total;) {
+        size_t j = i;
+        while (j < total && x[j].v == x[i].v)
+            j++;
+        double rank = (double)(i + 1 + j) / 2.0, t = (double)(j - i);
+        for (size_t k = i; k < j; k++)
+            rank_a += x[k].from_a ? rank : 0;
+        ties += t * t * t - t;
+        i = j;
+    }
+    free(x);
+    double nn = (double)n, mm = (double)m, tt = (double)total;
+    double u = rank_a - nn * (nn + 1) / 2, mu = nn * mm / 2;
+    double var = nn * mm / 12.0 * ((tt + 1) - ties / (tt * (tt - 1)));
+    if (!(var > 0))
+        return 1.0;
+    double z = (fabs(u - mu) - 0.5) / sqrt(var);
+    return erfc((z > 0 ? z : 0) / sqrt(2.0));
+}
+
+static double median_copy(const double *v, size_t n)
+{
+    double t[TML_CMP_BLOCKS];
+    memcpy(t, v, n * sizeof(*t));
+    qsort(t, n, sizeof(*t), cmp_dbl);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* The test on the block medians when both runs have them; 1 when it ran
+ * (out->time_moved set by it). */
+static int significance_test(const tml_cmp_clock *ka, const tml_cmp_clock *kb,
+                             tml_cmp_result *out)
+{
+    if (ka->nblocks < TML_CMP_MIN_BLOCKS || kb->nblocks < TML_CMP_MIN_BLOCKS)
+        return 0;
+    double ca = median_copy(ka->blocks_ms, ka->nblocks);
+    double cb = median_copy(kb->blocks_ms, kb->nblocks);
+    if (!(ca > 0))
+        return 0;
+    out->tested = 1;
+    out->blocks_a = ka->nblocks;
+    out->blocks_b = kb->nblocks;
+    out->center_a_ms = ca;
+    out->center_b_ms = cb;
+    out->effect = (cb - ca) / ca;
+    out->p_value = tml__mann_whitney_p(ka->blocks_ms, ka->nblocks, kb->blocks_ms, kb->nblocks);
+    out->significant = out->p_value < TML_CMP_ALPHA;
+    out->past_gate = fabs(out->effect) >= out->gates.step_time;
+    if (out->significant && out->past_gate)
+        out->time_moved = out->effect > 0 ? 1 : -1;
+    return 1;
+}
+
+/* What happened to step time, in one true sentence: which of significance
+ * and the gate held. d is B - A of the window averages. */
+static void time_sentence(const tml_cmp_result *r, double d, char *t, size_t cap)
+{
+    const char *clk = clock_name(r->clock);
+    double gate = 100.0 * r->gates.step_time;
+    if (!r->tested) {
+        double tp = 100.0 * r->time_change;
+        if (r->time_moved)
+            snprintf(t, cap, "%s Step Time %s by %.1f%%.", clk,
+                     d > 0 ? "increased" : "decreased", fabs(tp));
+        else if (r->within_noise)
+            snprintf(t, cap, "%s Step Time changed by %+.1f%% (%+.2f ms), less than the runs' "
+                     "step-to-step noise (+/-%.2f ms).", clk, tp, d, r->noise_ms);
+        else
+            snprintf(t, cap, "%s Step Time changed by %+.1f%%, within the %.0f%% gate.", clk,
+                     tp, gate);
+        return;
+    }
+    double ep = 100.0 * r->effect;
+    if (r->time_moved)
+        snprintf(t, cap, "%s Step Time %s by %.1f%% (median of %zu vs %zu blocks: %.2f -> "
+                 "%.2f ms): significant (Mann-Whitney p = %.2g) and past the %.0f%% gate.",
+                 clk, ep > 0 ? "increased" : "decreased", fabs(ep), r->blocks_a, r->blocks_b,
+                 r->center_a_ms, r->center_b_ms, r->p_value, gate);
+    else if (r->significant)
+        snprintf(t, cap, "%s Step Time changed by %+.1f%%: significant (Mann-Whitney p = %.2g) "
+                 "but within the %.0f%% gate.", clk, ep, r->p_value, gate);
+    else if (r->past_gate)
+        snprintf(t, cap, "%s Step Time changed by %+.1f%%, past the %.0f%% gate but not "
+                 "significant (Mann-Whitney p = %.2g): the runs' step times overlap.", clk, ep,
+                 gate, r->p_value);
+    else
+        snprintf(t, cap, "%s Step Time changed by %+.1f%%: within the %.0f%% gate and not "
+                 "significant (Mann-Whitney p = %.2g).", clk, ep, gate, r->p_value);
+}
+
 void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,
                      tml_cmp_result *out)
 {
@@ -251,51 +377,36 @@ void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_g
     if (!isnan(ka->noise_ms) || !isnan(kb->noise_ms))
         out->noise_ms = fmax(isnan(ka->noise_ms) ? 0 : ka->noise_ms,
                              isnan(kb->noise_ms) ? 0 : kb->noise_ms);
-    if (fabs(out->time_change) >= out->gates.step_time) {
+    if (!significance_test(ka, kb, out) && fabs(out->time_change) >= out->gates.step_time) {
         if (!isnan(out->noise_ms) && fabs(d) < out->noise_ms)
             out->within_noise = 1;
         else
             out->time_moved = d > 0 ? 1 : -1;
     }
 
-    const char *clk = clock_name(out->clock);
-    double tp = 100.0 * out->time_change, mp = 100.0 * out->mem_change;
-    const char *tdir = d > 0 ? "increased" : "decreased";
+    char t[320];
+    time_sentence(out, d, t, sizeof(t));
+    double mp = 100.0 * out->mem_change;
     const char *mdir = out->mem_change > 0 ? "increased" : "decreased";
     char *w = out->why;
     size_t cap = sizeof(out->why);
 
-    if (out->time_moved && out->mem_moved && out->time_moved != out->mem_moved) {
-        out->verdict = TML_CMP_MIXED;
-        snprintf(w, cap, "%s Step Time %s by %.1f%% while peak reserved memory %s by %.1f%%.",
-                 clk, tdir, fabs(tp), mdir, fabs(mp));
-        return;
-    }
     int dir = out->time_moved ? out->time_moved : out->mem_moved;
-    if (dir) {
+    if (out->time_moved && out->mem_moved && out->time_moved != out->mem_moved)
+        out->verdict = TML_CMP_MIXED;
+    else if (dir)
         out->verdict = dir < 0 ? TML_CMP_IMPROVEMENT : TML_CMP_REGRESSION;
-        if (out->time_moved && out->mem_moved)
-            snprintf(w, cap, "%s Step Time %s by %.1f%%; peak reserved memory %s by %.1f%%.",
-                     clk, tdir, fabs(tp), mdir, fabs(mp));
-        else if (out->time_moved)
-            snprintf(w, cap, "%s Step Time %s by %.1f%%.", clk, tdir, fabs(tp));
-        else
-            snprintf(w, cap, "Peak reserved memory %s by %.1f%%; %s Step Time %+.1f%% "
-                     "(within the %.0f%% gate).", mdir, fabs(mp), clk, tp,
-                     100.0 * out->gates.step_time);
-        return;
-    }
-    out->verdict = TML_CMP_EQUIVALENT;
-    if (out->within_noise)
-        snprintf(w, cap, "%s Step Time changed by %+.1f%% (%+.2f ms), less than the runs' "
-                 "step-to-step noise (+/-%.2f ms).", clk, tp, d, out->noise_ms);
-    else if (out->mem_compared)
-        snprintf(w, cap, "%s Step Time changed by %+.1f%% and peak reserved memory by "
-                 "%+.1f%%, within the %.0f%% / %.0f%% gates.", clk, tp, mp,
-                 100.0 * out->gates.step_time, 100.0 * out->gates.memory);
     else
-        snprintf(w, cap, "%s Step Time changed by %+.1f%%, within the %.0f%% gate.", clk, tp,
-                 100.0 * out->gates.step_time);
+        out->verdict = TML_CMP_EQUIVALENT;
+    if (out->mem_moved && !out->time_moved)
+        snprintf(w, cap, "Peak reserved memory %s by %.1f%%. %s", mdir, fabs(mp), t);
+    else if (out->mem_moved)
+        snprintf(w, cap, "%s Peak reserved memory %s by %.1f%%.", t, mdir, fabs(mp));
+    else if (out->mem_compared)
+        snprintf(w, cap, "%s Peak reserved memory %+.1f%%, within the %.0f%% gate.", t, mp,
+                 100.0 * out->gates.memory);
+    else
+        snprintf(w, cap, "%s", t);
 }
 
 /* ---- the rows of the tables ------------------------------------------- */
@@ -617,8 +728,24 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
     tml__json_add_num(out, 100.0 * r->time_change, 2, 0);
     tml__sb_adds(out, ",\n  \"noise_ms\": ");
     tml__json_add_num(out, r->noise_ms, 3, 0);
-    tml__sb_addf(out, ",\n  \"within_noise\": %s,\n  \"peak_reserved_change_percent\": ",
+    tml__sb_addf(out, ",\n  \"within_noise\": %s,\n  \"test\": ",
                  r->within_noise ? "true" : "false");
+    if (r->tested) {
+        tml__sb_addf(out, "{\"method\": \"mann-whitney-u\", \"on\": \"step_time_blocks_ms\", "
+                     "\"blocks_a\": %zu, \"blocks_b\": %zu, \"median_a_ms\": ", r->blocks_a,
+                     r->blocks_b);
+        tml__json_add_num(out, r->center_a_ms, 3, 0);
+        tml__sb_adds(out, ", \"median_b_ms\": ");
+        tml__json_add_num(out, r->center_b_ms, 3, 0);
+        tml__sb_adds(out, ", \"change_percent\": ");
+        tml__json_add_num(out, 100.0 * r->effect, 2, 0);
+        tml__sb_addf(out, ", \"p_value\": %.3g, \"alpha\": %g, \"significant\": %s, "
+                     "\"past_gate\": %s}", r->p_value, TML_CMP_ALPHA,
+                     r->significant ? "true" : "false", r->past_gate ? "true" : "false");
+    } else {
+        tml__sb_adds(out, "null");
+    }
+    tml__sb_adds(out, ",\n  \"peak_reserved_change_percent\": ");
     tml__json_add_num(out, r->mem_compared ? 100.0 * r->mem_change : NAN, 2, 0);
     tml__sb_adds(out, ",\n  \"primary_diagnosis\": {\"a\": ");
     tml__json_add_str_or_null(out, a->primary);

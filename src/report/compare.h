@@ -31,10 +31,16 @@ enum { TML_CMP_CPU = 0, TML_CMP_GPU = 1 };
 
 /* Step-time figures of one run on one clock (the median rank's, as the
  * run summary prints them), milliseconds. */
+#define TML_CMP_BLOCKS 32
+
 typedef struct tml_cmp_clock {
     int valid;                     /* the run has figures on this clock */
     double step_ms, input_ms, h2d_ms, compute_ms, residual_ms;
     double noise_ms;               /* step-to-step noise (Step Time stddev) */
+    /* Step Time medians of consecutive blocks of the window (what the
+     * statistical test compares); nblocks 0 in summaries that predate them */
+    double blocks_ms[TML_CMP_BLOCKS];
+    size_t nblocks;
 } tml_cmp_clock;
 
 enum { TML_CMP_SEC_STEP_TIME, TML_CMP_SEC_STEP_MEMORY, TML_CMP_SEC_PROCESS,
@@ -78,13 +84,29 @@ typedef struct tml_cmp_result {
     double noise_ms;               /* the larger of the two runs' noise; NAN unknown */
     int time_moved;                /* -1 faster, +1 slower, 0 within gate or noise */
     int within_noise;              /* past the gate but smaller than the noise */
+    /* The statistical test, when both runs carry block medians (>= 5 each):
+     * Mann-Whitney U on the block medians, two-sided; the effect is the
+     * change of their medians. Step time moves only when the change is
+     * significant (p < TML_CMP_ALPHA) and past the gate. */
+    int tested;
+    size_t blocks_a, blocks_b;
+    double center_a_ms, center_b_ms;   /* medians of the block medians */
+    double effect;                 /* (center B - center A) / center A */
+    double p_value;
+    int significant, past_gate;
     int mem_compared;              /* both runs have peak reserved memory */
     double mem_change;             /* (B - A) / A; NAN when not compared */
     int mem_moved;                 /* -1 less, +1 more, 0 within the gate */
     char why[512];
 } tml_cmp_result;
 
+#define TML_CMP_ALPHA 0.01
+#define TML_CMP_MIN_BLOCKS 5
+
 void tml__cmp_gates_default(tml_cmp_gates *g);
+/* Two-sided p-value of the Mann-Whitney U test (normal approximation with
+ * tie and continuity corrections); 1 when every value is equal. */
+double tml__mann_whitney_p(const double *a, size_t n, const double *b, size_t m);
 const char *tml__cmp_verdict_name(tml_cmp_verdict v);   /* "IMPROVEMENT", ... */
 
 /* An empty run: every number NAN, every label "". */
@@ -101,7 +123,7 @@ int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_
 void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,
                      tml_cmp_result *out);
 
-/* The "TraceML Compare" box (88 columns), appended to out. */
+/* The "TraceML Compare" box (80 columns), appended to out. */
 void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
                    tml_strbuf *out);
 /* The comparison as JSON (docs/compare.md), "text" holding the box. */

@@ -267,6 +267,10 @@ static void clock_figures(jw *w, const char *key, const tml_window *win)
     }
     jw_ms(w, "noise_ms", step_noise_ns(win));
     tml__jw_int(w, "window_steps", (long long)win->window_steps);
+    tml__jw_open(w, "step_time_blocks_ms", '[');   /* what compare tests (docs/compare.md) */
+    for (size_t b = 0; r && b < r->nblocks; b++)
+        jw_ms(w, NULL, r->block_ns[b]);
+    tml__jw_close(w, ']');
     tml__jw_close(w, '}');
 }
 

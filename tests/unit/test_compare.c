@@ -273,6 +273,94 @@ static void test_box_and_json(void)
     tml__sb_release(&js);
 }
 
-#define TESTS X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
+/* Block medians around `center` ms: a deterministic spread of +/- spread
+ * ms, and one slow block of `spike` ms (an epoch start) when spike > 0. */
+static void blocks(tml_cmp_run *r, double center, double spread, double spike, size_t n)
+{
+    tml_cmp_clock *k = &r->clock[TML_CMP_CPU];
+    k->nblocks = n;
+    for (size_t i = 0; i < n; i++)
+        k->blocks_ms[i] = center + spread * (((double)((i * 7) % n) / (double)(n - 1)) - 0.5) * 2;
+    if (spike > 0)
+        k->blocks_ms[0] = spike;
+}
+
+static void test_mann_whitney(void)
+{
+    double a[5] = {1, 2, 3, 4, 5}, b[5] = {6, 7, 8, 9, 10}, c[5] = {3, 3, 3, 3, 3};
+    CHECK_NEAR(tml__mann_whitney_p(a, 5, b, 5), 0.0122, 0.0005);   /* U = 0, normal approx */
+    CHECK_NEAR(tml__mann_whitney_p(b, 5, a, 5), 0.0122, 0.0005);   /* two-sided */
+    CHECK_NEAR(tml__mann_whitney_p(a, 5, a, 5), 1.0, 0.05);
+    CHECK_NEAR(tml__mann_whitney_p(c, 5, c, 5), 1.0, 1e-12);       /* all tied */
+    double x[20], y[20];
+    for (int i = 0; i < 20; i++) {
+        x[i] = 100 + i * 0.1;
+        y[i] = 110 + i * 0.1;
+    }
+    CHECK(tml__mann_whitney_p(x, 20, y, 20) < 1e-6);
+}
+
+/* The statistical rule: significant AND past the gate, and the Why says
+ * which held (docs/compare.md). */
+static void test_significance_and_gate(void)
+{
+    static const struct {
+        const char *name;
+        double a_center, b_center, spread, a_spike;
+        tml_cmp_verdict want;
+        const char *why;
+    } cases[] = {
+        /* the same script twice on a busy machine: a 1.5% shift of every
+         * block is significant, and within the gate */
+        {"same, shifted 1.5%", 10.0, 10.15, 0.05, 0, TML_CMP_EQUIVALENT,
+         "significant (Mann-Whitney p = "},
+        {"same, overlapping", 10.0, 10.02, 0.5, 0, TML_CMP_EQUIVALENT,
+         "within the 3% gate and not significant"},
+        /* a 10% slower variant moves every block */
+        {"10% slower", 10.0, 11.0, 0.3, 0, TML_CMP_REGRESSION, "and past the 3% gate"},
+        {"10% faster", 11.0, 10.0, 0.3, 0, TML_CMP_IMPROVEMENT, "decreased by 9.1%"},
+        /* 5% apart but each run spread over +/-20%: past the gate, not significant */
+        {"5% in wide noise", 10.0, 10.5, 2.0, 0, TML_CMP_EQUIVALENT,
+         "past the 3% gate but not significant"},
+        /* a slow epoch start in A inflates its stddev (60 ms), not its
+         * block medians: the 60% slowdown is seen */
+        {"spiky A, B 60% slower", 10.0, 16.0, 0.2, 200.0, TML_CMP_REGRESSION,
+         "increased by 59."},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tml_cmp_run a = mk(cases[i].a_center, 60.0, NAN, 1000);
+        tml_cmp_run b = mk(cases[i].b_center, 60.0, NAN, 1000);
+        blocks(&a, cases[i].a_center, cases[i].spread, cases[i].a_spike, 20);
+        blocks(&b, cases[i].b_center, cases[i].spread, 0, 20);
+        tml_cmp_result r;
+        tml__cmp_decide(&a, &b, NULL, &r);
+        if (r.verdict != cases[i].want || !strstr(r.why, cases[i].why))
+            fprintf(stderr, "case '%s': got %s: %s\n", cases[i].name,
+                    tml__cmp_verdict_name(r.verdict), r.why);
+        CHECK(r.tested == 1);
+        CHECK(r.verdict == cases[i].want);
+        CHECK(strstr(r.why, cases[i].why) != NULL);
+    }
+    /* memory moved, step time did not: the Why is true about both (it once
+     * said "Step Time -20.0% (within the 3% gate)") */
+    tml_cmp_run a = mk(10.0, NAN, 10e9, 1000), b = mk(9.5, NAN, 12e9, 1000);
+    blocks(&a, 10.0, 3.0, 0, 20);
+    blocks(&b, 9.5, 3.0, 0, 20);
+    tml_cmp_result r;
+    tml__cmp_decide(&a, &b, NULL, &r);
+    CHECK(r.verdict == TML_CMP_REGRESSION);
+    CHECK(strstr(r.why, "Peak reserved memory increased by 20.0%.") != NULL);
+    CHECK(strstr(r.why, "within the 3% gate") == NULL);
+    CHECK(strstr(r.why, "not significant") != NULL);
+    /* too few blocks: the window-average rule */
+    a = mk(10.0, NAN, NAN, 20);
+    b = mk(11.0, NAN, NAN, 20);
+    blocks(&a, 10.0, 0.1, 0, 4);
+    blocks(&b, 11.0, 0.1, 0, 4);
+    tml__cmp_decide(&a, &b, NULL, &r);
+    CHECK(r.tested == 0 && r.verdict == TML_CMP_REGRESSION);
+}
+
+#define TESTS X(test_mann_whitney) X(test_significance_and_gate) X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
     X(test_custom_gates) X(test_read_summary) X(test_box_and_json)
 #include "harness.h"
