@@ -217,8 +217,8 @@ def inproc(args):
 
 
 def launch(args, workload, disabled, inproc_mode=False, logs=None):
-    cmd = [TRACEML, "run", "--logs-dir", logs, "--run-name",
-           "bench_%d_%d" % (os.getpid(), time.monotonic_ns())]
+    name = "bench_%d_%d" % (os.getpid(), time.monotonic_ns())
+    cmd = [TRACEML, "run", "--logs-dir", logs, "--run-name", name]
     if disabled:
         cmd.append("--disable-traceml")
     cmd += [os.path.abspath(__file__), "--inproc" if inproc_mode else "--worker",
@@ -227,7 +227,16 @@ def launch(args, workload, disabled, inproc_mode=False, logs=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     for line in p.stdout.splitlines():
         if line.startswith("BENCH "):
-            return json.loads(line[6:])
+            out = json.loads(line[6:])
+            # what the run's summary says it cost (docs/summary-json.md)
+            try:
+                with open(os.path.join(logs, name, "final_summary.json")) as f:
+                    meta = json.load(f)["meta"]
+                out["reported_us"] = meta.get("traceml_overhead_us_per_step")
+                out["reported_bg_percent"] = meta.get("traceml_background_cpu_percent")
+            except (OSError, ValueError, KeyError):
+                pass
+            return out
     raise RuntimeError("run failed (rc %s):\n%s\n%s" % (p.returncode, p.stdout[-2000:],
                                                        p.stderr[-2000:]))
 
@@ -277,12 +286,14 @@ def main():
             rows.append(dict(row("in-process on/off", statistics.median(r["off"]), r["diffs"]),
                              workload=w))
             print("%s in-process: %s" % (w, rows[-1]), file=sys.stderr, flush=True)
-            base, tml, aa, bg = [], [], [], []
+            base, tml, aa, bg, reported = [], [], [], [], []
             for i in range(args.repeats):
                 trio = [("b", True), ("t", False), ("a", True)]
                 for kind, disabled in (trio if i % 2 == 0 else trio[::-1]):
                     out = launch(args, w, disabled, logs=logs)
                     {"b": base, "t": tml, "a": aa}[kind].append(out["us"])
+                    if kind == "t" and out.get("reported_us") is not None:
+                        reported.append((out["reported_us"], out.get("reported_bg_percent")))
                     if kind != "a":
                         bg.append((kind, out["bg_us"]))
                 print("%s pair %d/%d: disabled %.1f, traceml %.1f, disabled again %.1f" % (
@@ -294,6 +305,10 @@ def main():
                              - statistics.median(v for k, v in bg if k == "b")))
             rows.append(dict(row("process: A/A noise floor", b,
                                  [a - x for a, x in zip(aa, base)]), workload=w))
+            if reported:
+                rows[-2]["reported_us"] = statistics.median(r for r, _ in reported)
+                bgp = [p for _, p in reported if p is not None]
+                rows[-2]["reported_bg_percent"] = statistics.median(bgp) if bgp else None
 
     print()
     print("TraceML auto mode, µs added per step (OMP_NUM_THREADS=1; steps per block: %s)"
@@ -305,6 +320,20 @@ def main():
         print("%-8s %-30s %10.1f %4d %+10.2f %+10.2f %7.4f %14s" % (
             r["workload"], r["pairing"], r["baseline_us"], r["n"], r["median_us"], r["p90_us"],
             r["ratio"], bgs))
+    # the summary's own figure against the measurement (issue "Drop-in
+    # fidelity": within 2x on the probe)
+    print()
+    print("%-8s %22s %26s %8s %s" % ("workload", "reported us/step (bg %)",
+                                     "measured us/step (in-proc)", "ratio", "within 2x"))
+    for w in ("probe", "10ms"):
+        rep = [r for r in rows if r["workload"] == w and "reported_us" in r]
+        mea = [r for r in rows if r["workload"] == w and r["pairing"].startswith("in-process")]
+        if rep and mea and mea[0]["median_us"] > 0:
+            ratio = rep[0]["reported_us"] / mea[0]["median_us"]
+            bgp = rep[0].get("reported_bg_percent")
+            print("%-8s %14.2f (%5s) %26.2f %8.2f %s" % (
+                w, rep[0]["reported_us"], "%.1f" % bgp if bgp is not None else "n/a",
+                mea[0]["median_us"], ratio, "yes" if 0.5 <= ratio <= 2.0 else "NO"))
     result = {"timing": rows}
     if args.instructions:
         base = {r["workload"]: r["baseline_us"] for r in rows

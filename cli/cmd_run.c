@@ -878,7 +878,7 @@ static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *
     tml_agg *agg = NULL;
     char *text = NULL;
     tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
-                       d->enabled ? (int32_t)d->nnodes : 0};
+                       d->enabled ? (int32_t)d->nnodes : 0, 0};
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
         char why[256];

@@ -159,18 +159,26 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
             tml_phase_cancel(TML_PHASE_INPUT);
         return r;
     case KIND_H2D:
-        if (nargs < 1 || is_cuda(args[0]) != 0)
+        /* a call that is no host-to-device copy records nothing, but the
+         * training paid for the wrapper: counted (tml_count_glue_calls) */
+        if (nargs < 1 || is_cuda(args[0]) != 0) {
+            tml_count_glue_calls(1);
             return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        }
         tml_phase_begin(TML_PHASE_H2D);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
-        if (r != NULL && is_cuda(r) == 1)
+        if (r != NULL && is_cuda(r) == 1) {
             tml_phase_end(TML_PHASE_H2D);
-        else
+        } else {
             tml_phase_cancel(TML_PHASE_H2D);
+            tml_count_glue_calls(1);
+        }
         return r;
     case KIND_H2D_COPY:
-        if (nargs < 2 || is_cuda(args[0]) != 1 || is_cuda(args[1]) != 0)
+        if (nargs < 2 || is_cuda(args[0]) != 1 || is_cuda(args[1]) != 0) {
+            tml_count_glue_calls(1);
             return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        }
         tml_phase_begin(TML_PHASE_H2D);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         if (r != NULL)

@@ -193,6 +193,12 @@ TML_API int tml_set_loader_config(int32_t num_workers, int pin_memory);
  * measured by TraceML at init, plus this). */
 TML_API int tml_set_call_cost_ns(int64_t ns);
 
+/* Counts n calls of that glue that recorded nothing (a wrapper that
+ * passed a call through: a CPU-to-CPU .to(), a copy between host
+ * tensors), so the overhead the summary reports includes them too. One
+ * relaxed atomic add; any thread, any time. */
+TML_API int tml_count_glue_calls(uint32_t n);
+
 /* The clock every marker uses: CLOCK_MONOTONIC in nanoseconds. */
 TML_API int64_t tml_now_ns(void);
 

@@ -37,7 +37,16 @@ struct tml_agg {
     char *run_dir;
     int store_failed;          /* logged once */
     int html_report;           /* tml__agg_set_html_report() */
+    int own_process;           /* opts.own_process */
 };
+
+/* An aggregator of its own process notes its CPU time before a summary. */
+static void note_cpu(tml_agg *a)
+{
+    struct timespec ts;
+    if (a->own_process && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+        a->run.aggregator_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int64_t mono_ms(void)
 {
@@ -81,6 +90,7 @@ static int agg_alloc(const tml_agg_opts *o, tml_agg **out)
     tml__run_init(&a->run, o->run_name, o->run_id);
     a->run.world_size = o->world_size;
     a->run.nnodes = o->nnodes;
+    a->own_process = o->own_process;
     *out = a;
     return 0;
 }
@@ -315,6 +325,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     if (!status)
         status = "completed";
     a->run.end_unix_ms = tml__unix_ms();
+    note_cpu(a);
     if (a->store) {
         store_error(a, "write steps", tml__store_flush(a->store));
         store_error(a, "write run", tml__store_put_run(a->store, &a->run));
@@ -391,6 +402,7 @@ int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
 
     if (tml__thresholds_from_env(&th) < 0)
         tml__thresholds_default(&th);
+    note_cpu(a);
     snprintf(json_path, sizeof(json_path), "%s/final_summary.json", a->run_dir);
     tml__iso_time(now, generated, sizeof(generated));
     memset(&ro, 0, sizeof(ro));

@@ -30,6 +30,9 @@ typedef struct tml_agg_opts {
     const char *run_dir;       /* existing folder; telemetry.sqlite goes here */
     int32_t world_size;        /* expected ranks, 0 = whoever reports */
     int32_t nnodes;            /* expected nodes, 0 = whoever reports */
+    /* The aggregator is a process of its own (traceml run's, serve): the
+     * summary counts its CPU time in TraceML's background cost. */
+    int own_process;
 } tml_agg_opts;
 
 int tml__agg_new(const tml_agg_opts *opts, tml_agg **out);

@@ -86,6 +86,7 @@ typedef struct tml_requests {
     _Atomic int64_t identity;    /* rank << 32 | world size, 0 none */
     _Atomic int64_t loader;      /* (workers << 1 | pin_memory) + 1, 0 none */
     _Atomic int64_t call_cost_ns;   /* the caller's glue, per call */
+    _Atomic uint64_t glue_calls;    /* glue calls that recorded nothing */
     _Atomic int64_t cuda_bytes[3];  /* allocated, reserved, device total; -1 unknown */
     _Atomic int hello_sent;      /* the sink knows who we are: too late for set_rank */
 } tml_requests;

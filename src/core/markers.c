@@ -297,6 +297,12 @@ int tml_set_loader_config(int32_t num_workers, int pin_memory)
     return 0;
 }
 
+int tml_count_glue_calls(uint32_t n)
+{
+    atomic_fetch_add_explicit(&tml__req.glue_calls, n, memory_order_relaxed);
+    return 0;
+}
+
 int tml_set_call_cost_ns(int64_t ns)
 {
     if (ns < 0)

@@ -127,12 +127,20 @@ static void update_stats(void)
     }
     S->stats.events_dropped = dropped;
     uint64_t steps = S->stats.records_sent + S->stats.records_dropped;
-    int64_t per_event = tml__setup.pair_cost_ns + 2 * atomic_load(&tml__req.call_cost_ns);
-    S->stats.overhead_ns_per_step =
-        steps ? (int64_t)((double)events / (double)steps * (double)per_event) : -1;
+    int64_t call = atomic_load(&tml__req.call_cost_ns);
+    int64_t per_event = tml__setup.pair_cost_ns + 2 * call;
+    /* what the training thread pays: every marker pair with its glue, and
+     * the glue calls that recorded nothing (docs/performance.md) */
+    double paid = (double)events * (double)per_event +
+                  (double)atomic_load(&tml__req.glue_calls) * 2.0 * (double)call;
+    S->stats.overhead_ns_per_step = steps ? (int64_t)(paid / (double)steps) : -1;
+    /* the background: this thread and the sampler's */
     struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-        S->stats.shipper_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+        int64_t sampler = S->sampler ? tml__sampler_cpu_ns(S->sampler) : -1;
+        S->stats.shipper_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+                                  (sampler > 0 ? sampler : 0);
+    }
 }
 
 static void send_stats(int bye)

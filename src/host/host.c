@@ -66,7 +66,9 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
     h->manifest = o->manifest;
     if (h->manifest)
         tml__manifest_write(h->run_dir, h->manifest);
-    tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes};
+    /* a host with a socket server is its own process: its CPU is TraceML's */
+    tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes,
+                       o->serve};
     int rc = tml__agg_new(&ao, &h->agg);
     if (rc < 0)
         goto fail;

@@ -70,7 +70,7 @@ typedef struct tml_rank_stats {
     uint64_t records_dropped;   /* could not be delivered */
     uint64_t records_sent;
     int64_t overhead_ns_per_step;  /* measured in-loop cost, -1 unknown */
-    int64_t shipper_cpu_ns;        /* background thread CPU time */
+    int64_t shipper_cpu_ns;        /* background threads' CPU time (shipper + sampler) */
 } tml_rank_stats;
 
 #endif

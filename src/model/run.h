@@ -71,6 +71,9 @@ typedef struct tml_run {
     char partial[256];
     tml_rank_conflict conflicts[TML_MAX_CONFLICTS];
     size_t nconflicts;        /* may exceed TML_MAX_CONFLICTS (then only counted) */
+    /* CPU time of an aggregator that is a process of its own, 0 unknown
+     * (in-process, its work is in the shipper thread's time). */
+    int64_t aggregator_cpu_ns;
     /* Resource samples (host, GPU, process), aggregated per place. */
     tml_series_set samples;
     /* Host/GPU metrics over time, bounded (model/timeline.h); NULL until the

@@ -347,11 +347,14 @@ static void step_panel(const tml_report_model *m, panel *p)
     if (m->active_ranks > 1)
         rank_skew_line(m, p);
 
-    char ov[32];
+    char ov[64];
     if (isnan(m->overhead_us))
         snprintf(ov, sizeof(ov), "n/a");
-    else
+    else if (isnan(m->background_cpu_percent))
         snprintf(ov, sizeof(ov), "%.1f µs/step", m->overhead_us);
+    else
+        snprintf(ov, sizeof(ov), "%.1f µs/step + %.1f%% of a core", m->overhead_us,
+                 m->background_cpu_percent);
     int n = snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s · TraceML overhead: %s",
                      w->warmup_steps, w->warmup_steps == 1 ? "" : "s", ov);
     uint64_t dropped = m->records_dropped + m->events_dropped;

@@ -134,6 +134,30 @@ static void ended_early(tml_report_model *m)
     }
 }
 
+/* The ranks' own counters: what TraceML cost (in the step, and in the
+ * background: every rank's shipper and sampler threads and the aggregator
+ * process, as a share of one core over the run) and what was dropped. */
+static void rank_counters(tml_report_model *m, const tml_run *run)
+{
+    double ov = 0, bg = 0;
+    size_t nov = 0;
+    for (size_t i = 0; i < run->nranks; i++) {
+        const tml_rank_stats *st = &run->ranks[i].stats;
+        if (st->overhead_ns_per_step >= 0) {
+            ov += (double)st->overhead_ns_per_step;
+            nov++;
+        }
+        if (st->shipper_cpu_ns > 0)
+            bg += (double)st->shipper_cpu_ns;
+        m->records_dropped += st->records_dropped;
+        m->events_dropped += st->events_dropped;
+    }
+    m->overhead_us = nov ? ov / (double)nov / 1000.0 : NAN;
+    bg += run->aggregator_cpu_ns > 0 ? (double)run->aggregator_cpu_ns : 0;
+    m->background_cpu_percent = bg > 0 && m->duration_s > 0
+                                ? 100.0 * bg / (m->duration_s * 1e9) : NAN;
+}
+
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
 {
     static const tml_run empty;   /* a NULL run reads as an empty one */
@@ -179,8 +203,6 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     if (!nodes)
         return TML_ENOMEM;
     size_t ndistinct = 0;
-    double ov = 0;
-    size_t nov = 0;
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank *r = &run->ranks[i];
         if (run->world_size <= 0 && r->info.world_size > ws &&
@@ -190,12 +212,6 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
             nn = r->info.nnodes;
         if (!has_node(nodes, ndistinct, r->info.node_rank))
             nodes[ndistinct++] = r->info.node_rank;
-        if (r->stats.overhead_ns_per_step >= 0) {
-            ov += (double)r->stats.overhead_ns_per_step;
-            nov++;
-        }
-        m->records_dropped += r->stats.records_dropped;
-        m->events_dropped += r->stats.events_dropped;
     }
     if (ws < (int32_t)run->nranks)
         ws = (int32_t)run->nranks;
@@ -204,7 +220,7 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     m->world_size = ws;
     m->nodes_reported = (int32_t)ndistinct;
     m->nodes_expected = nn;
-    m->overhead_us = nov ? ov / (double)nov / 1000.0 : NAN;
+    rank_counters(m, run);
     for (size_t i = 0; i < m->win.nranks; i++) {
         if (m->win.ranks[i].nsteps)
             m->active_ranks++;

@@ -32,6 +32,13 @@ def test_toy_under_launcher(tmp_path):
     wait = step_metric_ms(s, "input_wait")
     assert near(wait, 6.0), "Input Wait %s ms, injected 6 ms" % wait
     assert load(logs / "ctoy" / "manifest.json")["status"] == "completed"
+    # what TraceML cost: in the step, and in the background (shipper and
+    # sampler threads, the aggregator process) as a share of one core
+    meta = s["meta"]
+    assert meta["traceml_overhead_us_per_step"] > 0, meta
+    bg = meta["traceml_background_cpu_percent"]
+    assert bg is not None and 0 < bg < 50, bg
+    assert "% of a core" in p.stdout
 
 
 def test_toy_without_launcher(tmp_path):

@@ -14,6 +14,7 @@
 
 #include "model/run.h"
 #include "report/report.h"
+#include "base/json.h"
 #include "base/utf8.h"
 #include "harness.h"
 
@@ -604,6 +605,42 @@ static void test_json_empty_and_multi(void)
 
 /* A rank claiming an absurd world size (WORLD_SIZE=2147483647 once made
  * the summary fail or grow past 2.7 GB) is not believed. */
+/* What TraceML costs, as the summary says it: the in-step figure, and the
+ * background (every rank's shipper + sampler threads, the aggregator
+ * process) as a share of one core over the run's duration. */
+static void test_overhead_and_background(void)
+{
+    tml_run run;
+    make_run(&run, 2, 50, 5, TML_PHASES_ALL);
+    run.ranks[0].stats.overhead_ns_per_step = 2000;
+    run.ranks[1].stats.overhead_ns_per_step = 4000;
+    run.ranks[0].stats.shipper_cpu_ns = 50000000;      /* 50 ms */
+    run.ranks[1].stats.shipper_cpu_ns = 75000000;
+    run.aggregator_cpu_ns = 125000000;                 /* 250 ms in all over 12.5 s: 2% */
+    tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+    CHECK_EQ_INT(build(&run, 156, &text, &json), 0);
+    CHECK(strstr(text.buf, "TraceML overhead: 3.0 µs/step + 2.0% of a core") != NULL);
+    tml_json *doc = NULL;
+    CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
+    double bg = NAN, ov = NAN;
+    tml__json_num(tml__json_path(doc, "meta.traceml_background_cpu_percent"), &bg);
+    tml__json_num(tml__json_path(doc, "meta.traceml_overhead_us_per_step"), &ov);
+    CHECK_NEAR(bg, 2.0, 1e-9);
+    CHECK_NEAR(ov, 3.0, 1e-9);
+    tml__json_free(doc);
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    tml__run_release(&run);
+    /* nothing measured: null, and the box says only what it knows */
+    make_run(&run, 1, 20, 5, TML_PHASES_ALL);
+    CHECK_EQ_INT(build(&run, 156, &text, &json), 0);
+    CHECK(strstr(json.buf, "\"traceml_background_cpu_percent\": null") != NULL);
+    CHECK(strstr(text.buf, "of a core") == NULL);
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    tml__run_release(&run);
+}
+
 static void test_absurd_world_size(void)
 {
     tml_run run;
@@ -640,5 +677,5 @@ static void test_utf8_width(void)
 
 #define TESTS X(test_box_layout_default_width) X(test_box_missing_is_na) X(test_box_narrow_stacks) \
     X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_json_valid_and_null_vs_zero) \
-    X(test_json_empty_and_multi) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
+    X(test_json_empty_and_multi) X(test_overhead_and_background) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
 #include "harness.h"
