@@ -41,12 +41,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agg/agg.h"
+#include "base/env.h"
 #include "base/array.h"
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
@@ -301,14 +301,6 @@ static void parse_after_script(int argc, char **argv, int i, run_opts *o,
     o->ncmd = (int)n;
 }
 
-/* TRACEML_DISABLED as the engine reads it: set, and not 0/false/no/off. */
-static int env_disabled(void)
-{
-    const char *v = getenv("TRACEML_DISABLED");
-    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
-           strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
-}
-
 static void parse(int argc, char **argv, run_opts *o)
 {
     const char *pre_args = NULL;   /* --args before SCRIPT */
@@ -358,7 +350,7 @@ static void parse(int argc, char **argv, run_opts *o)
         parse_after_script(argc, argv, i, o, pre_args);
     o->addr_given = o->master_addr != default_master_addr;
     /* TRACEML_DISABLED=1 traceml run ...: the script runs untouched */
-    if (env_disabled())
+    if (tml__env_yes(getenv("TRACEML_DISABLED")))   /* as the engine reads it */
         o->disabled = 1;
 }
 

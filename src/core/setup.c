@@ -14,11 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "base/fs.h"
 #include "model/run.h"
 
@@ -180,9 +180,7 @@ int tml__engine_prepare(const tml_options *opts, int *done)
 
     c->instrumented = o->instrumented ? o->instrumented & TML_PHASES_ALL : TML_PHASES_ALL;
     settle_names(o);
-    const char *dis = getenv("TRACEML_DISABLED");   /* set, and not 0/false/no/off */
-    if (o->disabled || (dis && *dis && strcmp(dis, "0") != 0 && strcasecmp(dis, "false") != 0 &&
-                        strcasecmp(dis, "no") != 0 && strcasecmp(dis, "off") != 0)) {
+    if (o->disabled || tml__env_yes(getenv("TRACEML_DISABLED"))) {
         atomic_store(&c->state, TML_ST_DISABLED);
         return TML_EDISABLED;
     }
