@@ -347,20 +347,28 @@ static void step_panel(const tml_report_model *m, panel *p)
     if (m->active_ranks > 1)
         rank_skew_line(m, p);
 
+    /* what TraceML costs: in the step, and (when measured) its background
+     * CPU on a line of its own (docs/summary-json.md) */
+    int own_line = !isnan(m->overhead_us) && !isnan(m->background_cpu_percent);
     char ov[64];
     if (isnan(m->overhead_us))
         snprintf(ov, sizeof(ov), "n/a");
-    else if (isnan(m->background_cpu_percent))
-        snprintf(ov, sizeof(ov), "%.1f µs/step", m->overhead_us);
     else
-        snprintf(ov, sizeof(ov), "%.1f µs/step + %.1f%% of a core", m->overhead_us,
-                 m->background_cpu_percent);
-    int n = snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s · TraceML overhead: %s",
-                     w->warmup_steps, w->warmup_steps == 1 ? "" : "s", ov);
+        snprintf(ov, sizeof(ov), "%.1f µs/step", m->overhead_us);
+    int n = snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s", w->warmup_steps,
+                     w->warmup_steps == 1 ? "" : "s");
+    if (!own_line && n > 0 && (size_t)n < sizeof(t))
+        n += snprintf(t + n, sizeof(t) - (size_t)n, " · TraceML overhead: %s", ov);
     uint64_t dropped = m->records_dropped + m->events_dropped;
     if (dropped && n > 0 && (size_t)n < sizeof(t))
         snprintf(t + n, sizeof(t) - (size_t)n, " · dropped: %llu", (unsigned long long)dropped);
     padd_text(p, t);
+    if (own_line) {
+        snprintf(t, sizeof(t), "TraceML overhead: %.1f µs/step (%.1f in the step, %.1f%% of "
+                 "a core besides)", m->overhead_total_us, m->overhead_us,
+                 m->background_cpu_percent);
+        padd_text(p, t);
+    }
 }
 
 /* A metrics table: header row plus rows of label / value(s). */

@@ -653,6 +653,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "clock", clock_str(win));
     tml__jw_num(&w, "traceml_overhead_us_per_step", m->overhead_us, 3);
     tml__jw_num(&w, "traceml_background_cpu_percent", m->background_cpu_percent, 3);
+    tml__jw_num(&w, "traceml_overhead_total_us_per_step", m->overhead_total_us, 3);
     tml__jw_int(&w, "records_dropped", (long long)m->records_dropped);
     tml__jw_int(&w, "events_dropped", (long long)m->events_dropped);
     thresholds_obj(&w, &m->th);

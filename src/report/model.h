@@ -68,6 +68,7 @@ typedef struct tml_report_model {
     size_t nmissing;
     double overhead_us;           /* mean over ranks that measured it; NAN none */
     double background_cpu_percent;   /* TraceML's threads and aggregator, % of a core; NAN */
+    double overhead_total_us;     /* overhead_us + the background's CPU per step; NAN */
     uint64_t records_dropped, events_dropped;
     tml_diagnosis mem, sys, proc;
     tml_sys_node *nodes;          /* one per reported node */

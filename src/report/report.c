@@ -139,10 +139,11 @@ static void ended_early(tml_report_model *m)
  * process, as a share of one core over the run) and what was dropped. */
 static void rank_counters(tml_report_model *m, const tml_run *run)
 {
-    double ov = 0, bg = 0;
+    double ov = 0, bg = 0, steps = 0;
     size_t nov = 0;
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank_stats *st = &run->ranks[i].stats;
+        steps += (double)tml__rank_received(&run->ranks[i]);
         if (st->overhead_ns_per_step >= 0) {
             ov += (double)st->overhead_ns_per_step;
             nov++;
@@ -156,6 +157,10 @@ static void rank_counters(tml_report_model *m, const tml_run *run)
     bg += run->aggregator_cpu_ns > 0 ? (double)run->aggregator_cpu_ns : 0;
     m->background_cpu_percent = bg > 0 && m->duration_s > 0
                                 ? 100.0 * bg / (m->duration_s * 1e9) : NAN;
+    /* per step, the background too: on a machine without idle cores it
+     * slows the training as much as it takes */
+    m->overhead_total_us = !isnan(m->overhead_us) && bg > 0 && steps > 0
+                           ? m->overhead_us + bg / steps / 1000.0 : m->overhead_us;
 }
 
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)

@@ -619,7 +619,9 @@ static void test_overhead_and_background(void)
     run.aggregator_cpu_ns = 125000000;                 /* 250 ms in all over 12.5 s: 2% */
     tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
     CHECK_EQ_INT(build(&run, 156, &text, &json), 0);
-    CHECK(strstr(text.buf, "TraceML overhead: 3.0 µs/step + 2.0% of a core") != NULL);
+    /* 250 ms of background over 100 steps is 2,500 us a step */
+    CHECK(strstr(text.buf, "TraceML overhead: 2503.0 µs/step (3.0 in the step, 2.0% of a "
+                           "core besides)") != NULL);
     tml_json *doc = NULL;
     CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
     double bg = NAN, ov = NAN;
@@ -627,6 +629,9 @@ static void test_overhead_and_background(void)
     tml__json_num(tml__json_path(doc, "meta.traceml_overhead_us_per_step"), &ov);
     CHECK_NEAR(bg, 2.0, 1e-9);
     CHECK_NEAR(ov, 3.0, 1e-9);
+    double total = NAN;
+    tml__json_num(tml__json_path(doc, "meta.traceml_overhead_total_us_per_step"), &total);
+    CHECK_NEAR(total, 2503.0, 1e-6);
     tml__json_free(doc);
     tml__sb_release(&text);
     tml__sb_release(&json);
