@@ -364,9 +364,8 @@ static void step_panel(const tml_report_model *m, panel *p)
         snprintf(t + n, sizeof(t) - (size_t)n, " · dropped: %llu", (unsigned long long)dropped);
     padd_text(p, t);
     if (own_line) {
-        snprintf(t, sizeof(t), "TraceML overhead: %.1f µs/step (%.1f in the step, %.1f%% of "
-                 "a core besides)", m->overhead_total_us, m->overhead_us,
-                 m->background_cpu_percent);
+        snprintf(t, sizeof(t), "TraceML cost: %.1f µs/step (%.1f in step, %.1f%% of a core)",
+                 m->overhead_total_us, m->overhead_us, m->background_cpu_percent);
         padd_text(p, t);
     }
 }

@@ -38,7 +38,7 @@ def test_toy_under_launcher(tmp_path):
     assert meta["traceml_overhead_us_per_step"] > 0, meta
     bg = meta["traceml_background_cpu_percent"]
     assert bg is not None and 0 < bg < 50, bg
-    assert "% of a core" in p.stdout
+    assert "TraceML cost: " in p.stdout and " in step, " in p.stdout, p.stdout
 
 
 def test_toy_without_launcher(tmp_path):
