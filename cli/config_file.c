@@ -129,7 +129,8 @@ static void read_yaml(cfg *c, char *text)
         if (!indented) {
             char *colon = strchr(l, ':');
             in_thresholds = 0;
-            if (colon && strncmp(l, "thresholds", 10) == 0 && !*value_of(colon + 1)) {
+            if (colon && (size_t)(colon - l) == 10 && strncmp(l, "thresholds", 10) == 0 &&
+                !*value_of(colon + 1)) {
                 in_thresholds = 1;
                 continue;
             }

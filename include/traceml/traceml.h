@@ -195,8 +195,9 @@ TML_API int tml_set_call_cost_ns(int64_t ns);
 
 /* Counts n calls of that glue that recorded nothing (a wrapper that
  * passed a call through: a CPU-to-CPU .to(), a copy between host
- * tensors), so the overhead the summary reports includes them too. One
- * relaxed atomic add; any thread, any time. */
+ * tensors), so the overhead the summary reports includes them too. A
+ * counter of the calling thread's own (no lock, nothing shared written);
+ * TML_ESTATE / TML_EDISABLED when TraceML is not running. */
 TML_API int tml_count_glue_calls(uint32_t n);
 
 /* The clock every marker uses: CLOCK_MONOTONIC in nanoseconds. */

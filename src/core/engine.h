@@ -56,6 +56,9 @@ typedef struct tml_slot {
     _Atomic(tml_gpu_pool *) gpu;
     tml_gpending *pend;          /* shipper only: a ring of TML_GPU_PENDING */
     size_t phead, plen;
+    /* glue calls of the owning thread that recorded nothing (one writer,
+     * no read-modify-write shared between threads; the shipper sums) */
+    _Atomic uint64_t glue_calls;
 } tml_slot;
 
 /* The ring pool, allocated at the first tml_init and kept (a thread may
@@ -86,7 +89,6 @@ typedef struct tml_requests {
     _Atomic int64_t identity;    /* rank << 32 | world size, 0 none */
     _Atomic int64_t loader;      /* (workers << 1 | pin_memory) + 1, 0 none */
     _Atomic int64_t call_cost_ns;   /* the caller's glue, per call */
-    _Atomic uint64_t glue_calls;    /* glue calls that recorded nothing */
     _Atomic int64_t cuda_bytes[3];  /* allocated, reserved, device total; -1 unknown */
     _Atomic int hello_sent;      /* the sink knows who we are: too late for set_rank */
 } tml_requests;

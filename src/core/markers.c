@@ -299,7 +299,14 @@ int tml_set_loader_config(int32_t num_workers, int pin_memory)
 
 int tml_count_glue_calls(uint32_t n)
 {
-    atomic_fetch_add_explicit(&tml__req.glue_calls, n, memory_order_relaxed);
+    int rc = check_on();
+    if (rc)
+        return rc;
+    tml_slot *s = my_slot();
+    if (s)
+        atomic_store_explicit(&s->glue_calls,
+                              atomic_load_explicit(&s->glue_calls, memory_order_relaxed) + n,
+                              memory_order_relaxed);
     return 0;
 }
 

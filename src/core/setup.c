@@ -230,10 +230,10 @@ int tml__engine_start(tml_sink *sink)
         atomic_store(&s->ring.tail, 0);
         atomic_store(&s->ring.dropped, 0);
         atomic_store(&s->state, TML_SLOT_FREE);
+        atomic_store(&s->glue_calls, 0);
         tml__asm_init(&s->as);
     }
     atomic_fetch_add(&c->gen, 1);
-    atomic_store(&tml__req.glue_calls, 0);
     for (int k = 0; k < 3; k++)
         atomic_store(&tml__req.cuda_bytes[k], -1);
     atomic_store(&tml__req.hello_sent, 0);

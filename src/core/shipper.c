@@ -120,10 +120,11 @@ void tml__ship_record(const tml_step_record *r)
 
 static void update_stats(void)
 {
-    uint64_t dropped = atomic_load(&tml__rings.no_slot_drops), events = 0;
+    uint64_t dropped = atomic_load(&tml__rings.no_slot_drops), events = 0, glue = 0;
     for (int i = 0; i < TML_MAX_RINGS; i++) {
         dropped += atomic_load(&tml__rings.slot[i].ring.dropped);
         events += tml__rings.slot[i].as.events_in_steps;
+        glue += atomic_load_explicit(&tml__rings.slot[i].glue_calls, memory_order_relaxed);
     }
     S->stats.events_dropped = dropped;
     uint64_t steps = S->stats.records_sent + S->stats.records_dropped;
@@ -132,7 +133,7 @@ static void update_stats(void)
     /* what the training thread pays: every marker pair with its glue, and
      * the glue calls that recorded nothing (docs/performance.md) */
     double paid = (double)events * (double)per_event +
-                  (double)atomic_load(&tml__req.glue_calls) * 2.0 * (double)call;
+                  (double)glue * 2.0 * (double)call;
     S->stats.overhead_ns_per_step = steps ? (int64_t)(paid / (double)steps) : -1;
     /* the background: this thread and the sampler's */
     struct timespec ts;
