@@ -54,5 +54,10 @@ typedef struct tml_assembler {
 void tml__asm_init(tml_assembler *a);
 /* Feeds one event; returns 1 and fills *out when it completed a step. */
 int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out);
+/* The latest step end among n events, 0 if none. */
+int64_t tml__asm_last_end(const tml_event *ev, uint32_t n);
+/* The RSS of a step ending at `end`: `prev` was read at `from`, `now` at or
+ * after `to` (the pass's last step end), -1 unread; see assemble.c. */
+int64_t tml__rss_at(int64_t end, int64_t prev, int64_t now, int64_t from, int64_t to);
 
 #endif

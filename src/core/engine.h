@@ -108,6 +108,7 @@ typedef struct tml_shipper {
     tml_step_record *batch;
     size_t nbatch;
     int64_t rss_prev, rss_prev_ns;   /* the last pass's RSS reading, -1 none */
+    tml_event *events;           /* a ring's events, drained at once */
     tml_sampler *sampler;
     tml_sample *sbuf;
     uint64_t samples_dropped;

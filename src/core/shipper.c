@@ -173,47 +173,45 @@ static void deliver_samples(void)
 
 /* ---- draining the rings -------------------------------------------------- */
 
-/* A step's RSS at its end, from the shipper's readings (one a pass, never
- * on the hot path): interpolated between the last pass's and this one's.
- * A drop is never dated back: the steps before it keep the earlier
- * reading, so the memory a script frees as it ends (after its last step,
- * before the last pass) is not charged to its last steps. */
-static int64_t rss_at(int64_t end_ns, int64_t rss, int64_t rss_ns)
+/* This pass's RSS reading: taken when its first step is assembled, or at
+ * its end when none was (bytes -2: not yet), so the next pass has an
+ * anchor even for its first steps. A ring's steps share it, spread over
+ * the time they ran (tml__rss_at). */
+typedef struct rss_pass {
+    int64_t bytes, ns;
+} rss_pass;
+
+static void rss_read(rss_pass *rp)
 {
-    if (S->rss_prev < 0 || rss < 0 || rss_ns <= S->rss_prev_ns)
-        return rss;
-    if (rss < S->rss_prev || end_ns <= S->rss_prev_ns)
-        return S->rss_prev;
-    if (end_ns >= rss_ns)
-        return rss;
-    return S->rss_prev + (int64_t)((double)(rss - S->rss_prev) * (double)(end_ns - S->rss_prev_ns) /
-                                  (double)(rss_ns - S->rss_prev_ns));
+    if (rp->bytes == -2) {
+        rp->bytes = tml__rss_bytes();
+        rp->ns = tml__mono_ns();
+    }
 }
 
 /* Everything in one ring into records; the number of events it held. */
-static uint32_t drain_slot(tml_slot *s, int64_t now, int64_t *rss, int64_t *rss_ns)
+static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
 {
-    tml_event ev[512];
+    tml_event *ev = S->events;
     tml_step_record rec;
-    uint32_t n, popped = 0;
-    while ((n = tml__ring_pop(&s->ring, ev, 512)) > 0) {
+    uint32_t n = tml__ring_pop(&s->ring, ev, TML_RING_CAP);
+    int64_t from = -1, to = tml__asm_last_end(ev, n);
+    if (n)
         S->saw_events = 1;
-        popped += n;
-        for (uint32_t k = 0; k < n; k++) {
-            if (!tml__asm_feed(&s->as, &ev[k], &rec))
-                continue;
-            if (*rss == -2) {      /* once per pass, never per marker */
-                *rss = tml__rss_bytes();
-                *rss_ns = tml__mono_ns();
-            }
-            rec.rss_bytes = rss_at(rec.start_ns + rec.traced_ns, *rss, *rss_ns);
-            if (tml__gpu_marks_any(&s->as.gpu))
-                tml__gpu_wait(s, &rec, now);
-            else
-                tml__ship_record(&rec);
-        }
+    for (uint32_t k = 0; k < n; k++) {
+        if (!tml__asm_feed(&s->as, &ev[k], &rec))
+            continue;
+        rss_read(rp);                  /* once per pass, never per marker */
+        if (from < 0)
+            from = rec.start_ns > S->rss_prev_ns ? rec.start_ns : S->rss_prev_ns;
+        rec.rss_bytes = tml__rss_at(rec.start_ns + rec.traced_ns, S->rss_prev, rp->bytes,
+                                    from, to < rp->ns ? to : rp->ns);
+        if (tml__gpu_marks_any(&s->as.gpu))
+            tml__gpu_wait(s, &rec, now);
+        else
+            tml__ship_record(&rec);
     }
-    return popped;
+    return n;
 }
 
 /* A ring whose thread is gone, once drained and its steps out, goes back
@@ -232,22 +230,24 @@ static void recycle(tml_slot *s)
 static uint32_t drain(int final)
 {
     uint32_t busiest = 0;
-    int64_t rss = -2, rss_ns = 0, now = tml__mono_ns();
+    rss_pass rp = { -2, 0 };
+    int64_t now = tml__mono_ns();
     for (int i = 0; i < TML_MAX_RINGS; i++) {
         tml_slot *s = &tml__rings.slot[i];
         int st = atomic_load_explicit(&s->state, memory_order_acquire);
         if (st == TML_SLOT_FREE)
             continue;
-        uint32_t popped = drain_slot(s, now, &rss, &rss_ns);
+        uint32_t popped = drain_slot(s, now, &rp);
         if (popped > busiest)
             busiest = popped;
         tml__gpu_flush(s, now, final);
         if (st == TML_SLOT_RETIRED && s->plen == 0)
             recycle(s);
     }
-    if (rss >= 0) {
-        S->rss_prev = rss;
-        S->rss_prev_ns = rss_ns;
+    rss_read(&rp);          /* no step ended: still a reading, the next pass's anchor */
+    if (rp.bytes >= 0) {
+        S->rss_prev = rp.bytes;
+        S->rss_prev_ns = rp.ns;
     }
     deliver_batch();
     return busiest;
@@ -393,7 +393,9 @@ int tml__shipper_start(void)
     pthread_once(&once, init_cond);
     if (!S->batch)
         S->batch = malloc(TML_WIRE_MAX_STEPS * sizeof(*S->batch));
-    if (!S->batch)
+    if (!S->events)
+        S->events = malloc(TML_RING_CAP * sizeof(*S->events));
+    if (!S->batch || !S->events)
         return TML_ENOMEM;
     memset(&S->stats, 0, sizeof(S->stats));
     S->stats.overhead_ns_per_step = -1;

@@ -127,6 +127,26 @@ static void test_ring_full_drops(void)
     CHECK_EQ_INT(total, TML_RING_CAP + 1);
 }
 
-#define TESTS X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
+/* RSS per step: the growth between two readings spread over the steps'
+ * time [from, to]; none before, all of it at the last; drops not dated
+ * back; no earlier reading: this one. */
+static void test_rss_at(void)
+{
+    CHECK_EQ_INT(tml__rss_at(150, 100, 200, 100, 200), 150);
+    CHECK_EQ_INT(tml__rss_at(100, 100, 200, 100, 200), 100);
+    CHECK_EQ_INT(tml__rss_at(50, 100, 200, 100, 200), 100);    /* ended before from */
+    CHECK_EQ_INT(tml__rss_at(200, 100, 200, 100, 200), 200);
+    CHECK_EQ_INT(tml__rss_at(900, 100, 200, 100, 200), 200);   /* after the last end */
+    CHECK_EQ_INT(tml__rss_at(150, 300, 200, 100, 200), 300);   /* a drop */
+    CHECK_EQ_INT(tml__rss_at(150, -1, 200, 100, 200), 200);    /* no anchor */
+    CHECK_EQ_INT(tml__rss_at(150, 100, -1, 100, 200), -1);     /* unreadable */
+    CHECK_EQ_INT(tml__rss_at(160, 100, 200, 150, 150), 200);   /* one instant */
+    tml_event ev[3] = {{.t0 = 5, .kind = TML_EV_STEP_END}, {.t0 = 7, .kind = TML_EV_STEP_BEGIN},
+                       {.t0 = 1 << 20, .kind = TML_EV_MEM}};
+    CHECK_EQ_INT(tml__asm_last_end(ev, 3), 5);
+    CHECK_EQ_INT(tml__asm_last_end(ev, 0), 0);
+}
+
+#define TESTS X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
     X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops)
 #include "harness.h"

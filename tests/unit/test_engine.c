@@ -13,6 +13,7 @@
 
 #include "core/engine.h"
 #include "model/record.h"
+#include "sample/sampler.h"
 #include "wire/wire.h"
 #include "harness.h"
 
@@ -278,6 +279,53 @@ static void test_shipper_sleeps(void)
     CHECK(f.bye.shipper_cpu_ns < 100000000LL);   /* a spinning thread would use ~500 ms */
 }
 
+/* Per-step RSS comes from one reading a shipper pass, interpolated. A
+ * burst of 60 quick steps between idle stretches (the shipper has backed
+ * off to 80 ms, so one pass holds them all and reads well after the last),
+ * each keeping 1 MiB it wrote, must show a 1 MiB/step rise: not a flat
+ * run at the pass's reading (the first pass once had no earlier reading
+ * to start from), nor a rise diluted by the idle time around the burst. */
+static void test_rss_per_step_follows_growth(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th;
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    struct timespec idle = {0, 300000000L};
+    nanosleep(&idle, NULL);
+    enum { N = 60, MB = 1 << 20 };
+    char *kept[N];
+    int64_t before = tml__rss_bytes();
+    for (int i = 0; i < N; i++) {
+        tml_step_begin();
+        kept[i] = malloc(MB);
+        if (kept[i])
+            memset(kept[i], i + 1, MB);
+        tml_step_end();
+    }
+    /* the true rise (under ThreadSanitizer its shadow memory adds ~4x) */
+    double grew = (double)(tml__rss_bytes() - before) / (N - 1);
+    nanosleep(&idle, NULL);
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_EQ_INT(f.nrecs, N);
+    double mx = (N - 1) / 2.0, my = 0, sxy = 0, sxx = 0;
+    for (int i = 0; i < N; i++)
+        my += (double)f.recs[i].rss_bytes / N;
+    for (int i = 0; i < N; i++) {
+        sxy += (i - mx) * ((double)f.recs[i].rss_bytes - my);
+        sxx += (i - mx) * (i - mx);
+    }
+    double slope = sxy / sxx;
+    fprintf(stderr, "  rss slope %.2f MiB/step over %d steps, %.2f measured\n", slope / MB, N,
+            grew / MB);
+    CHECK(grew >= 0.9 * MB && slope > 0.8 * grew && slope < 1.2 * grew);
+    for (int i = 0; i < N; i++)
+        free(kept[i]);
+}
+
 /* The calibration the self-reported overhead rests on, while two threads
  * keep both cores busy: a mean over one long loop took in preemptions
  * (a run reported 11 us/step against ~0.7); the fastest of short blocks
@@ -333,6 +381,6 @@ static void test_disabled(void)
 }
 
 #define TESTS X(test_records_reach_aggregator) X(test_rejected_trains_on) \
-    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_shipper_sleeps) X(test_disabled) \
+    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
     X(test_calibration_ignores_preemption)
 #include "harness.h"
