@@ -1,11 +1,12 @@
 """Does `traceml compare` tell noise from a real change on this machine?
 
     .venv/bin/python bench/compare_stats.py [--runs 20] [--steps 200] [--slower 1.10]
+                                            [--delay-ms 10]
 
-Runs examples/quickstart.py (a DataLoader that sleeps 10 ms a batch, ~11 ms
-steps) under `traceml run` --runs times as is and --runs times slowed by
---slower (its per-batch sleep scaled so the step is about that much
-longer), alternating, then compares:
+Runs examples/quickstart.py (a DataLoader that sleeps --delay-ms a batch,
+plus ~1.5 ms of compute a step) under `traceml run` --runs times as is and
+--runs times slowed by --slower (its per-batch sleep scaled so the step is
+about that much longer), alternating, then compares:
 
   same vs same     base[i] against base[i+1]    (runs - 1 pairs)
   base vs slowed   base[i] against slow[i]      (runs pairs)
@@ -51,10 +52,11 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--slower", type=float, default=1.10)
+    ap.add_argument("--delay-ms", type=float, default=10.0)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="traceml-compare-")
     logs = os.path.join(tmp, "logs")
-    base_ms = 10.0
+    base_ms = a.delay_ms
     # the quickstart's step is the sleep plus ~1 ms of work: scale the sleep
     # so the whole step is `slower` times longer
     slow_ms = base_ms + (a.slower - 1.0) * (base_ms + 1.0)
@@ -68,8 +70,8 @@ def main():
     for i in range(a.runs):
         results["base vs slowed"].append(compare(base[i], slow[i], os.path.join(tmp, "r%d" % i)))
 
-    print("## traceml compare on %d + %d runs of the quickstart (%d steps each), "
-          "slowed x%.2f\n" % (a.runs, a.runs, a.steps, a.slower))
+    print("## traceml compare on %d + %d runs of the quickstart (%d steps each, %g ms "
+          "sleep a batch), slowed x%.2f\n" % (a.runs, a.runs, a.steps, base_ms, a.slower))
     print("| pairs | n | EQUIVALENT | REGRESSION | IMPROVEMENT | other | median change % "
           "| median p |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
