@@ -47,6 +47,7 @@
 
 #include "agg/agg.h"
 #include "base/env.h"
+#include "base/fs.h"
 #include "base/array.h"
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
@@ -79,6 +80,9 @@ const char tml__usage_run[] =
     "  --dashboard-bind ADDR   dashboard address [127.0.0.1]; 0.0.0.0 exposes it\n"
     "  --python PATH           interpreter [$TRACEML_PYTHON, else the Python of the\n"
     "                          environment traceml is installed in, else python3]\n"
+    "  --no-auto-trace         leave a script that does not call traceml.init()\n"
+    "                          untraced (by default TraceML starts in it and\n"
+    "                          finds its steps: docs/zero-edit.md)\n"
     "  --disable-traceml       same launch without instrumentation (baseline);\n"
     "                          TRACEML_DISABLED=1 does the same\n"
     "  --window-steps N        diagnose the last N common steps, 2-10000 [10000]\n"
@@ -97,6 +101,7 @@ typedef struct run_opts {
     double interval;
     long window_steps;     /* --window-steps, 0 = the default (10,000) */
     int html, disabled, dashdash;
+    int no_auto_trace;     /* --no-auto-trace: no zero-edit tracing */
     char **cmd;            /* SCRIPT args... or COMMAND args... */
     int ncmd;
     long agg_port;         /* --aggregator-port, 0 = master port + 1 */
@@ -183,6 +188,8 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
         o->html = 1;
     else if (tml__cli_opt(argc, argv, i, "--disable-traceml", NULL))
         o->disabled = 1;
+    else if (tml__cli_opt(argc, argv, i, "--no-auto-trace", NULL))
+        o->no_auto_trace = 1;
     /* the original's: logging is always on (the run folder's traceml.log),
      * nothing opens a browser by itself */
     else if (!tml__cli_opt(argc, argv, i, "--enable-logging", NULL) &&
@@ -477,14 +484,72 @@ static void env_set(envb *e, const char *key, const char *val)
 static const char *const owned_vars[] = {
     "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
     "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "TRACEML_NNODES",
-    "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", NULL,
+    "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", "TRACEML_SCRIPT", NULL,
 };
+
+/*
+ * Zero-edit tracing (docs/zero-edit.md): a sitecustomize, first on the
+ * training's PYTHONPATH, that starts TraceML in the script's own process
+ * (its argv[0] is SCRIPT: not torchrun, not a worker) unless the script
+ * starts it itself, then hands over to any sitecustomize it hides.
+ */
+static const char *zero_edit_script;   /* SCRIPT when on */
+
+static const char zero_edit_site[] =
+    "# Written by `traceml run` (zero-edit tracing, docs/zero-edit.md): starts\n"
+    "# TraceML in the training script's process when the script does not.\n"
+    "def _traceml_zero_edit():\n"
+    "    import os, sys\n"
+    "    me = sys.modules.get('sitecustomize')\n"
+    "    here = os.path.dirname(os.path.abspath(__file__))\n"
+    "    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]\n"
+    "    sys.modules.pop('sitecustomize', None)\n"
+    "    try:\n"
+    "        import sitecustomize  # the one this file hides, if any\n"
+    "    except ImportError:\n"
+    "        pass\n"
+    "    finally:\n"
+    "        sys.modules.setdefault('sitecustomize', me)\n"
+    "    script = os.environ.get('TRACEML_SCRIPT')\n"
+    "    if not script or not sys.argv or not sys.argv[0] or \\\n"
+    "            os.path.realpath(sys.argv[0]) != os.path.realpath(script):\n"
+    "        return\n"
+    "    try:\n"
+    "        from traceml_ai import _zero_edit\n"
+    "        _zero_edit.start(script)\n"
+    "    except Exception as e:\n"
+    "        sys.stderr.write('traceml: warning: zero-edit tracing could not start (%s)\\n' % (e,))\n"
+    "\n"
+    "\n"
+    "_traceml_zero_edit()\n"
+    "del _traceml_zero_edit\n";
+
+/* Writes <run>/zero-edit/sitecustomize.py; its folder, or NULL. */
+static const char *zero_edit_dir(const tml_cli_run *r)
+{
+    static char dir[4200];
+    char path[4300];
+    snprintf(dir, sizeof(dir), "%s/zero-edit", r->abs_dir);
+    snprintf(path, sizeof(path), "%s/sitecustomize.py", dir);
+    if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+        tml__write_file(path, zero_edit_site, sizeof(zero_edit_site) - 1, 0644) < 0) {
+        tml__cli_warn("could not write %s: the script runs without zero-edit tracing", path);
+        return NULL;
+    }
+    return dir;
+}
 
 static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
                       const tml_dist *d)
 {
+    const char *site = zero_edit_script && !disabled && port > 0 ? zero_edit_dir(r) : NULL;
+    const char *pypath = NULL;
     for (char **p = environ; *p; p++) {
         int skip = 0;
+        if (site && strncmp(*p, "PYTHONPATH=", 11) == 0) {
+            pypath = *p + 11;
+            continue;
+        }
         for (const char *const *k = owned_vars; *k && !skip; k++) {
             size_t n = strlen(*k);
             skip = strncmp(*p, *k, n) == 0 && (*p)[n] == '=';
@@ -512,6 +577,16 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
     env_set(e, "TRACEML_RUN_NAME", r->name);
     env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
     env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
+    if (site) {
+        size_t n = strlen(site) + (pypath ? strlen(pypath) : 0) + 2;
+        char *v = malloc(n);
+        if (!v)
+            tml__cli_die(1, "out of memory");
+        snprintf(v, n, "%s%s%s", site, pypath && *pypath ? ":" : "", pypath ? pypath : "");
+        env_set(e, "PYTHONPATH", v);
+        free(v);
+        env_set(e, "TRACEML_SCRIPT", zero_edit_script);
+    }
     if (d && d->enabled) {
         char nn[32];
         snprintf(nn, sizeof(nn), "%ld", d->nnodes);
@@ -1091,6 +1166,8 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
         setenv("TRACEML_WINDOW_STEPS", ival, 1);
     }
 
+    if (!o.dashdash && !o.no_auto_trace)
+        zero_edit_script = o.cmd[0];
     char store[TML_DIST_STORE][32];
     char **dargv = NULL;   /* torch.distributed.run around the script */
     char logd[4300];       /* its --log_dir: per-rank stderr in the run folder */

@@ -99,6 +99,67 @@ probe_memory(void)
     Py_DECREF(r);
 }
 
+/*
+ * Automatic step detection (zero-edit tracing: `traceml run` on a script
+ * that never calls trace_step). A step opens at the first training call
+ * on a thread (a forward with gradients on, a backward, an optimizer step,
+ * a copy to the GPU; never inside a fetch) and ends when optimizer.step()
+ * returns. A thread that never called an optimizer's step (a hand-written
+ * update) ends it instead at the next forward after a backward. An
+ * explicit trace_step() turns detection off for good: marked steps win.
+ */
+static int auto_steps;                  /* detection on (package: _set_auto_steps) */
+static int auto_h2d;                    /* a copy to the GPU opens a step (CUDA present) */
+static PyObject *grad_enabled;          /* torch.is_grad_enabled */
+static PyObject *closer;                /* the optimizer whose step ends one; NULL: any */
+static _Thread_local int auto_open, auto_backward, auto_opt_seen, auto_in_fetch;
+
+static void call_gpu_hook(void);
+
+static int
+grad_on(void)
+{
+    PyObject *r;
+    int on;
+
+    if (grad_enabled == NULL)
+        return 1;
+    r = PyObject_CallNoArgs(grad_enabled);
+    if (r == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    on = r == Py_True;
+    Py_DECREF(r);
+    return on;
+}
+
+static void
+auto_end(void)
+{
+    if (!auto_open)
+        return;
+    probe_memory();
+    tml_step_end_detected();
+    auto_open = auto_backward = 0;
+}
+
+/* A training call begins: opens the step unless one is open; a forward
+ * after a backward on a thread without optimizer steps starts the next. */
+static void
+auto_begin(int forward, int need_grad)
+{
+    if (!auto_steps || auto_in_fetch)
+        return;
+    if (auto_open && forward && auto_backward && !auto_opt_seen)
+        auto_end();
+    if (auto_open || (need_grad && !grad_on()))
+        return;
+    call_gpu_hook();
+    if (tml_step_begin() == 0)
+        auto_open = 1;
+}
+
 #define MODEL_CACHE 4
 static PyObject *model_cache[MODEL_CACHE];  /* weakrefs of hooked models */
 static int model_cache_next;
@@ -144,6 +205,10 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
 
     switch (pc->kind) {
     case KIND_PHASE:
+        if (pc->phase == TML_PHASE_BACKWARD && auto_steps) {
+            auto_begin(0, 0);
+            auto_backward = 1;
+        }
         tml_phase_begin((tml_phase)pc->phase);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         tml_phase_end((tml_phase)pc->phase);
@@ -152,7 +217,9 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         /* begin/end (not a span) so that a GPU-timed thread also records
          * the fetch's CUDA events; a fetch that raised is no fetch */
         tml_phase_begin(TML_PHASE_INPUT);
+        auto_in_fetch++;
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        auto_in_fetch--;
         if (r != NULL)
             tml_phase_end(TML_PHASE_INPUT);
         else
@@ -165,6 +232,8 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
             tml_count_glue_calls(1);
             return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         }
+        if (auto_steps && !auto_open && auto_h2d)
+            auto_begin(0, 1);
         tml_phase_begin(TML_PHASE_H2D);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         if (r != NULL && is_cuda(r) == 1) {
@@ -179,6 +248,8 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
             tml_count_glue_calls(1);
             return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         }
+        if (auto_steps && !auto_open && auto_h2d)
+            auto_begin(0, 1);
         tml_phase_begin(TML_PHASE_H2D);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         if (r != NULL)
@@ -187,6 +258,8 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
             tml_phase_cancel(TML_PHASE_H2D);
         return r;
     case KIND_FORWARD:
+        if (auto_steps)
+            auto_begin(1, 1);
         tml_phase_begin(TML_PHASE_FORWARD);
         r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
         tml_phase_end(TML_PHASE_FORWARD);
@@ -564,10 +637,15 @@ static PyObject *
 ctx_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (((ctxobj *)self)->h2d)
+    if (((ctxobj *)self)->h2d) {
         tml_phase_begin(TML_PHASE_H2D);
-    else
+    } else {
+        if (auto_steps) {       /* marked steps win over detected ones */
+            auto_end();
+            auto_steps = 0;
+        }
         tml_step_begin();
+    }
     Py_INCREF(self);
     return self;
 }
@@ -877,6 +955,10 @@ static PyObject *
 mod_opt_begin(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)m; (void)args; (void)nargs;
+    if (auto_steps) {
+        auto_begin(0, 0);
+        auto_opt_seen = 1;
+    }
     tml_phase_begin(TML_PHASE_OPTIMIZER);
     Py_RETURN_NONE;
 }
@@ -886,6 +968,8 @@ mod_opt_end(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)m; (void)args; (void)nargs;
     tml_phase_end(TML_PHASE_OPTIMIZER);
+    if (auto_steps && (closer == NULL || (nargs >= 1 && args[0] == closer)))
+        auto_end();
     Py_RETURN_NONE;
 }
 
@@ -948,6 +1032,15 @@ mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
+    call_gpu_hook();
+    Py_INCREF(step_ctx);
+    return step_ctx;
+}
+
+/* On the first steps, until it says the GPU clock is set up. */
+static void
+call_gpu_hook(void)
+{
     if (gpu_hook != NULL) {
         PyObject *r = PyObject_CallNoArgs(gpu_hook);
         int done = r == Py_True || ++gpu_hook_tries >= GPU_HOOK_TRIES;
@@ -959,8 +1052,38 @@ mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         if (done)
             Py_CLEAR(gpu_hook);
     }
-    Py_INCREF(step_ctx);
-    return step_ctx;
+}
+
+/* _set_step_closer(optimizer): of several optimizers stepping in turn,
+ * the one whose step ends a detected step. */
+static PyObject *
+mod_set_step_closer(PyObject *m, PyObject *opt)
+{
+    (void)m;
+    Py_INCREF(opt);
+    Py_XSETREF(closer, opt);
+    Py_RETURN_NONE;
+}
+
+/* _set_auto_steps(is_grad_enabled, h2d_opens): automatic step detection
+ * on (a callable) or off (None). */
+static PyObject *
+mod_set_auto_steps(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)m;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_set_auto_steps(is_grad_enabled, h2d_opens)");
+        return NULL;
+    }
+    Py_CLEAR(grad_enabled);
+    Py_CLEAR(closer);
+    auto_steps = args[0] != Py_None;
+    auto_h2d = PyObject_IsTrue(args[1]) == 1;
+    if (auto_steps) {
+        Py_INCREF(args[0]);
+        grad_enabled = args[0];
+    }
+    Py_RETURN_NONE;
 }
 
 /* _set_gpu_hooks(gpu_hook, memory_probe): either may be None. */
@@ -1062,6 +1185,8 @@ static PyMethodDef mod_methods[] = {
     {"_opt_end", (PyCFunction)(void (*)(void))mod_opt_end, METH_FASTCALL, NULL},
     {"_configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {"_set_gpu_hooks", (PyCFunction)(void (*)(void))mod_set_gpu_hooks, METH_FASTCALL, NULL},
+    {"_set_auto_steps", (PyCFunction)(void (*)(void))mod_set_auto_steps, METH_FASTCALL, NULL},
+    {"_set_step_closer", mod_set_step_closer, METH_O, NULL},
     {"set_cuda_stream", mod_set_cuda_stream, METH_O,
      "set_cuda_stream(handle) -> rc: record CUDA events on this stream (GPU clock)"},
     {"cuda_memory", (PyCFunction)(void (*)(void))mod_cuda_memory, METH_FASTCALL,

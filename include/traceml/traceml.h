@@ -128,6 +128,10 @@ TML_API int tml_step_begin(void);
 TML_API int tml_step_end(void);
 /* Ends the step as failed (an exception left the bracket). */
 TML_API int tml_step_abort(void);
+/* Ends a step that automatic step detection found rather than the code
+ * marked (the Python package's zero-edit tracing: a step ends when
+ * optimizer.step() returns); the summary says its steps were detected. */
+TML_API int tml_step_end_detected(void);
 TML_API int tml_phase_begin(tml_phase phase);
 TML_API int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */

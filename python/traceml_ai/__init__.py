@@ -39,6 +39,7 @@ except ImportError as _e:          # the engine is missing: fail open
 
 _MODES = ("auto", "manual", "selective")
 _config = None          # the configuration of the first successful init()
+_detected = False       # started by zero-edit tracing (_zero_edit.py), not by the script
 _active = False         # the engine is running and patches may be installed
 _patched = []           # (owner, attribute, original) of every patch
 _warned = set()
@@ -335,7 +336,7 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
         logs_dir = _os.fspath(logs_dir)
     config = (mode, flags, disabled, logs_dir, run_name)
     if _config is not None:
-        if _config == config:
+        if _config == config or _detected:   # zero-edit tracing got there first
             return None
         raise RuntimeError(
             "traceml.init() was already called with a different configuration "
@@ -399,6 +400,26 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
 
 
 start = init     # the original TraceML's name for it
+
+
+def _start_detected():
+    """Zero-edit tracing (_zero_edit.py): init(mode="auto") with automatic
+    step detection, unless the script already called init() itself."""
+    global _detected
+    if _config is not None:
+        return
+    init(mode="auto")
+    if not _active:
+        return
+    _detected = True
+    torch = _sys.modules["torch"]
+    try:
+        cuda = bool(torch.cuda.is_available())
+    except Exception:
+        cuda = False
+    _c._set_auto_steps(torch.is_grad_enabled, cuda)
+    from . import _zero_edit
+    _zero_edit.watch_optimizers(torch, _install_forward, _c._set_step_closer, _warn)
 
 
 def _at_exit():

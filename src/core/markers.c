@@ -152,6 +152,11 @@ int tml_step_abort(void)
     return step_end(TML_STEP_ABORTED);
 }
 
+int tml_step_end_detected(void)
+{
+    return step_end(TML_STEP_DETECTED);
+}
+
 int tml_phase_begin(tml_phase phase)
 {
     int rc = check_on();

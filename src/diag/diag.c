@@ -369,7 +369,9 @@ static int insufficient_data(const tml_window *w, const tml_thresholds *th, size
     if (w->common_steps == 0 || w->window_steps == 0 || nactive == 0) {
         diag_init(&out->primary, "NO_DATA", "NO DATA", TML_SEV_INFO);
         if (w->nranks == 0)
-            snprintf(out->primary.why, sizeof(out->primary.why), "No rank reported any step.");
+            snprintf(out->primary.why, sizeof(out->primary.why),
+                     "No training steps were detected: no process of the training started "
+                     "TraceML (no rank reported).");
         else if (w->aborted_steps > 0 && w->common_steps == 0)
             snprintf(out->primary.why, sizeof(out->primary.why),
                      "Every common step was aborted (%zu), so no step can be timed.", w->aborted_steps);
@@ -377,8 +379,12 @@ static int insufficient_data(const tml_window *w, const tml_thresholds *th, size
             snprintf(out->primary.why, sizeof(out->primary.why),
                      "No step id was reported by every rank.");
         else
-            snprintf(out->primary.why, sizeof(out->primary.why), "No complete step was recorded.");
-        snprintf(out->primary.next, sizeof(out->primary.next),
+            snprintf(out->primary.why, sizeof(out->primary.why),
+                     "No training steps were detected: no complete step was recorded (no "
+                     "trace_step, and no optimizer.step() for automatic detection).");
+        snprintf(out->primary.next, sizeof(out->primary.next), w->nranks == 0 ?
+                 "Let `traceml run` trace the script as is (without --no-auto-trace), or call "
+                 "traceml.init() and wrap each step in traceml.trace_step(model)." :
                  "Wrap the training step in traceml.trace_step(model) and run at least a few steps.");
         return 1;
     }

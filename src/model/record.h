@@ -14,6 +14,7 @@
 
 /* record flags */
 #define TML_STEP_ABORTED 0x1u   /* an exception left the bracket */
+#define TML_STEP_DETECTED 0x2u  /* found by automatic step detection, not marked */
 
 typedef struct tml_step_record {
     uint64_t step;          /* step index on this rank, from 0 */

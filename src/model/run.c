@@ -94,6 +94,8 @@ static int drop_middle(tml_rank *r)
 
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        rank->detected_steps += (recs[i].flags & TML_STEP_DETECTED) != 0;
     if (rank->keep_all) {
         if (TML_GROW(rank->steps, rank->nsteps + n, rank->cap) < 0)
             return TML_ENOMEM;
@@ -116,6 +118,17 @@ int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
         n -= k;
     }
     return 0;
+}
+
+const char *tml__run_step_detection(const tml_run *run)
+{
+    int any = 0;
+    for (size_t i = 0; i < run->nranks; i++) {
+        if (run->ranks[i].detected_steps)
+            return "automatic";
+        any |= run->ranks[i].nsteps > 0;
+    }
+    return any ? "marked" : NULL;
 }
 
 /* ---- run names ------------------------------------------------------- */

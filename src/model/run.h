@@ -43,6 +43,7 @@ typedef struct tml_rank {
      * goodbye: the rank died or was cut off. Set by the socket server. */
     int lost;
     int keep_all;            /* the run's keep_all when the rank was added */
+    uint64_t detected_steps; /* found by automatic step detection (TML_STEP_DETECTED) */
 } tml_rank;
 
 /* Two processes that claimed the same rank: never merged, the later one
@@ -90,6 +91,10 @@ tml_rank *tml__run_find(tml_run *run, int32_t rank);
 /* Appends a rank's records (dropping the oldest past the kept tail unless
  * the run keeps all). 0 or TML_ENOMEM. */
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n);
+/* How the run's steps were found: "automatic" when any rank's were
+ * detected (zero-edit tracing), "marked" when steps came only from
+ * trace_step / the C API, NULL without steps. */
+const char *tml__run_step_detection(const tml_run *run);
 /* Records the rank sent, kept or not. */
 static inline uint64_t tml__rank_received(const tml_rank *r)
 {

@@ -717,6 +717,16 @@ static void ended_row(const tml_report_model *m, tml_strbuf *sb, int width)
     text_row(sb, width, "Ended: ", l);
 }
 
+/* Steps that zero-edit tracing found, not the script: said, with how. */
+static void detection_row(const tml_run *run, tml_strbuf *sb, int width)
+{
+    const char *how = tml__run_step_detection(run);
+    if (how && strcmp(how, "automatic") == 0)
+        text_row(sb, width, "Steps: ", "found automatically (the script has no trace_step): "
+                 "one step per optimizer.step(), models found from the optimizers' "
+                 "parameters; wrap the step in traceml.trace_step() to mark it yourself");
+}
+
 /* Processes that claimed the same rank: never merged, named here. */
 static void conflict_rows(const tml_run *run, tml_strbuf *sb, int width)
 {
@@ -754,6 +764,7 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
     header_line(m, l, sizeof(l));
     text_row(sb, width, "", l);
     ended_row(m, sb, width);
+    detection_row(m->run, sb, width);
     if (m->run->partial[0])
         text_row(sb, width, "PARTIAL: ", m->run->partial);
     conflict_rows(m->run, sb, width);
@@ -773,6 +784,11 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
             if (w > 0)
                 n += (size_t)w;
         }
+        /* after a clean exit they did not die: they never reported */
+        if (m->nmissing && strcmp(m->status, "completed") == 0 && m->exit_code == 0 &&
+            n + 80 < sizeof(miss))
+            snprintf(miss + n, sizeof(miss) - n, " (never reported to TraceML; the training "
+                     "exited 0, so not a crash)");
         if (m->nmissing)
             text_row(sb, width, "Missing ranks: ", miss);
         n = 0;

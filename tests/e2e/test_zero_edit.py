@@ -1,0 +1,84 @@
+"""Zero-edit tracing (docs/zero-edit.md): `traceml run` on plain PyTorch
+scripts with no TraceML in them (examples/unmodified/) finds their steps
+(one per optimizer.step()), times the models the optimizers own, and says
+the steps were detected; a script that imports traceml_ai is left to
+instrument itself; --no-auto-trace turns it off and the summary then says
+no steps were detected, and how to get them."""
+import json
+import os
+
+from conftest import DIAG, EXAMPLES, primary, step_metric_ms
+
+UNMODIFIED = os.path.join(EXAMPLES, "unmodified")
+
+
+def test_unmodified_script_is_traced(traceml_run):
+    # 120 steps, a 10 ms sleep per batch, an evaluation under no_grad
+    # every 40 steps (not a step)
+    r = traceml_run(os.path.join(UNMODIFIED, "train.py"), "--steps", 120, "--delay-ms", 10,
+                    "--eval-every", 40)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] == "automatic"
+    assert s["meta"]["common_steps"] == 120, s["meta"]
+    p = primary(s)
+    assert (p["label"], p["severity"]) == ("INPUT-BOUND", "CRITICAL"), json.dumps(p)
+    wait = step_metric_ms(s, "input_wait")
+    assert 10.0 <= wait <= 11.0, "Input Wait %s ms, injected 10 ms (+ the collate)" % wait
+    # the model was found from the optimizer: its forward is timed
+    assert step_metric_ms(s, "forward") > 0
+    assert step_metric_ms(s, "backward") > 0 and step_metric_ms(s, "optimizer") > 0
+    # the evaluations ran outside the steps, not inside one
+    assert step_metric_ms(s, "untraced") < 2.0
+    assert "Steps: found automatically" in r.stdout, r.explain()
+    assert "accuracy" in r.stdout                     # the script's own output
+
+
+def test_two_optimizers_make_one_step(traceml_run):
+    # a GAN: D's optimizer, then G's, per iteration; the first two rounds
+    # count each optimizer's step while the order is learnt
+    r = traceml_run(os.path.join(UNMODIFIED, "gan.py"), "--steps", 100)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] == "automatic"
+    assert 100 <= s["meta"]["common_steps"] <= 102, s["meta"]
+    assert step_metric_ms(s, "forward") > 0
+    assert step_metric_ms(s, "untraced") < 1.0
+
+
+def test_instrumented_script_keeps_its_own_steps(traceml_run):
+    r = traceml_run(os.path.join(DIAG, "input_bound.py"), "--steps", 60, "--delay-ms", 4)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] == "marked"
+    assert "found automatically" not in r.stdout
+
+
+def test_no_auto_trace_says_no_steps_were_detected(traceml_run):
+    r = traceml_run(os.path.join(UNMODIFIED, "train.py"), "--steps", 30, "--delay-ms", 1,
+                    launcher_args=["--no-auto-trace"])
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] is None
+    p = primary(s)
+    assert p["label"] == "INSUFFICIENT STEP-TIME DATA", json.dumps(p)
+    assert "No training steps were detected" in p["why"], json.dumps(p)
+    assert "--no-auto-trace" in p["next"], json.dumps(p)
+    assert not os.path.exists(os.path.join(r.run_dir, "zero-edit"))
+
+
+def test_ddp_unmodified_every_rank_traced(traceml_run):
+    # 2 ranks through torchrun; each process whose argv[0] is the script
+    # starts TraceML, torchrun itself does not; the DDP wrapper's forward
+    # is the one timed
+    r = traceml_run(os.path.join(UNMODIFIED, "ddp.py"), "--steps", 40, "--delay-ms", 5,
+                    launcher_args=["--nproc-per-node", "2"])
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] == "automatic"
+    assert s["meta"]["ranks_reported"] == 2 and s["meta"]["missing_ranks"] == [], s["meta"]
+    assert s["meta"]["common_steps"] == 40, s["meta"]
+    assert primary(s)["label"] == "INPUT-BOUND", json.dumps(primary(s))
+    wait = step_metric_ms(s, "input_wait")
+    assert 5.0 <= wait <= 6.5, "Input Wait %s ms, injected 5 ms (+ the collate)" % wait
+    assert step_metric_ms(s, "forward") > 0
