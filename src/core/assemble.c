@@ -23,6 +23,9 @@
  *   inside it, raised to the allocator's all-time peak when that peak grew
  *   during the step (then the step is where it was reached, and the figure
  *   is exact). The user's peak counters are only read, never reset.
+ * - Nested phases are counted once: a span around others (a closure
+ *   optimizer's step around its forward and backward, a forward around a
+ *   copy) is charged its own time only (tml__span_exclusive).
  * - RSS: read once a shipper pass (never on the hot path); the growth
  *   since the last pass's reading is spread over the time the pass's steps
  *   ran, so the last step gets the reading and idle time around the steps
@@ -89,6 +92,7 @@ static void start_step(tml_assembler *a, const tml_event *e)
     else
         r->gap_ns = from > a->last_end_ns ? from - a->last_end_ns : 0;
     a->inside_input_ns = 0;
+    a->nnest = 0;
     a->in_step = 1;
     marks_reset(&a->gcur);
     if (r->observed & TML_PHASE_BIT(TML_PHASE_INPUT)) {
@@ -140,7 +144,13 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         a->gcur.cpu_spans[e->arg]++;
         if (e->arg == TML_PHASE_INPUT)
             a->inside_input_ns += d;
-        a->cur.phase_ns[e->arg] += d;
+        int64_t x = tml__span_exclusive(a->nest_b, a->nest_e, a->nest_x, a->nnest, e->t0, e->t1, d);
+        if (a->nnest < TML_NEST_MAX) {
+            a->nest_b[a->nnest] = e->t0;
+            a->nest_e[a->nnest] = e->t1;
+            a->nest_x[a->nnest++] = x;
+        }
+        a->cur.phase_ns[e->arg] += x;
         a->cur.observed |= TML_PHASE_BIT(e->arg);
         a->events_in_steps++;
         return 0;
@@ -207,4 +217,13 @@ int64_t tml__asm_last_end(const tml_event *ev, uint32_t n)
         if (ev[n].kind == TML_EV_STEP_END)
             return ev[n].t0;
     return 0;
+}
+
+int64_t tml__span_exclusive(const int64_t *bs, const int64_t *es, const int64_t *xs, uint32_t n,
+                            int64_t b, int64_t e, int64_t ns)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (bs[i] >= b && es[i] <= e)
+            ns -= xs[i];
+    return ns > 0 ? ns : 0;
 }

@@ -32,6 +32,16 @@ typedef struct tml_gpu_marks {
 /* 1 when the marks carry anything for the GPU clock to resolve. */
 int tml__gpu_marks_any(const tml_gpu_marks *g);
 
+#define TML_NEST_MAX 64
+
+/* The exclusive time of a span [b, e] lasting `ns`: minus the exclusive
+ * times of the earlier spans (b_i, e_i, x_i; i < n) inside it. Nested
+ * phases are counted once: forward and backward in a closure optimizer's
+ * step, a copy inside a forward. GPU spans use their events' sequence
+ * numbers for b and e (recorded in program order). */
+int64_t tml__span_exclusive(const int64_t *bs, const int64_t *es, const int64_t *xs, uint32_t n,
+                            int64_t b, int64_t e, int64_t ns);
+
 typedef struct tml_assembler {
     int in_step;
     tml_step_record cur;
@@ -49,6 +59,11 @@ typedef struct tml_assembler {
     /* CUDA memory: the allocator's peaks seen so far (-1 none) and this
      * step's per-step peaks. */
     int64_t mem_seen_peak[2], mem_step_peak[2];
+    /* The current step's spans (begin, end, exclusive time), so that a
+     * span around others (optimizer.step(closure) around forward and
+     * backward) is charged only its own time. */
+    int64_t nest_b[TML_NEST_MAX], nest_e[TML_NEST_MAX], nest_x[TML_NEST_MAX];
+    uint32_t nnest;
 } tml_assembler;
 
 void tml__asm_init(tml_assembler *a);

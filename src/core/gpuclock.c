@@ -22,6 +22,7 @@ static int gpu_resolve(tml_gpu_pool *p, tml_gpending *g, int give_up)
     const tml_gpu_marks *m = &g->marks;
     int64_t maxseq = -1, bracket = 0, inside_input = 0, ns;
     int64_t phase[TML_PHASE_COUNT] = {0};
+    int64_t bs[TML_GPU_MAX_SPANS], es[TML_GPU_MAX_SPANS], xs[TML_GPU_MAX_SPANS];
     uint32_t pairs[TML_PHASE_COUNT] = {0};
     int ok = p && !m->overflow && m->step_b >= 0 && m->step_e >= 0;
 
@@ -61,10 +62,13 @@ static int gpu_resolve(tml_gpu_pool *p, tml_gpending *g, int give_up)
             ok = 0;
             break;
         }
-        phase[sp->phase] += ns;
-        pairs[sp->phase]++;
         if (sp->phase == TML_PHASE_INPUT && sp->inside)
             inside_input += ns;
+        bs[i] = sp->b;
+        es[i] = sp->e;
+        xs[i] = tml__span_exclusive(bs, es, xs, i, sp->b, sp->e, ns);   /* nested: once */
+        phase[sp->phase] += xs[i];
+        pairs[sp->phase]++;
     }
     /* every CPU span of the step needs its GPU pair, else the step's GPU
      * figures would silently leave a phase out */

@@ -82,3 +82,18 @@ def test_ddp_unmodified_every_rank_traced(traceml_run):
     wait = step_metric_ms(s, "input_wait")
     assert 5.0 <= wait <= 6.5, "Input Wait %s ms, injected 5 ms (+ the collate)" % wait
     assert step_metric_ms(s, "forward") > 0
+
+
+def test_closure_optimizer_counts_each_phase_once(traceml_run):
+    # LBFGS runs forward and backward inside optimizer.step(closure): the
+    # optimizer keeps only its own time, so the tree adds up to the step
+    r = traceml_run(os.path.join(UNMODIFIED, "closure.py"), "--steps", 40, "--delay-ms", 2)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["common_steps"] == 40, s["meta"]
+    parts = [step_metric_ms(s, k) for k in ("input_wait", "h2d", "forward", "backward",
+                                            "optimizer", "residual")]
+    step = step_metric_ms(s, "step_time")
+    assert all(p is not None and p >= 0 for p in parts), parts
+    assert parts[2] > 0 and parts[3] > 0 and parts[4] > 0, parts
+    assert abs(sum(parts) - step) <= 0.02 * step + 0.1, (parts, step)

@@ -147,6 +147,33 @@ static void test_rss_at(void)
     CHECK_EQ_INT(tml__asm_last_end(ev, 0), 0);
 }
 
-#define TESTS X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
+/* Nested phases count once: a closure optimizer's step around its forward
+ * and backward keeps only its own time; three levels (a recomputed
+ * forward inside backward, a copy inside that forward) too. */
+static void test_nested_phases_once(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 0, 0), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 10, 30), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_BACKWARD, 40, 80), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_OPTIMIZER, 5, 100), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 110, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_FORWARD], 20);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_BACKWARD], 40);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_OPTIMIZER], 35);
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 200, 1), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_H2D, 212, 214), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 210, 230), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_BACKWARD, 200, 300), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 300, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_H2D], 2);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_FORWARD], 18);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_BACKWARD], 80);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_OPTIMIZER], 0);   /* the previous step's is gone */
+}
+
+#define TESTS X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
     X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops)
 #include "harness.h"
