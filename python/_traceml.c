@@ -160,7 +160,7 @@ auto_begin(int forward, int need_grad)
         auto_open = 1;
 }
 
-#define MODEL_CACHE 4
+#define MODEL_CACHE 8
 static PyObject *model_cache[MODEL_CACHE];  /* weakrefs of hooked models */
 static int model_cache_next;
 
@@ -1005,24 +1005,23 @@ model_cached(PyObject *model)
     return 0;
 }
 
-/* trace_step(model=None): the one per-step entry. Installs the forward
- * hooks on a model it has not seen (through the package's installer, off
- * the hot path after the first step) and returns the shared step context. */
+/* trace_step(*models): the one per-step entry. Installs the forward hooks
+ * on a model it has not seen (through the package's installer, off the hot
+ * path after the first step) and returns the shared step context. Several
+ * models (a GAN's generator and discriminator) are each timed. */
 static PyObject *
 mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)m;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "trace_step() takes at most one argument (the model)");
-        return NULL;
-    }
-    if (hooks_enabled && nargs == 1 && args[0] != Py_None && !model_cached(args[0])) {
-        PyObject *r = PyObject_CallOneArg(installer, args[0]);
+    for (Py_ssize_t k = 0; hooks_enabled && k < nargs; k++) {
+        if (args[k] == Py_None || model_cached(args[k]))
+            continue;
+        PyObject *r = PyObject_CallOneArg(installer, args[k]);
 
         if (r == NULL) {
             PyErr_Clear();   /* the installer reports its own failures */
         } else {
-            PyObject *ref = PyWeakref_NewRef(args[0], NULL);
+            PyObject *ref = PyWeakref_NewRef(args[k], NULL);
             Py_DECREF(r);
             if (ref == NULL) {
                 PyErr_Clear();
@@ -1173,9 +1172,10 @@ static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, NULL},
     {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,
-     "trace_step(model=None) -> context manager of one training step.\n\n"
+     "trace_step(*models) -> context manager of one training step.\n\n"
      "The first time it sees a model (a plain module, a DDP/FSDP wrapper or\n"
-     "the module inside one) in auto or selective mode it wraps its forward\n"
+     "the module inside one; several for a step that runs several, as a GAN)\n"
+     "in auto or selective mode it wraps its forward\n"
      "(on that instance). An exception inside the bracket propagates unchanged (the\n"
      "step is recorded as aborted)."},
     {"h2d_block", mod_h2d_block, METH_NOARGS,

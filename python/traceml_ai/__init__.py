@@ -23,7 +23,7 @@ import sys as _sys
 
 __all__ = [
     "init", "start", "trace_step", "summary", "final_summary",
-    "wrap_dataloader_fetch", "wrap_forward", "wrap_backward",
+    "wrap_dataloader_fetch", "wrap_input", "wrap_forward", "wrap_backward",
     "wrap_optimizer", "wrap_h2d",
 ]
 
@@ -76,7 +76,7 @@ _NULL_STEP = _NullStep()
 if _c is not None:
     trace_step = _c.trace_step
 else:
-    def trace_step(model=None):
+    def trace_step(*models):
         return _NULL_STEP
 
 
@@ -461,6 +461,19 @@ def wrap_dataloader_fetch(loader_or_iter):
         return loader_or_iter
     _note_loader(loader_or_iter)
     return _c.TimedIter(loader_or_iter)
+
+
+def wrap_input(fn):
+    """Times each call of `fn` as input wait: for batches that do not come
+    from a DataLoader (a `get_batch()` function, a memory-mapped array):
+
+        get_batch = traceml.wrap_input(get_batch)
+        x, y = get_batch("train")          # timed as Input Wait
+
+    Also a decorator. Returns fn unchanged when TraceML is not running."""
+    if not _active or not callable(fn):
+        return fn
+    return _c.PhaseCall(fn, _c.INPUT, _c.KIND_INPUT)
 
 
 def wrap_forward(model):

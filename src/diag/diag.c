@@ -309,6 +309,9 @@ static int share_issue(double share, double warn, double crit, const char *kind,
     return 1;
 }
 
+/* Below this a DataLoader fetch gains nothing from worker processes. */
+#define INPUT_CHEAP_FETCH_MS 2.0
+
 /* The INPUT-BOUND Next line, naming the user's own loader settings when
  * the rank reported them (SPEC 4.4: the cause as configured, with its
  * measured cost). The median rank's settings, else any rank's. */
@@ -325,6 +328,16 @@ static void input_next(const tml_window *w, double share, char *out, size_t cap)
         return;
     }
     int workers = rw->loader_workers, cores = rw->cpu_count;
+    double fetch_ms = rw->avg_ns[TML_M_INPUT] / 1e6;
+    if (workers == 0 && fetch_ms < INPUT_CHEAP_FETCH_MS) {
+        /* a worker hands each batch over through a pipe and shared memory:
+         * for a fetch this cheap that costs about as much as the fetch */
+        snprintf(out, cap, "Input Wait %d%%, but a batch takes only %.2f ms to fetch: worker "
+                 "processes (num_workers>0) would cost about as much to hand it over. Make "
+                 "the fetch cheaper: index whole batches (BatchSampler, tensor slicing) "
+                 "instead of collating samples one by one.", pct(share), fetch_ms);
+        return;
+    }
     char on[32] = "";
     if (cores > 0)
         snprintf(on, sizeof(on), " on %d core%s", cores, cores == 1 ? "" : "s");
@@ -349,7 +362,8 @@ static const char *missing_hint(int phase)
 {
     switch (phase) {
     case TML_PHASE_INPUT:
-        return "iterate a DataLoader or wrap your iterator with traceml.wrap_dataloader_fetch()";
+        return "batches made without a DataLoader are not timed: wrap the function that makes "
+               "them with traceml.wrap_input(), or your iterator with traceml.wrap_dataloader_fetch()";
     case TML_PHASE_H2D:
         return "move batches with .to(device)/.cuda() or wrap them with traceml.wrap_h2d()";
     case TML_PHASE_FORWARD:
@@ -357,7 +371,8 @@ static const char *missing_hint(int phase)
     case TML_PHASE_BACKWARD:
         return "call loss.backward() inside trace_step or wrap the loss with traceml.wrap_backward()";
     default:
-        return "call optimizer.step() inside trace_step or wrap the optimizer with traceml.wrap_optimizer()";
+        return "no optimizer.step() ran in the step (a hand-written update is not split out): "
+               "call optimizer.step() inside trace_step or wrap the optimizer with traceml.wrap_optimizer()";
     }
 }
 
@@ -521,9 +536,23 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
 
     if (insufficient_data(w, th, nactive, out))
         return;
-    if (incomplete_data_issue(w, &d))
-        out->issues[out->nissues++] = d;
     root_cause_issues(w, th, multi, out);
+    /* A phase never observed does not hide a verdict the other figures
+     * support: it becomes its caveat (and an issue of its own); without
+     * one, INCOMPLETE DATA is the verdict (Compute and Residual unknown). */
+    if (incomplete_data_issue(w, &d)) {
+        if (out->nissues > 0) {
+            tml_diagnosis *v = &out->issues[0];
+            char names[128];
+            size_t n = strlen(v->why);
+            tml__phase_list(d.missing, names, sizeof(names));
+            snprintf(v->why + n, sizeof(v->why) - n, " Caveat: %s %s never observed, so Compute "
+                     "and Residual are unknown. %s", names,
+                     (d.missing & (d.missing - 1)) ? "were" : "was", d.next);
+            v->missing = d.missing;
+        }
+        out->issues[out->nissues++] = d;
+    }
     if (out->nissues > 0) {
         out->primary = out->issues[0];
         return;

@@ -128,3 +128,21 @@ def test_quickstart(traceml_run):
     with open(r.artifact("final_summary.txt"), encoding="utf-8") as f:
         box = f.read()
     assert "INPUT-BOUND" in box and box.strip() in r.stdout
+
+
+def test_no_dataloader_hand_written_update_two_models(traceml_run):
+    # batches from get_batch() (traceml.wrap_input), a hand-written SGD
+    # update, trace_step(student, teacher): the verdict is not hidden by
+    # the missing Optimizer, which is its caveat, with a hint for the loop
+    r = traceml_run(os.path.join(EXAMPLES, "manual_update.py"), "--steps", 100,
+                    "--delay-ms", 6)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    p = primary(s)
+    assert (p["label"], p["severity"]) == ("INPUT-BOUND", "CRITICAL"), json.dumps(p)
+    assert "Caveat: Optimizer was never observed" in p["why"], json.dumps(p)
+    assert "hand-written update" in p["why"], json.dumps(p)
+    assert p["evidence"]["missing_phases"] == ["optimizer"], json.dumps(p)
+    wait = step_metric_ms(s, "input_wait")
+    assert near(wait, 6.0), "Input Wait %s ms, injected 6 ms" % wait
+    assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "backward") > 0

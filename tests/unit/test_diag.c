@@ -199,6 +199,19 @@ static void test_input_next_names_loader(void)
     w.ranks[0].loader_known = 1;
     tml__diag_step_time(&w, NULL, &d);
     CHECK(strstr(d.primary.next, "num_workers") == NULL);
+
+    /* a 1 ms step whose 0.64 ms fetch is cheap: workers would not help
+     * (a user who followed "try num_workers=2" got 5x slower epochs) */
+    s = split(64, 0.4, 1.6, 34);
+    w = window(1, &s, 256, TML_CLOCK_CPU);
+    for (int m = 0; m < TML_M_COUNT; m++)
+        w.ranks[0].avg_ns[m] /= 100.0;
+    w.ranks[0].loader_known = 1;
+    w.ranks[0].cpu_count = 2;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+    CHECK(strstr(d.primary.next, "only 0.64 ms to fetch") != NULL);
+    CHECK(strstr(d.primary.next, "try num_workers") == NULL);
 }
 
 /* Priority: straggler, input, H2D, residual, compute; all are issues. */
@@ -392,15 +405,28 @@ static void test_incomplete_data_names_phases(void)
     CHECK(strstr(d.primary.next, "wrap_dataloader_fetch()") != NULL);
     CHECK(strstr(d.primary.next, "optimizer.step()") != NULL);
 
-    /* an input-bound run with forward missing: INCOMPLETE DATA first, the
-     * input rule (whose inputs are all present) still listed */
+    /* an input-bound run with forward missing: the verdict is not hidden,
+     * the missing phase is its caveat (with the hint) and an issue too */
     s = split(50, 0, 0, 50);
     s.fwd = NAN;
     w = window(1, &s, 100, TML_CLOCK_CPU);
     tml__diag_step_time(&w, NULL, &d);
-    CHECK_STR(d.primary.kind, "INCOMPLETE_DATA");
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+    CHECK(strstr(d.primary.why, "Caveat: Forward was never observed") != NULL);
+    CHECK(strstr(d.primary.why, "trace_step(model)") != NULL);
+    CHECK_EQ_INT(d.primary.missing, TML_PHASE_BIT(TML_PHASE_FORWARD));
     CHECK_EQ_INT(d.nissues, 2);
-    CHECK_STR(d.issues[1].kind, "INPUT_BOUND");
+    CHECK_STR(d.issues[1].kind, "INCOMPLETE_DATA");
+
+    /* no DataLoader and a hand-written update: the input wait is unknown,
+     * compute still decides; the hints fit that loop */
+    s = split(0, 0, 2, 98);
+    s.input = NAN;
+    s.opt = NAN;
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "wrap_input()") != NULL);
+    CHECK(strstr(d.primary.next, "hand-written update") != NULL);
 
     /* H2D missing is not incomplete: copies are optional */
     s = split(5, NAN, 5, 90);
