@@ -246,6 +246,7 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     if (tml__report_resources(m, nodes, ndistinct) < 0 || mem_rows(m) < 0)
         goto fail;
     ended_early(m);
+    tml__diag_input_vs_host(&m->st, &m->sys_s);
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->th, &m->verdict);
     free(nodes);
     return 0;

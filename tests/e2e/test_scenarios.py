@@ -4,6 +4,7 @@ verdict must name it and the measured figure must match the injected delay
 within 15% (or 2 ms, whichever is larger)."""
 import json
 import os
+import subprocess
 
 from conftest import DIAG, EXAMPLES, near, primary, step_diag, step_metric_ms
 
@@ -146,3 +147,23 @@ def test_no_dataloader_hand_written_update_two_models(traceml_run):
     wait = step_metric_ms(s, "input_wait")
     assert near(wait, 6.0), "Input Wait %s ms, injected 6 ms" % wait
     assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "backward") > 0
+
+
+def test_input_bound_on_saturated_host_does_not_advise_workers(traceml_run):
+    # two busy processes keep both cores at 100%: HIGH CPU, and the
+    # INPUT-BOUND advice stops suggesting more DataLoader workers
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        r = traceml_run(script("input_bound"), "--steps", 150, "--delay-ms", 8,
+                        launcher_args=["--interval", "0.2"])
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    kinds = [i["kind"] for i in s["system"]["issues"]]
+    assert "HIGH_CPU" in kinds, json.dumps(s["system"]["diagnosis"])
+    p = primary(s)
+    assert p["label"] == "INPUT-BOUND", json.dumps(p)
+    assert "host CPU averaged" in p["next"] and "try num_workers" not in p["next"], json.dumps(p)

@@ -621,7 +621,31 @@ static void test_untraced_heavy(void)
     CHECK_STR(tml__severity_name(v.severity), "WARNING");
 }
 
-#define TESTS X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* A saturated host: "try num_workers" would add competition for the
+ * same cores, so INPUT-BOUND's Next says to make batches cheaper. */
+static void test_input_advice_vs_saturated_host(void)
+{
+    tml_step_diag d;
+    shares s = split(64, 0.4, 1.6, 34);
+    tml_window w = window(1, &s, 256, TML_CLOCK_CPU);
+    w.ranks[0].loader_known = 1;
+    w.ranks[0].cpu_count = 2;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "try num_workers=2") != NULL);
+    tml_section_diag sys;
+    memset(&sys, 0, sizeof(sys));
+    tml__diag_input_vs_host(&d, &sys);               /* no HIGH CPU: unchanged */
+    CHECK(strstr(d.primary.next, "try num_workers=2") != NULL);
+    sys.nissues = 1;
+    sys.issues[0].kind = "HIGH_CPU";
+    sys.issues[0].res.value = 97.0;
+    tml__diag_input_vs_host(&d, &sys);
+    CHECK(strstr(d.primary.next, "host CPU averaged 97% (HIGH CPU)") != NULL);
+    CHECK(strstr(d.primary.next, "try num_workers") == NULL);
+    CHECK(strstr(d.issues[0].next, "host CPU averaged 97%") != NULL);
+}
+
+#define TESTS X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
