@@ -827,6 +827,13 @@ mod_step_end(PyObject *m, PyObject *unused)
 }
 
 static PyObject *
+mod_mark_epoch_start(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_mark_epoch_start());
+}
+
+static PyObject *
 mod_step_abort(PyObject *m, PyObject *unused)
 {
     (void)m; (void)unused;
@@ -1161,6 +1168,7 @@ static PyMethodDef mod_methods[] = {
      "summary JSON text -> the flat traceml/... object as JSON text"},
     {"step_begin", mod_step_begin, METH_NOARGS, NULL},
     {"step_end", mod_step_end, METH_NOARGS, NULL},
+    {"mark_epoch_start", mod_mark_epoch_start, METH_NOARGS, NULL},
     {"step_abort", mod_step_abort, METH_NOARGS, NULL},
     {"phase_begin", mod_phase_begin, METH_O, NULL},
     {"phase_end", mod_phase_end, METH_O, NULL},

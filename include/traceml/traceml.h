@@ -132,6 +132,12 @@ TML_API int tml_step_abort(void);
  * marked (the Python package's zero-edit tracing: a step ends when
  * optimizer.step() returns); the summary says its steps were detected. */
 TML_API int tml_step_end_detected(void);
+/* The next step to end on this thread is the first of an epoch whose data
+ * loader starts its workers anew (the Python package marks it when a
+ * DataLoader with num_workers > 0 and persistent_workers=False makes a new
+ * iterator): its wait is spin-up, left out of the window and reported
+ * apart (docs/diagnosis.md, EPOCH START). */
+TML_API int tml_mark_epoch_start(void);
 TML_API int tml_phase_begin(tml_phase phase);
 TML_API int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */

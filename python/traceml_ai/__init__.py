@@ -141,13 +141,18 @@ def _note_loader(loader):
 
 def _report_loader_settings(iter_cls):
     """Wraps the DataLoader iterator's __init__ (once per epoch, never per
-    step) to report the loader's settings the first time."""
+    step) to report the loader's settings the first time, and to mark the
+    step after it as an epoch start when the loader's workers start anew
+    (num_workers > 0 without persistent_workers): its wait is spin-up,
+    reported apart (EPOCH START)."""
     orig = iter_cls.__dict__["__init__"]
 
     def __init__(self, loader, *args, **kwargs):
         orig(self, loader, *args, **kwargs)
         if not _loader_reported:
             _note_loader(loader)
+        if getattr(loader, "num_workers", 0) and not getattr(loader, "persistent_workers", False):
+            _c.mark_epoch_start()
 
     __init__.__wrapped__ = orig
     iter_cls.__init__ = __init__

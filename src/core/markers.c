@@ -30,6 +30,7 @@ typedef struct tls_state {
     uint32_t gen;              /* engine generation the slot belongs to */
     uint32_t step_depth;
     uint64_t next_step;
+    uint32_t next_flags;       /* for the next step that ends (tml_mark_epoch_start) */
     uint32_t depth[TML_PHASE_COUNT];
     int64_t t0[TML_PHASE_COUNT];
     tml_gpu_pool *gpu;         /* set by tml_set_cuda_stream */
@@ -139,6 +140,8 @@ static int step_end(uint32_t flags)
         T.depth[p] = 0;
     if (T.gpu)
         push(TML_EV_GPU_STEP, 0, T.gstep, tml__gpu_pool_record(T.gpu, T.stream));
+    flags |= T.next_flags;
+    T.next_flags = 0;
     return push(TML_EV_STEP_END, flags, t, 0);
 }
 
@@ -155,6 +158,15 @@ int tml_step_abort(void)
 int tml_step_end_detected(void)
 {
     return step_end(TML_STEP_DETECTED);
+}
+
+int tml_mark_epoch_start(void)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    T.next_flags |= TML_STEP_EPOCH_START;
+    return 0;
 }
 
 int tml_phase_begin(tml_phase phase)

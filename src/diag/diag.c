@@ -497,6 +497,40 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
         out->issues[out->nissues++] = d;
 }
 
+/* EPOCH START: the first step of each epoch waits for its DataLoader's
+ * workers to start (left out of the window, window.c), for long enough to
+ * matter: at least EPOCH_MIN_WAIT_MS and 3x a steady step each, and
+ * EPOCH_WARN_SHARE of the time (those waits and the window's steps). */
+#define EPOCH_MIN_WAIT_MS 50.0
+#define EPOCH_WARN_SHARE 0.05
+#define EPOCH_CRIT_SHARE 0.20
+
+static int epoch_start_issue(const tml_window *w, tml_diagnosis *d)
+{
+    double wait = w->epoch_start_wait_ns, step = NAN;
+    if (w->median_rank >= 0)
+        step = w->ranks[w->median_rank].avg_ns[TML_M_STEP];
+    if (!w->epoch_start_steps || isnan(wait) || isnan(step) || wait < EPOCH_MIN_WAIT_MS * 1e6 ||
+        wait < 3.0 * step)
+        return 0;
+    double spin = wait * (double)w->epoch_start_steps;
+    double share = spin / (spin + step * (double)w->window_steps);
+    if (share < EPOCH_WARN_SHARE)
+        return 0;
+    int crit = share >= EPOCH_CRIT_SHARE;
+    diag_init(d, "EPOCH_START", "EPOCH START", crit ? TML_SEV_CRITICAL : TML_SEV_WARNING);
+    d->share = share;
+    d->threshold = crit ? EPOCH_CRIT_SHARE : EPOCH_WARN_SHARE;
+    snprintf(d->why, sizeof(d->why), "The first step of each epoch waited %.2f s for the "
+             "DataLoader's workers to start (%zu epoch start%s, %d%% of the time); they are left "
+             "out of the figures, whose Input Wait is the steady state.", wait / 1e9,
+             w->epoch_start_steps, w->epoch_start_steps == 1 ? "" : "s", pct(share));
+    snprintf(d->next, sizeof(d->next), "Keep the workers between epochs: "
+             "DataLoader(..., persistent_workers=True); or make their start cheaper (what the "
+             "dataset loads in __init__, worker_init_fn).");
+    return 1;
+}
+
 /* BALANCED: no rule fired; the Why line quotes the main shares. */
 static void balanced_primary(tml_step_diag *out, const char *multi)
 {
@@ -537,6 +571,17 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
     if (insufficient_data(w, th, nactive, out))
         return;
     root_cause_issues(w, th, multi, out);
+    /* epoch starts after the steady state's causes, ahead of them when
+     * more severe (a run whose time goes mostly to starting workers) */
+    if (epoch_start_issue(w, &d)) {
+        size_t at = out->nissues;
+        if (at > 0 && d.severity > out->issues[0].severity) {
+            memmove(&out->issues[1], &out->issues[0], at * sizeof(d));
+            at = 0;
+        }
+        out->issues[at] = d;
+        out->nissues++;
+    }
     /* A phase never observed does not hide a verdict the other figures
      * support: it becomes its caveat (and an issue of its own); without
      * one, INCOMPLETE DATA is the verdict (Compute and Residual unknown). */
@@ -563,7 +608,7 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
 int tml__diag_is_cause(const tml_diagnosis *d)
 {
     static const char *causes[] = {
-        "INPUT_BOUND", "H2D_BOUND", "RESIDUAL_HEAVY", "COMPUTE_BOUND",
+        "INPUT_BOUND", "H2D_BOUND", "RESIDUAL_HEAVY", "COMPUTE_BOUND", "EPOCH_START",
         "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "STRAGGLER"
     };
     if (!d->kind)

@@ -107,6 +107,12 @@ typedef struct tml_window {
     size_t common_steps;      /* step ids every rank reported, aborted ones excluded */
     size_t aborted_steps;     /* common ids left out because a rank aborted them */
     size_t warmup_steps;      /* leading common steps left out as warm-up */
+    /* Epoch starts after warm-up (TML_STEP_EPOCH_START on any rank): left
+     * out of the window like warm-up, and their wait — the untraced time
+     * before them (the loader's iterator starting its workers) plus their
+     * Input Wait, the largest over ranks — averaged here (NAN: none). */
+    size_t epoch_start_steps;
+    double epoch_start_wait_ns;
     size_t window_steps;      /* steps analysed (the last N after warm-up) */
     uint64_t first_step, last_step;   /* step ids bounding the window (valid if window_steps) */
     size_t max_steps;         /* N: the window's cap */

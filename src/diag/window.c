@@ -387,6 +387,7 @@ static void window_reset(tml_window *w, size_t max_steps)
     w->skew = NAN;
     w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
     w->clock = TML_CLOCK_CPU;
+    w->epoch_start_wait_ns = NAN;
 }
 
 /* Every rank's empty window; the ranks that sent steps become the active
@@ -404,6 +405,39 @@ static int collect_ranks(const tml_run *run, tml_window *w, step_ref **refs, siz
         col[(*nactive)++] = i;
     }
     return 0;
+}
+
+/* Epoch starts after warm-up leave the rows of idx (compacted in place);
+ * their wait is averaged into the window. Returns the rows left. */
+static size_t drop_epoch_starts(const tml_run *run, const size_t *col, size_t nactive,
+                                size_t *idx, size_t ncommon, tml_window *w)
+{
+    size_t out = w->warmup_steps;
+    double sum = 0;
+    w->epoch_start_wait_ns = NAN;
+    for (size_t j = w->warmup_steps; j < ncommon; j++) {
+        const size_t *row = idx + j * nactive;
+        int start = 0;
+        double wait = 0;
+        for (size_t k = 0; k < nactive; k++) {
+            const tml_step_record *s = &run->ranks[col[k]].steps[row[k]];
+            start |= (s->flags & TML_STEP_EPOCH_START) != 0;
+            double v = (double)s->phase_ns[TML_PHASE_INPUT] + (double)(s->gap_ns > 0 ? s->gap_ns : 0);
+            if (v > wait)
+                wait = v;
+        }
+        if (!start) {
+            if (out != j)
+                memmove(idx + out * nactive, row, nactive * sizeof(*idx));
+            out++;
+            continue;
+        }
+        w->epoch_start_steps++;
+        sum += wait;
+    }
+    if (w->epoch_start_steps)
+        w->epoch_start_wait_ns = sum / (double)w->epoch_start_steps;
+    return out;
 }
 
 /* The common steps: the ids every active rank reported, none aborted, as
@@ -561,6 +595,7 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     if (ncommon > 0 && warmup_steps(run, col, nactive, idx, ncommon, allow_gpu, w) < 0)
         goto fail;
 
+    ncommon = drop_epoch_starts(run, col, nactive, idx, ncommon, w);
     size_t avail = ncommon - w->warmup_steps;
     size_t nwin = avail < w->max_steps ? avail : w->max_steps;
     size_t start = ncommon - nwin;

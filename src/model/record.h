@@ -15,6 +15,7 @@
 /* record flags */
 #define TML_STEP_ABORTED 0x1u   /* an exception left the bracket */
 #define TML_STEP_DETECTED 0x2u  /* found by automatic step detection, not marked */
+#define TML_STEP_EPOCH_START 0x4u  /* its batch came from a fresh loader whose workers start */
 
 typedef struct tml_step_record {
     uint64_t step;          /* step index on this rank, from 0 */

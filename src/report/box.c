@@ -357,6 +357,9 @@ static void step_panel(const tml_report_model *m, panel *p)
         snprintf(ov, sizeof(ov), "%.1f µs/step", m->overhead_us);
     int n = snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s", w->warmup_steps,
                      w->warmup_steps == 1 ? "" : "s");
+    if (w->epoch_start_steps && n > 0 && (size_t)n < sizeof(t))
+        n += snprintf(t + n, sizeof(t) - (size_t)n, " · epoch starts: %zu (%.0f ms each)",
+                      w->epoch_start_steps, w->epoch_start_wait_ns / 1e6);
     if (!own_line && n > 0 && (size_t)n < sizeof(t))
         n += snprintf(t + n, sizeof(t) - (size_t)n, " · TraceML overhead: %s", ov);
     uint64_t dropped = m->records_dropped + m->events_dropped;

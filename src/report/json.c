@@ -217,6 +217,8 @@ static void window_obj(jw *w, const tml_window *win, const char *clock)
     tml__jw_int(w, "window_steps", (long long)win->window_steps);
     tml__jw_int(w, "warmup_steps_excluded", (long long)win->warmup_steps);
     tml__jw_int(w, "aborted_steps_excluded", (long long)win->aborted_steps);
+    tml__jw_int(w, "epoch_start_steps_excluded", (long long)win->epoch_start_steps);
+    tml__jw_num(w, "epoch_start_wait_ms", win->epoch_start_wait_ns / 1e6, 3);
     if (win->window_steps) {
         tml__jw_int(w, "first_step", (long long)win->first_step);
         tml__jw_int(w, "last_step", (long long)win->last_step);

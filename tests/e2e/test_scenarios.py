@@ -167,3 +167,28 @@ def test_input_bound_on_saturated_host_does_not_advise_workers(traceml_run):
     p = primary(s)
     assert p["label"] == "INPUT-BOUND", json.dumps(p)
     assert "host CPU averaged" in p["next"] and "try num_workers" not in p["next"], json.dumps(p)
+
+
+def test_epoch_start_spin_up_reported_apart(traceml_run):
+    # workers restarted every epoch, each taking 300 ms to get ready: the
+    # epoch starts leave the window (the steady state is not INPUT-BOUND
+    # for it) and EPOCH START names persistent_workers=True
+    r = traceml_run(script("epoch_start"), "--epochs", 5, "--steps-per-epoch", 15,
+                    "--delay-ms", 300)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    p = primary(s)
+    assert p["kind"] == "EPOCH_START", json.dumps(p)
+    assert "persistent_workers=True" in p["next"], json.dumps(p)
+    w = s["step_time"]["window"]
+    assert w["epoch_start_steps_excluded"] >= 4, w
+    # the injected 300 ms plus starting two worker processes (~60-100 ms here)
+    assert 300 <= w["epoch_start_wait_ms"] <= 450, w
+    assert step_metric_ms(s, "input_wait") < 30, "steady-state Input Wait"
+    assert "epoch starts:" in r.stdout
+    r = traceml_run(script("epoch_start"), "--epochs", 5, "--steps-per-epoch", 15,
+                    "--delay-ms", 300, "--persistent", run_name="persistent")
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert "EPOCH_START" not in [i["kind"] for i in s["step_time"]["issues"]]
+    assert s["step_time"]["window"]["epoch_start_steps_excluded"] == 0

@@ -645,7 +645,45 @@ static void test_input_advice_vs_saturated_host(void)
     CHECK(strstr(d.issues[0].next, "host CPU averaged 97%") != NULL);
 }
 
-#define TESTS X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* EPOCH START: workers restarted each epoch; left out of the window,
+ * reported apart, the verdict when it outweighs the steady state's. */
+static void test_epoch_start(void)
+{
+    tml_step_diag d;
+    shares s = split(2, 0, 3, 95);                    /* a 100 ms steady step */
+    tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
+    w.epoch_start_steps = 5;
+    w.epoch_start_wait_ns = 2.0e9;                    /* 10 s of 20 s: 50% */
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "EPOCH_START");
+    CHECK_EQ_INT(d.primary.severity, TML_SEV_CRITICAL);
+    CHECK(strstr(d.primary.why, "waited 2.00 s") != NULL);
+    CHECK(strstr(d.primary.why, "5 epoch starts, 50% of the time") != NULL);
+    CHECK(strstr(d.primary.next, "persistent_workers=True") != NULL);
+    tml_diagnosis v;
+    tml__diag_run_verdict(&d, NAN, NULL, &v);
+    CHECK_STR(v.kind, "EPOCH_START");
+
+    /* 10% of the time: a WARNING behind an INPUT-BOUND of the same rank */
+    s = split(30, 0, 3, 67);
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    w.epoch_start_steps = 1;
+    w.epoch_start_wait_ns = 1.1e9;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+    CHECK_STR(d.issues[1].kind, "EPOCH_START");
+
+    /* too short to matter (under 50 ms, or under 3 steps' worth): nothing */
+    s = split(2, 0, 3, 95);
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    w.epoch_start_steps = 50;
+    w.epoch_start_wait_ns = 0.25e9;                   /* 2.5 steps */
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMPUTE_BOUND");
+    CHECK_EQ_INT(d.nissues, 1);
+}
+
+#define TESTS X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \

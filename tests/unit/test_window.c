@@ -259,6 +259,38 @@ static void test_aborted_steps_excluded(void)
     tml__run_release(&run);
 }
 
+/* Epoch starts (flagged on either rank) leave the window like warm-up,
+ * stay common steps, and their wait (gap before + Input Wait, the larger
+ * rank's) is averaged apart. */
+static void test_epoch_starts_excluded(void)
+{
+    tml_run run;
+    tml_window w;
+    tml__run_init(&run, "x", "id");
+    add_rank(&run, 0, 0, TML_PHASES_ALL);
+    add_rank(&run, 1, 0, TML_PHASES_ALL);
+    for (int k = 0; k < 2; k++) {
+        tml_rank *r = tml__run_find(&run, k);
+        for (uint64_t i = 0; i < 12; i++) {
+            tml_step_record s = rec(i);
+            if (i == 4 || i == 8) {
+                s.flags = k == (int)(i / 8) ? TML_STEP_EPOCH_START : 0;
+                s.gap_ns = (k + 1) * 100 * MS;           /* workers starting */
+                s.phase_ns[TML_PHASE_INPUT] = 300 * MS;
+            }
+            add(r, s);
+        }
+    }
+    CHECK(tml__window_compute(&run, 0, &w) == 0);
+    CHECK_EQ_INT(w.common_steps, 12);
+    CHECK_EQ_INT(w.epoch_start_steps, 2);
+    CHECK_EQ_INT(w.window_steps, 10 - w.warmup_steps);
+    CHECK_NEAR(w.epoch_start_wait_ns, 500.0 * MS, 1);     /* rank 1: 200 + 300 */
+    CHECK_NEAR(w.ranks[0].avg_ns[TML_M_INPUT], 10.0 * MS, 1);   /* steady state only */
+    tml__window_release(&w);
+    tml__run_release(&run);
+}
+
 static void test_missing_vs_measured_zero(void)
 {
     tml_run run;
@@ -438,7 +470,7 @@ static void test_duplicate_and_unsorted_ids(void)
 
 #define TESTS X(test_empty_run) X(test_single_rank_averages) X(test_common_steps_across_ranks) \
     X(test_three_ranks_median_and_skew) X(test_window_cap_takes_last_steps) X(test_warmup_rule) \
-    X(test_warmup_excluded_from_window) X(test_aborted_steps_excluded) \
+    X(test_warmup_excluded_from_window) X(test_aborted_steps_excluded) X(test_epoch_starts_excluded) \
     X(test_missing_vs_measured_zero) X(test_residual_floor_and_untraced) \
     X(test_clock_selection) X(test_rank_without_steps) X(test_duplicate_and_unsorted_ids)
 #include "harness.h"
