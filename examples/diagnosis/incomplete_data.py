@@ -1,6 +1,8 @@
 """INCOMPLETE DATA: the loop brackets its steps with trace_step() but does
 not say which model it trains, so nothing times the forward. Expected:
-INCOMPLETE DATA naming Forward (pass the model: trace_step(model))."""
+INCOMPLETE DATA naming Forward (pass the model: trace_step(model)), or,
+when another verdict fires, that verdict with the missing Forward as its
+caveat."""
 import torch
 from torch import nn
 

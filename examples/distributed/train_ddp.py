@@ -12,6 +12,9 @@ when several ranks share two CPU cores. Injected causes, all exact:
   --slow-input-all       every rank's DataLoader sleeps --delay-ms
   --slow-compute-rank K  rank K's forward takes --delay-ms longer
   --kill-rank K --kill-at-step S   rank K SIGKILLs itself at step S
+  --rank-eval K --eval-every N   rank K alone spends --delay-ms between
+                         steps every N steps (rank-0-only evaluation or
+                         checkpointing): the others wait in their all-reduce
 
 Ranks are told apart by RANK (torchrun) or SLURM_PROCID (srun), like
 torch.distributed itself. Set OMP_NUM_THREADS=1 on small machines.
@@ -43,6 +46,8 @@ def parse():
     p.add_argument("--slow-compute-rank", type=int, default=-1)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-at-step", type=int, default=10)
+    p.add_argument("--rank-eval", type=int, default=-1)
+    p.add_argument("--eval-every", type=int, default=5)
     return p.parse_args()
 
 
@@ -84,6 +89,8 @@ def main():
         if rank == a.kill_rank and step == a.kill_at_step:
             print("rank %d: SIGKILL at step %d" % (rank, step), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
+        if rank == a.rank_eval and step % a.eval_every == a.eval_every - 1:
+            sleep_ms(a.delay_ms)        # rank-only work between steps
         with traceml.trace_step(model):
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)

@@ -11,8 +11,9 @@
  * - traced_ns is the bracket minus fetches inside it, so Step Time =
  *   Input Wait + traced_ns counts nothing twice.
  * - gap_ns is what happened between the previous bracket's end and this
- *   step's start (its fetch, else its bracket) that nothing covers: the
- *   "Untraced" time of SPEC 3.1.
+ *   step's start (its fetch, else its bracket) that nothing covers, and
+ *   between that fetch's end and the bracket (work a rank does after
+ *   fetching, before stepping): the "Untraced" time of SPEC 3.1.
  * - A lost begin or end (ring full) discards that one step; step indices
  *   come from the producer, so ranks stay aligned on step ids.
  * - GPU clock: the boundaries' CUDA events travel as GPU_SPAN / GPU_STEP
@@ -80,17 +81,21 @@ static void start_step(tml_assembler *a, const tml_event *e)
     r->rss_bytes = TML_MISSING;
     r->cuda_allocated_peak_bytes = TML_MISSING;
     r->cuda_reserved_peak_bytes = TML_MISSING;
-    int64_t from = e->t0;
+    int64_t from = e->t0, after_fetch = 0;
     if (a->has_pending) {
         r->phase_ns[TML_PHASE_INPUT] = a->pending_ns;
         r->observed |= TML_PHASE_BIT(TML_PHASE_INPUT);
         from = a->pending_t0;
+        /* between the fetch and the bracket: also nobody's */
+        after_fetch = e->t0 - (a->pending_t0 + a->pending_ns);
+        if (after_fetch < 0)
+            after_fetch = 0;
         a->has_pending = 0;
     }
     if (a->last_end_ns < 0)
         r->gap_ns = TML_MISSING;
     else
-        r->gap_ns = from > a->last_end_ns ? from - a->last_end_ns : 0;
+        r->gap_ns = (from > a->last_end_ns ? from - a->last_end_ns : 0) + after_fetch;
     a->inside_input_ns = 0;
     a->nnest = 0;
     a->in_step = 1;

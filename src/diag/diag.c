@@ -182,7 +182,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     out->culprit = out->victim = -1;
     out->component = -1;
     out->cost_ns = out->score = NAN;
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 4; c++)
         out->coverage[c] = NAN;
     if (w->nranks < 2)
         return;
@@ -212,9 +212,12 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     out->score = out->cost_ns / vic->avg_ns[TML_M_STEP];
     out->culprit_steps = cul->culprit_steps;
     out->valid = 1;
-    static const tml_metric comp[3] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD };
+    /* what the culprit does more than the victim: its input, copies,
+     * forward, or work between steps (the untraced gap: rank-0-only
+     * evaluation, checkpointing, logging) */
+    static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
     int best = -1;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         double a = cul->avg_ns[comp[c]], b = vic->avg_ns[comp[c]];
         if (isnan(a) || isnan(b) || !(out->cost_ns > 0))
             continue;
@@ -247,9 +250,11 @@ static int pct(double share)
 static int straggler_issue(const tml_window *w, const tml_thresholds *th,
                            const tml_straggler *s, tml_diagnosis *d)
 {
-    static const char *kinds[3] = { "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER" };
-    static const char *labels[3] = { "INPUT STRAGGLER", "H2D STRAGGLER", "COMPUTE STRAGGLER" };
-    static const tml_metric comp[3] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD };
+    static const char *kinds[4] = { "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER",
+                                    "OUTSIDE_STEP_STRAGGLER" };
+    static const char *labels[4] = { "INPUT STRAGGLER", "H2D STRAGGLER", "COMPUTE STRAGGLER",
+                                     "OUTSIDE-STEP STRAGGLER" };
+    static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
     char cr[32], vr[32];
 
     if (!s->valid || !ge(s->score, th->straggler_warn))
@@ -272,6 +277,15 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
             snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in H2D copies; %s spent %.1f ms.",
                      cr, a, vr, b);
             snprintf(d->next, sizeof(d->next), "Inspect host-to-device copies on the slow rank (%s): pinned memory, non_blocking copies, its PCIe/NUMA placement.", cr);
+        } else if (c == 3) {
+            snprintf(d->why, sizeof(d->why), "%s spends %.1f ms per step outside the step (between "
+                     "steps: work only it does), %s %.1f ms; the others wait for it in their "
+                     "gradient all-reduce: %.1f ms per step, %d%% of %s's Step Time.",
+                     cr, a, vr, b, ms(s->cost_ns), pct(s->score), vr);
+            snprintf(d->next, sizeof(d->next), "Find what %s does between steps that the others "
+                     "do not (rank-0-only evaluation, checkpointing, logging): shard it over every "
+                     "rank (a DistributedSampler for evaluation), do it less often, or in the "
+                     "background.", cr);
         } else {
             snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward; %s spent %.1f ms.",
                      cr, a, vr, b);
@@ -609,7 +623,8 @@ int tml__diag_is_cause(const tml_diagnosis *d)
 {
     static const char *causes[] = {
         "INPUT_BOUND", "H2D_BOUND", "RESIDUAL_HEAVY", "COMPUTE_BOUND", "EPOCH_START",
-        "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "STRAGGLER"
+        "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "OUTSIDE_STEP_STRAGGLER",
+        "STRAGGLER"
     };
     if (!d->kind)
         return 0;
@@ -626,8 +641,10 @@ static int untraced_heavy(const tml_step_diag *st, const tml_thresholds *th,
 {
     const tml_diagnosis *p = &st->primary;
     double u = st->untraced_wall;
+    /* an OUTSIDE-STEP STRAGGLER already names that time: whose, and what
+     * it costs the others */
     if (isnan(u) || u < th->untraced_warn - 1e-9 || strcmp(p->kind, "NO_DATA") == 0 ||
-        strcmp(p->kind, "WARMUP") == 0)
+        strcmp(p->kind, "WARMUP") == 0 || strcmp(p->kind, "OUTSIDE_STEP_STRAGGLER") == 0)
         return 0;
     int crit = u >= th->untraced_crit - 1e-9;
     diag_init(out, "UNTRACED_HEAVY", "UNTRACED-HEAVY", crit ? TML_SEV_CRITICAL : TML_SEV_WARNING);

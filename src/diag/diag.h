@@ -155,8 +155,8 @@ typedef struct tml_straggler {
     int culprit, victim;       /* indices into the window's ranks */
     double cost_ns;            /* victim - culprit collective-bound phase */
     double score;              /* cost / victim Step Time */
-    double coverage[3];        /* input, h2d, forward excess / cost; NAN unknown */
-    int component;             /* 0 input, 1 h2d, 2 compute, -1 none >= coverage */
+    double coverage[4];        /* input, h2d, forward, outside-the-step excess / cost; NAN unknown */
+    int component;             /* 0 input, 1 h2d, 2 compute, 3 outside the step, -1 none */
     size_t culprit_steps;      /* window steps whose culprit was the same rank */
 } tml_straggler;
 

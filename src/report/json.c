@@ -72,7 +72,7 @@ static void phase_array(jw *w, const char *key, uint32_t mask)
 
 static void straggler_obj(jw *w, const char *key, const tml_window *win, const tml_straggler *s)
 {
-    static const char *comp[3] = { "input_wait", "h2d", "compute" };
+    static const char *comp[4] = { "input_wait", "h2d", "compute", "outside_step" };
     if (!s->valid) {
         tml__jw_null(w, key);
         return;
@@ -86,6 +86,7 @@ static void straggler_obj(jw *w, const char *key, const tml_window *win, const t
     jw_pct(w, "input_wait", s->coverage[0]);
     jw_pct(w, "h2d", s->coverage[1]);
     jw_pct(w, "forward", s->coverage[2]);
+    jw_pct(w, "outside_step", s->coverage[3]);
     tml__jw_close(w, '}');
     tml__jw_str(w, "component", s->component >= 0 ? comp[s->component] : NULL);
     tml__jw_int(w, "culprit_steps", (long long)s->culprit_steps);

@@ -127,6 +127,27 @@ def test_ddp_scenario(tmp_path, name, ranks, args, kind, culprit):
     assert "%s was the straggler in" % label in p.out
 
 
+def test_rank_only_work_between_steps(tmp_path):
+    """Rank 0 alone spends 100 ms between steps every 5 steps (a rank-0-only
+    evaluation): 20 ms per step outside its steps, which rank 1 waits out
+    in its all-reduce. The verdict names who, how much per step and what it
+    costs the other, within 10%; not UNTRACED-HEAVY, not a plain STRAGGLER."""
+    p = launch(tmp_path / "logs", "ddp", 2, ["--steps", 60, "--rank-eval", 0, "--eval-every", 5,
+                                             "--delay-ms", 100], port=free_port_pair())
+    assert p.returncode == 0, explain(p)
+    s = summary(tmp_path / "logs", "ddp")
+    prim = s["primary_diagnosis"]
+    assert prim["kind"] == "OUTSIDE_STEP_STRAGGLER", prim
+    st = s["step_time"]["straggler"]
+    assert st["culprit"]["rank"] == 0 and st["component"] == "outside_step", st
+    assert abs(st["visible_cost_ms"] - 20.0) <= 2.0, st          # what rank 1 waits
+    per_rank = {r["rank"]: r for r in s["step_time"]["per_rank"]}
+    outside = per_rank[0]["untraced_ms"]
+    assert abs(outside - 20.0) <= 2.0, per_rank[0]               # what rank 0 does
+    assert "R0/N0 spends" in prim["why"] and "outside the step" in prim["why"], prim
+    assert "rank-0-only evaluation" in prim["next"], prim
+
+
 def test_sigkilled_rank(tmp_path):
     """A rank SIGKILLed mid-run: torchrun tears the group down, the summary
     is written within 10 s of the death, names the lost rank, and the exit

@@ -43,6 +43,13 @@ static void test_basic_step(void)
     CHECK_EQ_INT(r.step, 1);
     CHECK_EQ_INT(r.gap_ns, 30);
     CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 10);
+    /* third: 20 ns after the fetch before the bracket (work between them,
+     * as a rank-0-only evaluation after fetching) is untraced too */
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 410, 420), &r));
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 440, 2), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 500, 0), &r));
+    CHECK_EQ_INT(r.gap_ns, 10 + 20);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 10);
 }
 
 static void test_only_last_fetch_counts(void)

@@ -361,6 +361,29 @@ static void test_straggler_before_input(void)
     CHECK(d.primary.straggler.valid);
 }
 
+/* A rank's own work between steps (rank-0-only evaluation) that the
+ * others wait out in their all-reduce: OUTSIDE-STEP STRAGGLER, named with
+ * its cost; the untraced time it causes is not UNTRACED-HEAVY too. */
+static void test_outside_step_straggler(void)
+{
+    /* both ranks: 18 ms forward; R0 spends 20 ms a step between steps,
+     * R1 waits 20 ms more in backward */
+    shares s[2] = { { 0.2, 0, 18, 3, 0.1, 0.3 }, { 0.2, 0, 18, 23, 0.1, 0.3 } };
+    tml_window w = window(2, s, 60, TML_CLOCK_CPU);
+    w.ranks[0].avg_ns[TML_M_UNTRACED] = 20 * MS;
+    w.ranks[1].avg_ns[TML_M_UNTRACED] = 0;
+    tml_step_diag d;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "OUTSIDE_STEP_STRAGGLER");
+    CHECK_EQ_INT(d.primary.straggler.component, 3);
+    CHECK(strstr(d.primary.why, "R0/N0 spends 20.0 ms per step outside the step") != NULL);
+    CHECK(strstr(d.primary.why, "20.0 ms per step, 48% of R1/N0's Step Time") != NULL);
+    d.untraced_wall = 0.5;
+    tml_diagnosis v;
+    tml__diag_run_verdict(&d, NAN, NULL, &v);
+    CHECK_STR(v.kind, "OUTSIDE_STEP_STRAGGLER");
+}
+
 static void test_no_data_and_warmup(void)
 {
     tml_step_diag d;
@@ -683,7 +706,7 @@ static void test_epoch_start(void)
     CHECK_EQ_INT(d.nissues, 1);
 }
 
-#define TESTS X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+#define TESTS X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
