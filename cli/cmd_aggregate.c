@@ -97,7 +97,7 @@ int tml__cmd_aggregate(int argc, char **argv)
                         .html_report = html_report, .serve = 1, .bind_addr = bind,
                         .port = port, .secret = secret, .control_fd = control_fd,
                         .live_port = live_port, .live_bind = live_bind,
-                        .live_interval_ms = live_interval_ms};
+                        .live_interval_ms = live_interval_ms, .sample_host = 1};
     if (tml__host_open(&ho, &h) < 0) {
         say(status_fd, "error\n");
         return 1;

@@ -16,9 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "live/feed.h"
 #include "live/live.h"
+#include "model/series.h"
+#include "sample/sampler.h"
 #include "traceml/traceml.h"
+
+#define HOST_SAMPLES_MAX 200000   /* ~18 h of host CPU/RAM at 1 s */
 
 struct tml_host {
     tml_agg *agg;
@@ -28,12 +33,52 @@ struct tml_host {
     tml_manifest *manifest;
     char run_dir[4096];
     char who[32];
+    /* The host's own readings (opts.sample_host), held until finalize. */
+    tml_sampler *sampler;
+    tml_sample *held;
+    size_t nheld, cap;
 };
 
-static void snapshot(void *ctx)
+/* Keeps the sampler's host CPU/RAM readings (not its own process's). */
+static void take_host_samples(tml_host *h)
+{
+    tml_sample buf[256];
+    size_t n;
+    while (h->sampler && (n = tml__sampler_take(h->sampler, buf, 256)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t m = buf[i].metric;
+            if ((m != TML_S_HOST_CPU_PERCENT && m != TML_S_HOST_RAM_USED_BYTES &&
+                 m != TML_S_HOST_RAM_TOTAL_BYTES) || h->nheld == HOST_SAMPLES_MAX)
+                continue;
+            if (TML_GROW(h->held, h->nheld + 1, h->cap) < 0)
+                return;
+            h->held[h->nheld++] = buf[i];
+        }
+    }
+}
+
+static void on_timer(void *ctx)
 {
     tml_host *h = ctx;
-    tml__live_feed_tick(&h->feed, tml__agg_run(h->agg), 0, "running");
+    if (h->live)
+        tml__live_feed_tick(&h->feed, tml__agg_run(h->agg), 0, "running");
+    take_host_samples(h);
+}
+
+/* At finalize: when no rank sampled this host, its own readings stand in,
+ * so a run without ranks still has system metrics. */
+static void host_samples_if_none(tml_host *h)
+{
+    if (!h->sampler)
+        return;
+    tml__sampler_halt(h->sampler);
+    take_host_samples(h);
+    const tml_run *run = tml__agg_run(h->agg);
+    if (h->nheld && !tml__series_find(&run->samples, 0, -1, -1, TML_S_HOST_CPU_PERCENT)) {
+        tml__agg_samples(h->agg, h->held, h->nheld);
+        tml__run_log(h->run_dir, h->who, "no rank sampled the host: the aggregator's own "
+                     "%zu readings of its CPU and RAM are used", h->nheld);
+    }
 }
 
 static int open_live(tml_host *h, const tml_host_opts *o)
@@ -86,10 +131,16 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
         so.run_dir = o->run_dir;
         so.control_fd = o->control_fd;
         so.stop = o->stop;
-        if (h->live) {
-            so.timer = snapshot;
+        if (o->sample_host) {
+            tml_sampler_opts sp = {.interval_s = 0, .rank = -1, .node = 0, .local_rank = -1,
+                                   .host = 1};
+            if (tml__sampler_start(&sp, &h->sampler) < 0)
+                h->sampler = NULL;
+        }
+        if (h->live || h->sampler) {
+            so.timer = on_timer;
             so.timer_ctx = h;
-            so.timer_ms = h->feed.interval_ms;
+            so.timer_ms = h->live ? h->feed.interval_ms : 1000;
         }
         rc = tml__server_new(&so, h->agg, &h->srv);
         if (rc < 0)
@@ -115,6 +166,8 @@ void tml__host_free(tml_host *h)
     tml__live_server_free(h->live);
     tml__server_free(h->srv);
     tml__agg_free(h->agg);
+    tml__sampler_stop(h->sampler);
+    free(h->held);
     free(h);
 }
 
@@ -157,6 +210,7 @@ int tml__host_finalize(tml_host *h, const char *status, int exit_code, int width
         if (fs[0])
             tml__run_log(h->run_dir, h->who, "%s", fs);
     }
+    host_samples_if_none(h);
     int rc = tml__agg_finalize(h->agg, status, exit_code, width, text_out);
     if (h->manifest) {
         h->manifest->status = status;

@@ -51,6 +51,9 @@ typedef struct tml_host_opts {
     int live_port;                    /* -1: none */
     const char *live_bind;            /* NULL: 127.0.0.1 */
     int live_interval_ms;             /* 0: 1000 */
+    /* sample this host's CPU and RAM too, for a run whose ranks never do
+     * (a script TraceML was not started in): used at finalize only then */
+    int sample_host;
 } tml_host_opts;
 
 /* 0 (the live server may still be missing: a busy port costs the live

@@ -242,7 +242,11 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
                 m->missing_ranks[m->nmissing++] = r;
     }
 
-    /* Resource sections: samples, per-step memory, their rules. */
+    /* Resource sections: samples, per-step memory, their rules. Without
+     * ranks, node 0's host as the launcher sampled it. */
+    if (ndistinct == 0 &&
+        tml__series_find(&run->samples, 0, -1, -1, TML_S_HOST_CPU_PERCENT))
+        nodes[ndistinct++] = 0;
     if (tml__report_resources(m, nodes, ndistinct) < 0 || mem_rows(m) < 0)
         goto fail;
     ended_early(m);

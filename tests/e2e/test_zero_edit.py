@@ -65,6 +65,9 @@ def test_no_auto_trace_says_no_steps_were_detected(traceml_run):
     assert "No training steps were detected" in p["why"], json.dumps(p)
     assert "--no-auto-trace" in p["next"], json.dumps(p)
     assert not os.path.exists(os.path.join(r.run_dir, "zero-edit"))
+    # no rank reported, yet the launcher's aggregator sampled the host
+    assert s["system"]["average"]["cpu_percent"] is not None, json.dumps(s["system"])[:600]
+    assert "No system metrics were sampled" not in r.stdout
 
 
 def test_ddp_unmodified_every_rank_traced(traceml_run):
