@@ -105,11 +105,13 @@ probe_memory(void)
  * on a thread (a forward with gradients on, a backward, an optimizer step,
  * a copy to the GPU; never inside a fetch) and ends when optimizer.step()
  * returns. A thread that never called an optimizer's step (a hand-written
- * update) ends it instead at the next forward after a backward. An
+ * update: the process made no optimizer) ends it instead at the next
+ * forward after a backward. An
  * explicit trace_step() turns detection off for good: marked steps win.
  */
 static int auto_steps;                  /* detection on (package: _set_auto_steps) */
 static int auto_h2d;                    /* a copy to the GPU opens a step (CUDA present) */
+static int auto_have_opt;               /* an optimizer exists: only its step ends one */
 static PyObject *grad_enabled;          /* torch.is_grad_enabled */
 static PyObject *closer;                /* the optimizer whose step ends one; NULL: any */
 static _Thread_local int auto_open, auto_backward, auto_opt_seen, auto_in_fetch;
@@ -151,7 +153,7 @@ auto_begin(int forward, int need_grad)
 {
     if (!auto_steps || auto_in_fetch)
         return;
-    if (auto_open && forward && auto_backward && !auto_opt_seen)
+    if (auto_open && forward && auto_backward && !auto_opt_seen && !auto_have_opt)
         auto_end();
     if (auto_open || (need_grad && !grad_on()))
         return;
@@ -1060,6 +1062,16 @@ call_gpu_hook(void)
     }
 }
 
+/* _set_have_optimizer(): an optimizer was made, so only optimizer steps
+ * end steps (gradient accumulation: a forward after a backward does not). */
+static PyObject *
+mod_set_have_optimizer(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    auto_have_opt = 1;
+    Py_RETURN_NONE;
+}
+
 /* _set_step_closer(optimizer): of several optimizers stepping in turn,
  * the one whose step ends a detected step. */
 static PyObject *
@@ -1195,6 +1207,7 @@ static PyMethodDef mod_methods[] = {
     {"_set_gpu_hooks", (PyCFunction)(void (*)(void))mod_set_gpu_hooks, METH_FASTCALL, NULL},
     {"_set_auto_steps", (PyCFunction)(void (*)(void))mod_set_auto_steps, METH_FASTCALL, NULL},
     {"_set_step_closer", mod_set_step_closer, METH_O, NULL},
+    {"_set_have_optimizer", mod_set_have_optimizer, METH_NOARGS, NULL},
     {"set_cuda_stream", mod_set_cuda_stream, METH_O,
      "set_cuda_stream(handle) -> rc: record CUDA events on this stream (GPU clock)"},
     {"cuda_memory", (PyCFunction)(void (*)(void))mod_cuda_memory, METH_FASTCALL,

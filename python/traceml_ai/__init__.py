@@ -424,7 +424,8 @@ def _start_detected():
         cuda = False
     _c._set_auto_steps(torch.is_grad_enabled, cuda)
     from . import _zero_edit
-    _zero_edit.watch_optimizers(torch, _install_forward, _c._set_step_closer, _warn)
+    _zero_edit.watch_optimizers(torch, _install_forward, _c._set_step_closer,
+                                _c._set_have_optimizer, _warn)
 
 
 def _at_exit():

@@ -63,19 +63,45 @@ def _start():
         t._warn("automatic step detection could not start (%s)" % (e,))
 
 
-def watch_optimizers(torch, install_forward, set_closer, warn):
+def watch_optimizers(torch, install_forward, set_closer, have_optimizer, warn):
     """For the first optimizer steps: note the outermost modules called (a
     DDP wrapper rather than the model inside it), time the forward of those
     holding each optimizer's parameters, and learn which optimizer closes a
     round of several (a GAN's discriminator then generator: the generator's
-    step ends the step). Then every hook here goes away."""
+    step ends the step). A loop without an optimizer (a hand-written
+    update, no optimizer made): the module called a second time with
+    gradients on is the model. Then every hook here goes away."""
     from torch.nn.modules import module as mod_mod
     from torch.optim import optimizer as opt_mod
-    called, seen, order, state = {}, set(), [], {"n": 0, "depth": 0}
+    called, seen, order = {}, set(), []
+    state = {"n": 0, "depth": 0, "calls": {}, "top": 0}
+
+    make = opt_mod.Optimizer.__init__
+
+    def made(self, *args, **kwargs):
+        make(self, *args, **kwargs)
+        if "have_opt" not in state:
+            state["have_opt"] = True
+            have_optimizer()
+
+    def finish():
+        for h in state.pop("hooks", ()):
+            h.remove()
+        if opt_mod.Optimizer.__init__ is made:
+            opt_mod.Optimizer.__init__ = make
+        called.clear()
+        order[:] = []
 
     def pre(module, args):
         if state["depth"] == 0:
             called[id(module)] = module
+            if "have_opt" not in state and torch.is_grad_enabled():
+                state["top"] += 1
+                k = state["calls"][id(module)] = state["calls"].get(id(module), 0) + 1
+                if k == 2 and any(p.requires_grad for p in module.parameters()):
+                    install_forward(module)
+                if state["top"] >= 2 * _LEARN_STEPS:
+                    finish()
         state["depth"] += 1
 
     def post(module, args, out):
@@ -99,11 +125,10 @@ def watch_optimizers(torch, install_forward, set_closer, warn):
         elif "closer" not in state:
             order.append(opt)
         if state["n"] >= _LEARN_STEPS:
-            for h in state["hooks"]:
-                h.remove()
-            called.clear()
-            order[:] = []
+            finish()
 
+    made.__wrapped__ = make
+    opt_mod.Optimizer.__init__ = made
     state["hooks"] = [mod_mod.register_module_forward_pre_hook(pre),
                       mod_mod.register_module_forward_hook(post, always_call=True),
                       opt_mod.register_optimizer_step_post_hook(stepped)]
