@@ -1,12 +1,14 @@
 """End-to-end scenarios: each script of examples/diagnosis/ injects a known
 cause into a real PyTorch training on the CPU; run through `traceml run`, the
 verdict must name it and the measured figure must match the injected delay
-within 15% (or 2 ms, whichever is larger)."""
+within 10% (or 0.5 ms, whichever is larger: TIGHT)."""
 import json
 import os
 import subprocess
 
 from conftest import DIAG, EXAMPLES, near, primary, step_diag, step_metric_ms
+
+TIGHT = {"rel": 0.10, "abs_ms": 0.5}   # the scenario suite's accuracy (docs/diagnosis.md)
 
 
 def script(name):
@@ -14,27 +16,27 @@ def script(name):
 
 
 def test_input_bound(traceml_run):
-    r = traceml_run(script("input_bound"), "--steps", 150, "--delay-ms", 8)
+    r = traceml_run(script("input_bound"), "--steps", 150, "--delay-ms", 20)
     assert r.rc == 0, r.explain()
     s = r.summary()
     p = primary(s)
     assert (p["label"], p["severity"]) == ("INPUT-BOUND", "CRITICAL"), json.dumps(p)
     wait = step_metric_ms(s, "input_wait")
-    assert near(wait, 8.0), "Input Wait %s ms, injected 8 ms" % wait
+    assert near(wait, 20.0, **TIGHT), "Input Wait %s ms, injected 20 ms" % wait
     assert "Verdict: INPUT-BOUND (CRITICAL)" in r.stdout, r.explain()
     # the Next line names the loader as configured (SPEC 4.4)
     assert "DataLoader(num_workers=0)" in p["next"], json.dumps(p)
 
 
 def test_residual_heavy(traceml_run):
-    r = traceml_run(script("residual_heavy"), "--steps", 150, "--delay-ms", 5)
+    r = traceml_run(script("residual_heavy"), "--steps", 150, "--delay-ms", 15)
     assert r.rc == 0, r.explain()
     s = r.summary()
     p = primary(s)
     assert p["label"] == "RESIDUAL-HEAVY", json.dumps(p)
     assert p["severity"] == "CRITICAL", json.dumps(p)
     res = step_metric_ms(s, "residual")
-    assert near(res, 5.0), "Residual %s ms, injected 5 ms" % res
+    assert near(res, 15.0, **TIGHT), "Residual %s ms, injected 15 ms" % res
 
 
 def test_compute_bound(traceml_run):
@@ -75,11 +77,11 @@ def test_healthy_has_no_warning(traceml_run):
 
 
 def test_untraced(traceml_run):
-    r = traceml_run(script("untraced"), "--steps", 120, "--delay-ms", 10)
+    r = traceml_run(script("untraced"), "--steps", 120, "--delay-ms", 20)
     assert r.rc == 0, r.explain()
     s = r.summary()
     un = step_metric_ms(s, "untraced")
-    assert near(un, 10.0), "Untraced %s ms, injected 10 ms" % un
+    assert near(un, 20.0, **TIGHT), "Untraced %s ms, injected 20 ms" % un
     # The work is outside the bracket: the step itself must not absorb it.
     assert step_metric_ms(s, "residual") < 2.0
     assert step_metric_ms(s, "input_wait") < 2.0
@@ -139,7 +141,7 @@ def test_no_dataloader_hand_written_update_two_models(traceml_run):
     # update, trace_step(student, teacher): the verdict is not hidden by
     # the missing Optimizer, which is its caveat, with a hint for the loop
     r = traceml_run(os.path.join(EXAMPLES, "manual_update.py"), "--steps", 100,
-                    "--delay-ms", 6)
+                    "--delay-ms", 15)
     assert r.rc == 0, r.explain()
     s = r.summary()
     p = primary(s)
@@ -148,7 +150,7 @@ def test_no_dataloader_hand_written_update_two_models(traceml_run):
     assert "hand-written update" in p["why"], json.dumps(p)
     assert p["evidence"]["missing_phases"] == ["optimizer"], json.dumps(p)
     wait = step_metric_ms(s, "input_wait")
-    assert near(wait, 6.0), "Input Wait %s ms, injected 6 ms" % wait
+    assert near(wait, 15.0, **TIGHT), "Input Wait %s ms, injected 15 ms" % wait
     assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "backward") > 0
 
 
