@@ -788,12 +788,11 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
                 n += (size_t)w;
         }
         /* after a clean exit they did not die: they never reported */
-        if (m->nmissing && strcmp(m->status, "completed") == 0 && m->exit_code == 0 &&
-            n + 80 < sizeof(miss))
-            snprintf(miss + n, sizeof(miss) - n, " (never reported to TraceML; the training "
-                     "exited 0, so not a crash)");
+        int clean = strcmp(m->status, "completed") == 0 && m->exit_code == 0;
+        if (m->nmissing && clean && n + 64 < sizeof(miss))
+            snprintf(miss + n, sizeof(miss) - n, " (the training exited 0: not a crash)");
         if (m->nmissing)
-            text_row(sb, width, "Missing ranks: ", miss);
+            text_row(sb, width, clean ? "Never reported: " : "Missing ranks: ", miss);
         n = 0;
         miss[0] = '\0';
         for (size_t i = 0; i < m->win.nranks && n + 16 < sizeof(miss); i++) {

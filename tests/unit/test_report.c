@@ -492,7 +492,7 @@ static void test_box_multi_rank(void)
     CHECK(check_lines(text.buf, TML_REPORT_DEFAULT_WIDTH));
     CHECK(strstr(text.buf, "test_run · 4/5 ranks · 2/2 nodes · 40 common steps") != NULL);
     CHECK(strstr(text.buf, "Scope: N = node · R = global rank · G = GPU index") != NULL);
-    CHECK(strstr(text.buf, "Missing ranks: R4") != NULL);
+    CHECK(strstr(text.buf, "Never reported: R4") != NULL);
     CHECK(strstr(text.buf, "STEP TIMING (Median R") != NULL);
     CHECK(strstr(text.buf, "STEP MEMORY: NO GPU · 4/5 ranks") != NULL);
     CHECK(strstr(text.buf, "SYSTEM METRICS: NORMAL · 2/2 nodes") != NULL);
