@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -233,7 +234,12 @@ def parse_prometheus(text):
 
 
 def steps_received(port):
-    _, _, body = http_get(port, "/api/live")
+    try:
+        _, _, body = http_get(port, "/api/live")
+    except urllib.error.HTTPError as e:
+        if e.code == 503:        # "no data yet": the first snapshot is not made
+            return 0
+        raise
     d = json.loads(body)
     return max([r["steps_received"] for r in d["ranks"]] or [0])
 
