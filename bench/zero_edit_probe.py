@@ -6,7 +6,7 @@ fastest 250-step block's training-thread CPU time per step (µs) on stderr.
     for i in 1 2 3 4; do
       OMP_NUM_THREADS=1 .venv/bin/traceml run --disable-traceml bench/zero_edit_probe.py
       OMP_NUM_THREADS=1 .venv/bin/traceml run bench/zero_edit_probe.py
-      OMP_NUM_THREADS=1 MARKED=1 .venv/bin/traceml run bench/zero_edit_probe_marked.py
+      OMP_NUM_THREADS=1 .venv/bin/traceml run bench/zero_edit_probe_marked.py
     done 2>&1 | grep RESULT
 """
 import os, time, statistics, sys
