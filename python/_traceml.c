@@ -104,10 +104,10 @@ probe_memory(void)
  * that never calls trace_step). A step opens at the first training call
  * on a thread (a forward with gradients on, a backward, an optimizer step,
  * a copy to the GPU; never inside a fetch) and ends when optimizer.step()
- * returns. A thread that never called an optimizer's step (a hand-written
- * update: the process made no optimizer) ends it instead at the next
- * forward after a backward. An
- * explicit trace_step() turns detection off for good: marked steps win.
+ * returns (of several optimizers stepping in turn, the last of a round).
+ * In a process that made no optimizer (a hand-written update) it ends at
+ * the next forward after a backward instead. An explicit trace_step()
+ * turns detection off for good: marked steps win.
  */
 static int auto_steps;                  /* detection on (package: _set_auto_steps) */
 static int auto_h2d;                    /* a copy to the GPU opens a step (CUDA present) */
