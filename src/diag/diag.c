@@ -352,6 +352,14 @@ static void input_next(const tml_window *w, double share, char *out, size_t cap)
                  "instead of collating samples one by one.", pct(share), fetch_ms);
         return;
     }
+    if (w->host_cpu_busy > 0 && (workers == 0 || cores <= 0 || workers < cores)) {
+        /* the cores more workers would need are taken already */
+        snprintf(out, cap, "Input Wait %d%%, but the host CPU averaged %.0f%% (HIGH CPU): more "
+                 "DataLoader workers would compete with the training for it. Make each batch "
+                 "cheaper (transforms, decoding, collation) or prepare the data ahead of the "
+                 "run.", pct(share), w->host_cpu_busy);
+        return;
+    }
     char on[32] = "";
     if (cores > 0)
         snprintf(on, sizeof(on), " on %d core%s", cores, cores == 1 ? "" : "s");
@@ -694,28 +702,4 @@ void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
     diag_init(out, "NO_CLEAR_PERFORMANCE_BOTTLENECK", "NO CLEAR PERFORMANCE BOTTLENECK", TML_SEV_INFO);
     snprintf(out->why, sizeof(out->why), "%s", p->why);
     snprintf(out->next, sizeof(out->next), "%s", p->next);
-}
-
-void tml__diag_input_vs_host(tml_step_diag *st, const tml_section_diag *sys)
-{
-    const tml_diagnosis *cpu = NULL;
-    for (size_t i = 0; i < sys->nissues && !cpu; i++)
-        if (strcmp(sys->issues[i].kind, "HIGH_CPU") == 0)
-            cpu = &sys->issues[i];
-    if (!cpu)
-        return;
-    tml_diagnosis *all[TML_DIAG_MAX_ISSUES + 1];
-    size_t n = 0;
-    all[n++] = &st->primary;
-    for (size_t i = 0; i < st->nissues; i++)
-        all[n++] = &st->issues[i];
-    for (size_t i = 0; i < n; i++) {
-        tml_diagnosis *d = all[i];
-        if (strcmp(d->kind, "INPUT_BOUND") != 0 || !strstr(d->next, "try num_workers"))
-            continue;
-        snprintf(d->next, sizeof(d->next), "Input Wait %d%%, but the host CPU averaged %.0f%% "
-                 "(HIGH CPU): more DataLoader workers would compete with the training for "
-                 "it. Make each batch cheaper (transforms, decoding, collation) or prepare "
-                 "the data ahead of the run.", pct(d->share), cpu->res.value);
-    }
 }

@@ -122,6 +122,10 @@ typedef struct tml_window {
     /* Across ranks (indices into ranks, -1 without ranks/steps). */
     int median_rank;          /* the real rank nearest the median Step Time */
     int worst_rank;           /* the largest Step Time */
+    /* The host CPU average (percent) when the system section found it
+     * saturated (HIGH CPU; set by the report), else 0: INPUT-BOUND then
+     * does not advise more DataLoader workers. */
+    double host_cpu_busy;
     double skew;              /* (worst - median) / median; NAN when unknown */
 } tml_window;
 
@@ -280,10 +284,6 @@ void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thres
                             tml_section_diag *out, double *gpu_util_out);
 void tml__diag_process_rules(const tml_proc_rank *ranks, size_t n, const tml_thresholds *th,
                              tml_section_diag *out);
-/* INPUT-BOUND advice against the host: when the system section found the
- * host CPU saturated (HIGH CPU), more DataLoader workers would compete
- * with the training for it, so a Next line suggesting them is replaced. */
-void tml__diag_input_vs_host(tml_step_diag *st, const tml_section_diag *sys);
 /* Least-squares slope of v (per index step); NAN with fewer than 2. */
 double tml__slope(const double *v, size_t n);
 

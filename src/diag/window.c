@@ -414,7 +414,6 @@ static size_t drop_epoch_starts(const tml_run *run, const size_t *col, size_t na
 {
     size_t out = w->warmup_steps;
     double sum = 0;
-    w->epoch_start_wait_ns = NAN;
     for (size_t j = w->warmup_steps; j < ncommon; j++) {
         const size_t *row = idx + j * nactive;
         int start = 0;

@@ -199,7 +199,6 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
             return TML_ENOMEM;
         m->has_cpu_win = 1;
     }
-    tml__diag_step_time(&m->win, &m->th, &m->st);
 
     /* Header counts. */
     m->ranks_reported = (int32_t)run->nranks;
@@ -249,8 +248,12 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
         nodes[ndistinct++] = 0;
     if (tml__report_resources(m, nodes, ndistinct) < 0 || mem_rows(m) < 0)
         goto fail;
+    /* the step-time rules, knowing whether the host CPU is saturated */
+    for (size_t i = 0; i < m->sys_s.nissues; i++)
+        if (strcmp(m->sys_s.issues[i].kind, "HIGH_CPU") == 0)
+            m->win.host_cpu_busy = m->sys_s.issues[i].res.value;
+    tml__diag_step_time(&m->win, &m->th, &m->st);
     ended_early(m);
-    tml__diag_input_vs_host(&m->st, &m->sys_s);
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->th, &m->verdict);
     free(nodes);
     return 0;

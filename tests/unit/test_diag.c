@@ -655,14 +655,8 @@ static void test_input_advice_vs_saturated_host(void)
     w.ranks[0].cpu_count = 2;
     tml__diag_step_time(&w, NULL, &d);
     CHECK(strstr(d.primary.next, "try num_workers=2") != NULL);
-    tml_section_diag sys;
-    memset(&sys, 0, sizeof(sys));
-    tml__diag_input_vs_host(&d, &sys);               /* no HIGH CPU: unchanged */
-    CHECK(strstr(d.primary.next, "try num_workers=2") != NULL);
-    sys.nissues = 1;
-    sys.issues[0].kind = "HIGH_CPU";
-    sys.issues[0].res.value = 97.0;
-    tml__diag_input_vs_host(&d, &sys);
+    w.host_cpu_busy = 97.0;                          /* HIGH CPU */
+    tml__diag_step_time(&w, NULL, &d);
     CHECK(strstr(d.primary.next, "host CPU averaged 97% (HIGH CPU)") != NULL);
     CHECK(strstr(d.primary.next, "try num_workers") == NULL);
     CHECK(strstr(d.issues[0].next, "host CPU averaged 97%") != NULL);
