@@ -44,7 +44,7 @@ CLI_SRC  := $(sort $(wildcard cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 EX_SRC   := $(sort $(wildcard examples/c/*.c))
-PY_SRC   := $(sort $(wildcard python/traceml_ai/*.py))
+PY_SRC   := $(sort $(wildcard python/traceml_ai/*.py python/traceml_ai/integrations/*.py))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/web_assets.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
