@@ -24,6 +24,11 @@
  *   inside it, raised to the allocator's all-time peak when that peak grew
  *   during the step (then the step is where it was reached, and the figure
  *   is exact). The user's peak counters are only read, never reset.
+ * - A copy to the GPU between brackets (a prepared DataLoader moving the
+ *   batch before the step, Lightning's batch_to_device) is the next
+ *   step's H2D: the step is taken to start that much earlier and the time
+ *   leaves Untraced. A compute phase between brackets (a validation
+ *   forward) keeps the copies before it: they were its own.
  * - Nested phases are counted once: a span around others (a closure
  *   optimizer's step around its forward and backward, a forward around a
  *   copy) is charged its own time only (tml__span_exclusive).
@@ -69,6 +74,30 @@ static void add_gpu_span(tml_gpu_marks *g, const tml_gpu_span *sp)
     g->span[g->nspans++] = *sp;
 }
 
+static void drop_pending_h2d(tml_assembler *a)
+{
+    a->pending_h2d_ns = 0;
+    a->pending_h2d_n = a->pending_h2d_ngpu = 0;
+}
+
+/* The copies made since the last bracket become this step's H2D; the step
+ * starts that much earlier, and Untraced (which held them) shrinks. */
+static void take_pending_h2d(tml_assembler *a, tml_step_record *r)
+{
+    int64_t h = a->pending_h2d_ns;
+    if (a->pending_h2d_n == 0)
+        return;
+    r->phase_ns[TML_PHASE_H2D] += h;
+    r->observed |= TML_PHASE_BIT(TML_PHASE_H2D);
+    r->start_ns -= h;
+    if (r->gap_ns != TML_MISSING)
+        r->gap_ns = r->gap_ns > h ? r->gap_ns - h : 0;
+    a->gcur.cpu_spans[TML_PHASE_H2D] += a->pending_h2d_n;
+    for (uint32_t i = 0; i < a->pending_h2d_ngpu; i++)
+        add_gpu_span(&a->gcur, &a->pending_h2d_gpu[i]);
+    drop_pending_h2d(a);
+}
+
 static void start_step(tml_assembler *a, const tml_event *e)
 {
     tml_step_record *r = &a->cur;
@@ -106,6 +135,7 @@ static void start_step(tml_assembler *a, const tml_event *e)
             add_gpu_span(&a->gcur, &a->pending_gpu);
     }
     a->has_pending_gpu = 0;
+    take_pending_h2d(a, r);
     a->mem_step_peak[0] = a->mem_step_peak[1] = -1;
 }
 
@@ -143,6 +173,11 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
                 a->pending_t0 = e->t0;
                 a->pending_ns = d;
                 a->has_pending_gpu = 0;
+            } else if (e->arg == TML_PHASE_H2D) {
+                a->pending_h2d_ns += d;
+                a->pending_h2d_n++;
+            } else {
+                drop_pending_h2d(a);
             }
             return 0;
         }
@@ -169,6 +204,11 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         } else if (e->arg == TML_PHASE_INPUT && a->has_pending) {
             a->pending_gpu = sp;
             a->has_pending_gpu = 1;
+        } else if (e->arg == TML_PHASE_H2D && a->pending_h2d_n > a->pending_h2d_ngpu &&
+                   a->pending_h2d_ngpu < TML_PENDING_H2D) {
+            /* more copies than kept: the step's GPU figures are left out
+             * (every CPU span needs its GPU pair, gpuclock.c) */
+            a->pending_h2d_gpu[a->pending_h2d_ngpu++] = sp;
         }
         return 0;
     }

@@ -18,7 +18,7 @@
 typedef struct tml_gpu_span {
     int64_t b, e;            /* begin/end events, -1 missing */
     uint8_t phase;
-    uint8_t inside;          /* 1: inside the bracket; 0: the fetch before it */
+    uint8_t inside;          /* 1: inside the bracket; 0: the fetch or copies before it */
 } tml_gpu_span;
 
 typedef struct tml_gpu_marks {
@@ -33,6 +33,7 @@ typedef struct tml_gpu_marks {
 int tml__gpu_marks_any(const tml_gpu_marks *g);
 
 #define TML_NEST_MAX 64
+#define TML_PENDING_H2D 8
 
 /* The exclusive time of a span [b, e] lasting `ns`: minus the exclusive
  * times of the earlier spans (b_i, e_i, x_i; i < n) inside it. Nested
@@ -56,6 +57,12 @@ typedef struct tml_assembler {
     tml_gpu_marks gcur, gpu;
     int has_pending_gpu;
     tml_gpu_span pending_gpu;
+    /* Copies to the GPU made between brackets (a prepared DataLoader's
+     * device transfer, Lightning's batch_to_device) since the last compute
+     * outside a bracket: carried into the next step's H2D. */
+    int64_t pending_h2d_ns;
+    uint32_t pending_h2d_n, pending_h2d_ngpu;
+    tml_gpu_span pending_h2d_gpu[TML_PENDING_H2D];
     /* CUDA memory: the allocator's peaks seen so far (-1 none) and this
      * step's per-step peaks. */
     int64_t mem_seen_peak[2], mem_step_peak[2];

@@ -20,7 +20,7 @@ static int gpu_resolve(tml_gpu_pool *p, tml_gpending *g, int give_up)
 {
     tml_step_record *r = &g->rec;
     const tml_gpu_marks *m = &g->marks;
-    int64_t maxseq = -1, bracket = 0, inside_input = 0, ns;
+    int64_t maxseq = -1, bracket = 0, inside_input = 0, before_h2d = 0, ns;
     int64_t phase[TML_PHASE_COUNT] = {0};
     int64_t bs[TML_GPU_MAX_SPANS], es[TML_GPU_MAX_SPANS], xs[TML_GPU_MAX_SPANS];
     uint32_t pairs[TML_PHASE_COUNT] = {0};
@@ -64,6 +64,8 @@ static int gpu_resolve(tml_gpu_pool *p, tml_gpending *g, int give_up)
         }
         if (sp->phase == TML_PHASE_INPUT && sp->inside)
             inside_input += ns;
+        if (sp->phase == TML_PHASE_H2D && !sp->inside)
+            before_h2d += ns;      /* copies before the bracket (assemble.c) */
         bs[i] = sp->b;
         es[i] = sp->e;
         xs[i] = tml__span_exclusive(bs, es, xs, i, sp->b, sp->e, ns);   /* nested: once */
@@ -76,7 +78,7 @@ static int gpu_resolve(tml_gpu_pool *p, tml_gpending *g, int give_up)
         if (pairs[k] != m->cpu_spans[k])
             ok = 0;
     if (ok) {
-        r->gpu_traced_ns = bracket > inside_input ? bracket - inside_input : 0;
+        r->gpu_traced_ns = (bracket > inside_input ? bracket - inside_input : 0) + before_h2d;
         for (int k = 0; k < TML_PHASE_COUNT; k++)
             r->gpu_phase_ns[k] = phase[k];
     }

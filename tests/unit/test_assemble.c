@@ -181,6 +181,42 @@ static void test_nested_phases_once(void)
     CHECK_EQ_INT(r.phase_ns[TML_PHASE_OPTIMIZER], 0);   /* the previous step's is gone */
 }
 
-#define TESTS X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
+/* A copy to the GPU between brackets (Accelerate's prepared DataLoader
+ * moves the batch, then fetches the next, then the step opens; Lightning
+ * fetches, then transfers, then opens) is the next step's H2D, out of
+ * Untraced; a validation forward between brackets keeps its own copies. */
+static void test_copies_before_bracket(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 0, 0), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 100, 0), &r));
+    /* Accelerate: copy 110-130, fetch 130-170, bracket 175-275 */
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_H2D, 110, 130), &r);
+    feed(&a, ev(TML_EV_GPU_SPAN, TML_PHASE_H2D, 1, 2), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 130, 170), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 175, 1), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 180, 200), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 275, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_H2D], 20);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 40);
+    CHECK_EQ_INT(r.traced_ns, 100 + 20);
+    CHECK_EQ_INT(r.gap_ns, 10 + 5 + 20 - 20);       /* before the copy, after the fetch */
+    CHECK(r.observed & TML_PHASE_BIT(TML_PHASE_H2D));
+    CHECK_EQ_INT(a.gpu.cpu_spans[TML_PHASE_H2D], 1);
+    CHECK_EQ_INT(a.gpu.nspans, 1);
+    CHECK_EQ_INT(a.gpu.span[0].inside, 0);
+    /* a copy, a validation forward, then the next step: not its H2D */
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_H2D, 300, 310), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 310, 330), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 340, 2), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 400, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_H2D], 0);
+    CHECK_EQ_INT(r.traced_ns, 60);
+    CHECK_EQ_INT(r.gap_ns, 65);
+}
+
+#define TESTS X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
     X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops)
 #include "harness.h"
