@@ -1,0 +1,110 @@
+"""TraceML inside a hand-written Hugging Face Accelerate loop
+(docs/integrations.md).
+
+    from traceml_ai.integrations.accelerate import trace_step
+
+    model, opt, loader = accelerator.prepare(model, opt, loader)
+    for batch in loader:                          # the fetch: Input Wait
+        with trace_step(accelerator, model):      # one optimizer step
+            with accelerator.accumulate(model):
+                loss = loss_fn(model(batch["x"]), batch["y"])
+                accelerator.backward(loss)
+                opt.step()
+                opt.zero_grad()
+
+trace_step() times the forward of the unwrapped models
+(accelerator.unwrap_model: the module inside DDP, not the wrapper).
+Backward (accelerator.backward calls Tensor.backward) and the optimizer
+(AcceleratedOptimizer calls the inner torch optimizer's step, which
+torch's global step hooks see) are TraceML's automatic patches.
+
+One TraceML step is one optimizer step: leaving the block closes the step
+only when `accelerator.sync_gradients` is True (the micro-batch that
+steps the optimizer; always, without accumulation). Otherwise the step
+stays open, the next micro-batch's fetch lands inside it, and the
+micro-batches fold into one step. An exception inside the block aborts the
+open step (nothing is recorded for it) and propagates.
+"""
+import weakref
+
+import traceml_ai as _t
+from . import _common
+
+__all__ = ["trace_step"]
+
+_NEEDS = ("Accelerate", "accelerate", "0.20")
+_checked = None
+_steps = weakref.WeakKeyDictionary()     # accelerator -> its _common.Steps
+
+
+def _enabled():
+    """The version check and start, once per process."""
+    global _checked
+    if _checked is None:
+        _checked = bool(_common.supported(*_NEEDS) and _common.start())
+    return _checked
+
+
+class _NullBlock(object):
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _NullBlock()
+
+
+class _Block(object):
+    """One `with trace_step(accelerator, *models):` block."""
+    __slots__ = ("acc", "models", "steps")
+
+    def __init__(self, acc, models, steps):
+        self.acc = acc
+        self.models = models
+        self.steps = steps
+
+    def __enter__(self):
+        steps = self.steps
+        if not steps.open:
+            try:
+                models = [self.acc.unwrap_model(m) for m in self.models]
+            except Exception as e:
+                _t._warn("accelerate trace_step: cannot unwrap the model (%s); "
+                         "its forward is timed through the wrapper" % (e,))
+                models = list(self.models)
+            steps.begin(*models)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.steps.abort()
+            return False
+        try:
+            sync = bool(self.acc.sync_gradients)
+        except Exception:
+            sync = True
+        if sync:
+            self.steps.end()
+        return False
+
+
+def trace_step(accelerator, *models):
+    """A context manager around one micro-batch of an Accelerate loop that
+    makes one TraceML step of each optimizer step (see the module's
+    docstring). `models` are the prepared models whose forward to time.
+    Does nothing (an empty block) when accelerate is missing or older than
+    0.20, or TraceML is disabled."""
+    if not _enabled():
+        return _NULL
+    steps = _steps.get(accelerator)
+    if steps is None:
+        steps = _common.Steps()
+        try:
+            _steps[accelerator] = steps
+        except TypeError:            # not weak-referenceable: one Steps per call
+            pass
+    return _Block(accelerator, models, steps)
