@@ -1,0 +1,34 @@
+"""TraceML for Lightning (the `lightning` package, `lightning.pytorch`):
+
+    from lightning.pytorch import Trainer
+    from traceml_ai.integrations.lightning import TraceMLCallback
+
+    trainer = Trainer(callbacks=[TraceMLCallback()], ...)
+    trainer.fit(model, loader)
+
+One TraceML step per optimizer step; see _lightning_impl.py for what lands
+in which phase, and docs/integrations.md. For the older `pytorch_lightning`
+namespace use traceml_ai.integrations.pytorch_lightning: Lightning accepts
+only its own namespace's Callback.
+"""
+from ._lightning_impl import TraceMLCallbackMixin as _Mixin
+
+try:
+    from lightning.pytorch.callbacks import Callback as _Callback
+except Exception:       # not installed, or too old to have lightning.pytorch:
+    _Callback = object  # the callback warns when made and does nothing
+
+__all__ = ["TraceMLCallback"]
+
+
+class TraceMLCallback(_Mixin, _Callback):
+    """A lightning.pytorch Callback that traces every optimizer step of
+    Trainer.fit(). TraceMLCallback(time_transfer=None | True | False):
+    whether transfer_batch_to_device is timed as H2D (None: on GPU only)."""
+
+    _DIST = "lightning"
+
+    def __init__(self, time_transfer=None):
+        super(TraceMLCallback, self).__init__(time_transfer)
+        if _Callback is object:
+            self._unavailable("lightning.pytorch.callbacks")

@@ -1,0 +1,111 @@
+"""The Lightning integration on the real lightning / pytorch_lightning
+packages (examples/integrations/lightning_train.py): one TraceML step per
+optimizer step, the accumulated micro-batches folded into it, the batch
+transfer timed as H2D, DDP ranks started by Lightning itself reported as
+ranks of one run, and a too-old Lightning left untraced with one warning.
+
+Every run injects a known cause with exact sleeps; the model's forward
+waits 10 ms (--device-ms) so Lightning's own per-batch Python stays a small
+share of a step on a loaded CPU.
+"""
+import json
+import os
+
+from conftest import REPO, near, primary, step_diag, step_metric_ms
+
+SCRIPT = os.path.join(REPO, "examples", "integrations", "lightning_train.py")
+
+
+def _no_traceml_warning(r):
+    assert "traceml: warning" not in r.stderr, r.explain()
+
+
+def test_input_bound_with_accumulation(traceml_run):
+    """accumulate_grad_batches=2, each batch's __getitem__ sleeps 20 ms:
+    one step per optimizer step (30, not 60 batches), and the step's Input
+    Wait is both micro-batches' fetches, 40 ms (the first fetch comes
+    before the step opens and is carried into it; the second falls inside
+    the open step)."""
+    r = traceml_run(SCRIPT, "--steps", 30, "--delay-ms", 20, "--accum", 2)
+    assert r.rc == 0, r.explain()
+    _no_traceml_warning(r)
+    assert "optimizer steps: 30" in r.stdout, r.explain()
+    s = r.summary()
+    assert s["meta"]["common_steps"] == 30, s["meta"]
+    assert s["meta"]["step_detection"] == "marked", s["meta"]
+    p = primary(s)
+    assert (p["label"], p["severity"]) == ("INPUT-BOUND", "CRITICAL"), json.dumps(p)
+    wait = step_metric_ms(s, "input_wait")
+    assert near(wait, 40.0, rel=0.10, abs_ms=2.0), (wait, s["step_time"]["median"])
+    # training_step (forward + loss) of both micro-batches: 2 x 10 ms
+    fwd = step_metric_ms(s, "forward")
+    assert near(fwd, 20.0, rel=0.15, abs_ms=2.0), (fwd, s["step_time"]["median"])
+
+
+def test_healthy_pytorch_lightning_namespace(traceml_run):
+    """No injected cause, through the pytorch_lightning namespace: no
+    WARNING or CRITICAL verdict, one step per optimizer step, nothing
+    copied on a CPU run (no H2D unless asked for)."""
+    r = traceml_run(SCRIPT, "--steps", 40, "--pl")
+    assert r.rc == 0, r.explain()
+    _no_traceml_warning(r)
+    s = r.summary()
+    assert s["meta"]["common_steps"] == 40, s["meta"]
+    assert primary(s)["severity"] not in ("WARNING", "CRITICAL"), json.dumps(primary(s))
+    assert step_diag(s)["severity"] not in ("WARNING", "CRITICAL"), json.dumps(step_diag(s))
+    assert step_metric_ms(s, "h2d") < 0.5, s["step_time"]["median"]
+    fwd = step_metric_ms(s, "forward")
+    assert near(fwd, 10.0, rel=0.15, abs_ms=2.0), (fwd, s["step_time"]["median"])
+
+
+def test_transfer_timed_as_h2d(traceml_run):
+    """transfer_batch_to_device sleeps 10 ms; TraceMLCallback(time_transfer=
+    True) times it as H2D on this CPU machine. Lightning calls it before
+    on_train_batch_start, outside the step: the engine carries it into the
+    step that opens next."""
+    r = traceml_run(SCRIPT, "--steps", 30, "--transfer-ms", 10, "--time-transfer")
+    assert r.rc == 0, r.explain()
+    _no_traceml_warning(r)
+    s = r.summary()
+    assert s["meta"]["common_steps"] == 30, s["meta"]
+    h2d = step_metric_ms(s, "h2d")
+    assert near(h2d, 10.0, rel=0.10, abs_ms=2.0), (h2d, s["step_time"]["median"])
+
+
+def test_ddp_two_devices_straggler(traceml_run):
+    """Trainer(strategy="ddp", devices=2) on gloo: Lightning starts rank 1
+    by running the script again; both ranks report to the one launcher as
+    R0 and R1 (the rank read from torch.distributed in setup), and rank 1's
+    20 ms longer training_step makes it the compute straggler."""
+    r = traceml_run(SCRIPT, "--steps", 30, "--devices", 2, "--slow-rank", 1)
+    assert r.rc == 0, r.explain()
+    _no_traceml_warning(r)
+    s = r.summary()
+    m = s["meta"]
+    assert (m["world_size"], m["ranks_reported"], m["rank_conflicts"]) == (2, 2, []), m
+    assert m["common_steps"] == 30, m
+    p = primary(s)
+    assert p["kind"] == "COMPUTE_STRAGGLER", json.dumps(p)
+    assert "R1/N0" in p["why"], json.dumps(p)
+    assert s["step_time"]["straggler"]["culprit"]["rank"] == 1, s["step_time"]["straggler"]
+
+
+def test_too_old_lightning_warns_once(plain_python, tmp_path):
+    """lightning reported as 0.1: one warning naming lightning >= 2.0, and
+    the training runs to its end untraced (no run folder)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import importlib.metadata as _m\n"
+        "_orig = _m.version\n"
+        "def version(name):\n"
+        "    return '0.1' if name == 'lightning' else _orig(name)\n"
+        "_m.version = version\n")
+    r = plain_python(SCRIPT, "--steps", 10, env={"PYTHONPATH": str(site)})
+    assert r.rc == 0, r.explain()
+    assert "optimizer steps: 10" in r.stdout, r.explain()
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("traceml:")]
+    assert lines == ["traceml: warning: the Lightning integration needs lightning >= 2.0 "
+                     "(found 0.1); training continues untraced"], r.explain()
+    assert r.all_runs == [], r.all_runs
+    assert "TraceML Run Summary" not in r.stdout
