@@ -1,6 +1,10 @@
 """A small training loop shared by the tracker examples (a stand-in for
 yours): an MLP on random data, with a DataLoader that sleeps a little per
-batch so the summary has something to say. TRACKERS_STEPS (default 200)."""
+batch so the summary has something to say.
+
+TRACKERS_STEPS (default 200) steps; TRACKERS_DELAY_MS (default 3) ms of
+sleep per batch, the known cause the tests check the logged Input Wait
+against."""
 import os
 import time
 
@@ -9,10 +13,11 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, default_collate
 
 STEPS = int(os.environ.get("TRACKERS_STEPS", "200"))
+DELAY_S = float(os.environ.get("TRACKERS_DELAY_MS", "3")) / 1000.0
 
 
 def slow_collate(samples):
-    time.sleep(0.003)
+    time.sleep(DELAY_S)
     return default_collate(samples)
 
 

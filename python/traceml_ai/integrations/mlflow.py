@@ -1,0 +1,71 @@
+"""TraceML's diagnosis in MLflow: log_summary(step=None).
+
+    import mlflow
+    from traceml_ai.integrations.mlflow import log_summary
+
+    with mlflow.start_run():
+        for step, batch in enumerate(loader):
+            ...train...
+            if step % 500 == 0:
+                log_summary(step=step)         # the diagnosis so far
+        log_summary(step=step)                 # the final one
+
+It logs `traceml.summary()` (the flat dict of `traceml/...` keys) to the
+active run: numbers become metrics (mlflow.log_metrics) at `step`, strings
+(the verdict, its severity, the clock) become tags (mlflow.set_tags), since
+a tag may change from one call to the next and a param may not. MLflow's
+"latest" value of a metric is the one at the highest step, so pass the
+step; without one, the number of steps TraceML has counted is used, which
+grows from call to call.
+
+Metric and tag names keep MLflow's allowed characters (letters, digits,
+`_ - . : /` and space; TraceML's keys already do); any other character
+becomes `_`. Nothing here starts TraceML. When there is nothing to log it
+returns None; when MLflow refuses the data, one warning line: a tracker
+never breaks the training. Like mlflow.log_metrics itself, it starts a run
+when none is active.
+"""
+import re
+
+import traceml_ai as _t
+
+_BAD = re.compile(r"[^A-Za-z0-9_\-. :/]")
+_MAX_TAG = 5000       # under every MLflow store's tag-value limit (8000 locally)
+
+
+def _split(data):
+    metrics, tags = {}, {}
+    for k, v in data.items():
+        key = _BAD.sub("_", k)
+        if isinstance(v, bool):
+            tags[key] = "true" if v else "false"
+        elif isinstance(v, (int, float)):
+            metrics[key] = float(v)
+        elif isinstance(v, str):
+            tags[key] = v[:_MAX_TAG]
+    return metrics, tags
+
+
+def log_summary(step=None):
+    """Logs traceml.summary() to the active MLflow run: numbers as metrics
+    at `step` (default: the steps TraceML has counted so far), strings as
+    tags. Returns the dict logged (TraceML's keys and values), or None when
+    nothing was: no summary (TraceML not started, disabled, or on a rank
+    other than 0) or an error (then one warning line)."""
+    try:
+        data = _t.summary()
+        if not data:
+            return None
+        import mlflow
+        metrics, tags = _split(data)
+        if step is None:
+            step = int(data.get("traceml/meta/common_steps") or 0)
+        if metrics:
+            mlflow.log_metrics(metrics, step=int(step))
+        if tags:
+            mlflow.set_tags(tags)
+        return data
+    except Exception as e:              # never break training
+        _t._warn("could not log TraceML's summary to MLflow (%s: %s)"
+                 % (type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]))
+        return None
