@@ -1,0 +1,303 @@
+"""Ray Train: every Ray worker reports as one rank of ONE TraceML run.
+
+    from traceml_ai.integrations.ray import TraceMLTorchTrainer
+    trainer = TraceMLTorchTrainer(train_loop_per_worker, scaling_config=...)
+    trainer.fit()
+
+TraceMLTorchTrainer is ray.train.torch.TorchTrainer with the same
+constructor; only fit() differs:
+
+- On the driver it finds an aggregator: the one of `traceml run` or of a
+  `traceml serve` already exported (TRACEML_ADDR set), else it starts
+  `traceml serve` itself for the length of fit() and stops it with SIGINT
+  afterwards (also when fit() raises), so the aggregator finalizes, prints
+  the summary box and writes logs/<run>/final_summary.json.
+- The aggregator's address, run id and secret travel to the workers inside
+  the wrapped training function, not through the environment: the raylet
+  starts worker processes, which do not reliably inherit the driver's
+  environment.
+- In each worker, before the user's loop: the TraceML environment, RANK /
+  WORLD_SIZE / LOCAL_RANK / NODE_RANK from ray.train.get_context(), then
+  TraceML with automatic step detection (one step per optimizer.step(); a
+  loop using traceml.trace_step(model) gets its own marked steps instead).
+  After the loop, in a finally, the worker shuts TraceML down itself: Ray
+  kills or reuses worker processes, so atexit handlers may never run, and
+  a rank's shutdown is what sends its last records.
+
+With ray missing or older than 2.7 (ray.train.get_context()), one warning
+line and fit() is TorchTrainer's own. Failures of this glue are warnings;
+the training always runs.
+"""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import traceml_ai as _t
+from ray.train.torch import TorchTrainer as _TorchTrainer
+
+from . import _common
+
+__all__ = ["TraceMLTorchTrainer"]
+
+_MIN_RAY = "2.7"
+# what a worker is given: the aggregator's coordinates and the settings the
+# engine reads from the environment (the thresholds, the window, the interval)
+_PASSED = ("TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
+           "TRACEML_RUN_DIR", "TRACEML_LOGS_DIR", "TRACEML_DISABLED", "TRACEML_INTERVAL",
+           "TRACEML_THRESHOLDS", "TRACEML_WINDOW_STEPS", "TRACEML_NNODES")
+_SERVE_START_S = 60.0       # how long `traceml serve` may take to print its address
+_SERVE_STOP_S = 120.0       # how long it may take to finalize after SIGINT
+
+
+# --------------------------------------------------------------------------
+# Worker side
+
+def _worker_start(env):
+    """Sets the worker's identity and the run's coordinates in this
+    process's environment (the engine reads them at init) and starts
+    TraceML with automatic step detection. False when it did not start."""
+    import ray.train
+    ctx = ray.train.get_context()
+    ident = {"RANK": ctx.get_world_rank(), "WORLD_SIZE": ctx.get_world_size(),
+             "LOCAL_RANK": ctx.get_local_rank()}
+    try:
+        ident["NODE_RANK"] = ctx.get_node_rank()
+    except Exception:
+        pass
+    for k in _PASSED:       # stale values the raylet may have inherited go too
+        os.environ.pop(k, None)
+    os.environ.update({k: str(v) for k, v in env.items()})
+    os.environ.update({k: str(v) for k, v in ident.items()})
+    if _t._config is not None:
+        # started in this process before (a reused worker, or the loop's
+        # module called init() at import): its identity may be stale
+        _t._warn("TraceML was already started in this Ray worker; its rank may be wrong")
+        return bool(_t._active)
+    import torch  # noqa: F401  (automatic step detection needs torch loaded)
+    _t._start_detected()
+    return bool(_t._active)
+
+
+def _worker_stop(failed):
+    """What traceml_ai._at_exit does at interpreter exit, done now: the
+    hooks are cut loose from the engine and the rank says goodbye with its
+    last records."""
+    if not _t._active:
+        return
+    _t._active = False
+    c = _t._c
+    try:
+        c._configure(None, False)
+        c._set_gpu_hooks(None, None)
+        text = c.shutdown("failed", 1) if failed else c.shutdown()
+    except Exception as e:
+        _t._warn("shutdown failed in the Ray worker (%s)" % (e,))
+        return
+    if text:
+        try:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()
+        except Exception:
+            pass
+
+
+def _run_traced(fn, args, env):
+    try:
+        started = _worker_start(env)
+    except Exception as e:          # never break training
+        _t._warn("could not start TraceML in the Ray worker (%s); it trains untraced" % (e,))
+        started = False
+    ok = False
+    try:
+        out = fn(*args)
+        ok = True
+        return out
+    finally:
+        if started:
+            _worker_stop(not ok)
+
+
+def _wrap(fn, env):
+    """fn with TraceML around it in each worker, taking the same arguments
+    (Ray passes train_loop_config only to a function with one required
+    parameter, so the wrapper must keep fn's count)."""
+    try:
+        from ray.train._internal.utils import count_required_parameters
+        takes_config = count_required_parameters(fn) == 1
+    except Exception:
+        import inspect
+        params = inspect.signature(fn).parameters.values()
+        takes_config = sum(1 for p in params if p.default is p.empty and p.kind not in (
+            p.VAR_KEYWORD, p.KEYWORD_ONLY)) == 1
+
+    if takes_config:
+        def train_loop_per_worker(config):
+            return _run_traced(fn, (config,), env)
+    else:
+        def train_loop_per_worker():
+            return _run_traced(fn, (), env)
+    train_loop_per_worker.__name__ = getattr(fn, "__name__", "train_loop_per_worker")
+    train_loop_per_worker.__doc__ = getattr(fn, "__doc__", None)
+    return train_loop_per_worker
+
+
+# --------------------------------------------------------------------------
+# Driver side: the aggregator
+
+def _traceml_binary():
+    return os.path.join(os.path.dirname(os.path.abspath(_t.__file__)), "bin", "traceml")
+
+
+def _default_run_name():
+    stem = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else ""))[0]
+    ok = "".join(ch if ch.isalnum() or ch in "_.-" else "_" for ch in stem).strip(".")
+    return "%s_%s" % (ok or "ray_train", time.strftime("%Y%m%d_%H%M%S"))
+
+
+def _pdeathsig():
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:
+        return None
+
+
+_prctl = _pdeathsig()
+
+
+def _die_with_parent():
+    """In the aggregator's child: SIGINT when the driver dies (even by
+    SIGKILL), so it finalizes instead of lingering. Only a C call made
+    ready before the fork: the driver has threads."""
+    if _prctl is not None:
+        _prctl(1, 2)        # PR_SET_PDEATHSIG, SIGINT
+
+
+class _Server(object):
+    """`traceml serve` for the length of one fit(): started, its export
+    line parsed, its later output (the summary box) copied to stdout, then
+    stopped with SIGINT and waited for. It runs in a session of its own, so
+    a Ctrl-C in the terminal reaches the driver only: the aggregator is
+    stopped after fit() has wound down and still sees the ranks' last
+    records."""
+
+    def __init__(self):
+        self.proc = None
+        self.env = None
+        self.pump = None
+
+    def start(self):
+        logs = os.environ.get("TRACEML_LOGS_DIR") or os.path.join(os.getcwd(), "logs")
+        name = os.environ.get("TRACEML_RUN_NAME") or _default_run_name()
+        cmd = [_traceml_binary(), "serve", "--run-name", name, "--logs-dir", logs]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        found = []
+        got = threading.Event()
+
+        def pump():
+            # the lines up to the export line tell a shell user what to do
+            # (hidden); after it, the summary box at the end (copied)
+            out = self.proc.stdout
+            for line in iter(out.readline, b""):
+                text = line.decode("utf-8", "replace")
+                if not got.is_set():
+                    if text.startswith("export "):
+                        found.append(text.strip())
+                        got.set()
+                    continue
+                if text.startswith("Stop with Ctrl-C"):
+                    continue
+                try:
+                    sys.stdout.write(text)
+                    sys.stdout.flush()
+                except Exception:
+                    pass
+            got.set()
+
+        self.pump = threading.Thread(target=pump, name="traceml-serve-output", daemon=True)
+        self.pump.start()
+        got.wait(_SERVE_START_S)
+        line = found[0] if found else ""
+        env = {}
+        for word in line[len("export "):].split():
+            k, sep, v = word.partition("=")
+            if sep and k.startswith("TRACEML_"):
+                env[k] = v
+        if "TRACEML_ADDR" not in env:
+            rc = self.proc.poll()
+            self.stop(quiet=True)
+            raise RuntimeError("`traceml serve` %s" % (
+                "exited with status %s" % rc if rc is not None else
+                "printed no address within %d s" % _SERVE_START_S))
+        env["TRACEML_LOGS_DIR"] = logs
+        self.env = env
+        return env
+
+    def stop(self, quiet=False):
+        p, self.proc = self.proc, None
+        if p is None:
+            return
+        try:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+            try:
+                p.wait(_SERVE_STOP_S)
+            except subprocess.TimeoutExpired:
+                _t._warn("`traceml serve` did not finish within %d s; killed" % _SERVE_STOP_S)
+                p.kill()
+                p.wait()
+        finally:
+            if self.pump is not None:
+                self.pump.join(10.0)
+            if p.returncode not in (0, None) and not quiet:
+                _t._warn("`traceml serve` exited with status %s" % p.returncode)
+
+
+# --------------------------------------------------------------------------
+# The trainer
+
+class TraceMLTorchTrainer(_TorchTrainer):
+    """ray.train.torch.TorchTrainer whose workers report to one TraceML
+    run (see the module's docstring). Same constructor arguments."""
+
+    def fit(self):
+        if not _common.supported("Ray Train", "ray", _MIN_RAY) or _t._env_disabled():
+            return super(TraceMLTorchTrainer, self).fit()
+        server = None
+        try:
+            if os.environ.get("TRACEML_ADDR"):
+                env = {k: os.environ[k] for k in _PASSED if os.environ.get(k)}
+            else:
+                server = _Server()
+                env = server.start()
+            # V2 trainers keep the loop in train_loop_per_worker, which
+            # fit() serializes for the workers; V1 (Tune) rebuilds the
+            # trainer in an actor from its constructor's arguments
+            attr = next(a for a in ("train_loop_per_worker", "_train_loop_per_worker")
+                        if callable(getattr(self, a, None)))
+            orig = getattr(self, attr)
+            wrapped = _wrap(orig, env)
+            setattr(self, attr, wrapped)
+            params = getattr(self, "_param_dict", None)
+            if isinstance(params, dict) and params.get("train_loop_per_worker") is orig:
+                params["train_loop_per_worker"] = wrapped
+            else:
+                params = None
+        except Exception as e:          # never break training
+            _t._warn("could not set up TraceML for Ray Train (%s); training runs untraced"
+                     % (e,))
+            if server is not None:
+                server.stop()
+            return super(TraceMLTorchTrainer, self).fit()
+        try:
+            return super(TraceMLTorchTrainer, self).fit()
+        finally:
+            setattr(self, attr, orig)
+            if params is not None:
+                params["train_loop_per_worker"] = orig
+            if server is not None:
+                server.stop()

@@ -1,0 +1,130 @@
+"""Ray Train, for real: examples/integrations/ray_train.py on a local Ray
+cluster of two CPU workers (ray.train.torch.prepare_model: DDP on gloo),
+through traceml_ai.integrations.ray.TraceMLTorchTrainer.
+
+Each test starts one Ray cluster (the slow part: ~20 s on two cores) and
+checks that both workers reported as ranks R0 and R1 of ONE run, with the
+aggregator started by the integration (plain python) or by `traceml run`:
+a slow collate on every worker is INPUT-BOUND with the injected wait, a
+slow forward on rank 1 is a compute straggler naming R1, a healthy run
+raises no alarm, and a too-old ray is one warning and an untraced run.
+"""
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from conftest import near, primary, step_metric_ms
+
+pytest.importorskip("ray")
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "examples", "integrations", "ray_train.py")
+STRAGGLERS = ("INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "STRAGGLER",
+              "OUTSIDE_STEP_STRAGGLER")
+STEPS = 40
+
+
+@pytest.fixture
+def ray_env(tmp_path):
+    """Ray's session files under a short private folder (its socket paths
+    must stay under 108 bytes, which pytest's tmp_path may not), and Ray
+    Train's results under tmp_path."""
+    tmp = tempfile.mkdtemp(prefix="tmlray")
+    yield {"RAY_TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_DEDUP_LOGS": "0"}, ["--storage-path", str(tmp_path / "ray_results")]
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_one_run_two_ranks(s, out):
+    """Both Ray workers are ranks of the same run, with their steps."""
+    meta = s["meta"]
+    assert meta["world_size"] == 2 and meta["ranks_reported"] == 2, meta
+    assert meta["missing_ranks"] == [] and meta["lost_ranks"] == [], meta
+    assert meta["rank_conflicts"] == [], meta
+    assert meta["common_steps"] >= STEPS - 2, meta
+    labels = sorted(r["label"] for r in s["step_time"]["per_rank"])
+    assert labels == ["R0/N0", "R1/N0"], labels
+    assert all(r["steps"] >= STEPS - 10 for r in s["step_time"]["per_rank"]), \
+        s["step_time"]["per_rank"]
+    assert "2/2 ranks" in out and "TraceML Run Summary" in out, out[-3000:]
+
+
+def test_plain_python_slow_input_is_input_bound(plain_python, ray_env):
+    """`python ray_train.py --delay-ms 20`: the integration starts `traceml
+    serve`, both workers report to it, and after fit() it is stopped: the
+    box is printed, final_summary.json written. Steps are found
+    automatically (the loop has no trace_step); every worker's collate
+    sleeps 20 ms, so the median Input Wait is 20 ms."""
+    env, args = ray_env
+    r = plain_python(SCRIPT, "--steps", STEPS, "--delay-ms", 20, *args, env=env)
+    assert r.rc == 0, r.explain()
+    assert len(r.all_runs) == 1 and r.all_runs[0].startswith("ray_train_"), r.all_runs
+    s = r.summary()
+    check_one_run_two_ranks(s, r.stdout)
+    assert s["status"] == "completed", s["status"]
+    assert s["meta"]["step_detection"] == "automatic", s["meta"]
+    assert primary(s)["kind"] == "INPUT_BOUND", primary(s)
+    wait = step_metric_ms(s, "input_wait")
+    assert near(wait, 20.0, rel=0.10, abs_ms=2.0), wait
+    assert "traceml: warning" not in r.stderr, r.stderr[-3000:]
+
+
+def test_traceml_run_slow_rank_is_straggler(traceml_run, ray_env):
+    """`traceml run ray_train.py --slow-rank 1 --marked`: the launcher's
+    aggregator is used (no second one), the loop marks its own steps with
+    trace_step, and rank 1's forward takes 40 ms longer: the other rank
+    waits for it in the all-reduce, and the verdict names R1."""
+    env, args = ray_env
+    r = traceml_run(SCRIPT, "--steps", STEPS, "--slow-rank", 1, "--slow-ms", 40, "--marked",
+                    *args, run_name="ray", env=env)
+    assert r.rc == 0, r.explain()
+    assert sorted(os.listdir(os.path.dirname(r.run_dir))) == ["ray"]
+    s = r.summary()
+    check_one_run_two_ranks(s, r.stdout)
+    assert s["meta"]["step_detection"] == "marked", s["meta"]
+    prim = primary(s)
+    assert prim["kind"] == "COMPUTE_STRAGGLER", prim
+    assert "R1/N0" in prim["why"], prim["why"]
+    st = s["step_time"]["straggler"]
+    assert st["culprit"]["rank"] == 1, st
+    assert st["culprit_steps"] >= 0.8 * s["meta"]["window_steps"], st
+
+
+def test_healthy_run_no_alarm(plain_python, ray_env):
+    """Nothing injected: no WARNING or CRITICAL verdict, no straggler."""
+    env, args = ray_env
+    r = plain_python(SCRIPT, "--steps", STEPS, *args, env=env)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    check_one_run_two_ranks(s, r.stdout)
+    prim = primary(s)
+    assert prim["severity"] not in ("WARNING", "CRITICAL"), prim
+    kinds = [i["kind"] for i in s["step_time"]["issues"]]
+    assert prim["kind"] not in STRAGGLERS and not any(k in STRAGGLERS for k in kinds), kinds
+
+
+def test_old_ray_one_warning_untraced(plain_python, ray_env, tmp_path):
+    """ray reported as 0.1 (a sitecustomize wrapping importlib.metadata's
+    version for this test only): one warning naming ray >= 2.7, the job
+    trains as the plain TorchTrainer would, and no aggregator or run
+    folder is made."""
+    env, args = ray_env
+    site = tmp_path / "old_ray"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import importlib.metadata as m\n"
+        "_v = m.version\n"
+        "def version(name):\n"
+        "    return '0.1' if name == 'ray' else _v(name)\n"
+        "m.version = version\n")
+    env = dict(env, PYTHONPATH=str(site))
+    r = plain_python(SCRIPT, "--steps", 10, *args, env=env)
+    assert r.rc == 0, r.explain()
+    assert "trained 10 steps on 2 workers (ok)" in r.stdout, r.explain()
+    warnings = [l for l in r.stderr.splitlines() if "traceml: warning" in l]
+    assert warnings == ["traceml: warning: the Ray Train integration needs ray >= 2.7 "
+                        "(found 0.1); training continues untraced"], warnings
+    assert r.all_runs == [], r.all_runs
+    assert "TraceML Run Summary" not in r.stdout
