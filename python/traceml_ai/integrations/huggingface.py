@@ -73,15 +73,28 @@ def _pull(iterator, n):
     return out
 
 
-def _windowed(orig):
+def _windowed(orig, steps=None, model=None):
     """get_batch_samples whose fetches are one Input span: the batches are
     pulled first, inside the span, and the original then runs on them
-    (its loop takes them from a list; its num_items_in_batch count, a
-    gather across ranks in DDP, runs after the span)."""
+    (its loop takes them from a list).
+
+    With several ranks (`steps` given), the original's num_items_in_batch
+    count is a gather across ranks: a collective where every rank waits
+    for the slowest, like the gradient all-reduce. The step then opens
+    before it (on_step_begin finds it open) and the count is timed as
+    Backward, the phase that holds DDP's collectives, where the straggler
+    score looks for the other ranks' wait. Without that, the wait for a
+    rank with a slow loader fell between steps (UNTRACED-HEAVY, no
+    straggler named)."""
     pull = _t._c.PhaseCall(_pull, _t._c.INPUT, _t._c.KIND_INPUT)
+    synced = _t._c.PhaseCall(orig, _t._c.BACKWARD) if steps is not None else None
 
     def get_batch_samples(epoch_iterator, num_batches, *args, **kwargs):
-        return orig(iter(pull(epoch_iterator, num_batches)), num_batches, *args, **kwargs)
+        batches = pull(epoch_iterator, num_batches)
+        if synced is not None and batches:
+            steps.begin(model)
+            return synced(iter(batches), num_batches, *args, **kwargs)
+        return orig(iter(batches), num_batches, *args, **kwargs)
 
     get_batch_samples.__wrapped__ = orig
     get_batch_samples._traceml = True
@@ -143,7 +156,11 @@ class TraceMLCallback(_Base):
         orig = getattr(trainer, "get_batch_samples", None)
         if orig is None:
             return          # transformers < 4.46: each micro-batch is fetched in the loop
-        own["get_batch_samples"] = _windowed(orig)
+        ranks = getattr(getattr(trainer, "args", None), "world_size", 1) or 1
+        if ranks > 1:
+            own["get_batch_samples"] = _windowed(orig, self._steps, trainer.model)
+        else:
+            own["get_batch_samples"] = _windowed(orig)
         self._patched = (weakref.ref(trainer), cur)
 
     def _unwrap(self):
