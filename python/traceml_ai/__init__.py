@@ -429,6 +429,20 @@ def _start_detected():
 
 
 def _at_exit():
+    last = getattr(_sys, "last_value", None)
+    if isinstance(last, KeyboardInterrupt):
+        _stop("interrupted", 130)
+    elif last is not None and not isinstance(last, SystemExit):
+        _stop("failed", 1)
+    else:
+        _stop()
+
+
+def _stop(*status):
+    """Stops TraceML in this process: the hooks are cut loose from the
+    engine, and the engine flushes (a rank says goodbye with its last
+    records) and prints the summary when it hosts the aggregator. At exit,
+    or where no exit comes (a Ray worker that is reused or killed)."""
     global _active
     if not _active:
         return
@@ -436,13 +450,7 @@ def _at_exit():
     try:
         _c._configure(None, False)
         _c._set_gpu_hooks(None, None)
-        last = getattr(_sys, "last_value", None)
-        if isinstance(last, KeyboardInterrupt):
-            text = _c.shutdown("interrupted", 130)
-        elif last is not None and not isinstance(last, SystemExit):
-            text = _c.shutdown("failed", 1)
-        else:
-            text = _c.shutdown()
+        text = _c.shutdown(*status)
     except Exception as e:
         _warn("shutdown failed (%s)" % (e,))
         return

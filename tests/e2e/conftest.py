@@ -13,6 +13,7 @@ traceml_ai) as the training's Python.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -140,3 +141,37 @@ def near(measured, injected_ms, rel=0.15, abs_ms=2.0):
     """The accuracy rule of the scenarios: within 15% or 2 ms, whichever is
     larger."""
     return measured is not None and abs(measured - injected_ms) <= max(rel * injected_ms, abs_ms)
+
+
+def free_port_pair():
+    """A port P with P and P + 1 free (master port, aggregator port)."""
+    for _ in range(50):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p >= 65000:
+            continue
+        try:
+            t = socket.socket()
+            t.bind(("127.0.0.1", p + 1))
+            t.close()
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+def old_version_site(tmp_path, dist, version="0.1"):
+    """A folder for PYTHONPATH whose sitecustomize makes
+    importlib.metadata.version(dist) say `version` (an integration's
+    version check then sees a framework too old); returns its path."""
+    site = tmp_path / ("old_" + dist)
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "import importlib.metadata as _m\n"
+        "_version = _m.version\n"
+        "def version(name):\n"
+        "    return %r if name.lower() == %r else _version(name)\n"
+        "_m.version = version\n" % (version, dist))
+    return str(site)

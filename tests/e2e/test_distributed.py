@@ -12,34 +12,14 @@ nothing; the verdict must name the cause and the rank.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env
+from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env, free_port_pair
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
-
-
-def free_port_pair():
-    """A port P with P and P + 1 free (master port, aggregator port)."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p >= 65000:
-            continue
-        try:
-            t = socket.socket()
-            t.bind(("127.0.0.1", p + 1))
-            t.close()
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
 
 
 def launch(logs, name, nproc, args=(), nnodes=1, node_rank=0, extra=(), env=None,

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from conftest import EXAMPLES, near, primary, step_diag, step_metric_ms
-from test_distributed import free_port_pair
+from conftest import (EXAMPLES, free_port_pair, near, old_version_site, primary, step_diag,
+                      step_metric_ms)
 
 SCRIPT = os.path.join(EXAMPLES, "integrations", "deepspeed_train.py")
 
@@ -57,15 +57,7 @@ def test_too_old_deepspeed_warns_once(plain_python, tmp_path):
     """deepspeed reported as 0.1 (a sitecustomize wraps
     importlib.metadata.version): one warning line naming deepspeed >= 0.10,
     the training finishes, nothing is traced (no run folder)."""
-    site = tmp_path / "old"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import importlib.metadata as m\n"
-        "_v = m.version\n"
-        "def version(name):\n"
-        "    return '0.1' if name == 'deepspeed' else _v(name)\n"
-        "m.version = version\n")
-    r = plain_python(SCRIPT, "--steps", 10, env={"PYTHONPATH": str(site)})
+    r = plain_python(SCRIPT, "--steps", 10, env={"PYTHONPATH": old_version_site(tmp_path, "deepspeed")})
     assert r.rc == 0, r.explain()
     assert "10 optimizer steps" in r.stdout, r.explain()
     lines = [l for l in r.stderr.splitlines() if l.startswith("traceml: warning:")]

@@ -10,13 +10,13 @@ an average of 40 steps by several ms but not the median.
 """
 import json
 import os
-import socket
 import sqlite3
 import statistics
 
 import pytest
 
-from conftest import EXAMPLES, near, primary, step_diag, step_metric_ms
+from conftest import (EXAMPLES, free_port_pair, near, old_version_site, primary, step_diag,
+                      step_metric_ms)
 
 HF = os.path.join(EXAMPLES, "integrations", "hf_trainer.py")
 ACC = os.path.join(EXAMPLES, "integrations", "hf_accelerate.py")
@@ -101,24 +101,6 @@ def test_accelerate_loop_input_bound(plain_python):
     assert_phases_observed(s)
 
 
-def free_port_pair():
-    for _ in range(50):
-        a = socket.socket()
-        a.bind(("127.0.0.1", 0))
-        port = a.getsockname()[1]
-        a.close()
-        if port >= 65000:
-            continue
-        try:
-            b = socket.socket()
-            b.bind(("127.0.0.1", port + 1))
-            b.close()
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
-
-
 @pytest.mark.parametrize("kind", ["compute", "input"])
 def test_trainer_ddp_straggler(traceml_run, kind):
     """Two DDP ranks (gloo) under `traceml run --nproc-per-node 2` with the
@@ -156,15 +138,7 @@ def test_too_old_frameworks_run_untraced(plain_python, tmp_path):
     for dist, script, what, need, args in (
             ("transformers", HF, "Hugging Face", "4.30", ["--steps", 5]),
             ("accelerate", ACC, "Accelerate", "0.20", ["--steps", 5])):
-        site = tmp_path / ("site_" + dist)
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(
-            "import importlib.metadata as _m\n"
-            "_version = _m.version\n"
-            "def version(name):\n"
-            "    return '0.1' if name.lower() == %r else _version(name)\n"
-            "_m.version = version\n" % dist)
-        r = plain_python(script, *args, env={"PYTHONPATH": str(site)})
+        r = plain_python(script, *args, env={"PYTHONPATH": old_version_site(tmp_path, dist)})
         assert r.rc == 0, r.explain()
         assert optimizer_steps(r.stdout) == 5, r.explain()
         lines = [ln for ln in r.stderr.splitlines() if ln.startswith("traceml:")]

@@ -11,7 +11,7 @@ share of a step on a loaded CPU.
 import json
 import os
 
-from conftest import REPO, near, primary, step_diag, step_metric_ms
+from conftest import REPO, near, old_version_site, primary, step_diag, step_metric_ms
 
 SCRIPT = os.path.join(REPO, "examples", "integrations", "lightning_train.py")
 
@@ -93,15 +93,7 @@ def test_ddp_two_devices_straggler(traceml_run):
 def test_too_old_lightning_warns_once(plain_python, tmp_path):
     """lightning reported as 0.1: one warning naming lightning >= 2.0, and
     the training runs to its end untraced (no run folder)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import importlib.metadata as _m\n"
-        "_orig = _m.version\n"
-        "def version(name):\n"
-        "    return '0.1' if name == 'lightning' else _orig(name)\n"
-        "_m.version = version\n")
-    r = plain_python(SCRIPT, "--steps", 10, env={"PYTHONPATH": str(site)})
+    r = plain_python(SCRIPT, "--steps", 10, env={"PYTHONPATH": old_version_site(tmp_path, "lightning")})
     assert r.rc == 0, r.explain()
     assert "optimizer steps: 10" in r.stdout, r.explain()
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("traceml:")]

@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from conftest import near, primary, step_metric_ms
+from conftest import near, old_version_site, primary, step_metric_ms
 
 pytest.importorskip("ray")
 
@@ -111,15 +111,7 @@ def test_old_ray_one_warning_untraced(plain_python, ray_env, tmp_path):
     trains as the plain TorchTrainer would, and no aggregator or run
     folder is made."""
     env, args = ray_env
-    site = tmp_path / "old_ray"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import importlib.metadata as m\n"
-        "_v = m.version\n"
-        "def version(name):\n"
-        "    return '0.1' if name == 'ray' else _v(name)\n"
-        "m.version = version\n")
-    env = dict(env, PYTHONPATH=str(site))
+    env = dict(env, PYTHONPATH=old_version_site(tmp_path, "ray"))
     r = plain_python(SCRIPT, "--steps", 10, *args, env=env)
     assert r.rc == 0, r.explain()
     assert "trained 10 steps on 2 workers (ok)" in r.stdout, r.explain()

@@ -85,23 +85,10 @@ def _worker_stop(failed):
     """What traceml_ai._at_exit does at interpreter exit, done now: the
     hooks are cut loose from the engine and the rank says goodbye with its
     last records."""
-    if not _t._active:
-        return
-    _t._active = False
-    c = _t._c
-    try:
-        c._configure(None, False)
-        c._set_gpu_hooks(None, None)
-        text = c.shutdown("failed", 1) if failed else c.shutdown()
-    except Exception as e:
-        _t._warn("shutdown failed in the Ray worker (%s)" % (e,))
-        return
-    if text:
-        try:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            sys.stdout.flush()
-        except Exception:
-            pass
+    if failed:
+        _t._stop("failed", 1)
+    else:
+        _t._stop()
 
 
 def _run_traced(fn, args, env):
