@@ -79,6 +79,11 @@ typedef enum tml_phase {
     TML_PHASE_FORWARD,
     TML_PHASE_BACKWARD,
     TML_PHASE_OPTIMIZER,
+    /* communication the step waits for: a blocking collective (all_reduce,
+     * broadcast, barrier) around which the loop can do nothing else. Its
+     * time is "exposed" communication; a phase around it (a Backward that
+     * waits for gradient buckets) keeps only its own time. */
+    TML_PHASE_COMM,
     TML_PHASE_COUNT
 } tml_phase;
 
@@ -142,6 +147,30 @@ TML_API int tml_phase_begin(tml_phase phase);
 TML_API int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */
 TML_API int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
+
+/*
+ * Communication (docs/diagnosis.md, COMMUNICATION-BOUND). Per step TraceML
+ * reports the communication time (the union of the step's collectives,
+ * overlapped with compute or not), the exposed part (what the step waited
+ * for: TML_PHASE_COMM spans, plus the tail of the overlapped collectives
+ * after the last of them was launched), the bytes and the bandwidth.
+ *
+ * tml_comm_bytes: a collective of `bytes` (what this rank sends, as NCCL's
+ * bus-bandwidth count has it: 2(n-1)/n of the buffer for an all-reduce of n
+ * ranks, (n-1)/n of the output for an all-gather) ran inside the
+ * TML_PHASE_COMM span open on this thread, or just ended there. Counts one
+ * collective of the step open on this thread.
+ *
+ * tml_comm_overlapped: a collective that ran beside compute, launched at
+ * begin_ns and completed at end_ns (tml_now_ns()): a DDP gradient bucket,
+ * an async_op=True collective. Callable from any thread (the one that
+ * completes it): it joins the step open on the calling thread, else the
+ * next step to end on any thread. Bytes as above, counted up to 4 GiB per
+ * collective. No allocation, lock or system call; when more than 256 are
+ * waiting for a step to end, the rest are dropped and counted.
+ */
+TML_API int tml_comm_bytes(int64_t bytes);
+TML_API int tml_comm_overlapped(int64_t begin_ns, int64_t end_ns, int64_t bytes);
 
 /* Forgets an open phase without recording it: for a call that turned out
  * not to be what the phase means (a fetch that raised StopIteration, a

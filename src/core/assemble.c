@@ -127,6 +127,8 @@ static void start_step(tml_assembler *a, const tml_event *e)
         r->gap_ns = (from > a->last_end_ns ? from - a->last_end_ns : 0) + after_fetch;
     a->inside_input_ns = 0;
     a->nnest = 0;
+    a->ncomm = 0;
+    a->ov_launch = a->ov_end = -1;
     a->in_step = 1;
     marks_reset(&a->gcur);
     if (r->observed & TML_PHASE_BIT(TML_PHASE_INPUT)) {
@@ -152,6 +154,57 @@ static void feed_mem(tml_assembler *a, const tml_event *e)
     }
     if (peak > a->mem_seen_peak[k])
         a->mem_seen_peak[k] = peak;
+}
+
+static void add_comm(tml_assembler *a, int64_t b, int64_t e)
+{
+    if (a->ncomm == TML_COMM_MAX) {      /* merge into the last one kept */
+        uint32_t k = a->ncomm - 1;
+        if (b < a->comm_b[k])
+            a->comm_b[k] = b;
+        if (e > a->comm_e[k])
+            a->comm_e[k] = e;
+        return;
+    }
+    a->comm_b[a->ncomm] = b;
+    a->comm_e[a->ncomm++] = e;
+    a->cur.observed |= TML_PHASE_BIT(TML_PHASE_COMM);
+}
+
+static int64_t overlap(int64_t b0, int64_t e0, int64_t b1, int64_t e1)
+{
+    int64_t b = b0 > b1 ? b0 : b1, e = e0 < e1 ? e0 : e1;
+    return e > b ? e - b : 0;
+}
+
+/* The overlapped collectives' tail [L, E] (after the last launch) is
+ * exposed: each span it falls in gives up its own part of it. */
+static void expose_tail(tml_assembler *a, tml_step_record *r, int64_t step_end)
+{
+    int64_t L = a->ov_launch, E = a->ov_end < step_end ? a->ov_end : step_end;
+    int64_t own[TML_NEST_MAX];
+    if (L >= 0 && L < r->start_ns)
+        L = r->start_ns;
+    if (L < 0 || E <= L)
+        return;
+    for (uint32_t i = 0; i < a->nnest; i++) {
+        int64_t ov = a->nest_p[i] == TML_PHASE_COMM ? 0
+                     : overlap(L, E, a->nest_b[i], a->nest_e[i]);
+        /* spans end inner first: an earlier span inside this one took its part */
+        own[i] = tml__span_exclusive(a->nest_b, a->nest_e, own, i, a->nest_b[i], a->nest_e[i], ov);
+        int64_t take = own[i] < a->nest_x[i] ? own[i] : a->nest_x[i];
+        if (take > 0)
+            r->phase_ns[a->nest_p[i]] -= take;
+    }
+    r->phase_ns[TML_PHASE_COMM] += E - L;
+}
+
+static void end_comm(tml_assembler *a, tml_step_record *r, int64_t step_end)
+{
+    if (!(r->observed & TML_PHASE_BIT(TML_PHASE_COMM)))
+        return;
+    expose_tail(a, r, step_end);
+    r->comm_ns = tml__union_ns(a->comm_b, a->comm_e, a->ncomm);
 }
 
 int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
@@ -188,13 +241,33 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         if (a->nnest < TML_NEST_MAX) {
             a->nest_b[a->nnest] = e->t0;
             a->nest_e[a->nnest] = e->t1;
+            a->nest_p[a->nnest] = (uint8_t)e->arg;
             a->nest_x[a->nnest++] = x;
         }
         a->cur.phase_ns[e->arg] += x;
         a->cur.observed |= TML_PHASE_BIT(e->arg);
+        if (e->arg == TML_PHASE_COMM)
+            add_comm(a, e->t0, e->t1);
         a->events_in_steps++;
         return 0;
     }
+    case TML_EV_COMM_BYTES:
+        if (a->in_step) {
+            a->cur.comm_bytes += e->t0 > 0 ? e->t0 : 0;
+            a->cur.comm_count++;
+        }
+        return 0;
+    case TML_EV_COMM_OVERLAPPED:
+        if (!a->in_step || e->t1 < e->t0)
+            return 0;
+        add_comm(a, e->t0, e->t1);
+        a->cur.comm_bytes += e->arg;
+        a->cur.comm_count++;
+        if (e->t0 > a->ov_launch)
+            a->ov_launch = e->t0;
+        if (e->t1 > a->ov_end)
+            a->ov_end = e->t1;
+        return 0;
     case TML_EV_GPU_SPAN: {
         if (e->arg >= TML_PHASE_COUNT)
             return 0;
@@ -235,6 +308,7 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         out->traced_ns = e->t0 - a->cur.start_ns - a->inside_input_ns;
         if (out->traced_ns < 0)
             out->traced_ns = 0;
+        end_comm(a, out, e->t0);
         out->cuda_allocated_peak_bytes = a->mem_step_peak[0];
         out->cuda_reserved_peak_bytes = a->mem_step_peak[1];
         a->gpu = a->gcur;
@@ -262,6 +336,40 @@ int64_t tml__asm_last_end(const tml_event *ev, uint32_t n)
         if (ev[n].kind == TML_EV_STEP_END)
             return ev[n].t0;
     return 0;
+}
+
+static void sort_pairs(int64_t *b, int64_t *e, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++) {     /* insertion sort: n <= 64, nearly sorted */
+        int64_t kb = b[i], ke = e[i];
+        uint32_t j = i;
+        for (; j > 0 && b[j - 1] > kb; j--) {
+            b[j] = b[j - 1];
+            e[j] = e[j - 1];
+        }
+        b[j] = kb;
+        e[j] = ke;
+    }
+}
+
+int64_t tml__union_ns(int64_t *b, int64_t *e, uint32_t n)
+{
+    int64_t total = 0, cb = 0, ce = 0;
+    if (n == 0)
+        return 0;
+    sort_pairs(b, e, n);
+    cb = b[0];
+    ce = e[0];
+    for (uint32_t i = 1; i < n; i++) {
+        if (b[i] > ce) {
+            total += ce - cb;
+            cb = b[i];
+            ce = e[i];
+        } else if (e[i] > ce) {
+            ce = e[i];
+        }
+    }
+    return total + (ce - cb);
 }
 
 int64_t tml__span_exclusive(const int64_t *bs, const int64_t *es, const int64_t *xs, uint32_t n,

@@ -34,6 +34,7 @@ int tml__gpu_marks_any(const tml_gpu_marks *g);
 
 #define TML_NEST_MAX 64
 #define TML_PENDING_H2D 8
+#define TML_COMM_MAX 64      /* collectives per step kept apart (more are merged) */
 
 /* The exclusive time of a span [b, e] lasting `ns`: minus the exclusive
  * times of the earlier spans (b_i, e_i, x_i; i < n) inside it. Nested
@@ -42,6 +43,8 @@ int tml__gpu_marks_any(const tml_gpu_marks *g);
  * numbers for b and e (recorded in program order). */
 int64_t tml__span_exclusive(const int64_t *bs, const int64_t *es, const int64_t *xs, uint32_t n,
                             int64_t b, int64_t e, int64_t ns);
+/* The length of the union of n intervals [b_i, e_i] (sorts them in place). */
+int64_t tml__union_ns(int64_t *b, int64_t *e, uint32_t n);
 
 typedef struct tml_assembler {
     int in_step;
@@ -70,7 +73,14 @@ typedef struct tml_assembler {
      * span around others (optimizer.step(closure) around forward and
      * backward) is charged only its own time. */
     int64_t nest_b[TML_NEST_MAX], nest_e[TML_NEST_MAX], nest_x[TML_NEST_MAX];
+    uint8_t nest_p[TML_NEST_MAX];
     uint32_t nnest;
+    /* The current step's collectives (blocking COMM spans and overlapped
+     * ones) for their union, and the overlapped ones' last launch and
+     * latest completion for the exposed tail. */
+    int64_t comm_b[TML_COMM_MAX], comm_e[TML_COMM_MAX];
+    uint32_t ncomm;
+    int64_t ov_launch, ov_end;   /* -1: no overlapped collective */
 } tml_assembler;
 
 void tml__asm_init(tml_assembler *a);

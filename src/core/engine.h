@@ -127,6 +127,9 @@ void tml__ship_record(const tml_step_record *r);
 /* One line "rank R pid P: what: why" in the run's traceml.log. */
 void tml__engine_log(const char *what, const char *why);
 
+/* markers.c: overlapped collectives the mailbox had no room for. */
+uint64_t tml__comm_dropped(void);
+
 /* gpuclock.c: a completed step waits for its CUDA events (or not). */
 void tml__gpu_wait(tml_slot *s, const tml_step_record *r, int64_t now);
 void tml__gpu_flush(tml_slot *s, int64_t now, int final);

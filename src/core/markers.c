@@ -16,6 +16,13 @@
  * boundary (one cuEventRecord, no wait); the shipper resolves them
  * (gpuclock.c). Settings for the shipper (rank, loader, costs) go through
  * atomics (tml__req): a marker never waits for the shipper.
+ *
+ * Communication that completes on another thread (a DDP bucket's future,
+ * finished by the process group's worker thread) has no step of its own:
+ * it waits in a small lock-free mailbox (a bounded MPMC queue with a
+ * sequence number per cell) until a thread ends a step, which moves it
+ * into its own ring before the step's end. DDP waits for every bucket
+ * before backward returns, so a step's buckets are in by then.
  */
 #include "core/engine.h"
 
@@ -40,6 +47,87 @@ typedef struct tls_state {
 } tls_state;
 
 static _Thread_local tls_state T;
+
+#define COMM_BOX 256u    /* a power of two */
+
+typedef struct comm_cell {
+    _Atomic uint64_t seq;
+    int64_t t0, t1;
+    uint32_t bytes;
+} comm_cell;
+
+static struct {
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;
+    _Atomic uint64_t dropped;
+    _Atomic int ready;
+    comm_cell cell[COMM_BOX];
+} box;
+
+static void box_ready(void)
+{
+    int expect = 0;
+    if (atomic_load_explicit(&box.ready, memory_order_acquire) == 2)
+        return;
+    if (atomic_compare_exchange_strong(&box.ready, &expect, 1)) {
+        for (uint32_t i = 0; i < COMM_BOX; i++)
+            atomic_store_explicit(&box.cell[i].seq, i, memory_order_relaxed);
+        atomic_store_explicit(&box.ready, 2, memory_order_release);
+    }
+}
+
+static int box_put(int64_t t0, int64_t t1, uint32_t bytes)
+{
+    if (atomic_load_explicit(&box.ready, memory_order_acquire) != 2)
+        return TML_ESTATE;
+    uint64_t pos = atomic_load_explicit(&box.head, memory_order_relaxed);
+    for (;;) {
+        comm_cell *c = &box.cell[pos & (COMM_BOX - 1)];
+        uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+        int64_t dif = (int64_t)(seq - pos);
+        if (dif == 0) {
+            if (atomic_compare_exchange_weak_explicit(&box.head, &pos, pos + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                c->t0 = t0;
+                c->t1 = t1;
+                c->bytes = bytes;
+                atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+                return 0;
+            }
+        } else if (dif < 0) {
+            atomic_fetch_add_explicit(&box.dropped, 1, memory_order_relaxed);
+            return TML_EFULL;
+        } else {
+            pos = atomic_load_explicit(&box.head, memory_order_relaxed);
+        }
+    }
+}
+
+static int box_take(comm_cell *out)
+{
+    uint64_t pos = atomic_load_explicit(&box.tail, memory_order_relaxed);
+    for (;;) {
+        comm_cell *c = &box.cell[pos & (COMM_BOX - 1)];
+        uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+        int64_t dif = (int64_t)(seq - (pos + 1));
+        if (dif == 0) {
+            if (atomic_compare_exchange_weak_explicit(&box.tail, &pos, pos + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                out->t0 = c->t0;
+                out->t1 = c->t1;
+                out->bytes = c->bytes;
+                atomic_store_explicit(&c->seq, pos + COMM_BOX, memory_order_release);
+                return 1;
+            }
+        } else if (dif < 0) {
+            return 0;
+        } else {
+            pos = atomic_load_explicit(&box.tail, memory_order_relaxed);
+        }
+    }
+}
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -125,6 +213,20 @@ int tml_step_begin(void)
     return push(TML_EV_STEP_BEGIN, 0, t, (int64_t)T.next_step++);
 }
 
+static int push(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1);
+
+/* The overlapped collectives completed on other threads join the step
+ * that ends here (at most a mailbox's worth: one read when it is empty). */
+static void take_comm(void)
+{
+    comm_cell c;
+    if (atomic_load_explicit(&box.head, memory_order_relaxed) ==
+        atomic_load_explicit(&box.tail, memory_order_relaxed))
+        return;
+    for (uint32_t n = 0; n < COMM_BOX && box_take(&c); n++)
+        push(TML_EV_COMM_OVERLAPPED, c.bytes, c.t0, c.t1);
+}
+
 static int step_end(uint32_t flags)
 {
     int rc = check_on();
@@ -138,6 +240,7 @@ static int step_end(uint32_t flags)
     /* A phase left open by an exception must not leak into the next step. */
     for (int p = 0; p < TML_PHASE_COUNT; p++)
         T.depth[p] = 0;
+    take_comm();
     if (T.gpu)
         push(TML_EV_GPU_STEP, 0, T.gstep, tml__gpu_pool_record(T.gpu, T.stream));
     flags |= T.next_flags;
@@ -226,6 +329,35 @@ int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns)
     if ((unsigned)phase >= TML_PHASE_COUNT || end_ns < begin_ns)
         return TML_EINVAL;
     return push(TML_EV_SPAN, (uint32_t)phase, begin_ns, end_ns);
+}
+
+int tml_comm_bytes(int64_t bytes)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if (bytes < 0)
+        return TML_EINVAL;
+    return push(TML_EV_COMM_BYTES, 0, bytes, 0);
+}
+
+int tml_comm_overlapped(int64_t begin_ns, int64_t end_ns, int64_t bytes)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if (end_ns < begin_ns || bytes < 0)
+        return TML_EINVAL;
+    uint32_t b = bytes > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+    if (T.s != NULL && T.step_depth > 0 && my_slot())
+        return push(TML_EV_COMM_OVERLAPPED, b, begin_ns, end_ns);
+    box_ready();
+    return box_put(begin_ns, end_ns, b);
+}
+
+uint64_t tml__comm_dropped(void)
+{
+    return atomic_load_explicit(&box.dropped, memory_order_relaxed);
 }
 
 int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,

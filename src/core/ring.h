@@ -27,6 +27,11 @@ enum tml_event_kind {
     /* CUDA caching allocator figures: arg 0 allocated, 1 reserved;
      * t0 = current bytes, t1 = the allocator's all-time peak (-1 unknown). */
     TML_EV_MEM = 6,
+    /* Communication (tml_comm_bytes / tml_comm_overlapped): COMM_BYTES has
+     * t0 = bytes; COMM_OVERLAPPED is one collective run beside compute,
+     * [t0, t1], arg = bytes (at most 4 GiB). */
+    TML_EV_COMM_BYTES = 7,
+    TML_EV_COMM_OVERLAPPED = 8,
 };
 
 typedef struct tml_event {

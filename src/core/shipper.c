@@ -120,7 +120,8 @@ void tml__ship_record(const tml_step_record *r)
 
 static void update_stats(void)
 {
-    uint64_t dropped = atomic_load(&tml__rings.no_slot_drops), events = 0, glue = 0;
+    uint64_t dropped = atomic_load(&tml__rings.no_slot_drops) + tml__comm_dropped();
+    uint64_t events = 0, glue = 0;
     for (int i = 0; i < TML_MAX_RINGS; i++) {
         dropped += atomic_load(&tml__rings.slot[i].ring.dropped);
         events += tml__rings.slot[i].as.events_in_steps;

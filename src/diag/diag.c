@@ -52,6 +52,8 @@ void tml__thresholds_default(tml_thresholds *t)
     t->h2d_crit = 0.20;
     t->residual_warn = 0.10;
     t->residual_crit = 0.20;
+    t->comm_warn = 0.10;
+    t->comm_crit = 0.20;
     t->compute_min = 0.90;
     t->compute_other_max = 0.10;
     t->straggler_warn = 0.10;
@@ -68,7 +70,7 @@ void tml__thresholds_default(tml_thresholds *t)
 }
 
 static const char *phase_labels[TML_PHASE_COUNT] = {
-    "Input Wait", "H2D", "Forward", "Backward", "Optimizer"
+    "Input Wait", "H2D", "Forward", "Backward", "Optimizer", "Communication"
 };
 
 void tml__phase_list(uint32_t mask, char *out, size_t cap)
@@ -172,6 +174,30 @@ static int cmp_by_value(const void *a, const void *b)
     return x->i - y->i;
 }
 
+double tml__diag_collective_ns(const double v[TML_M_COUNT])
+{
+    return v[TML_M_BACKWARD] + (isnan(v[TML_M_COMM]) ? 0.0 : v[TML_M_COMM]);
+}
+
+double tml__diag_comm_share(const tml_window *w, int *rank_out)
+{
+    double best = NAN;
+    int at = -1;
+    for (size_t i = 0; i < w->nranks; i++) {
+        const tml_rank_window *r = &w->ranks[i];
+        double c = r->avg_ns[TML_M_COMM], st = r->avg_ns[TML_M_STEP];
+        if (r->nsteps == 0 || isnan(c) || !(st > 0))
+            continue;
+        if (at < 0 || c / st < best) {
+            best = c / st;
+            at = (int)i;
+        }
+    }
+    if (rank_out)
+        *rank_out = at;
+    return best;
+}
+
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
                          tml_straggler *out)
 {
@@ -195,7 +221,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
             continue;
         if (isnan(r->avg_ns[TML_M_BACKWARD]) || isnan(r->avg_ns[TML_M_STEP]))
             goto done;          /* never reason from a missing Backward */
-        v[n].v = r->avg_ns[TML_M_BACKWARD];
+        v[n].v = tml__diag_collective_ns(r->avg_ns);
         v[n].i = (int)i;
         n++;
     }
@@ -206,7 +232,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     const tml_rank_window *vic = &w->ranks[v[n / 2].i];
     out->culprit = v[0].i;
     out->victim = v[n / 2].i;
-    out->cost_ns = vic->avg_ns[TML_M_BACKWARD] - cul->avg_ns[TML_M_BACKWARD];
+    out->cost_ns = tml__diag_collective_ns(vic->avg_ns) - tml__diag_collective_ns(cul->avg_ns);
     if (!(vic->avg_ns[TML_M_STEP] > 0))
         goto done;
     out->score = out->cost_ns / vic->avg_ns[TML_M_STEP];
@@ -320,6 +346,51 @@ static int share_issue(double share, double warn, double crit, const char *kind,
     snprintf(d->why, sizeof(d->why), "%s took %d%% of Step Time%s.",
              tml__metric_label(cause), pct(share), multi);
     snprintf(d->next, sizeof(d->next), "%s", next);
+    return 1;
+}
+
+static void fmt_bytes(double b, char *out, size_t cap)
+{
+    if (b >= 1e9)
+        snprintf(out, cap, "%.2f GB", b / 1e9);
+    else if (b >= 1e6)
+        snprintf(out, cap, "%.1f MB", b / 1e6);
+    else
+        snprintf(out, cap, "%.1f kB", b / 1e3);
+}
+
+/* COMMUNICATION-BOUND: the exposed communication of the rank that waited
+ * least is over the thresholds. Waiting for a slow peer shows on the
+ * peers only (the straggler rules name it); what the least-waiting rank
+ * spends there is the transfer itself, paid by every rank. */
+static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnosis *d)
+{
+    int at;
+    double share = tml__diag_comm_share(w, &at);
+    char who[32], moved[32], bw[48] = "";
+
+    if (at < 0 || !ge(share, th->comm_warn))
+        return 0;
+    const tml_rank_window *r = &w->ranks[at];
+    tml_severity sev = ge(share, th->comm_crit) && w->window_steps >= th->straggler_crit_min_steps
+                       ? TML_SEV_CRITICAL : TML_SEV_WARNING;
+    diag_init(d, "COMMUNICATION_BOUND", "COMMUNICATION-BOUND", sev);
+    d->cause = TML_M_COMM;
+    d->share = share;
+    d->threshold = sev == TML_SEV_CRITICAL ? th->comm_crit : th->comm_warn;
+    fmt_rank(r, who, sizeof(who));
+    fmt_bytes(r->comm_bytes_per_step, moved, sizeof(moved));
+    if (!isnan(r->comm_bytes_per_s))
+        snprintf(bw, sizeof(bw), " at %.1f MB/s (%.0f Mbit/s)", r->comm_bytes_per_s / 1e6,
+                 r->comm_bytes_per_s * 8 / 1e6);
+    snprintf(d->why, sizeof(d->why), "Exposed communication took %d%% of Step Time on every "
+             "rank (%s, the one that waited least: %.1f ms per step); it sent %s per step%s, "
+             "%.1f ms in flight.", pct(share), who, ms(r->avg_ns[TML_M_COMM]), moved, bw,
+             ms(r->avg_ns[TML_M_COMM_TOTAL]));
+    snprintf(d->next, sizeof(d->next), "The transfer itself is slow on every rank, not a peer: "
+             "sync less often (gradient accumulation under model.no_sync()), send less "
+             "(a bf16/fp16 or PowerSGD comm hook), overlap more of it with backward "
+             "(DDP bucket_cap_mb), or check the link between the nodes.");
     return 1;
 }
 
@@ -478,6 +549,7 @@ static int compute_bound_issue(const tml_step_diag *st, const tml_thresholds *th
     if (!ge(c, th->compute_min) ||
         ge(st->share[TML_M_INPUT], th->compute_other_max) ||
         ge(st->share[TML_M_H2D], th->compute_other_max) ||
+        ge(st->share[TML_M_COMM], th->compute_other_max) ||
         ge(st->share[TML_M_RESIDUAL], th->compute_other_max))
         return 0;
     diag_init(d, "COMPUTE_BOUND", "COMPUTE-BOUND", TML_SEV_INFO);
@@ -498,14 +570,25 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
 {
     tml_diagnosis d;
 
+    tml_diagnosis comm;
+    int has_comm = comm_issue(w, th, &comm);
+
     if (straggler_issue(w, th, &out->straggler, &d))
         out->issues[out->nissues++] = d;
     if (share_issue(out->share[TML_M_INPUT], th->input_warn, th->input_crit,
                     "INPUT_BOUND", "INPUT-BOUND", TML_M_INPUT,
                     "Increase workers, prefetch, or storage throughput.", multi, &d)) {
         input_next(w, d.share, d.next, sizeof(d.next));
+        /* communication before input when at least as severe and as large */
+        if (has_comm && (comm.severity > d.severity ||
+                         (comm.severity == d.severity && comm.share >= d.share))) {
+            out->issues[out->nissues++] = comm;
+            has_comm = 0;
+        }
         out->issues[out->nissues++] = d;
     }
+    if (has_comm)
+        out->issues[out->nissues++] = comm;
     if (w->clock == TML_CLOCK_GPU &&
         share_issue(out->share[TML_M_H2D], th->h2d_warn, th->h2d_crit,
                     "H2D_BOUND", "H2D-BOUND", TML_M_H2D,
@@ -631,6 +714,7 @@ int tml__diag_is_cause(const tml_diagnosis *d)
 {
     static const char *causes[] = {
         "INPUT_BOUND", "H2D_BOUND", "RESIDUAL_HEAVY", "COMPUTE_BOUND", "EPOCH_START",
+        "COMMUNICATION_BOUND",
         "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "OUTSIDE_STEP_STRAGGLER",
         "STRAGGLER"
     };

@@ -33,6 +33,10 @@ typedef struct tml_thresholds {
     double input_warn, input_crit;          /* Input Wait share (0.10 / 0.20) */
     double h2d_warn, h2d_crit;              /* H2D share, GPU clock only (0.10 / 0.20) */
     double residual_warn, residual_crit;    /* Residual share (0.10 / 0.20) */
+    /* Exposed communication's share on the rank that waited least (0.10 /
+     * 0.20): what every rank pays, so a straggler's peers waiting for it
+     * do not count */
+    double comm_warn, comm_crit;
     double compute_min;                     /* Compute share for COMPUTE-BOUND (0.90) */
     double compute_other_max;               /* ...and every other share below (0.10) */
     double straggler_warn, straggler_crit;  /* straggler score (0.10 / 0.20) */
@@ -94,6 +98,10 @@ typedef struct tml_rank_window {
     /* Per-step memory, window averages of the per-step peaks; NAN = never
      * sampled. */
     double rss_bytes, cuda_allocated_bytes, cuda_reserved_bytes;
+    /* Communication: bytes sent per step (window average) and the
+     * bandwidth they imply (bytes over the time some collective was in
+     * flight); NAN without communication. */
+    double comm_bytes_per_step, comm_bytes_per_s;
     int has_gpu;                   /* any GPU figure seen from this rank */
     int64_t overhead_ns_per_step;  /* from the rank's counters, -1 unknown */
     /* The rank's input pipeline as configured (see tml_rank_info). */
@@ -196,7 +204,16 @@ typedef struct tml_step_diag {
 /* Median over ranks of avg[m] / avg[STEP]; ranks where either is missing
  * or Step Time is not positive are skipped; NAN when none is left. */
 double tml__diag_share(const tml_window *w, tml_metric m);
-/* The straggler score of SPEC 4.1 (collective-bound phase: Backward).
+/* The collective-bound phase of a rank's averages (or a step's
+ * breakdown): Backward plus the exposed communication (the all-reduce it
+ * waits in), NAN without Backward. */
+double tml__diag_collective_ns(const double v[TML_M_COUNT]);
+/* The smallest share of exposed communication over the ranks (the rank
+ * that waited least: its communication is transfer, not waiting for a
+ * peer) and that rank's index; NAN / -1 without communication. */
+double tml__diag_comm_share(const tml_window *w, int *rank_out);
+/* The straggler score of SPEC 4.1 (collective-bound phase: Backward and
+ * exposed communication).
  * out->valid = 0 with fewer than 2 ranks or a missing Backward. */
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
                          tml_straggler *out);

@@ -25,6 +25,7 @@ static const key keys[] = {
     FRAC(input_warn), FRAC(input_crit),
     FRAC(h2d_warn), FRAC(h2d_crit),
     FRAC(residual_warn), FRAC(residual_crit),
+    FRAC(comm_warn), FRAC(comm_crit),
     { "compute", offsetof(tml_thresholds, compute_min), 0 },
     { "compute_other", offsetof(tml_thresholds, compute_other_max), 0 },
     FRAC(straggler_warn), FRAC(straggler_crit), FRAC(straggler_coverage),
@@ -114,6 +115,7 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec)
     }
     if (c.input_warn > c.input_crit || c.h2d_warn > c.h2d_crit ||
         c.residual_warn > c.residual_crit || c.straggler_warn > c.straggler_crit ||
+        c.comm_warn > c.comm_crit ||
         c.mem_pressure_warn > c.mem_pressure_crit || c.untraced_warn > c.untraced_crit)
         return TML_EINVAL;
     *t = c;

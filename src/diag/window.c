@@ -185,6 +185,7 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->step_median_ns = rw->step_p90_ns = NAN;
     rw->step_stddev_ns = rw->step_mad_ns = NAN;
     rw->rss_bytes = rw->cuda_allocated_bytes = rw->cuda_reserved_bytes = NAN;
+    rw->comm_bytes_per_step = rw->comm_bytes_per_s = NAN;
     rw->missing = TML_PHASES_ALL;
     rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
     rw->records_dropped = r->stats.records_dropped;
@@ -221,7 +222,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
                      size_t nwin, size_t stride, size_t col, tml_clock clock)
 {
     double sum[TML_M_COUNT] = {0}, v[TML_M_COUNT];
-    double rss = 0, alloc = 0, resv = 0;
+    double rss = 0, alloc = 0, resv = 0, comm_bytes = 0, comm_ns = 0;
     size_t n_gap = 0, n_rss = 0, n_alloc = 0, n_resv = 0;
     uint32_t observed = 0;
     double *st = NULL;
@@ -242,6 +243,10 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
         if (!isnan(v[TML_M_UNTRACED])) {
             sum[TML_M_UNTRACED] += v[TML_M_UNTRACED];
             n_gap++;
+        }
+        if (s->observed & TML_PHASE_BIT(TML_PHASE_COMM)) {
+            comm_bytes += (double)s->comm_bytes;
+            comm_ns += (double)s->comm_ns;
         }
         if (s->rss_bytes >= 0) {
             rss += (double)s->rss_bytes;
@@ -267,6 +272,10 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     rw->rss_bytes = n_rss ? rss / (double)n_rss : NAN;
     rw->cuda_allocated_bytes = n_alloc ? alloc / (double)n_alloc : NAN;
     rw->cuda_reserved_bytes = n_resv ? resv / (double)n_resv : NAN;
+    if (!(rw->missing & TML_PHASE_BIT(TML_PHASE_COMM))) {
+        rw->comm_bytes_per_step = comm_bytes / (double)nwin;
+        rw->comm_bytes_per_s = comm_ns > 0 && comm_bytes > 0 ? comm_bytes / (comm_ns / 1e9) : NAN;
+    }
 
     block_medians(rw, st, nwin, st + nwin);
     rw->step_median_ns = median_of(st, nwin);
@@ -546,7 +555,8 @@ static void window_bounds(const tml_run *run, const size_t *col, size_t nactive,
             }
 }
 
-/* Per-step straggler culprit: the rank that waited least in Backward. */
+/* Per-step straggler culprit: the rank that waited least in Backward and
+ * its exposed communication (the all-reduce). */
 static void count_culprits(const tml_run *run, const size_t *col, size_t nactive,
                            const size_t *win, size_t nwin, tml_window *w)
 {
@@ -555,7 +565,8 @@ static void count_culprits(const tml_run *run, const size_t *col, size_t nactive
         double bv = INFINITY;
         for (size_t k = 0; k < nactive; k++) {
             const tml_step_record *s = &run->ranks[col[k]].steps[win[j * nactive + k]];
-            double b = phase_on(s, TML_PHASE_BACKWARD, w->clock);
+            double b = phase_on(s, TML_PHASE_BACKWARD, w->clock) +
+                       phase_on(s, TML_PHASE_COMM, w->clock);
             if (b < bv) {
                 bv = b;
                 best = k;

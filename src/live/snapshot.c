@@ -370,7 +370,7 @@ static void j_verdict(jw *w, const tml_live_snap *s)
     tml__jw_close(w, '}');
     tml__jw_open(w, "shares_percent", '{');
     for (int m = 1; m < TML_M_COUNT; m++)
-        if (m != TML_M_UNTRACED && m != TML_M_FETCH_CPU)
+        if (!tml__metric_supplemental(m))
             tml__jw_num(w, tml__metric_name((tml_metric)m), s->share[m] * 100.0, 2);
     tml__jw_close(w, '}');
     tml__jw_num(w, "skew_percent", s->skew * 100.0, 2);
@@ -603,7 +603,7 @@ static void p_run(tml_strbuf *o, const tml_live_snap *s, const char *rl)
     p_meta(o, "traceml_phase_share_ratio", "gauge",
            "Median over ranks of phase / Step Time, live window.");
     for (int m = 1; m < TML_M_COUNT; m++) {
-        if (m == TML_M_UNTRACED || m == TML_M_FETCH_CPU || isnan(s->share[m]))
+        if (tml__metric_supplemental(m) || isnan(s->share[m]))
             continue;
         tml__sb_addf(o, "traceml_phase_share_ratio{%s,phase=\"%s\"}", rl,
                      tml__metric_name((tml_metric)m));

@@ -7,11 +7,13 @@
 
 static const char *const metric_names[TML_M_COUNT] = {
     "step_time", "input_wait", "h2d", "forward", "backward", "optimizer",
-    "compute", "residual", "untraced", "dataloader_fetch_cpu"
+    "compute", "residual", "untraced", "dataloader_fetch_cpu", "communication",
+    "communication_total"
 };
 static const char *const metric_labels[TML_M_COUNT] = {
     "Step Time", "Input Wait", "H2D", "Forward", "Backward", "Optimizer",
-    "Compute", "Residual", "Untraced", "DataLoader fetch"
+    "Compute", "Residual", "Untraced", "DataLoader fetch", "Communication",
+    "Communication (all)"
 };
 
 const char *tml__metric_name(tml_metric m)

@@ -11,6 +11,8 @@
  * copies: then no copy happened and zero is the measurement. Compute and
  * Residual exist only when Forward, Backward and Optimizer were all
  * measured: otherwise untraced compute would show up as residual.
+ * Communication is missing in a run that never communicated (one rank):
+ * then it is no row at all, and Residual is what it was.
  */
 #ifndef TML_BREAKDOWN_H
 #define TML_BREAKDOWN_H
@@ -33,9 +35,11 @@ typedef enum tml_metric {
     TML_M_BACKWARD,
     TML_M_OPTIMIZER,
     TML_M_COMPUTE,       /* Forward + Backward + Optimizer */
-    TML_M_RESIDUAL,      /* max(0, traced - H2D - Compute), per step */
+    TML_M_RESIDUAL,      /* max(0, traced - H2D - Compute - Communication), per step */
     TML_M_UNTRACED,      /* gap_ns, CPU clock, steps with a gap only */
     TML_M_FETCH_CPU,     /* DataLoader fetch, CPU clock (supplemental) */
+    TML_M_COMM,          /* Communication the step waited for (exposed) */
+    TML_M_COMM_TOTAL,    /* time some collective was in flight, CPU clock (supplemental) */
     TML_M_COUNT
 } tml_metric;
 
@@ -49,6 +53,12 @@ const char *tml__metric_label(tml_metric m);
  * masks). */
 uint32_t tml__phases_missing(uint32_t observed, uint32_t instrumented);
 
+/* Supplemental figures: shown beside the breakdown, not shares of it. */
+static inline int tml__metric_supplemental(int m)
+{
+    return m == TML_M_UNTRACED || m == TML_M_FETCH_CPU || m == TML_M_COMM_TOTAL;
+}
+
 static inline double tml__nonneg_ns(int64_t v)
 {
     return v > 0 ? (double)v : 0.0;
@@ -60,7 +70,7 @@ static inline double tml__nonneg_ns(int64_t v)
 static inline void tml__breakdown_mask(double v[TML_M_COUNT], uint32_t missing)
 {
     static const int metric_of[TML_PHASE_COUNT] = {
-        TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD, TML_M_OPTIMIZER
+        TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD, TML_M_OPTIMIZER, TML_M_COMM
     };
     const uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) |
                              TML_PHASE_BIT(TML_PHASE_BACKWARD) |
@@ -74,6 +84,8 @@ static inline void tml__breakdown_mask(double v[TML_M_COUNT], uint32_t missing)
         v[TML_M_COMPUTE] = v[TML_M_RESIDUAL] = NAN;
     if (missing & TML_PHASE_BIT(TML_PHASE_INPUT))
         v[TML_M_FETCH_CPU] = NAN;
+    if (missing & TML_PHASE_BIT(TML_PHASE_COMM))
+        v[TML_M_COMM_TOTAL] = NAN;
 }
 
 /* Step s on the clock, in ns: v[TML_M_*] with nothing missing (a phase
@@ -90,13 +102,15 @@ static inline void tml__step_breakdown_all(const tml_step_record *s, tml_clock c
     v[TML_M_FORWARD] = tml__nonneg_ns(ph[TML_PHASE_FORWARD]);
     v[TML_M_BACKWARD] = tml__nonneg_ns(ph[TML_PHASE_BACKWARD]);
     v[TML_M_OPTIMIZER] = tml__nonneg_ns(ph[TML_PHASE_OPTIMIZER]);
+    v[TML_M_COMM] = tml__nonneg_ns(ph[TML_PHASE_COMM]);
     double compute = v[TML_M_FORWARD] + v[TML_M_BACKWARD] + v[TML_M_OPTIMIZER];
-    double residual = traced - v[TML_M_H2D] - compute;
+    double residual = traced - v[TML_M_H2D] - compute - v[TML_M_COMM];
     v[TML_M_STEP] = v[TML_M_INPUT] + traced;
     v[TML_M_COMPUTE] = compute;
     v[TML_M_RESIDUAL] = residual > 0 ? residual : 0.0;
     v[TML_M_FETCH_CPU] = tml__nonneg_ns(s->phase_ns[TML_PHASE_INPUT]);
     v[TML_M_UNTRACED] = s->gap_ns >= 0 ? (double)s->gap_ns : NAN;
+    v[TML_M_COMM_TOTAL] = tml__nonneg_ns(s->comm_ns);
 }
 
 /* The step breakdown: step s on the clock with the phases in `missing`

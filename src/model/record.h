@@ -39,6 +39,14 @@ typedef struct tml_step_record {
     int64_t rss_bytes;
     int64_t cuda_allocated_peak_bytes;
     int64_t cuda_reserved_peak_bytes;
+    /* Communication (CPU clock), when TML_PHASE_COMM is observed: the time
+     * some collective of the step was in flight (the union of their
+     * intervals, overlapped with compute or not), the bytes this rank sent
+     * (NCCL's bus-bandwidth count) and how many collectives ran. The part
+     * the step waited for is phase_ns[TML_PHASE_COMM]. */
+    int64_t comm_ns;
+    int64_t comm_bytes;
+    uint32_t comm_count;
     uint32_t observed;      /* TML_PHASE_BIT of each phase seen in this step */
     uint32_t flags;         /* TML_STEP_* */
 } tml_step_record;

@@ -160,7 +160,7 @@ static void rank_shares(jw *w, const double avg[TML_M_COUNT])
 {
     tml__jw_open(w, "shares_percent", '{');
     for (int k = 1; k < TML_M_COUNT; k++)
-        if (k != TML_M_UNTRACED && k != TML_M_FETCH_CPU)
+        if (!tml__metric_supplemental(k))
             jw_pct(w, tml__metric_name((tml_metric)k),
                    avg[TML_M_STEP] > 0 ? avg[k] / avg[TML_M_STEP] : NAN);
     tml__jw_close(w, '}');

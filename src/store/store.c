@@ -76,18 +76,23 @@ const char tml__store_schema_sql[] =
     "    forward_ns                INTEGER,\n"
     "    backward_ns               INTEGER,\n"
     "    optimizer_ns              INTEGER,\n"
+    "    comm_exposed_ns           INTEGER,\n"
     "    gpu_traced_ns             INTEGER,\n"
     "    gpu_input_ns              INTEGER,\n"
     "    gpu_h2d_ns                INTEGER,\n"
     "    gpu_forward_ns            INTEGER,\n"
     "    gpu_backward_ns           INTEGER,\n"
     "    gpu_optimizer_ns          INTEGER,\n"
+    "    gpu_comm_exposed_ns       INTEGER,\n"
     "    gap_ns                    INTEGER,\n"
     "    rss_bytes                 INTEGER,\n"
     "    cuda_allocated_peak_bytes INTEGER,\n"
     "    cuda_reserved_peak_bytes  INTEGER,\n"
     "    observed                  INTEGER NOT NULL,\n"
     "    flags                     INTEGER NOT NULL,\n"
+    "    comm_ns                   INTEGER,\n"
+    "    comm_bytes                INTEGER,\n"
+    "    comm_count                INTEGER,\n"
     "    PRIMARY KEY (rank, step)\n"
     ") WITHOUT ROWID;\n"
     "CREATE TABLE samples (\n"
@@ -103,7 +108,7 @@ const char tml__store_schema_sql[] =
 #define STEP_COLS 21
 
 static const char sql_insert_step[] =
-    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?)";
 
 typedef struct queued_step {
@@ -410,6 +415,10 @@ static int write_step(tml_store *s, const queued_step *q)
     bind_opt(st, c++, r->cuda_reserved_peak_bytes);
     sqlite3_bind_int64(st, c++, r->observed);
     sqlite3_bind_int64(st, c++, r->flags);
+    int comm = (r->observed & TML_PHASE_BIT(TML_PHASE_COMM)) != 0;
+    bind_opt(st, c++, comm ? r->comm_ns : TML_MISSING);
+    bind_opt(st, c++, comm ? r->comm_bytes : TML_MISSING);
+    bind_opt(st, c++, comm ? (int64_t)r->comm_count : TML_MISSING);
     return sqlite3_step(st) == SQLITE_DONE ? 0 : TML_EIO;
 }
 
@@ -553,6 +562,14 @@ static int load_steps(tml_store *s, tml_run *run)
         r.cuda_reserved_peak_bytes = col_opt(st, c++);
         r.observed = (uint32_t)sqlite3_column_int64(st, c++);
         r.flags = (uint32_t)sqlite3_column_int64(st, c++);
+        r.comm_ns = col_opt(st, c++);
+        r.comm_bytes = col_opt(st, c++);
+        int64_t count = col_opt(st, c++);
+        r.comm_count = count > 0 ? (uint32_t)count : 0;
+        if (r.comm_ns < 0)
+            r.comm_ns = 0;
+        if (r.comm_bytes < 0)
+            r.comm_bytes = 0;
         if (tml__run_add_steps(cur, &r, 1) < 0) {
             rc = TML_ENOMEM;
             goto out;

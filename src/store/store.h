@@ -23,7 +23,7 @@
 #include "model/run.h"
 #include "model/record.h"
 
-#define TML_STORE_SCHEMA_VERSION 1
+#define TML_STORE_SCHEMA_VERSION 2
 #define TML_STORE_FLUSH_MS 200
 #define TML_STORE_BATCH 2048
 

@@ -218,6 +218,9 @@ void tml__wire_steps(tml_strbuf *out, const tml_step_record *recs, size_t n)
         put_u64(out, (uint64_t)r->cuda_reserved_peak_bytes);
         put_u32(out, r->observed);
         put_u32(out, r->flags);
+        put_u64(out, (uint64_t)r->comm_ns);
+        put_u64(out, (uint64_t)r->comm_bytes);
+        put_u32(out, r->comm_count);
         /* pad to the fixed record size, room for fields of later versions */
         while (!out->failed && out->len - start < TML_WIRE_STEP_SIZE)
             put_u32(out, 0);
@@ -255,6 +258,9 @@ void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *r)
 #undef NEXT64
     r->observed = get_u32(q);
     r->flags = get_u32(q + 4);
+    r->comm_ns = (int64_t)get_u64(q + 8);
+    r->comm_bytes = (int64_t)get_u64(q + 16);
+    r->comm_count = get_u32(q + 24);
 }
 
 void tml__wire_stats(tml_strbuf *out, uint16_t type, const tml_rank_stats *s)

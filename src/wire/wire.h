@@ -21,7 +21,7 @@
 #include "base/strbuf.h"
 
 #define TML_WIRE_MAGIC   0x314c4d54u   /* "TML1" read as little-endian u32 */
-#define TML_WIRE_VERSION 1
+#define TML_WIRE_VERSION 2
 #define TML_WIRE_HEADER  12
 #define TML_WIRE_MAX_PAYLOAD (1u << 20)
 #define TML_WIRE_SECRET_MAX 64
@@ -54,7 +54,7 @@ typedef struct tml_hello {
 } tml_hello;
 
 /* Bytes of one encoded step record. */
-#define TML_WIRE_STEP_SIZE 160
+#define TML_WIRE_STEP_SIZE 192
 
 /* 0: header decoded; 1: need more bytes; TML_EPROTO: not a frame of ours
  * (bad magic, unsupported version, payload over TML_WIRE_MAX_PAYLOAD). */
