@@ -897,6 +897,38 @@ mod_phase_span(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(tml_phase_span((tml_phase)p, b, e));
 }
 
+/* comm_bytes(n): a blocking collective of n bytes ran in this step. */
+static PyObject *
+mod_comm_bytes(PyObject *m, PyObject *arg)
+{
+    long long n = PyLong_AsLongLong(arg);
+    (void)m;
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(tml_comm_bytes(n));
+}
+
+/* _comm_done(t0, nbytes, future) -> future.value(): the callback chained
+ * (future.then) to a collective launched at t0: it completed now. In C so
+ * that a gradient bucket costs one partial() and one C call. */
+static PyObject *
+mod_comm_done(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long t0, n;
+    (void)m;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_comm_done(t0, nbytes, future)");
+        return NULL;
+    }
+    int64_t t1 = tml_now_ns();
+    t0 = PyLong_AsLongLong(args[0]);
+    n = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    tml_comm_overlapped(t0, t1, n);
+    return PyObject_CallMethod(args[2], "value", NULL);
+}
+
 static PyObject *
 mod_now_ns(PyObject *m, PyObject *unused)
 {
@@ -1186,6 +1218,8 @@ static PyMethodDef mod_methods[] = {
     {"phase_end", mod_phase_end, METH_O, NULL},
     {"phase_span", (PyCFunction)(void (*)(void))mod_phase_span, METH_FASTCALL, NULL},
     {"now_ns", mod_now_ns, METH_NOARGS, "the engine's monotonic clock (ns)"},
+    {"comm_bytes", mod_comm_bytes, METH_O, "comm_bytes(n): a blocking collective sent n bytes"},
+    {"_comm_done", (PyCFunction)(void (*)(void))mod_comm_done, METH_FASTCALL, NULL},
     {"set_call_cost_ns", mod_set_call_cost_ns, METH_O, NULL},
     {"set_rank", mod_set_rank, METH_VARARGS, NULL},
     {"set_loader_config", mod_set_loader_config, METH_VARARGS, NULL},
@@ -1249,6 +1283,7 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "FORWARD", TML_PHASE_FORWARD) < 0
         || PyModule_AddIntConstant(m, "BACKWARD", TML_PHASE_BACKWARD) < 0
         || PyModule_AddIntConstant(m, "OPTIMIZER", TML_PHASE_OPTIMIZER) < 0
+        || PyModule_AddIntConstant(m, "COMM", TML_PHASE_COMM) < 0
         || PyModule_AddIntConstant(m, "PHASES_ALL", TML_PHASES_ALL) < 0
         || PyModule_AddIntConstant(m, "KIND_PHASE", KIND_PHASE) < 0
         || PyModule_AddIntConstant(m, "KIND_INPUT", KIND_INPUT) < 0

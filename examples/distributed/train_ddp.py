@@ -15,6 +15,13 @@ when several ranks share two CPU cores. Injected causes, all exact:
   --rank-eval K --eval-every N   rank K alone spends --delay-ms between
                          steps every N steps (rank-0-only evaluation or
                          checkpointing): the others wait in their all-reduce
+  --grad-mb M            the model carries M MB more gradients (a parameter
+                         that costs no compute): on a slow link, the
+                         all-reduce outlasts backward (COMMUNICATION-BOUND)
+  --all-reduce-loss      every step also all-reduces the loss (a blocking
+                         torch.distributed collective, as logging code does)
+  --comm-hook fp16       the DDP model's gradients go through DDP's own
+                         fp16_compress_hook (a user comm hook)
 
 Ranks are told apart by RANK (torchrun) or SLURM_PROCID (srun), like
 torch.distributed itself. Set OMP_NUM_THREADS=1 on small machines.
@@ -48,20 +55,29 @@ def parse():
     p.add_argument("--kill-at-step", type=int, default=10)
     p.add_argument("--rank-eval", type=int, default=-1)
     p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--grad-mb", type=float, default=0.0)
+    p.add_argument("--all-reduce-loss", action="store_true")
+    p.add_argument("--comm-hook", choices=["fp16"], default=None)
+    p.add_argument("--print-loss", action="store_true")
     return p.parse_args()
 
 
 class Device(nn.Module):
     """The MLP plus a fixed wait: what a forward on an accelerator costs."""
 
-    def __init__(self, net, wait_ms):
+    def __init__(self, net, wait_ms, grad_mb=0.0):
         super().__init__()
         self.net = net
         self.wait_ms = wait_ms
+        n = int(grad_mb * 1e6 / 4)
+        self.ballast = nn.Parameter(torch.zeros(n)) if n else None
 
     def forward(self, x):
         sleep_ms(self.wait_ms)
-        return self.net(x)
+        out = self.net(x)
+        if self.ballast is not None:
+            out = out + self.ballast[:1].sum() * 0.0
+        return out
 
 
 def main():
@@ -81,7 +97,10 @@ def main():
     slow = a.slow_input_all or rank == a.slow_input_rank
     loader = slow_loader(ds, batch, a.delay_ms / 1000.0) if slow else fast_loader(ds, batch)
     extra = a.delay_ms if rank == a.slow_compute_rank else 0.0
-    model = DDP(Device(mlp(width=64), a.device_ms + extra))
+    model = DDP(Device(mlp(width=64), a.device_ms + extra, a.grad_mb))
+    if a.comm_hook == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -96,6 +115,10 @@ def main():
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
+            if a.all_reduce_loss:
+                dist.all_reduce(loss.detach())
+        if a.print_loss and rank == 0:
+            print("loss %.6f" % loss.item(), flush=True)
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:

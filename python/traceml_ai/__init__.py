@@ -24,7 +24,7 @@ import sys as _sys
 __all__ = [
     "init", "start", "trace_step", "summary", "final_summary",
     "wrap_dataloader_fetch", "wrap_input", "wrap_forward", "wrap_backward",
-    "wrap_optimizer", "wrap_h2d",
+    "wrap_optimizer", "wrap_h2d", "wrap_ddp",
 ]
 
 __version__ = "0.1.0"
@@ -106,6 +106,14 @@ def _patch(owner, name, phase, kind=None):
     _patched.append((owner, name, orig))
 
 
+def _patch_with(owner, name, new):
+    """Replaces owner.name with new (a plain Python wrapper), recorded like
+    the C patches."""
+    orig = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+    setattr(owner, name, new)
+    _patched.append((owner, name, orig))
+
+
 def _sync_identity():
     """Tells the engine this process's rank when only torch.distributed
     knows it (no RANK / SLURM_PROCID in the environment, e.g. ranks started
@@ -166,6 +174,9 @@ def _install_forward(model):
     its fast path; copies and pickles of the model carry the plain forward
     (python/_traceml.c, KIND_FORWARD)."""
     _sync_identity()
+    if _comm_on:
+        from . import _comm
+        _comm.attach(model)
     try:
         own = vars(model)
         cur = own.get("forward")
@@ -193,7 +204,17 @@ def _patch_optimizer(torch):
     opt_mod.register_optimizer_step_post_hook(_c._opt_end)
 
 
-def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer):
+_comm_on = False        # DDP buckets and torch.distributed collectives are timed
+
+
+def _comm_patch(torch):
+    global _comm_on
+    from . import _comm
+    _comm.install(_c, _warn, _patch_with)
+    _comm_on = True
+
+
+def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer, comm):
     def dl_patch():
         from torch.utils.data import dataloader as dl
         _patch(dl._BaseDataLoaderIter, "__next__", _c.INPUT, _c.KIND_INPUT)
@@ -212,7 +233,8 @@ def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer):
             (dataloader, "DataLoader fetches", dl_patch, "wrap_dataloader_fetch"),
             (backward, "backward", bw_patch, "wrap_backward"),
             (h2d, "host-to-device copies", h2d_patch, "wrap_h2d"),
-            (optimizer, "optimizer steps", lambda: _patch_optimizer(torch), "wrap_optimizer")):
+            (optimizer, "optimizer steps", lambda: _patch_optimizer(torch), "wrap_optimizer"),
+            (comm, "communication", lambda: _comm_patch(torch), "wrap_ddp")):
         if not on:
             continue
         try:
@@ -314,12 +336,13 @@ def _env_disabled():
 
 
 def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
-         patch_backward=True, patch_h2d=True, patch_optimizer=True,
+         patch_backward=True, patch_h2d=True, patch_optimizer=True, patch_comm=True,
          disabled=False, logs_dir=None, run_name=None):
     """Starts TraceML in this process.
 
     mode="auto" instruments DataLoader fetches, the traced model's forward,
-    backward, optimizer steps and host-to-device copies; "selective" only
+    backward, optimizer steps, host-to-device copies and communication (DDP's
+    gradient buckets, torch.distributed collectives); "selective" only
     those whose patch_* flag is true; "manual" nothing (use the wrap_*
     helpers). A second call with the same arguments does nothing; with
     different ones it raises RuntimeError. TRACEML_DISABLED=1 (or
@@ -331,12 +354,13 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
                          % (mode, ", ".join(repr(m) for m in _MODES)))
     disabled = bool(disabled) or _env_disabled()
     if mode == "auto":
-        flags = (True, True, True, True, True)
+        flags = (True,) * 6
     elif mode == "manual":
-        flags = (False, False, False, False, False)
+        flags = (False,) * 6
     else:
         flags = tuple(bool(f) for f in (patch_dataloader, patch_forward,
-                                        patch_backward, patch_h2d, patch_optimizer))
+                                        patch_backward, patch_h2d, patch_optimizer,
+                                        patch_comm))
     if logs_dir is not None:
         logs_dir = _os.fspath(logs_dir)
     config = (mode, flags, disabled, logs_dir, run_name)
@@ -355,11 +379,12 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
         _warn("the TraceML engine could not be loaded (%s); training runs "
               "without TraceML" % (_import_error,))
         return None
-    dataloader, forward, backward, h2d, optimizer = flags
+    dataloader, forward, backward, h2d, optimizer, comm = flags
     if mode == "selective":
         mask = 0
         for on, phase in ((dataloader, _c.INPUT), (h2d, _c.H2D), (forward, _c.FORWARD),
-                          (backward, _c.BACKWARD), (optimizer, _c.OPTIMIZER)):
+                          (backward, _c.BACKWARD), (optimizer, _c.OPTIMIZER),
+                          (comm, _c.COMM)):
             if on:
                 mask |= 1 << phase
     else:
@@ -559,6 +584,18 @@ class _H2DProxy(object):
 
     def __getattr__(self, name):
         return getattr(self._obj, name)
+
+
+def wrap_ddp(model):
+    """Times a DistributedDataParallel model's gradient all-reduce (each
+    bucket: when it was launched, when it completed, its bytes) and returns
+    the model. auto mode does it for every DDP model; a comm hook the user
+    registers, before or after, keeps working inside TraceML's."""
+    if _active:
+        from . import _comm
+        _comm.setup(_c, _warn)
+        _comm.attach(model)
+    return model
 
 
 def wrap_h2d(fn=None):

@@ -207,6 +207,43 @@ static void end_comm(tml_assembler *a, tml_step_record *r, int64_t step_end)
     r->comm_ns = tml__union_ns(a->comm_b, a->comm_e, a->ncomm);
 }
 
+/* A phase's span: the fetch or copies before a step, or a phase inside one. */
+static void feed_span(tml_assembler *a, const tml_event *e)
+{
+    if (e->arg >= TML_PHASE_COUNT || e->t1 < e->t0)
+        return;
+    int64_t d = e->t1 - e->t0;
+    if (!a->in_step) {
+        if (e->arg == TML_PHASE_INPUT) {
+            a->has_pending = 1;
+            a->pending_t0 = e->t0;
+            a->pending_ns = d;
+            a->has_pending_gpu = 0;
+        } else if (e->arg == TML_PHASE_H2D) {
+            a->pending_h2d_ns += d;
+            a->pending_h2d_n++;
+        } else {
+            drop_pending_h2d(a);
+        }
+        return;
+    }
+    a->gcur.cpu_spans[e->arg]++;
+    if (e->arg == TML_PHASE_INPUT)
+        a->inside_input_ns += d;
+    int64_t x = tml__span_exclusive(a->nest_b, a->nest_e, a->nest_x, a->nnest, e->t0, e->t1, d);
+    if (a->nnest < TML_NEST_MAX) {
+        a->nest_b[a->nnest] = e->t0;
+        a->nest_e[a->nnest] = e->t1;
+        a->nest_p[a->nnest] = (uint8_t)e->arg;
+        a->nest_x[a->nnest++] = x;
+    }
+    a->cur.phase_ns[e->arg] += x;
+    a->cur.observed |= TML_PHASE_BIT(e->arg);
+    if (e->arg == TML_PHASE_COMM)
+        add_comm(a, e->t0, e->t1);
+    a->events_in_steps++;
+}
+
 int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
 {
     switch (e->kind) {
@@ -216,41 +253,9 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         start_step(a, e);
         a->events_in_steps++;
         return 0;
-    case TML_EV_SPAN: {
-        if (e->arg >= TML_PHASE_COUNT || e->t1 < e->t0)
-            return 0;
-        int64_t d = e->t1 - e->t0;
-        if (!a->in_step) {
-            if (e->arg == TML_PHASE_INPUT) {
-                a->has_pending = 1;
-                a->pending_t0 = e->t0;
-                a->pending_ns = d;
-                a->has_pending_gpu = 0;
-            } else if (e->arg == TML_PHASE_H2D) {
-                a->pending_h2d_ns += d;
-                a->pending_h2d_n++;
-            } else {
-                drop_pending_h2d(a);
-            }
-            return 0;
-        }
-        a->gcur.cpu_spans[e->arg]++;
-        if (e->arg == TML_PHASE_INPUT)
-            a->inside_input_ns += d;
-        int64_t x = tml__span_exclusive(a->nest_b, a->nest_e, a->nest_x, a->nnest, e->t0, e->t1, d);
-        if (a->nnest < TML_NEST_MAX) {
-            a->nest_b[a->nnest] = e->t0;
-            a->nest_e[a->nnest] = e->t1;
-            a->nest_p[a->nnest] = (uint8_t)e->arg;
-            a->nest_x[a->nnest++] = x;
-        }
-        a->cur.phase_ns[e->arg] += x;
-        a->cur.observed |= TML_PHASE_BIT(e->arg);
-        if (e->arg == TML_PHASE_COMM)
-            add_comm(a, e->t0, e->t1);
-        a->events_in_steps++;
+    case TML_EV_SPAN:
+        feed_span(a, e);
         return 0;
-    }
     case TML_EV_COMM_BYTES:
         if (a->in_step) {
             a->cur.comm_bytes += e->t0 > 0 ? e->t0 : 0;

@@ -6,6 +6,7 @@
  *   shipper.c   the shipper thread: drains the rings into step records and
  *               delivers them, the samples and the counters to the sink
  *   gpuclock.c  the shipper's GPU clock: CUDA events into gpu_* durations
+ *   commbox.c   collectives completed off the step's thread, until a step ends
  *   setup.c     init and shutdown, the identity, the results after the run
  *   client.c    the wire sink (sink.h)
  *
@@ -127,8 +128,17 @@ void tml__ship_record(const tml_step_record *r);
 /* One line "rank R pid P: what: why" in the run's traceml.log. */
 void tml__engine_log(const char *what, const char *why);
 
-/* markers.c: overlapped collectives the mailbox had no room for. */
-uint64_t tml__comm_dropped(void);
+/* commbox.c: collectives completed off the step's thread, waiting for a
+ * step to end (tml_comm_overlapped). */
+#define TML_COMM_BOX 256u    /* a power of two */
+typedef struct tml_comm_cell {
+    int64_t t0, t1;
+    uint32_t bytes;
+} tml_comm_cell;
+int tml__comm_box_put(const tml_comm_cell *in);    /* 0, TML_EFULL (dropped, counted) */
+int tml__comm_box_take(tml_comm_cell *out);        /* 1 taken, 0 empty */
+int tml__comm_box_empty(void);
+uint64_t tml__comm_dropped(void);                  /* what the box had no room for */
 
 /* gpuclock.c: a completed step waits for its CUDA events (or not). */
 void tml__gpu_wait(tml_slot *s, const tml_step_record *r, int64_t now);

@@ -19,10 +19,8 @@
  *
  * Communication that completes on another thread (a DDP bucket's future,
  * finished by the process group's worker thread) has no step of its own:
- * it waits in a small lock-free mailbox (a bounded MPMC queue with a
- * sequence number per cell) until a thread ends a step, which moves it
- * into its own ring before the step's end. DDP waits for every bucket
- * before backward returns, so a step's buckets are in by then.
+ * it waits in the mailbox (commbox.c) until a thread ends a step, which
+ * moves it into its own ring before the step's end.
  */
 #include "core/engine.h"
 
@@ -48,86 +46,6 @@ typedef struct tls_state {
 
 static _Thread_local tls_state T;
 
-#define COMM_BOX 256u    /* a power of two */
-
-typedef struct comm_cell {
-    _Atomic uint64_t seq;
-    int64_t t0, t1;
-    uint32_t bytes;
-} comm_cell;
-
-static struct {
-    _Alignas(64) _Atomic uint64_t head;
-    _Alignas(64) _Atomic uint64_t tail;
-    _Atomic uint64_t dropped;
-    _Atomic int ready;
-    comm_cell cell[COMM_BOX];
-} box;
-
-static void box_ready(void)
-{
-    int expect = 0;
-    if (atomic_load_explicit(&box.ready, memory_order_acquire) == 2)
-        return;
-    if (atomic_compare_exchange_strong(&box.ready, &expect, 1)) {
-        for (uint32_t i = 0; i < COMM_BOX; i++)
-            atomic_store_explicit(&box.cell[i].seq, i, memory_order_relaxed);
-        atomic_store_explicit(&box.ready, 2, memory_order_release);
-    }
-}
-
-static int box_put(int64_t t0, int64_t t1, uint32_t bytes)
-{
-    if (atomic_load_explicit(&box.ready, memory_order_acquire) != 2)
-        return TML_ESTATE;
-    uint64_t pos = atomic_load_explicit(&box.head, memory_order_relaxed);
-    for (;;) {
-        comm_cell *c = &box.cell[pos & (COMM_BOX - 1)];
-        uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - pos);
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&box.head, &pos, pos + 1,
-                                                      memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                c->t0 = t0;
-                c->t1 = t1;
-                c->bytes = bytes;
-                atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
-                return 0;
-            }
-        } else if (dif < 0) {
-            atomic_fetch_add_explicit(&box.dropped, 1, memory_order_relaxed);
-            return TML_EFULL;
-        } else {
-            pos = atomic_load_explicit(&box.head, memory_order_relaxed);
-        }
-    }
-}
-
-static int box_take(comm_cell *out)
-{
-    uint64_t pos = atomic_load_explicit(&box.tail, memory_order_relaxed);
-    for (;;) {
-        comm_cell *c = &box.cell[pos & (COMM_BOX - 1)];
-        uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - (pos + 1));
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&box.tail, &pos, pos + 1,
-                                                      memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                out->t0 = c->t0;
-                out->t1 = c->t1;
-                out->bytes = c->bytes;
-                atomic_store_explicit(&c->seq, pos + COMM_BOX, memory_order_release);
-                return 1;
-            }
-        } else if (dif < 0) {
-            return 0;
-        } else {
-            pos = atomic_load_explicit(&box.tail, memory_order_relaxed);
-        }
-    }
-}
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -219,11 +137,10 @@ static int push(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1);
  * that ends here (at most a mailbox's worth: one read when it is empty). */
 static void take_comm(void)
 {
-    comm_cell c;
-    if (atomic_load_explicit(&box.head, memory_order_relaxed) ==
-        atomic_load_explicit(&box.tail, memory_order_relaxed))
+    tml_comm_cell c;
+    if (tml__comm_box_empty())
         return;
-    for (uint32_t n = 0; n < COMM_BOX && box_take(&c); n++)
+    for (uint32_t n = 0; n < TML_COMM_BOX && tml__comm_box_take(&c); n++)
         push(TML_EV_COMM_OVERLAPPED, c.bytes, c.t0, c.t1);
 }
 
@@ -351,13 +268,8 @@ int tml_comm_overlapped(int64_t begin_ns, int64_t end_ns, int64_t bytes)
     uint32_t b = bytes > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
     if (T.s != NULL && T.step_depth > 0 && my_slot())
         return push(TML_EV_COMM_OVERLAPPED, b, begin_ns, end_ns);
-    box_ready();
-    return box_put(begin_ns, end_ns, b);
-}
-
-uint64_t tml__comm_dropped(void)
-{
-    return atomic_load_explicit(&box.dropped, memory_order_relaxed);
+    tml_comm_cell c = { begin_ns, end_ns, b };
+    return tml__comm_box_put(&c);
 }
 
 int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,

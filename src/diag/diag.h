@@ -101,7 +101,7 @@ typedef struct tml_rank_window {
     /* Communication: bytes sent per step (window average) and the
      * bandwidth they imply (bytes over the time some collective was in
      * flight); NAN without communication. */
-    double comm_bytes_per_step, comm_bytes_per_s;
+    double comm_bytes_per_step, comm_bytes_per_s, comm_collectives_per_step;
     int has_gpu;                   /* any GPU figure seen from this rank */
     int64_t overhead_ns_per_step;  /* from the rank's counters, -1 unknown */
     /* The rank's input pipeline as configured (see tml_rank_info). */

@@ -185,7 +185,7 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->step_median_ns = rw->step_p90_ns = NAN;
     rw->step_stddev_ns = rw->step_mad_ns = NAN;
     rw->rss_bytes = rw->cuda_allocated_bytes = rw->cuda_reserved_bytes = NAN;
-    rw->comm_bytes_per_step = rw->comm_bytes_per_s = NAN;
+    rw->comm_bytes_per_step = rw->comm_bytes_per_s = rw->comm_collectives_per_step = NAN;
     rw->missing = TML_PHASES_ALL;
     rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
     rw->records_dropped = r->stats.records_dropped;
@@ -222,7 +222,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
                      size_t nwin, size_t stride, size_t col, tml_clock clock)
 {
     double sum[TML_M_COUNT] = {0}, v[TML_M_COUNT];
-    double rss = 0, alloc = 0, resv = 0, comm_bytes = 0, comm_ns = 0;
+    double rss = 0, alloc = 0, resv = 0, comm_bytes = 0, comm_ns = 0, comm_count = 0;
     size_t n_gap = 0, n_rss = 0, n_alloc = 0, n_resv = 0;
     uint32_t observed = 0;
     double *st = NULL;
@@ -247,6 +247,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
         if (s->observed & TML_PHASE_BIT(TML_PHASE_COMM)) {
             comm_bytes += (double)s->comm_bytes;
             comm_ns += (double)s->comm_ns;
+            comm_count += s->comm_count;
         }
         if (s->rss_bytes >= 0) {
             rss += (double)s->rss_bytes;
@@ -274,6 +275,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     rw->cuda_reserved_bytes = n_resv ? resv / (double)n_resv : NAN;
     if (!(rw->missing & TML_PHASE_BIT(TML_PHASE_COMM))) {
         rw->comm_bytes_per_step = comm_bytes / (double)nwin;
+        rw->comm_collectives_per_step = comm_count / (double)nwin;
         rw->comm_bytes_per_s = comm_ns > 0 && comm_bytes > 0 ? comm_bytes / (comm_ns / 1e9) : NAN;
     }
 

@@ -302,6 +302,19 @@ static void rank_skew_line(const tml_report_model *m, panel *p)
     padd_text(p, t);
 }
 
+/* Communication beside the breakdown: in flight (overlapped or not), the
+ * bytes and the bandwidth they imply. */
+static void comm_line(const tml_rank_window *r, panel *p)
+{
+    char t[LINE_MAX_BYTES], v[32], bw[48] = "";
+    fmt_ms(r->avg_ns[TML_M_COMM_TOTAL], v, sizeof(v));
+    if (!isnan(r->comm_bytes_per_s))
+        snprintf(bw, sizeof(bw), " at %.1f MB/s", r->comm_bytes_per_s / 1e6);
+    snprintf(t, sizeof(t), "Communication: %s in flight, %.1f MB/step%s (CPU)", v,
+             r->comm_bytes_per_step / 1e6, bw);
+    padd_text(p, t);
+}
+
 static void step_panel(const tml_report_model *m, panel *p)
 {
     const tml_window *w = &m->win;
@@ -313,6 +326,7 @@ static void step_panel(const tml_report_model *m, panel *p)
         { "│  ├─ Forward", TML_M_FORWARD },
         { "│  ├─ Backward", TML_M_BACKWARD },
         { "│  └─ Optimizer", TML_M_OPTIMIZER },
+        { "├─ Communication", TML_M_COMM },   /* only in runs that communicate */
         { "├─ H2D", TML_M_H2D },
         { "└─ Residual", TML_M_RESIDUAL },
     };
@@ -328,12 +342,16 @@ static void step_panel(const tml_report_model *m, panel *p)
     }
     padd_text(p, t);
     double step = r ? r->avg_ns[TML_M_STEP] : NAN;
+    int comm = r && !isnan(r->avg_ns[TML_M_COMM]);
     for (size_t i = 0; i < sizeof(tree) / sizeof(tree[0]); i++)
-        timing_line(p, tree[i].name, r ? r->avg_ns[tree[i].m] : NAN, step,
-                    cause == (int)tree[i].m);
+        if (tree[i].m != TML_M_COMM || comm)
+            timing_line(p, tree[i].name, r ? r->avg_ns[tree[i].m] : NAN, step,
+                        cause == (int)tree[i].m);
     fmt_ms(r ? r->avg_ns[TML_M_FETCH_CPU] : NAN, v, sizeof(v));
     snprintf(t, sizeof(t), "DataLoader fetch: %s (CPU, supplemental)", v);
     padd_text(p, t);
+    if (comm)
+        comm_line(r, p);
     fmt_ms(r ? r->avg_ns[TML_M_UNTRACED] : NAN, v, sizeof(v));
     if (r && !isnan(r->avg_ns[TML_M_UNTRACED]) && !isnan(m->st.untraced_wall))
         snprintf(t, sizeof(t), "Untraced: %s/step between steps, %.0f%% of wall-clock", v,

@@ -85,18 +85,33 @@ static void arg_ms(tml_strbuf *a, const char *key, int64_t ns)
 }
 
 static const char *const phase_names[TML_PHASE_COUNT] = {
-    "Input Wait", "H2D", "Forward", "Backward", "Optimizer"
+    "Input Wait", "H2D", "Forward", "Backward", "Optimizer", "Communication"
 };
+
+/* Where the phases lie in a step's slices: the exposed communication (the
+ * wait for the gradient all-reduce) at the end of Backward. */
+static const int phase_order[] = {
+    TML_PHASE_H2D, TML_PHASE_FORWARD, TML_PHASE_BACKWARD, TML_PHASE_COMM, TML_PHASE_OPTIMIZER
+};
+
+/* A rank's communication in flight has a track of its own below the rank's. */
+#define COMM_TID(rank) ((1 << 20) + (rank))
+
+static int has_comm(const tml_step_record *s)
+{
+    return (s->observed & TML_PHASE_BIT(TML_PHASE_COMM)) != 0;
+}
 
 /* The step slice's args: its breakdown and memory. */
 static void step_args(tml_strbuf *args, const tml_step_record *s, int32_t rank)
 {
     static const char *const cpu_keys[TML_PHASE_COUNT] = {
-        "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms"
+        "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms",
+        "communication_ms"
     };
     static const char *const gpu_keys[TML_PHASE_COUNT] = {
         "gpu_input_wait_ms", "gpu_h2d_ms", "gpu_forward_ms", "gpu_backward_ms",
-        "gpu_optimizer_ms"
+        "gpu_optimizer_ms", "gpu_communication_ms"
     };
     int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]), traced = nonneg(s->traced_ns);
 
@@ -110,6 +125,11 @@ static void step_args(tml_strbuf *args, const tml_step_record *s, int32_t rank)
         arg_ms(args, "gpu_traced_ms", s->gpu_traced_ns);
         for (int p = 0; p < TML_PHASE_COUNT; p++)
             arg_ms(args, gpu_keys[p], s->gpu_phase_ns[p]);
+    }
+    if (has_comm(s)) {
+        arg_ms(args, "communication_in_flight_ms", s->comm_ns);
+        tml__sb_addf(args, ",\"communication_bytes\":%lld,\"collectives\":%u",
+                     (long long)s->comm_bytes, s->comm_count);
     }
     if (s->rss_bytes >= 0)
         tml__sb_addf(args, ",\"rss_bytes\":%lld", (long long)s->rss_bytes);
@@ -150,8 +170,9 @@ static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_reco
         slice(out, phase_names[TML_PHASE_INPUT], "input", tid, begin, in, NULL);
         n++;
     }
-    int64_t at = start_of(s) - t0, end = at + traced;
-    for (int p = TML_PHASE_H2D; p < TML_PHASE_COUNT; p++) {
+    int64_t at = start_of(s) - t0, end = at + traced, comm_end = -1;
+    for (size_t k = 0; k < sizeof(phase_order) / sizeof(phase_order[0]); k++) {
+        int p = phase_order[k];
         int64_t d = nonneg(s->phase_ns[p]);
         if (!(s->observed & TML_PHASE_BIT(p)) || d == 0)
             continue;
@@ -159,9 +180,26 @@ static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_reco
             d = end - at;
         if (d <= 0)
             break;
-        slice(out, phase_names[p], "phase", tid, at, d, NULL);
+        slice(out, phase_names[p], p == TML_PHASE_COMM ? "comm" : "phase", tid, at, d, NULL);
         n++;
         at += d;
+        if (p == TML_PHASE_BACKWARD || p == TML_PHASE_COMM)
+            comm_end = at;
+    }
+    /* the time some collective was in flight, ending with the exposed wait
+     * (overlapped buckets run beside Backward) */
+    int64_t fly = nonneg(s->comm_ns);
+    if (has_comm(s) && fly > 0) {
+        int64_t from = start_of(s) - t0;
+        if (comm_end < 0)
+            comm_end = end;
+        if (comm_end - fly < from)
+            fly = comm_end - from;
+        if (fly > 0) {
+            slice(out, "Communication in flight", "comm", COMM_TID(rank), comm_end - fly, fly,
+                  NULL);
+            n++;
+        }
     }
     return n;
 }
@@ -205,7 +243,16 @@ int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
                      "\"args\":{\"name\":", tid);
         tml__sb_add_json_str(out, label);
         tml__sb_addf(out, "}},\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid, tid);
+                     "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid, 2 * tid);
+        int comm = 0;
+        for (size_t j = 0; j < r->nsteps && !comm; j++)
+            comm = has_comm(&r->steps[j]);
+        if (comm) {
+            tml__sb_addf(out, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
+                         "\"args\":{\"name\":\"%s communication\"}},\n{\"ph\":\"M\",\"pid\":0,"
+                         "\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
+                         COMM_TID(tid), label, COMM_TID(tid), 2 * tid + 1);
+        }
         for (size_t j = 0; j < r->nsteps; j++)
             n += step_slices(out, &args, &r->steps[j], r->info.rank, t0);
     }

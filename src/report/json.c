@@ -145,6 +145,15 @@ static void diagnosis_obj(jw *w, const char *key, const tml_diagnosis *d,
     tml__jw_close(w, '}');
 }
 
+/* Communication beside the breakdown: bytes, the bandwidth they imply,
+ * collectives per step (null in runs that never communicated). */
+static void comm_fields(jw *w, const tml_rank_window *r)
+{
+    jw_bytes(w, "communication_bytes_per_step", r ? r->comm_bytes_per_step : NAN);
+    jw_bytes(w, "communication_bytes_per_s", r ? r->comm_bytes_per_s : NAN);
+    tml__jw_num(w, "collectives_per_step", r ? r->comm_collectives_per_step : NAN, 2);
+}
+
 static void step_metrics(jw *w, const double *avg)
 {
     char k[64];
@@ -177,6 +186,7 @@ static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx
         for (int m = 0; m < TML_M_COUNT; m++)
             nan[m] = NAN;
         step_metrics(w, nan);
+        comm_fields(w, NULL);
         rank_shares(w, nan);
         tml__jw_null(w, "step_time_p50_ms");
         tml__jw_null(w, "step_time_p90_ms");
@@ -193,6 +203,7 @@ static void step_rank_obj(jw *w, const char *key, const tml_window *win, int idx
     rank_label(r, l, sizeof(l));
     tml__jw_str(w, "label", l);
     step_metrics(w, r->avg_ns);
+    comm_fields(w, r);
     rank_shares(w, r->avg_ns);
     jw_ms(w, "step_time_p50_ms", r->step_median_ns);
     jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
@@ -328,6 +339,7 @@ static void step_time_section(jw *w, const tml_report_model *m)
         tml__jw_str(w, "label", l);
         tml__jw_int(w, "steps", (long long)r->nsteps);
         step_metrics(w, r->avg_ns);
+        comm_fields(w, r);
         jw_ms(w, "step_time_p50_ms", r->step_median_ns);
         jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
         jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);

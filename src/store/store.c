@@ -105,7 +105,7 @@ const char tml__store_schema_sql[] =
     ");\n"
     "CREATE INDEX samples_by_metric ON samples (metric, ts_unix_ms);\n";
 
-#define STEP_COLS 21
+#define STEP_COLS 26
 
 static const char sql_insert_step[] =
     "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";

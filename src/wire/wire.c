@@ -242,6 +242,7 @@ int tml__wire_parse_steps(const uint8_t *p, size_t len, size_t *n)
 void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *r)
 {
     const uint8_t *q = p + 4 + i * TML_WIRE_STEP_SIZE;
+    memset(r, 0, sizeof(*r));
 #define NEXT64() (q += 8, get_u64(q - 8))
     r->step = NEXT64();
     r->start_ns = (int64_t)NEXT64();

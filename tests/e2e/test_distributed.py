@@ -195,6 +195,16 @@ class Hosts(object):
     def prefix(self, host):
         return ["ip", "netns", "exec", self.a if host == 0 else self.b]
 
+    def shape(self, rate):
+        """Limits both directions of the link to `rate` (tc's syntax,
+        "100mbit") with a token bucket filter (tbf): this kernel has no
+        netem, so a delay cannot be added, a bandwidth limit can."""
+        for host in (0, 1):
+            subprocess.run(self.prefix(host) + ["tc", "qdisc", "add", "dev", self.ifname(host),
+                                                "root", "tbf", "rate", rate, "burst", "32kbit",
+                                                "latency", "400ms"],
+                           check=True, capture_output=True)
+
     def ifname(self, host):
         return self.va if host == 0 else self.vb
 
@@ -203,8 +213,9 @@ class Hosts(object):
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
-def run_two_nodes(tmp_path, node1_extra=(), args=(), name="mn"):
-    """Node 0 and node 1, one rank each, straggler injected by args. Returns
+def run_two_nodes(tmp_path, node1_extra=(), args=(), name="mn", shape=None, node0_extra=()):
+    """Node 0 and node 1, one rank each, straggler injected by args, the
+    link limited to `shape` (tc's rate syntax; namespaces only). Returns
     (variant, node0 process, node1 process, logs of node 0)."""
     variant = two_node_variant()
     port = free_port_pair()
@@ -212,6 +223,8 @@ def run_two_nodes(tmp_path, node1_extra=(), args=(), name="mn"):
     if variant == "netns":
         hosts = Hosts()
         try:
+            if shape:
+                hosts.shape(shape)
             # separate logs dirs, like hosts without a shared file system:
             # the secret reaches node 1 through the environment
             procs = []
@@ -220,7 +233,7 @@ def run_two_nodes(tmp_path, node1_extra=(), args=(), name="mn"):
                 procs.append(launch(tmp_path / ("logs%d" % k), name, 1, args, nnodes=2,
                                     node_rank=k, port=port, env=env,
                                     extra=["--master-addr", hosts.addr_a] +
-                                    (list(node1_extra) if k else []),
+                                    (list(node1_extra) if k else list(node0_extra)),
                                     prefix=hosts.prefix(k), wait=False))
             p0, p1 = [finish(p) for p in procs]
         finally:
@@ -229,7 +242,8 @@ def run_two_nodes(tmp_path, node1_extra=(), args=(), name="mn"):
     else:
         # one host, a shared logs dir: the secret goes through the file
         procs = [launch(tmp_path / "logs", name, 1, args, nnodes=2, node_rank=k, port=port,
-                        extra=list(node1_extra) if k else [], wait=False) for k in (0, 1)]
+                        extra=list(node1_extra) if k else list(node0_extra), wait=False)
+                 for k in (0, 1)]
         p0, p1 = [finish(p) for p in procs]
         logs0 = tmp_path / "logs"
     return variant, p0, p1, logs0

@@ -217,6 +217,49 @@ static void test_copies_before_bracket(void)
     CHECK_EQ_INT(r.gap_ns, 65);
 }
 
-#define TESTS X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
+/* DDP's buckets overlap backward: only their tail after the last launch
+ * is exposed, and leaves Backward; a blocking collective is exposed whole;
+ * in flight is the union of the intervals. */
+static void test_communication(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 100, 0), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 100, 200), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_BACKWARD, 200, 500), &r));
+    /* a blocking all_reduce of the loss, 1000 bytes */
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_COMM, 520, 540), &r));
+    CHECK(!feed(&a, ev(TML_EV_COMM_BYTES, 0, 1000, 0), &r));
+    /* the buckets, completed off-thread, arrive at the step's end */
+    CHECK(!feed(&a, ev(TML_EV_COMM_OVERLAPPED, 4000, 250, 320), &r));
+    CHECK(!feed(&a, ev(TML_EV_COMM_OVERLAPPED, 6000, 380, 480), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 600, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_COMM], 100 + 20);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_BACKWARD], 300 - 100);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_FORWARD], 100);
+    CHECK_EQ_INT(r.comm_ns, 70 + 100 + 20);
+    CHECK_EQ_INT(r.comm_bytes, 11000);
+    CHECK_EQ_INT(r.comm_count, 3);
+    CHECK(r.observed & TML_PHASE_BIT(TML_PHASE_COMM));
+    /* the next step has none: nothing carried over */
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 700, 1), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 800, 0), &r));
+    CHECK_EQ_INT(r.comm_ns, 0);
+    CHECK_EQ_INT(r.comm_count, 0);
+    CHECK(!(r.observed & TML_PHASE_BIT(TML_PHASE_COMM)));
+    /* a tail outside every phase (after backward) is exposed all the same:
+     * it was Residual */
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 1000, 2), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_BACKWARD, 1000, 1100), &r));
+    CHECK(!feed(&a, ev(TML_EV_COMM_OVERLAPPED, 10, 1050, 1150), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 1200, 0), &r));
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_COMM], 100);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_BACKWARD], 50);
+    int64_t b[3] = {5, 1, 20}, e[3] = {9, 3, 30};
+    CHECK_EQ_INT(tml__union_ns(b, e, 3), 4 + 2 + 10);
+}
+
+#define TESTS X(test_communication) X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
     X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops)
 #include "harness.h"

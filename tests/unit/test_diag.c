@@ -700,7 +700,95 @@ static void test_epoch_start(void)
     CHECK_EQ_INT(d.nissues, 1);
 }
 
-#define TESTS X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* Exposed communication of every rank (ms of a 100 ms step, the rest as
+ * split() has it), the step time kept. */
+static void with_comm(tml_window *w, const double *comm_ms)
+{
+    for (size_t i = 0; i < w->nranks; i++) {
+        tml_rank_window *r = &w->ranks[i];
+        r->avg_ns[TML_M_COMM] = comm_ms[i] * MS;
+        r->avg_ns[TML_M_RESIDUAL] -= comm_ms[i] * MS;
+        r->avg_ns[TML_M_COMM_TOTAL] = comm_ms[i] * MS;
+        r->comm_bytes_per_step = 8e6;
+        r->comm_bytes_per_s = 8e6 / (comm_ms[i] / 1e3);
+        r->missing &= ~TML_PHASE_BIT(TML_PHASE_COMM);
+    }
+    w->missing &= ~TML_PHASE_BIT(TML_PHASE_COMM);
+}
+
+static void test_communication_bound(void)
+{
+    static const struct {
+        double comm0, comm1;   /* ms of a 100 ms step */
+        size_t steps;
+        const char *kind;
+        tml_severity sev;
+    } t[] = {
+        { 25, 25, 100, "COMMUNICATION_BOUND", CRIT },
+        { 20, 24, 100, "COMMUNICATION_BOUND", CRIT },   /* the least-waiting rank: 20% */
+        { 19.9, 24, 100, "COMMUNICATION_BOUND", WARN },
+        { 25, 25, 19, "COMMUNICATION_BOUND", WARN },    /* CRITICAL needs 20 steps */
+        { 10, 12, 100, "COMMUNICATION_BOUND", WARN },
+        { 9.9, 14, 100, "BALANCED", INFO },             /* one rank waits less than 10% */
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        double rest = t[i].comm1 + 2;         /* Residual: what communication leaves of it */
+        shares s[2] = { split(2, 0, rest, 98 - rest), split(2, 0, rest, 98 - rest) };
+        tml_window w = window(2, s, t[i].steps, TML_CLOCK_CPU);
+        double c[2] = { t[i].comm0, t[i].comm1 };
+        with_comm(&w, c);
+        tml_step_diag d;
+        tml__diag_step_time(&w, NULL, &d);
+        if (strcmp(d.primary.kind, t[i].kind) != 0 || d.primary.severity != t[i].sev)
+            fprintf(stderr, "row %zu: got %s/%d, want %s/%d\n", i, d.primary.kind,
+                    (int)d.primary.severity, t[i].kind, (int)t[i].sev);
+        CHECK_STR(d.primary.kind, t[i].kind);
+        CHECK_EQ_INT(d.primary.severity, t[i].sev);
+    }
+    /* the evidence: who waited least, the bytes and the bandwidth */
+    shares s[2] = { split(2, 0, 31, 67), split(2, 0, 31, 67) };
+    tml_window w = window(2, s, 100, TML_CLOCK_CPU);
+    double c[2] = { 30, 25 };
+    with_comm(&w, c);
+    tml_step_diag d;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_EQ_INT(d.primary.cause, TML_M_COMM);
+    CHECK_NEAR(d.primary.share, 0.25, 1e-9);
+    CHECK(strstr(d.primary.why, "25% of Step Time on every rank (R1/N0") != NULL);
+    CHECK(strstr(d.primary.why, "8.0 MB per step at 320.0 MB/s") != NULL);
+    CHECK(strstr(d.primary.next, "no_sync()") != NULL);
+    /* a threshold of the user's */
+    tml_thresholds th;
+    tml__thresholds_default(&th);
+    CHECK_EQ_INT(tml__thresholds_parse(&th, "comm_warn=0.3,comm_crit=0.5"), 0);
+    tml__diag_step_time(&w, &th, &d);
+    CHECK_STR(d.primary.kind, "BALANCED");
+    CHECK_EQ_INT(tml__thresholds_parse(&th, "comm_warn=0.6"), TML_EINVAL);   /* above crit */
+}
+
+/* A rank slowed in its forward: its peer waits in the all-reduce (exposed
+ * communication), which neither makes the run COMMUNICATION-BOUND nor
+ * hides the straggler (the score reads Backward + Communication). */
+static void test_straggler_wait_is_not_communication(void)
+{
+    shares s[2] = { { 1, 0, 16, 1, 1, 0.5 }, { 1, 0, 56, 1, 1, 0.5 } };
+    tml_window w = window(2, s, 30, TML_CLOCK_CPU);
+    double c[2] = { 40, 1 };
+    for (size_t i = 0; i < 2; i++)
+        w.ranks[i].avg_ns[TML_M_STEP] += c[i] * MS;
+    with_comm(&w, c);
+    w.ranks[0].avg_ns[TML_M_RESIDUAL] += c[0] * MS;     /* with_comm took it from Residual */
+    w.ranks[1].avg_ns[TML_M_RESIDUAL] += c[1] * MS;
+    tml_step_diag d;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMPUTE_STRAGGLER");
+    CHECK(strstr(d.primary.why, "R1/N0 spent 56.0 ms in forward") != NULL);
+    for (size_t i = 0; i < d.nissues; i++)
+        CHECK(strcmp(d.issues[i].kind, "COMMUNICATION_BOUND") != 0);
+    CHECK_NEAR(d.straggler.cost_ns, 39 * MS, 1);
+}
+
+#define TESTS X(test_communication_bound) X(test_straggler_wait_is_not_communication) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \

@@ -155,7 +155,7 @@ static int do_steps(golden *g, char **tok, int n)
     t.rss_bytes = t.cuda_allocated_peak_bytes = t.cuda_reserved_peak_bytes = -1;
     for (int p = 0; p < TML_PHASE_COUNT; p++)
         t.gpu_phase_ns[p] = -1;
-    static const char *pk[TML_PHASE_COUNT] = { "input", "h2d", "fwd", "bwd", "opt" };
+    static const char *pk[TML_PHASE_COUNT] = { "input", "h2d", "fwd", "bwd", "opt", "comm" };
     double extra = 0, traced = -1;
     int gpu = 0;
     for (int i = 4; i < n; i++) {
@@ -182,12 +182,15 @@ static int do_steps(golden *g, char **tok, int n)
         else if (strcmp(k, "rss_mb") == 0) t.rss_bytes = (int64_t)(v * 1e6);
         else if (strcmp(k, "alloc_mb") == 0) t.cuda_allocated_peak_bytes = (int64_t)(v * 1e6);
         else if (strcmp(k, "reserved_mb") == 0) t.cuda_reserved_peak_bytes = (int64_t)(v * 1e6);
+        else if (strcmp(k, "inflight") == 0) t.comm_ns = ms_ns(v);
+        else if (strcmp(k, "comm_mb") == 0) t.comm_bytes = (int64_t)(v * 1e6);
         else if (strcmp(k, "aborted") == 0) t.flags = v != 0 ? TML_STEP_ABORTED : 0;
         else return -1;
     }
     t.traced_ns = traced >= 0 ? ms_ns(traced)
                   : t.phase_ns[TML_PHASE_H2D] + t.phase_ns[TML_PHASE_FORWARD] +
-                    t.phase_ns[TML_PHASE_BACKWARD] + t.phase_ns[TML_PHASE_OPTIMIZER] + ms_ns(extra);
+                    t.phase_ns[TML_PHASE_BACKWARD] + t.phase_ns[TML_PHASE_OPTIMIZER] +
+                    t.phase_ns[TML_PHASE_COMM] + ms_ns(extra);
     if (gpu) {
         t.gpu_traced_ns = t.traced_ns;
         for (int p = 0; p < TML_PHASE_COUNT; p++)

@@ -22,6 +22,9 @@
 #include "report/report.h"
 #include "base/json.h"
 
+/* The phases of a plain single-process step (no communication). */
+#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
+
 #define MS 1000000LL
 
 /* A rank's steps: input wait, forward, backward, optimizer (ms). */
@@ -53,7 +56,7 @@ static void add_steps(tml_run *run, int32_t rank, size_t n, double in, double fw
         s.rss_bytes = (int64_t)(100 + i) << 20;
         s.cuda_allocated_peak_bytes = -1;
         s.cuda_reserved_peak_bytes = -1;
-        s.observed = TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_H2D);
+        s.observed = TEST_PHASES & ~TML_PHASE_BIT(TML_PHASE_H2D);
         tml__run_add_steps(r, &s, 1);
     }
 }
@@ -709,3 +712,4 @@ static void test_server_bind_errors(void)
     X(test_prometheus) X(test_server_endpoints) X(test_server_sse) \
     X(test_server_misbehaving_clients) X(test_server_bind_errors)
 #include "harness.h"
+

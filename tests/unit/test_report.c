@@ -18,6 +18,9 @@
 #include "base/utf8.h"
 #include "harness.h"
 
+/* The phases of a plain single-process step (no communication). */
+#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
+
 #define MS 1000000LL
 
 /* ---- a strict JSON parser (validation + lookup by dotted path) ---------- */
@@ -268,7 +271,7 @@ static tml_step_record rec(uint64_t step, double input_ms)
         r.gpu_phase_ns[p] = -1;
     r.gap_ns = 2 * MS;
     r.rss_bytes = r.cuda_allocated_peak_bytes = r.cuda_reserved_peak_bytes = -1;
-    r.observed = TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_H2D);
+    r.observed = TEST_PHASES & ~TML_PHASE_BIT(TML_PHASE_H2D);
     return r;
 }
 
@@ -683,3 +686,4 @@ static void test_utf8_width(void)
     X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_json_valid_and_null_vs_zero) \
     X(test_json_empty_and_multi) X(test_overhead_and_background) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
 #include "harness.h"
+

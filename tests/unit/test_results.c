@@ -34,6 +34,9 @@
 
 /* A run of `ranks` ranks x `steps` steps; phase p of step i lasts
  * (p + 1) ms (+ rank ms of input), bwd missing when no_bwd. */
+/* The phases of a plain single-process step (no communication). */
+#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
+
 static void make_run(tml_run *run, int ranks, size_t steps, int no_bwd, int gpu_every)
 {
     tml__run_init(run, "unit", "id0");
@@ -50,7 +53,7 @@ static void make_run(tml_run *run, int ranks, size_t steps, int no_bwd, int gpu_
             tml_step_record *s = &recs[i];
             memset(s, 0, sizeof(*s));
             s->step = i;
-            s->observed = TML_PHASES_ALL & ~(no_bwd ? TML_PHASE_BIT(TML_PHASE_BACKWARD) : 0u);
+            s->observed = TEST_PHASES & ~(no_bwd ? TML_PHASE_BIT(TML_PHASE_BACKWARD) : 0u);
             for (int p = 0; p < TML_PHASE_COUNT; p++)
                 s->phase_ns[p] = (s->observed & TML_PHASE_BIT(p)) ? (p + 1) * 1000000LL : 0;
             s->phase_ns[TML_PHASE_INPUT] += r * 1000000LL;
@@ -302,7 +305,7 @@ static void test_chrome_trace_extreme_values(void)
     s[1].start_ns = INT64_MAX;
     s[1].traced_ns = INT64_MAX;
     s[1].phase_ns[TML_PHASE_FORWARD] = INT64_MAX;
-    s[1].observed = TML_PHASES_ALL;
+    s[1].observed = TEST_PHASES;
     tml_strbuf sb = TML_STRBUF_INIT;
     size_t n = 0;
     CHECK_EQ_INT(tml__chrome_trace(&run, &sb, &n), 0);
@@ -460,7 +463,7 @@ static void test_store_full_is_not_silent(void)
                 for (int p = 0; p < TML_PHASE_COUNT; p++)
                     r[i].gpu_phase_ns[p] = -1;
                 r[i].rss_bytes = r[i].cuda_allocated_peak_bytes = r[i].cuda_reserved_peak_bytes = -1;
-                r[i].observed = TML_PHASES_ALL;
+                r[i].observed = TEST_PHASES;
             }
             tml__agg_steps(agg, 0, r, 100);
         }
@@ -555,3 +558,4 @@ static void test_server_answers_summary(void)
     X(test_html_escapes_and_inlines) X(test_flatten) X(test_wire_summary_roundtrip) \
     X(test_store_full_is_not_silent) X(test_server_answers_summary)
 #include "harness.h"
+

@@ -289,7 +289,7 @@ static void test_frames_before_hello_and_garbage(void)
     hello(&sb, RUN_ID, SECRET, 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
-    uint8_t big[12] = {'T', 'M', 'L', '1', 1, 0, TML_FRAME_STEPS, 0, 0xff, 0xff, 0xff, 0x7f};
+    uint8_t big[12] = {'T', 'M', 'L', '1', TML_WIRE_VERSION, 0, TML_FRAME_STEPS, 0, 0xff, 0xff, 0xff, 0x7f};
     send_all(fd, big, sizeof(big));
     CHECK(closed_by_peer(fd));
     close(fd);
@@ -299,7 +299,7 @@ static void test_frames_before_hello_and_garbage(void)
     hello(&sb, RUN_ID, SECRET, 1);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
-    uint8_t bad[16] = {'T', 'M', 'L', '1', 1, 0, TML_FRAME_STEPS, 0, 4, 0, 0, 0, 9, 0, 0, 0};
+    uint8_t bad[16] = {'T', 'M', 'L', '1', TML_WIRE_VERSION, 0, TML_FRAME_STEPS, 0, 4, 0, 0, 0, 9, 0, 0, 0};
     send_all(fd, bad, sizeof(bad));
     CHECK(closed_by_peer(fd));
     close(fd);
@@ -328,7 +328,7 @@ static void test_preauth_bounded(void)
 {
     fixture f;
     CHECK_EQ_INT(start(&f, "preauth"), 0);
-    uint8_t big[12] = {'T', 'M', 'L', '1', 1, 0, TML_FRAME_HELLO, 0, 0, 0, 0x10, 0};
+    uint8_t big[12] = {'T', 'M', 'L', '1', TML_WIRE_VERSION, 0, TML_FRAME_HELLO, 0, 0, 0, 0x10, 0};
     int fd = dial(&f);
     send_all(fd, big, sizeof(big));               /* a 1 MiB "HELLO" */
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
