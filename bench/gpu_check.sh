@@ -14,8 +14,10 @@
 # 3. compares TraceML's GPU-clock phase figures (final_summary.json) with
 #    the script's own event timings (target: within 10%), and TraceML's NVML
 #    averages with nvidia-smi sampled alongside;
-# 4. runs gpu_train (the C API example) against the real libcuda/NVML;
-# 5. writes everything to OUT_DIR/report.md (copy it into docs/gpu-check.md).
+# 4. runs the same under DDP on NCCL (one rank, --nproc-per-node 1): the
+#    communication hook on CUDA futures (comm row, bytes, no crash, no hang);
+# 5. runs gpu_train (the C API example) against the real libcuda/NVML;
+# 6. writes everything to OUT_DIR/report.md (copy it into docs/gpu-check.md).
 #
 # Exit code 0 when every comparison is within its tolerance.
 set -u
@@ -98,6 +100,20 @@ EOF
 
 run_variant input_bound --steps 300 --loader-sleep-ms 20
 run_variant h2d_bound --steps 300 --batch-mb 256
+
+echo "== DDP on NCCL, one rank: communication through the comm hook" >>"$REPORT"
+"$PY" -m traceml_ai run --logs-dir "$OUT/logs" --run-name nccl --nproc-per-node 1 \
+    bench/gpu_check_train.py --ddp --steps 200 --out "$OUT/nccl.events.json" \
+    >"$OUT/nccl.stdout" 2>"$OUT/nccl.stderr" || fail=1
+"$PY" - "$OUT" >>"$REPORT" <<'EOF' || fail=1
+import json, sys
+s = json.load(open("%s/logs/nccl/final_summary.json" % sys.argv[1]))
+m = s["step_time"]["median"]
+print("\nclock %s; communication exposed %s ms, in flight %s ms, %s collectives/step, backward %s ms\n" % (
+    s["meta"]["clock"], m.get("communication_ms"), m.get("communication_total_ms"),
+    m.get("collectives_per_step"), m.get("backward_ms")))
+sys.exit(0 if m.get("collectives_per_step") else 1)
+EOF
 
 echo "== C API example on the real driver" >>"$REPORT"
 "$PY" -m traceml_ai run --logs-dir "$OUT/logs" --run-name capi -- build/examples/gpu_train --steps 120 --h2d-ms 3 \

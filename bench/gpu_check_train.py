@@ -40,14 +40,22 @@ def main():
     p.add_argument("--loader-sleep-ms", type=float, default=0.0)
     p.add_argument("--batch-mb", type=float, default=4.0)
     p.add_argument("--out", required=True)
+    p.add_argument("--ddp", action="store_true",
+                   help="wrap the model in DDP over NCCL (run under --nproc-per-node 1): "
+                        "communication timing through the comm hook on CUDA futures")
     a = p.parse_args()
     traceml.init(mode="auto")
+    if a.ddp:
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
     dev = torch.device("cuda", 0)
     numel = int(a.batch_mb * 1024 * 1024 / 4)
     width = 4096
     loader = DataLoader(Synthetic(a.steps, numel, a.loader_sleep_ms / 1000.0),
                         batch_size=None, num_workers=0)
     model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width)).to(dev)
+    if a.ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     names = ("input", "h2d", "forward", "backward", "optimizer", "step")
     times = {k: [] for k in names}
@@ -88,6 +96,8 @@ def main():
         times["optimizer"].append(e3.elapsed_time(e4))
         times["step"].append(i0.elapsed_time(i1) + e0.elapsed_time(e4))
     out = {k + "_ms": statistics.mean(v) for k, v in times.items() if v}
+    if a.ddp:
+        torch.distributed.destroy_process_group()
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
 

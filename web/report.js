@@ -30,6 +30,7 @@
     { key: "forward", label: "Forward", color: "#29335c" },
     { key: "backward", label: "Backward", color: "#4e79a7" },
     { key: "optimizer", label: "Optimizer", color: "#76b7b2" },
+    { key: "communication", label: "Communication", color: "#b07aa1" },
     { key: "residual", label: "Residual", color: "#9c755f" }
   ];
 
@@ -117,13 +118,17 @@
   root.appendChild(el("h2", { text: "Phase breakdown (" + (med.label ? "median rank " + med.label : "window average") + ", " + (meta.clock || "cpu").toUpperCase() + " clock)" }));
   var rows = [["Step Time", ms(med.step_time_ms), "100%"]];
   [["Input Wait", "input_wait"], ["Compute", "compute"], ["\u2003Forward", "forward"],
-   ["\u2003Backward", "backward"], ["\u2003Optimizer", "optimizer"], ["H2D", "h2d"],
-   ["Residual", "residual"]].forEach(function (r) {
+   ["\u2003Backward", "backward"], ["\u2003Optimizer", "optimizer"], ["Communication", "communication"],
+   ["H2D", "h2d"], ["Residual", "residual"]].forEach(function (r) {
+    if (r[1] === "communication" && !isNum(med.communication_ms)) return;   /* a run that never communicated */
     rows.push({ cls: cause === r[1] ? "cause" : "", cells: [r[0] + (cause === r[1] ? "  \u25c0 cause" : ""), ms(med[r[1] + "_ms"]), pct(shares[r[1]])] });
   });
   rows.push(["Untraced (between steps)", ms(med.untraced_ms),
     isNum(st.untraced_wall_percent) ? pct(st.untraced_wall_percent) + " of wall" : ""]);
   rows.push(["DataLoader fetch (CPU, supplemental)", ms(med.dataloader_fetch_cpu_ms), ""]);
+  if (isNum(med.communication_total_ms))
+    rows.push(["Communication in flight (CPU, supplemental)", ms(med.communication_total_ms),
+      isNum(med.communication_bytes_per_s) ? (med.communication_bytes_per_s / 1e6).toFixed(1) + " MB/s" : ""]);
   rows.push(["Step-to-step noise (stddev)", ms(st.noise_ms), ""]);
   var bar = el("div", { cls: "bar", id: "phase-bar" });
   PH.forEach(function (p) {
@@ -330,10 +335,12 @@
     });
   });
   ev.appendChild(el("h3", { text: "Step time per rank (window averages)" }));
-  ev.appendChild(table(["Rank", "Steps", "Step", "p50", "p90", "Input", "H2D", "Forward", "Backward", "Optimizer", "Residual", "Untraced", "Culprit steps"],
+  ev.appendChild(table(["Rank", "Steps", "Step", "p50", "p90", "Input", "H2D", "Forward", "Backward", "Optimizer", "Communication", "MB/s", "Residual", "Untraced", "Culprit steps"],
     pr.map(function (r) {
       return [r.label, r.steps, ms(r.step_time_ms), ms(r.step_time_p50_ms), ms(r.step_time_p90_ms), ms(r.input_wait_ms), ms(r.h2d_ms),
-        ms(r.forward_ms), ms(r.backward_ms), ms(r.optimizer_ms), ms(r.residual_ms), ms(r.untraced_ms), r.culprit_steps];
+        ms(r.forward_ms), ms(r.backward_ms), ms(r.optimizer_ms), ms(r.communication_ms),
+        isNum(r.communication_bytes_per_s) ? (r.communication_bytes_per_s / 1e6).toFixed(1) : "n/a",
+        ms(r.residual_ms), ms(r.untraced_ms), r.culprit_steps];
     })));
   ev.appendChild(el("h3", { text: "Step memory per rank" }));
   ev.appendChild(table(["Rank", "Peak allocated", "Peak reserved", "RSS"], (get(S, "step_memory.per_rank") || []).map(function (r) {

@@ -58,11 +58,14 @@ static void rank_ref(jw *w, const char *key, const tml_window *win, int idx)
     tml__jw_close(w, '}');
 }
 
+/* The phases missing (communication is not: a run of one process never
+ * communicates, and nothing is left unexplained by that). */
 static void phase_array(jw *w, const char *key, uint32_t mask)
 {
     static const char *names[TML_PHASE_COUNT] = {
-        "input_wait", "h2d", "forward", "backward", "optimizer"
+        "input_wait", "h2d", "forward", "backward", "optimizer", "communication"
     };
+    mask &= ~TML_PHASE_BIT(TML_PHASE_COMM);
     tml__jw_open(w, key, '[');
     for (int p = 0; p < TML_PHASE_COUNT; p++)
         if (mask & TML_PHASE_BIT(p))
