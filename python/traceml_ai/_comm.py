@@ -171,6 +171,8 @@ _COLLECTIVES = (
     ("broadcast", ("tensor",), _sent_broadcast),
     ("barrier", (), _sent_none),
     ("all_gather_into_tensor", ("output_tensor", "input_tensor"), _sent_gather_into),
+    ("all_gather_single", ("output_tensor", "input_tensor"), _sent_gather_into),     # FSDP2
+    ("reduce_scatter_single", ("output", "input"), _sent_scatter_tensor),            # FSDP2
     ("all_gather", ("tensor_list", "tensor"), _sent_list_gather),
     ("reduce_scatter_tensor", ("output", "input"), _sent_scatter_tensor),
     ("reduce_scatter", ("output", "input_list"), _sent_list_scatter),

@@ -22,8 +22,8 @@ import pytest
 from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env, free_port_pair
 from test_distributed import explain, launch, run_two_nodes, summary, two_node_variant
 
-RATE_MBIT = 100          # the shaped link, each direction
-GRAD_MB = 2.0            # the gradients DDP all-reduces each step
+RATE_MBIT = 50           # the shaped link, each direction
+GRAD_MB = 1.0            # the gradients DDP all-reduces each step
 
 
 def kinds(s):
@@ -116,3 +116,22 @@ def test_explicit_collectives_and_user_comm_hook(tmp_path):
     assert q.returncode == 0, explain(q)
     losses = [l for l in p.out.splitlines() if l.startswith("loss ")]
     assert losses and losses == [l for l in q.out.splitlines() if l.startswith("loss ")]
+
+
+def test_fsdp_collectives_are_communication(tmp_path):
+    """FSDP2 on gloo: its all-gathers and reduce-scatters
+    (dist.all_gather_single / reduce_scatter_single in torch 2.13) are
+    timed as Communication with their bytes, on every rank."""
+    logs = tmp_path / "logs"
+    script = os.path.join(REPO, "examples", "distributed", "train_fsdp.py")
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "fsdp",
+                        "--nproc-per-node", "2", "--master-port", str(free_port_pair()),
+                        script, "--steps", "25"],
+                       cwd=REPO, env=base_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = summary(logs, "fsdp")
+    for r in per_rank(s):
+        assert r["collectives_per_step"] >= 4, r          # gathers forward and backward, scatters
+        assert r["communication_bytes_per_step"] > 0, r
+        assert r["communication_ms"] is not None and r["communication_total_ms"] > 0, r
+    assert "├─ Communication" in p.stdout
