@@ -208,7 +208,12 @@ _comm_on = False        # DDP buckets and torch.distributed collectives are time
 
 
 def _comm_patch(torch):
+    """DDP's buckets and the collectives; TRACEML_COMM=0 leaves them alone
+    (a Python comm hook costs DDP more per bucket than its C++ all-reduce:
+    docs/performance.md, "Communication hook")."""
     global _comm_on
+    if _os.environ.get("TRACEML_COMM", "").strip().lower() in ("0", "false", "no", "off"):
+        return
     from . import _comm
     _comm.install(_c, _warn, _patch_with)
     _comm_on = True
