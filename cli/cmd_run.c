@@ -65,7 +65,8 @@ const char tml__usage_run[] =
     "Options:\n"
     "  --mode summary|cli|dashboard  what to show [summary]: the summary at the end;\n"
     "                          cli adds a live terminal view, dashboard a live\n"
-    "                          browser dashboard (docs/live.md)\n"
+    "                          browser dashboard (docs/live.md); on several\n"
+    "                          nodes, node 0's shows every node's ranks\n"
     "  --run-name NAME         name of the run folder, [A-Za-z0-9_.-]+ [generated]\n"
     "  --logs-dir DIR          where run folders go [./logs]\n"
     "  --nproc-per-node N      ranks on this node, via torch.distributed.run [1]\n"
@@ -1031,6 +1032,23 @@ static int share_identity(const run_opts *o, tml_cli_run *r, int *secret_file)
     return -1;
 }
 
+/* A follower given --mode cli / dashboard: the live views are the
+ * aggregator's, on node 0, and show every node's ranks there; this node
+ * only trains. One line on stderr (Slurm tasks: in traceml.log only, as
+ * every task of the step would print it). */
+static void live_elsewhere(const run_opts *o, const tml_cli_run *r, const char *where)
+{
+    if (strcmp(o->mode, "summary") == 0)
+        return;
+    const tml_dist *d = &o->dist;
+    tml__run_log(r->dir, "launcher", "--mode %s: the live view is on %s 0", o->mode,
+                 d->slurm ? "task" : "node");
+    if (!d->slurm)
+        fprintf(stderr, "traceml: node %ld: no live view here; --mode %s on node 0 shows "
+                "every node's ranks (this node trains and reports to %s)\n", d->node_rank,
+                o->mode, where);
+}
+
 /* A follower (node > 0, Slurm task > 0): its ranks report to the host's
  * aggregator; it prints no summary and exits with the training's code. */
 static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **targv,
@@ -1063,6 +1081,8 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
     }
     tml__run_log(r->dir, "launcher", "%s %ld of run %s: telemetry to %s",
                  d->slurm ? "task" : "node", d->slurm ? d->task : d->node_rank, r->name, where);
+    if (have_secret)
+        live_elsewhere(o, r, where);
     build_env(env, r, have_secret ? (int)d->agg_port : 0, 0, d);
     pid_t pid = start_training(prog, targv, env->v);
     if (pid < 0) {

@@ -397,6 +397,17 @@ static double gauge(const tml_json *doc, const char *name, const char *who, doub
     return NAN;
 }
 
+/* 1 when the ranks of the live JSON run on more than one node: the views
+ * then name the node whose system figures they show. */
+static int several_nodes(const tml_json *doc)
+{
+    const tml_json *ranks = tml__json_get(doc, "ranks");
+    for (size_t i = 1; ranks && i < ranks->n; i++)
+        if (num_at(&ranks->items[i], "node") != num_at(&ranks->items[0], "node"))
+            return 1;
+    return 0;
+}
+
 static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int w)
 {
     /* figures and shares of the same rank (the title's), as the box does */
@@ -463,8 +474,11 @@ static int draw_resources(tml_live_view *v, const tml_json *doc, int y, int x, i
 
     int y2 = y + h;
     int h2 = 7;
-    frame(y2, x, h2, w, "SYSTEM | PROCESS");
     double node = num_at(r, "node");
+    char title[64] = "SYSTEM | PROCESS";
+    if (several_nodes(doc))
+        snprintf(title, sizeof(title), "SYSTEM N%.0f | PROCESS R%.0f/N%.0f", node, rank, node);
+    frame(y2, x, h2, w, title);
     tml__fmt_pct(gauge(doc, "traceml_system_cpu_percent", "node", node), a, sizeof(a));
     tml__fmt_bytes(gauge(doc, "traceml_system_ram_used_bytes", "node", node), b, sizeof(b));
     tml__fmt_bytes(gauge(doc, "traceml_system_ram_total_bytes", "node", node), c, sizeof(c));
@@ -523,9 +537,12 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
         rows = maxh - 3;
     int h = rows + 3;
     frame(y, x, h, w, "RANKS  live window averages");
+    /* several nodes: each rank's node CPU, so every node's load is seen */
+    int nodes = several_nodes(doc);
     attron(A_DIM);
-    put(y + 1, x + 2, w - 4,
-        "rank         steps    step      p90     input   forward  backward  optimizer");
+    putf(y + 1, x + 2, w - 4,
+         "rank         steps    step      p90     input   forward  backward  optimizer%s",
+         nodes ? "  node CPU" : "");
     attroff(A_DIM);
     /* the straggler of a straggler verdict, else the slowest rank */
     double strag = num_at(doc, "straggler_rank"), worst = num_at(doc, "worst_rank");
@@ -545,9 +562,16 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
         if (is_worst)
             attron(A_BOLD);
         const char *lab = str_at(r, "label");
-        putf(y + 2 + i, x + 2, w - 4, "%-10s %7.0f %8s %8s %9s %9s %9s %10s%s",
+        char cpu[32] = "";
+        if (nodes) {
+            char pct[24];
+            tml__fmt_pct(gauge(doc, "traceml_system_cpu_percent", "node", num_at(r, "node")),
+                         pct, sizeof(pct));
+            snprintf(cpu, sizeof(cpu), " %9s", pct);
+        }
+        putf(y + 2 + i, x + 2, w - 4, "%-10s %7.0f %8s %8s %9s %9s %9s %10s%s%s",
              lab ? lab : "?", num_at(r, "steps_received"), s[0], s[1], s[2], s[3], s[4], s[5],
-             is_worst ? mark : "");
+             cpu, is_worst ? mark : "");
         if (is_worst)
             attroff(A_BOLD);
     }
