@@ -58,12 +58,15 @@ torch in both ranks; most of the time); twice that on a loaded machine.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+# the e2e tests' helper: a port P with P and P + 1 free
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from conftest import free_port_pair  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.environ.get("TRACEML_VENV", os.path.join(REPO, ".venv"))
@@ -258,25 +261,6 @@ def glue(iters, repeats):
 
 # --------------------------------------------------------------------------
 # The driver
-
-def free_port_pair():
-    """A port P with P and P + 1 free (rendezvous, aggregator)."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p >= 65000:
-            continue
-        try:
-            t = socket.socket()
-            t.bind(("127.0.0.1", p + 1))
-            t.close()
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
-
 
 def base_env(**extra):
     env = dict(os.environ)

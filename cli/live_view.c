@@ -420,22 +420,26 @@ static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int 
         {"Forward", "forward_ms", "series.forward_ms"},
         {"Backward", "backward_ms", "series.backward_ms"},
         {"Optimizer", "optimizer_ms", "series.optimizer_ms"},
+        {"Comm", "communication_ms", "series.communication_ms"},   /* when measured */
         {"Residual", "residual_ms", "series.residual_ms"},
     };
+    const tml_json *r = series_rank_row(doc);
     int n = (int)(sizeof(rows) / sizeof(rows[0]));
-    int h = n + 3;
+    int comm = !isnan(num_at(r, "communication_ms"));
+    int h = n + 3 - !comm;
     char title[96];
     snprintf(title, sizeof(title), "STEP TIMING  rank %.0f, last %.0f steps",
              num_at(doc, "series.rank"), num_at(doc, "window.window_steps"));
     frame(y, x, h, w, title);
-    const tml_json *r = series_rank_row(doc);
     const char *cause = str_at(doc, "verdict.cause");
     attron(A_DIM);
     put(y + 1, x + 2, w - 4, "phase         avg      share  history");
     attroff(A_DIM);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, line = y + 2; i < n; i++) {
         char a[32], s[16];
         double val = num_at(r, rows[i].avg), step = num_at(r, "step_time_ms");
+        if (!comm && strcmp(rows[i].avg, "communication_ms") == 0)
+            continue;
         tml__fmt_ms(val, a, sizeof(a));
         if (i > 0)
             tml__fmt_pct(step > 0 ? 100.0 * val / step : NAN, s, sizeof(s));
@@ -445,10 +449,10 @@ static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int 
                        rows[i].avg[strlen(cause)] == '_';
         if (is_cause)
             attron(A_BOLD);
-        putf(y + 2 + i, x + 2, w - 4, "%-11s %9s %7s", rows[i].label, a, s);
+        putf(line, x + 2, w - 4, "%-11s %9s %7s", rows[i].label, a, s);
         if (is_cause)
             attroff(A_BOLD);
-        sparkline(v, y + 2 + i, x + 33, w - 35, tml__json_path(doc, rows[i].series));
+        sparkline(v, line++, x + 33, w - 35, tml__json_path(doc, rows[i].series));
     }
     return h;
 }

@@ -100,7 +100,7 @@ typedef struct tml_shipper {
     int started;
     pthread_mutex_t mu;          /* guards stop and the summary exchange */
     pthread_cond_t cv, sum_cv;
-    int stop;
+    _Atomic int stop;            /* read by say_hello outside the mutex */
     uint64_t sum_req, sum_done;
     char *sum_json;
     int sum_rc;

@@ -47,7 +47,7 @@
 /* The per-step series' metrics (a subset of tml_metric). */
 enum {
     TML_LS_STEP = 0, TML_LS_INPUT, TML_LS_H2D, TML_LS_FORWARD, TML_LS_BACKWARD,
-    TML_LS_OPTIMIZER, TML_LS_RESIDUAL, TML_LS_COUNT
+    TML_LS_OPTIMIZER, TML_LS_RESIDUAL, TML_LS_COMM, TML_LS_COUNT
 };
 
 typedef struct tml_live_point {

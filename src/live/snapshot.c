@@ -67,7 +67,7 @@ static void point_fill(tml_live_point *pt, const tml_step_record *s, uint32_t mi
 {
     static const int of_point[TML_LS_COUNT] = {
         TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
-        TML_M_OPTIMIZER, TML_M_RESIDUAL
+        TML_M_OPTIMIZER, TML_M_RESIDUAL, TML_M_COMM
     };
     double v[TML_M_COUNT];
     tml__step_breakdown(s, gpu_clock && s->gpu_traced_ns >= 0 ? TML_CLOCK_GPU : TML_CLOCK_CPU,
@@ -421,7 +421,7 @@ static void j_rank(jw *w, const tml_live_rank *r)
 
 static const char *const series_names[TML_LS_COUNT] = {
     "step_time_ms", "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms",
-    "optimizer_ms", "residual_ms",
+    "optimizer_ms", "residual_ms", "communication_ms",
 };
 
 static void j_series(jw *w, const tml_live_snap *s)

@@ -39,7 +39,7 @@ struct tml_sampler {
     size_t qhead, qlen;
     uint64_t dropped;
     clockid_t cpu_clock;
-    int have_cpu_clock;
+    _Atomic int have_cpu_clock;    /* cleared by halt while the shipper may read it */
 
     /* sampler thread only */
     tml_nvml *nvml;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "phases.h"
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
@@ -20,9 +21,6 @@
 #include "base/json.h"
 #include "wire/wire.h"
 #include "harness.h"
-
-/* The phases of a plain single-process step (no communication). */
-#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
 
 static void step(tml_step_record *r, uint64_t id, double input_ms, double bwd_ms)
 {

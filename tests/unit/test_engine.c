@@ -380,7 +380,98 @@ static void test_disabled(void)
     CHECK_STR(tml_version(), TML_VERSION_STRING);
 }
 
-#define TESTS X(test_records_reach_aggregator) X(test_rejected_trains_on) \
+/* A process group's worker thread completing the step's buckets: they
+ * reach the step open on the training thread (through the mailbox). */
+static void *complete_buckets(void *arg)
+{
+    int64_t t = *(int64_t *)arg;
+    for (int b = 0; b < 3; b++)
+        tml_comm_overlapped(t + b * 100, t + b * 100 + 50, 1000);
+    return NULL;
+}
+
+static void test_comm_from_another_thread(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th, pg;
+    fake_start(&f, &th);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    CHECK_EQ_INT(tml_comm_overlapped(10, 5, 1), TML_EINVAL);
+    for (int s = 0; s < 2; s++) {
+        tml_step_begin();
+        tml_phase_begin(TML_PHASE_BACKWARD);
+        int64_t t = tml_now_ns();
+        pthread_create(&pg, NULL, complete_buckets, &t);
+        pthread_join(pg, NULL);
+        tml_phase_end(TML_PHASE_BACKWARD);
+        tml_phase_begin(TML_PHASE_COMM);              /* a blocking all_reduce */
+        tml_phase_end(TML_PHASE_COMM);
+        tml_comm_bytes(8);
+        tml_step_end();
+    }
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_EQ_INT(f.nrecs, 2);
+    for (size_t i = 0; i < f.nrecs && i < 2; i++) {
+        const tml_step_record *r = &f.recs[i];
+        CHECK(r->observed & TML_PHASE_BIT(TML_PHASE_COMM));
+        CHECK_EQ_INT(r->comm_count, 4);
+        CHECK_EQ_INT(r->comm_bytes, 3008);
+        CHECK(r->comm_ns >= 150);                     /* the buckets' union at least */
+        CHECK(r->phase_ns[TML_PHASE_COMM] >= 50);     /* the last bucket's tail */
+    }
+}
+
+/* The mailbox on its own: full drops and counts, order kept over rounds,
+ * two producers and a consumer at once (run under ThreadSanitizer too). */
+static void *put_many(void *arg)
+{
+    tml_comm_cell c = { *(int64_t *)arg, 0, 1 };
+    for (int i = 0; i < 20000; i++)
+        while (tml__comm_box_put(&c) != 0)
+            ;
+    return NULL;
+}
+
+static void test_comm_box(void)
+{
+    tml_comm_cell c, out;
+    uint64_t dropped = tml__comm_dropped();
+    while (tml__comm_box_take(&out))
+        ;
+    for (int round = 0; round < 3; round++) {
+        for (int64_t i = 0; i < (int64_t)TML_COMM_BOX; i++) {
+            c.t0 = i; c.t1 = i + 1; c.bytes = (uint32_t)i;
+            CHECK_EQ_INT(tml__comm_box_put(&c), 0);
+        }
+        CHECK_EQ_INT(tml__comm_box_put(&c), TML_EFULL);
+        CHECK_EQ_INT(tml__comm_dropped(), dropped + (uint64_t)round + 1);
+        for (int64_t i = 0; i < (int64_t)TML_COMM_BOX; i++) {
+            CHECK(tml__comm_box_take(&out));
+            CHECK_EQ_INT(out.t0, i);
+        }
+        CHECK(!tml__comm_box_take(&out));
+        CHECK(tml__comm_box_empty());
+    }
+    pthread_t p[2];
+    int64_t tag[2] = {1, 2};
+    long got[3] = {0, 0, 0};
+    for (int i = 0; i < 2; i++)
+        pthread_create(&p[i], NULL, put_many, &tag[i]);
+    while (got[1] + got[2] < 40000)
+        if (tml__comm_box_take(&out))
+            got[out.t0]++;
+    for (int i = 0; i < 2; i++)
+        pthread_join(p[i], NULL);
+    CHECK_EQ_INT(got[1], 20000);
+    CHECK_EQ_INT(got[2], 20000);
+}
+
+#define TESTS X(test_comm_box) X(test_comm_from_another_thread) X(test_records_reach_aggregator) X(test_rejected_trains_on) \
     X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
     X(test_calibration_ignores_preemption)
 #include "harness.h"

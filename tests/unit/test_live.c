@@ -4,6 +4,7 @@
  * JSON and Prometheus renderings, and the HTTP server against real sockets
  * (endpoints, refusals, keep-alive, SSE, slow and silent clients).
  */
+#include "phases.h"
 #include "harness.h"
 
 #include <arpa/inet.h>
@@ -21,9 +22,6 @@
 #include "live/live.h"
 #include "report/report.h"
 #include "base/json.h"
-
-/* The phases of a plain single-process step (no communication). */
-#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
 
 #define MS 1000000LL
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phases.h"
 #include "model/run.h"
 #include "diag/window.h"
 #include "report/report.h"
@@ -16,9 +17,6 @@
 #include "base/strbuf.h"
 
 #include "harness.h"
-
-/* The phases of a plain single-process step (no communication). */
-#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
 
 #define MS 1000000LL
 

@@ -12,14 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phases.h"
 #include "model/run.h"
 #include "report/report.h"
 #include "base/json.h"
 #include "base/utf8.h"
 #include "harness.h"
-
-/* The phases of a plain single-process step (no communication). */
-#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
 
 #define MS 1000000LL
 

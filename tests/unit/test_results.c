@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "phases.h"
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
@@ -34,8 +35,6 @@
 
 /* A run of `ranks` ranks x `steps` steps; phase p of step i lasts
  * (p + 1) ms (+ rank ms of input), bwd missing when no_bwd. */
-/* The phases of a plain single-process step (no communication). */
-#define TEST_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
 
 static void make_run(tml_run *run, int ranks, size_t steps, int no_bwd, int gpu_every)
 {
