@@ -79,7 +79,7 @@ static void make_run(tml_run *run, size_t steps, int ranks)
             s->rss_bytes = 3000000000LL + (int64_t)i * 1000;
             s->cuda_allocated_peak_bytes = 2900000000LL + r * 10000000LL;
             s->cuda_reserved_peak_bytes = 3200000000LL + r * 10000000LL;
-            s->observed = TML_PHASES_ALL;
+            s->observed = TML_STEP_PHASES;
         }
         tml__run_add_steps(rk, recs, steps);
         rk->stats.overhead_ns_per_step = 1500;

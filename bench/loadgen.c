@@ -101,7 +101,7 @@ static void fake_step(tml_step_record *r, int32_t rank, uint64_t step)
     r->rss_bytes = 1000000000 + rank * 1000;
     r->cuda_allocated_peak_bytes = -1;
     r->cuda_reserved_peak_bytes = -1;
-    r->observed = TML_PHASES_ALL;
+    r->observed = TML_STEP_PHASES;
 }
 
 /* ---- the aggregator child ---------------------------------------------- */

@@ -33,6 +33,11 @@
     { key: "communication", label: "Communication", color: "#b07aa1" },
     { key: "residual", label: "Residual", color: "#9c755f" }
   ];
+  /* communication is a phase only of runs that communicated */
+  var commRun = ((S.step_time || {}).per_rank || []).some(function (r) {
+    return typeof r.communication_ms === "number";
+  });
+  PH = PH.filter(function (p) { return p.key !== "communication" || commRun; });
 
   /* ---- small helpers ---------------------------------------------- */
   function el(tag, attrs) {
@@ -252,9 +257,11 @@
     var drawStack = function (ri) {
       var r = ser.ranks[ri];
       var stt = r.step_time_ms || [];
-      drawChart("steps", boxes.stack, ["step"].concat(TOP.map(function (p) { return p.label; })),
-        TOP.map(function (p) { return p.color; }),
-        rowsOf(xs, TOP.map(function (p) { return r[p.key + "_ms"]; }), function (i) { return isNum(stt[i]); }),
+      /* the phases this rank has (communication only where it communicated) */
+      var top = TOP.filter(function (p) { return r[p.key + "_ms"]; });
+      drawChart("steps", boxes.stack, ["step"].concat(top.map(function (p) { return p.label; })),
+        top.map(function (p) { return p.color; }),
+        rowsOf(xs, top.map(function (p) { return r[p.key + "_ms"]; }), function (i) { return isNum(stt[i]); }),
         { height: 280, xlabel: "step", ylabel: "ms", fmt: fmtMs, zero: true, stacked: true,
           empty: "No steps on this rank." });
     };

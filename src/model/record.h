@@ -12,6 +12,10 @@
 
 #define TML_MISSING (-1)
 
+/* The phases of a step of a process that does not communicate (one rank):
+ * what synthetic records (tests, benchmarks) observe. */
+#define TML_STEP_PHASES (TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_COMM))
+
 /* record flags */
 #define TML_STEP_ABORTED 0x1u   /* an exception left the bracket */
 #define TML_STEP_DETECTED 0x2u  /* found by automatic step detection, not marked */

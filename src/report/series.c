@@ -40,13 +40,13 @@
 #define SERIES_POINTS_TOTAL 4000
 
 enum {
-    S_STEP, S_INPUT, S_H2D, S_FWD, S_BWD, S_OPT, S_RESIDUAL, S_UNTRACED,
+    S_STEP, S_INPUT, S_H2D, S_FWD, S_BWD, S_OPT, S_RESIDUAL, S_COMM, S_UNTRACED,
     S_RSS, S_ALLOC, S_RESV, S_COUNT
 };
 
 static const char *const s_names[S_COUNT] = {
     "step_time_ms", "input_wait_ms", "h2d_ms", "forward_ms", "backward_ms",
-    "optimizer_ms", "residual_ms", "untraced_ms", "rss_bytes",
+    "optimizer_ms", "residual_ms", "communication_ms", "untraced_ms", "rss_bytes",
     "peak_allocated_bytes", "peak_reserved_bytes"
 };
 
@@ -90,9 +90,9 @@ static size_t pick_ranks(const tml_window *w, size_t *out)
 static int fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock clock,
                      uint64_t first, uint64_t bucket, size_t nb, double *vals)
 {
-    static const int of_series[S_RESIDUAL + 1] = {
+    static const int of_series[S_COMM + 1] = {
         TML_M_STEP, TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
-        TML_M_OPTIMIZER, TML_M_RESIDUAL
+        TML_M_OPTIMIZER, TML_M_RESIDUAL, TML_M_COMM
     };
     tml_step_bucket *acc = calloc(nb, sizeof(*acc));
     if (!acc)
@@ -114,7 +114,7 @@ static int fill_rank(const tml_rank *r, const tml_rank_window *rw, tml_clock clo
             v[m] = x->n[clock] ? x->t[clock][m] / (double)x->n[clock] : NAN;
         /* missing phases are NAN in every bucket: null arrays */
         tml__breakdown_mask(v, rw->missing);
-        for (int k = 0; k <= S_RESIDUAL; k++)
+        for (int k = 0; k <= S_COMM; k++)
             vals[k * nb + b] = v[of_series[k]] / 1e6;
         vals[S_UNTRACED * nb + b] = x->n_gap ? x->gap / (double)x->n_gap / 1e6 : NAN;
         for (int k = 0; k < 3; k++)

@@ -45,7 +45,7 @@ FAKE = r'''
 import os, socket, struct, sys, time, signal
 MAGIC = 0x314c4d54
 def frame(t, payload):
-    return struct.pack("<IHHI", MAGIC, 1, t, len(payload)) + payload
+    return struct.pack("<IHHI", MAGIC, 2, t, len(payload)) + payload   # wire version 2
 def s16(b):
     return struct.pack("<H", len(b)) + b
 def hello(run_id, secret, rank=0):
@@ -56,14 +56,14 @@ def hello(run_id, secret, rank=0):
 def steps(first, n, input_ms=20.0, fwd_ms=5.0):
     p = struct.pack("<I", n)
     for i in range(first, first + n):
-        ph = [int(input_ms * 1e6), 0, int(fwd_ms * 1e6), int(2 * fwd_ms * 1e6), int(1e6)]
+        ph = [int(input_ms * 1e6), 0, int(fwd_ms * 1e6), int(2 * fwd_ms * 1e6), int(1e6), 0]
         traced = sum(ph[1:]) + 100000
         rec = struct.pack("<3Q", i, 1000000000 + i * 50000000, traced)
-        rec += struct.pack("<5q", *ph)
-        rec += struct.pack("<6q", *([-1] * 6))            # no GPU clock
+        rec += struct.pack("<6q", *ph)                    # input .. optimizer, communication
+        rec += struct.pack("<7q", *([-1] * 7))            # no GPU clock
         rec += struct.pack("<4q", -1 if i == 0 else 0, -1, -1, -1)
-        rec += struct.pack("<II", 0x1f, 0)
-        rec += b"\0" * (160 - len(rec))
+        rec += struct.pack("<II", 0x1f, 0)                # observed: no communication
+        rec += b"\0" * (192 - len(rec))                   # comm_ns, comm_bytes, comm_count
         p += rec
     return frame(4, p)
 def stats(t, sent):

@@ -86,5 +86,9 @@ def test_fsdp_two_ranks(traceml_run, tmp_path, fsdp):
         assert row["forward_ms"] > 0 and row["backward_ms"] > 0 and row["optimizer_ms"] > 0
     tml, mine, o = medians(s, own, "forward_ms", rank=0)
     assert o["model_type"] in ("FullyShardedDataParallel", "FSDPSequential"), o["model_type"]
-    assert close(tml, mine, rel=0.25), (tml, mine)
+    # FSDP's all-gathers inside the forward are Communication, not Forward
+    # (nested phases count once): the script's own forward timing holds both
+    comm = s["step_time"]["per_rank"][0]["communication_ms"]
+    assert comm is not None and comm > 0, s["step_time"]["per_rank"][0]
+    assert tml <= 1.25 * mine and tml + comm >= 0.75 * mine, (tml, comm, mine)
     assert near(s["step_time"]["per_rank"][0]["input_wait_ms"], 5.0)

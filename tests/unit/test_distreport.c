@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "phases.h"
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
@@ -37,7 +36,7 @@ static void step(tml_step_record *r, uint64_t id, double input_ms, double bwd_ms
         r->gpu_phase_ns[p] = -1;
     r->gap_ns = -1;
     r->rss_bytes = r->cuda_allocated_peak_bytes = r->cuda_reserved_peak_bytes = -1;
-    r->observed = TEST_PHASES;
+    r->observed = TML_STEP_PHASES;
 }
 
 /* 4 expected ranks on 2 nodes: R0/N0 and R1/N0 healthy, R2/N1 the input

@@ -4,7 +4,6 @@
  * JSON and Prometheus renderings, and the HTTP server against real sockets
  * (endpoints, refusals, keep-alive, SSE, slow and silent clients).
  */
-#include "phases.h"
 #include "harness.h"
 
 #include <arpa/inet.h>
@@ -54,7 +53,7 @@ static void add_steps(tml_run *run, int32_t rank, size_t n, double in, double fw
         s.rss_bytes = (int64_t)(100 + i) << 20;
         s.cuda_allocated_peak_bytes = -1;
         s.cuda_reserved_peak_bytes = -1;
-        s.observed = TEST_PHASES & ~TML_PHASE_BIT(TML_PHASE_H2D);
+        s.observed = TML_STEP_PHASES & ~TML_PHASE_BIT(TML_PHASE_H2D);
         tml__run_add_steps(r, &s, 1);
     }
 }

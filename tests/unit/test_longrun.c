@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "phases.h"
 #include "model/run.h"
 #include "diag/window.h"
 #include "report/report.h"
@@ -28,7 +27,7 @@ static void fill(tml_step_record *s, uint64_t i, uint64_t n, int r, int64_t abor
 {
     memset(s, 0, sizeof(*s));
     s->step = i;
-    s->observed = TEST_PHASES;
+    s->observed = TML_STEP_PHASES;
     s->phase_ns[TML_PHASE_INPUT] = (i + 10000 < n ? 1 : 6) * MS + r * 100000LL;
     s->phase_ns[TML_PHASE_FORWARD] = 3 * MS;
     s->phase_ns[TML_PHASE_BACKWARD] = 5 * MS;

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "phases.h"
 #include "model/run.h"
 #include "report/report.h"
 #include "base/json.h"
@@ -269,7 +268,7 @@ static tml_step_record rec(uint64_t step, double input_ms)
         r.gpu_phase_ns[p] = -1;
     r.gap_ns = 2 * MS;
     r.rss_bytes = r.cuda_allocated_peak_bytes = r.cuda_reserved_peak_bytes = -1;
-    r.observed = TEST_PHASES & ~TML_PHASE_BIT(TML_PHASE_H2D);
+    r.observed = TML_STEP_PHASES & ~TML_PHASE_BIT(TML_PHASE_H2D);
     return r;
 }
 

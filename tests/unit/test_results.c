@@ -16,7 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "phases.h"
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
@@ -52,7 +51,7 @@ static void make_run(tml_run *run, int ranks, size_t steps, int no_bwd, int gpu_
             tml_step_record *s = &recs[i];
             memset(s, 0, sizeof(*s));
             s->step = i;
-            s->observed = TEST_PHASES & ~(no_bwd ? TML_PHASE_BIT(TML_PHASE_BACKWARD) : 0u);
+            s->observed = TML_STEP_PHASES & ~(no_bwd ? TML_PHASE_BIT(TML_PHASE_BACKWARD) : 0u);
             for (int p = 0; p < TML_PHASE_COUNT; p++)
                 s->phase_ns[p] = (s->observed & TML_PHASE_BIT(p)) ? (p + 1) * 1000000LL : 0;
             s->phase_ns[TML_PHASE_INPUT] += r * 1000000LL;
@@ -304,7 +303,7 @@ static void test_chrome_trace_extreme_values(void)
     s[1].start_ns = INT64_MAX;
     s[1].traced_ns = INT64_MAX;
     s[1].phase_ns[TML_PHASE_FORWARD] = INT64_MAX;
-    s[1].observed = TEST_PHASES;
+    s[1].observed = TML_STEP_PHASES;
     tml_strbuf sb = TML_STRBUF_INIT;
     size_t n = 0;
     CHECK_EQ_INT(tml__chrome_trace(&run, &sb, &n), 0);
@@ -462,7 +461,7 @@ static void test_store_full_is_not_silent(void)
                 for (int p = 0; p < TML_PHASE_COUNT; p++)
                     r[i].gpu_phase_ns[p] = -1;
                 r[i].rss_bytes = r[i].cuda_allocated_peak_bytes = r[i].cuda_reserved_peak_bytes = -1;
-                r[i].observed = TEST_PHASES;
+                r[i].observed = TML_STEP_PHASES;
             }
             tml__agg_steps(agg, 0, r, 100);
         }
