@@ -33,6 +33,7 @@ _c = None
 _warn = None
 _in_hook = 0            # > 0 while a bucket's own all-reduce runs: not counted twice
 _HOOK_ATTR = "_traceml_comm_hook"
+_ORIG = {}              # DDP's own register_comm_hook / register_builtin_comm_hook
 
 
 def _world(group=None):
@@ -41,6 +42,11 @@ def _world(group=None):
         return dist.get_world_size(group)
     except Exception:
         return 1
+
+
+def _allreduce_share(n):
+    """What one rank sends of an all-reduced buffer among n ranks (ring)."""
+    return 2.0 * (n - 1) / n if n > 1 else 0.0
 
 
 def _nbytes(t):
@@ -77,6 +83,15 @@ def _default_hook():
     return default_hooks.allreduce_hook
 
 
+def _install(model, state, hook):
+    """Registers TraceML's hook on a DDP model, around (state, hook)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    share = _allreduce_share(_world(getattr(model, "process_group", None)))
+    holder = _Holder(state, hook, share)
+    _ORIG.get("register_comm_hook", DDP.register_comm_hook)(model, holder, _timed_hook)
+    object.__setattr__(model, _HOOK_ATTR, holder)
+
+
 def attach(model):
     """Times `model`'s gradient buckets when it is a DistributedDataParallel
     (once per model; a hook the user registers later keeps working)."""
@@ -84,32 +99,20 @@ def attach(model):
         return
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
-        if not isinstance(model, DDP):
-            return
-        group = getattr(model, "process_group", None)
-        n = _world(group)
-        holder = _Holder(group, _default_hook(), 2.0 * (n - 1) / n if n > 1 else 0.0)
-        _ORIG.get("register_comm_hook", DDP.register_comm_hook)(model, holder, _timed_hook)
-        object.__setattr__(model, _HOOK_ATTR, holder)
+        if isinstance(model, DDP):
+            _install(model, getattr(model, "process_group", None), _default_hook())
     except Exception as e:
         _warn("cannot time DDP's gradient all-reduce (%s); communication stays inside "
               "Backward" % (e,))
-
-
-_ORIG = {}
 
 
 def _register_comm_hook(self, state, hook):
     """DDP.register_comm_hook: the user's hook runs inside TraceML's."""
     holder = getattr(self, _HOOK_ATTR, None)
     if holder is None:
-        n = _world(getattr(self, "process_group", None))
-        holder = _Holder(state, hook, 2.0 * (n - 1) / n if n > 1 else 0.0)
-        _ORIG["register_comm_hook"](self, holder, _timed_hook)
-        object.__setattr__(self, _HOOK_ATTR, holder)
-        return None
-    holder.state, holder.hook = state, hook
-    return None
+        _install(self, state, hook)
+    else:
+        holder.state, holder.hook = state, hook
 
 
 def _register_builtin_comm_hook(self, comm_hook_type):
@@ -132,10 +135,10 @@ def _ddp_init(orig):
     return __init__
 
 
-# The collectives, with how many bytes one rank sends (n: world size) and
-# where async_op sits among the positional arguments.
+# The collectives, with how many bytes one rank sends (n: world size);
+# where async_op and group sit among the arguments comes from the signature.
 def _sent_allreduce(a, n):
-    return _nbytes(a[0]) * 2.0 * (n - 1) / n
+    return _nbytes(a[0]) * _allreduce_share(n)
 
 
 def _sent_tensor(a, n):
