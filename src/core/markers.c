@@ -45,7 +45,6 @@ typedef struct tls_state {
 } tls_state;
 
 static _Thread_local tls_state T;
-
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -130,8 +129,6 @@ int tml_step_begin(void)
         T.gstep = tml__gpu_pool_record(T.gpu, T.stream);
     return push(TML_EV_STEP_BEGIN, 0, t, (int64_t)T.next_step++);
 }
-
-static int push(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1);
 
 /* The overlapped collectives completed on other threads join the step
  * that ends here (at most a mailbox's worth: one read when it is empty). */

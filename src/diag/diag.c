@@ -21,6 +21,7 @@
  * threshold.
  */
 #include "diag/diag.h"
+#include "base/fmt.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -349,16 +350,6 @@ static int share_issue(double share, double warn, double crit, const char *kind,
     return 1;
 }
 
-static void fmt_bytes(double b, char *out, size_t cap)
-{
-    if (b >= 1e9)
-        snprintf(out, cap, "%.2f GB", b / 1e9);
-    else if (b >= 1e6)
-        snprintf(out, cap, "%.1f MB", b / 1e6);
-    else
-        snprintf(out, cap, "%.1f kB", b / 1e3);
-}
-
 /* COMMUNICATION-BOUND: the exposed communication of the rank that waited
  * least is over the thresholds. Waiting for a slow peer shows on the
  * peers only (the straggler rules name it); what the least-waiting rank
@@ -379,7 +370,7 @@ static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnos
     d->share = share;
     d->threshold = sev == TML_SEV_CRITICAL ? th->comm_crit : th->comm_warn;
     fmt_rank(r, who, sizeof(who));
-    fmt_bytes(r->comm_bytes_per_step, moved, sizeof(moved));
+    tml__fmt_bytes(r->comm_bytes_per_step, moved, sizeof(moved));
     if (!isnan(r->comm_bytes_per_s))
         snprintf(bw, sizeof(bw), " at %.1f MB/s (%.0f Mbit/s)", r->comm_bytes_per_s / 1e6,
                  r->comm_bytes_per_s * 8 / 1e6);

@@ -306,12 +306,12 @@ static void rank_skew_line(const tml_report_model *m, panel *p)
  * bytes and the bandwidth they imply. */
 static void comm_line(const tml_rank_window *r, panel *p)
 {
-    char t[LINE_MAX_BYTES], v[32], bw[48] = "";
+    char t[LINE_MAX_BYTES], v[32], b[32], bw[48] = "";
     fmt_ms(r->avg_ns[TML_M_COMM_TOTAL], v, sizeof(v));
+    tml__fmt_bytes(r->comm_bytes_per_step, b, sizeof(b));
     if (!isnan(r->comm_bytes_per_s))
         snprintf(bw, sizeof(bw), " at %.1f MB/s", r->comm_bytes_per_s / 1e6);
-    snprintf(t, sizeof(t), "Communication: %s in flight, %.1f MB/step%s (CPU)", v,
-             r->comm_bytes_per_step / 1e6, bw);
+    snprintf(t, sizeof(t), "Communication: %s in flight, %s/step%s (CPU)", v, b, bw);
     padd_text(p, t);
 }
 
