@@ -24,7 +24,10 @@ def test_unmodified_script_is_traced(traceml_run):
     p = primary(s)
     assert (p["label"], p["severity"]) == ("INPUT-BOUND", "CRITICAL"), json.dumps(p)
     wait = step_metric_ms(s, "input_wait")
-    assert 10.0 <= wait <= 11.0, "Input Wait %s ms, injected 10 ms (+ the collate)" % wait
+    # the loader's own work comes on top of the sleep: 32 samples indexed and
+    # collated one by one, plus the sleep's overshoot, 0.9-1.2 ms on a
+    # 2-core VM (11.02-11.22 ms measured on a fresh one)
+    assert 10.0 <= wait <= 11.5, "Input Wait %s ms, injected 10 ms (+ the collate)" % wait
     # the model was found from the optimizer: its forward is timed
     assert step_metric_ms(s, "forward") > 0
     assert step_metric_ms(s, "backward") > 0 and step_metric_ms(s, "optimizer") > 0
