@@ -23,8 +23,10 @@ import pytest
 
 from conftest import PYTHON, REPO, VENV, base_env
 
+# One write(2) per line: under PYTHONUNBUFFERED print() writes each piece
+# apart, and two ranks sharing a pipe interleave them ("PY PY 0 1 ...").
 PRINT_PY = ("import os, sys\n"
-            "print('PY', os.environ.get('RANK', '-'), sys.prefix, flush=True)\n")
+            "os.write(1, ('PY %s %s\\n' % (os.environ.get('RANK', '-'), sys.prefix)).encode())\n")
 
 
 def sh(cmd, timeout=300, **kw):
