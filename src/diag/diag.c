@@ -627,15 +627,20 @@ static int epoch_start_issue(const tml_window *w, tml_diagnosis *d)
     return 1;
 }
 
-/* BALANCED: no rule fired; the Why line quotes the main shares. */
+/* BALANCED: no rule fired; the Why line quotes the main shares
+ * (Communication only in runs that communicate). */
 static void balanced_primary(tml_step_diag *out, const char *multi)
 {
+    const double *sh = out->share;
+    char comm[40] = "";
+    if (sh[TML_M_COMM] > 0)
+        snprintf(comm, sizeof(comm), ", Communication %d%%", pct(sh[TML_M_COMM]));
     diag_init(&out->primary, "BALANCED", "BALANCED", TML_SEV_INFO);
     snprintf(out->primary.why, sizeof(out->primary.why),
-             "No phase crossed a threshold: Input Wait %d%%, Compute %d%%, Residual %d%% of Step Time%s.",
-             isnan(out->share[TML_M_INPUT]) ? 0 : pct(out->share[TML_M_INPUT]),
-             isnan(out->share[TML_M_COMPUTE]) ? 0 : pct(out->share[TML_M_COMPUTE]),
-             isnan(out->share[TML_M_RESIDUAL]) ? 0 : pct(out->share[TML_M_RESIDUAL]), multi);
+             "No phase crossed a threshold: Input Wait %d%%, Compute %d%%%s, Residual %d%% of "
+             "Step Time%s.", isnan(sh[TML_M_INPUT]) ? 0 : pct(sh[TML_M_INPUT]),
+             isnan(sh[TML_M_COMPUTE]) ? 0 : pct(sh[TML_M_COMPUTE]), comm,
+             isnan(sh[TML_M_RESIDUAL]) ? 0 : pct(sh[TML_M_RESIDUAL]), multi);
     snprintf(out->primary.next, sizeof(out->primary.next),
              "No step-time bottleneck stands out; profile the model if it must be faster.");
 }
