@@ -110,6 +110,17 @@ const char tml__store_schema_sql[] =
 static const char sql_insert_step[] =
     "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?)";
+static const char sql_select_steps[] = "SELECT * FROM steps ORDER BY rank, step";
+
+/* A version-1 file (before communication was measured) lacks the five
+ * communication columns: it is read with them as not measured, and never
+ * written to. */
+#define STEP_COLS_V1 21
+static const char sql_select_steps_v1[] =
+    "SELECT rank, step, start_ns, traced_ns, input_ns, h2d_ns, forward_ns, backward_ns,"
+    " optimizer_ns, NULL, gpu_traced_ns, gpu_input_ns, gpu_h2d_ns, gpu_forward_ns,"
+    " gpu_backward_ns, gpu_optimizer_ns, NULL, gap_ns, rss_bytes, cuda_allocated_peak_bytes,"
+    " cuda_reserved_peak_bytes, observed, flags, NULL, NULL, NULL FROM steps ORDER BY rank, step";
 
 typedef struct queued_step {
     int32_t rank;
@@ -136,6 +147,17 @@ struct tml_store {
 static int exec(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : TML_EIO;
+}
+
+/* The steps table's version from its width: 2, 1, or 0 (not ours). */
+static int steps_version(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int n = -1;
+    if (sqlite3_prepare_v2(db, "SELECT * FROM steps LIMIT 0", -1, &st, NULL) == SQLITE_OK)
+        n = sqlite3_column_count(st);
+    sqlite3_finalize(st);
+    return n == STEP_COLS ? 2 : n == STEP_COLS_V1 ? 1 : 0;
 }
 
 static void bind_opt(sqlite3_stmt *st, int col, int64_t v)
@@ -178,9 +200,11 @@ int tml__store_open(const char *path, int create, tml_store **out)
         if (exec(s->db, "COMMIT") < 0)
             goto fail;
     }
-    if (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
+    if (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK &&
+        (create || steps_version(s->db) != 1))
+        goto fail;
     *out = s;
     return 0;
 fail:
@@ -330,6 +354,8 @@ int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs
 {
     if (!s)
         return TML_EINVAL;
+    if (!s->ins_step)
+        return TML_EIO;      /* a version-1 file: read only */
     if (TML_GROW(s->steps, s->nsteps + n, s->capsteps) < 0)
         return TML_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -521,10 +547,9 @@ static int load_steps(tml_store *s, tml_run *run)
 {
     sqlite3_stmt *st = NULL;
     int rc = TML_EIO;
-    if (sqlite3_prepare_v2(s->db, "SELECT * FROM steps ORDER BY rank, step", -1, &st,
-                           NULL) != SQLITE_OK)
-        goto out;
-    if (sqlite3_column_count(st) != STEP_COLS)
+    int version = steps_version(s->db);
+    if (!version || sqlite3_prepare_v2(s->db, version == 1 ? sql_select_steps_v1 :
+                                       sql_select_steps, -1, &st, NULL) != SQLITE_OK)
         goto out;
     int step;
     tml_rank *cur = NULL;

@@ -85,3 +85,34 @@ def test_bad_input(tmp_path):
         assert p.returncode == 2, (args, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("traceml: error: "), p.stderr
+
+
+V1_DROPPED = ("comm_exposed_ns", "gpu_comm_exposed_ns", "comm_ns", "comm_bytes", "comm_count")
+
+
+def test_version_1_file_still_exports(run_dir, tmp_path):
+    """A run folder written before communication was measured (schema
+    version 1: the steps table without its five comm_* columns) exports
+    the same steps, and the file is left as it was."""
+    import sqlite3
+    old = tmp_path / "old"
+    old.mkdir()
+    db = old / "telemetry.sqlite"
+    src = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
+    src.backup(sqlite3.connect(str(db)))
+    src.close()
+    con = sqlite3.connect(str(db))
+    cols = [r[1] for r in con.execute("PRAGMA table_info(steps)") if r[1] not in V1_DROPPED]
+    con.executescript(
+        "CREATE TABLE v1 AS SELECT %s FROM steps; DROP TABLE steps; ALTER TABLE v1 RENAME TO "
+        "steps; UPDATE run SET schema_version = 1;" % ", ".join(cols))
+    con.close()
+    before = db.read_bytes()
+    p = export(["--chrome-trace", str(old), "-o", str(tmp_path / "t.json")], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "%d steps" % STEPS in p.stderr, p.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    steps = [e for e in doc["traceEvents"] if e.get("cat") == "step"]
+    assert len(steps) == STEPS
+    assert not any(e["name"] == "Communication" for e in doc["traceEvents"])
+    assert db.read_bytes() == before

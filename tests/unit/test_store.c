@@ -337,5 +337,63 @@ static void test_doc_matches_schema(void)
     free(doc);
 }
 
-#define TESTS X(test_roundtrip) X(test_open_rules) X(test_batching) X(test_doc_matches_schema)
+/* A telemetry.sqlite written before communication was measured (schema
+ * version 1: no comm_* columns) still loads, with communication not
+ * measured, and is never written to. */
+static void test_reads_version_1(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "v1.sqlite");
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+        "DROP TABLE steps;"
+        "CREATE TABLE steps (rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER,"
+        " traced_ns INTEGER, input_ns INTEGER, h2d_ns INTEGER, forward_ns INTEGER,"
+        " backward_ns INTEGER, optimizer_ns INTEGER, gpu_traced_ns INTEGER,"
+        " gpu_input_ns INTEGER, gpu_h2d_ns INTEGER, gpu_forward_ns INTEGER,"
+        " gpu_backward_ns INTEGER, gpu_optimizer_ns INTEGER, gap_ns INTEGER,"
+        " rss_bytes INTEGER, cuda_allocated_peak_bytes INTEGER,"
+        " cuda_reserved_peak_bytes INTEGER, observed INTEGER NOT NULL,"
+        " flags INTEGER NOT NULL, PRIMARY KEY (rank, step)) WITHOUT ROWID;"
+        "INSERT INTO run VALUES ('id1', 'old', 1, 1, 1700000000000, NULL, '0.1.0', 1);"
+        "INSERT INTO steps VALUES (0, 7, 1000, 5000, 100, 200, 300, 400, 500,"
+        " NULL, NULL, NULL, NULL, NULL, NULL, 12, 99, NULL, NULL, 31, 0);",
+        NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
+    if (!s)
+        return;
+    tml_run run;
+    tml__run_init(&run, "", "");
+    CHECK_EQ_INT(tml__store_load(s, &run), 0);
+    CHECK_STR(run.name, "old");
+    CHECK_EQ_INT((long long)run.nranks, 1);
+    if (run.nranks == 1) {
+        const tml_rank *r = &run.ranks[0];
+        CHECK_EQ_INT((long long)r->nsteps, 1);
+        const tml_step_record *x = &r->steps[0];
+        CHECK_EQ_INT((long long)x->step, 7);
+        CHECK_EQ_INT((long long)x->phase_ns[TML_PHASE_FORWARD], 300);
+        CHECK_EQ_INT((long long)x->phase_ns[TML_PHASE_OPTIMIZER], 500);
+        CHECK_EQ_INT((long long)x->phase_ns[TML_PHASE_COMM], TML_MISSING);
+        CHECK_EQ_INT((long long)x->gpu_phase_ns[TML_PHASE_COMM], TML_MISSING);
+        CHECK_EQ_INT((long long)x->gap_ns, 12);
+        CHECK_EQ_INT((long long)x->observed, 31);
+        CHECK_EQ_INT((long long)x->comm_ns, 0);
+        CHECK_EQ_INT((long long)x->comm_count, 0);
+    }
+    tml_step_record more = make_step(8, 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, &more, 1), TML_EIO);
+    tml__store_close(s);
+    tml__run_release(&run);
+    char *n = query_text(path, "SELECT count(*) FROM steps");
+    CHECK_STR(n ? n : "", "1");
+    free(n);
+}
+
+#define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_batching) X(test_doc_matches_schema)
 #include "harness.h"
