@@ -19,8 +19,10 @@ COMMUNICATION-BOUND):
 
 Bytes are what one rank sends by NCCL's bus-bandwidth count (an
 all-reduce of B bytes over n ranks: 2(n-1)/n B), so bytes over time is a
-link bandwidth whatever the world size. A compressing hook (fp16, PowerSGD)
-is counted at the bucket's gradient size.
+link bandwidth whatever the world size. A bucket's bytes are what the
+collectives its hook calls send (half the gradient for the fp16 hook), or
+the bucket's gradient size for a hook that calls none through
+torch.distributed (a process group's own methods).
 
 Nothing here runs per step beyond the hook itself (one call per bucket) and
 the wrapped collectives; everything is fail-open: a failure leaves the
@@ -31,7 +33,9 @@ import functools as _functools
 
 _c = None
 _warn = None
-_in_hook = 0            # > 0 while a bucket's own all-reduce runs: not counted twice
+_in_hook = 0            # > 0 while a bucket's hook runs: its collectives are the bucket's
+_hook_sent = 0          # bytes those collectives send
+_hook_n = 1             # the bucket's world size
 _HOOK_ATTR = "_traceml_comm_hook"
 _ORIG = {}              # DDP's own register_comm_hook / register_builtin_comm_hook
 
@@ -51,7 +55,7 @@ def _allreduce_share(n):
 
 def _nbytes(t):
     try:
-        return t.numel() * t.element_size()
+        return t.nbytes
     except Exception:
         return 0
 
@@ -59,22 +63,22 @@ def _nbytes(t):
 class _Holder(object):
     """The hook DDP calls, with the all-reduce it stands for (the default,
     or the user's own hook and state)."""
-    __slots__ = ("state", "hook", "factor")
+    __slots__ = ("state", "hook", "world")
 
-    def __init__(self, state, hook, factor):
-        self.state, self.hook, self.factor = state, hook, factor
+    def __init__(self, state, hook, world):
+        self.state, self.hook, self.world = state, hook, world
 
 
 def _timed_hook(holder, bucket):
-    global _in_hook
-    now = _c.now_ns
-    t0 = now()
-    n = int(_nbytes(bucket.buffer()) * holder.factor)
+    global _in_hook, _hook_sent, _hook_n
+    t0 = _c.now_ns()
+    _hook_sent, _hook_n = 0, holder.world
     _in_hook += 1
     try:
         fut = holder.hook(holder.state, bucket)
     finally:
         _in_hook -= 1
+    n = int(_hook_sent or _nbytes(bucket.buffer()) * _allreduce_share(holder.world))
     return fut.then(_functools.partial(_c._comm_done, t0, n))
 
 
@@ -86,8 +90,7 @@ def _default_hook():
 def _install(model, state, hook):
     """Registers TraceML's hook on a DDP model, around (state, hook)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    share = _allreduce_share(_world(getattr(model, "process_group", None)))
-    holder = _Holder(state, hook, share)
+    holder = _Holder(state, hook, _world(getattr(model, "process_group", None)))
     _ORIG.get("register_comm_hook", DDP.register_comm_hook)(model, holder, _timed_hook)
     object.__setattr__(model, _HOOK_ATTR, holder)
 
@@ -135,34 +138,36 @@ def _ddp_init(orig):
     return __init__
 
 
-# The collectives, with how many bytes one rank sends (n: world size);
-# where async_op and group sit among the arguments comes from the signature.
+# The collectives, with how many bytes one rank sends (n: world size; a:
+# the tensor arguments -- anything else raises, and the caller then counts
+# nothing); where async_op and group sit among the arguments comes from the
+# signature.
 def _sent_allreduce(a, n):
-    return _nbytes(a[0]) * _allreduce_share(n)
+    return a[0].nbytes * 2.0 * (n - 1) / n
 
 
 def _sent_tensor(a, n):
-    return _nbytes(a[0]) * (n - 1) / n
+    return a[0].nbytes * (n - 1) / n
 
 
 def _sent_gather_into(a, n):     # (output, input): the output is n inputs
-    return _nbytes(a[0]) * (n - 1) / n
+    return a[0].nbytes * (n - 1) / n
 
 
 def _sent_scatter_tensor(a, n):  # (output, input): the input is n outputs
-    return _nbytes(a[1]) * (n - 1) / n
+    return a[1].nbytes * (n - 1) / n
 
 
 def _sent_list_gather(a, n):     # (tensor_list, tensor)
-    return _nbytes(a[1]) * (n - 1)
+    return a[1].nbytes * (n - 1)
 
 
 def _sent_list_scatter(a, n):    # (output, input_list)
-    return sum(_nbytes(t) for t in a[1]) * (n - 1) / n if a[1] else 0
+    return sum(t.nbytes for t in a[1]) * (n - 1) / n
 
 
 def _sent_broadcast(a, n):
-    return _nbytes(a[0])
+    return a[0].nbytes
 
 
 def _sent_none(a, n):
@@ -190,21 +195,36 @@ def _wrap_collective(orig, names, sent):
     at = params.index("async_op") if "async_op" in params else None
     gat = params.index("group") if "group" in params else None
     idx = [params.index(n) for n in names]
+    lead = idx == list(range(len(idx)))      # the tensors are the first parameters
+
+    def tensors(args, kwargs):
+        if lead and len(args) >= len(idx):
+            return args
+        return [kwargs[n] if n in kwargs else args[i] for n, i in zip(names, idx)]
 
     @_functools.wraps(orig)
     def collective(*args, **kwargs):
-        if _in_hook or _c is None:
+        global _hook_sent
+        if _in_hook:        # a bucket's: timed by the hook, its bytes counted here
+            try:
+                _hook_sent += sent(tensors(args, kwargs), _hook_n)
+            except Exception:
+                pass
+            return orig(*args, **kwargs)
+        if _c is None:
             return orig(*args, **kwargs)
         try:
             async_op = kwargs["async_op"] if "async_op" in kwargs else (
                 at is not None and len(args) > at and args[at])
             group = kwargs["group"] if "group" in kwargs else (
                 args[gat] if gat is not None and len(args) > gat else None)
-            a = [kwargs[n] if n in kwargs else args[i] for n, i in zip(names, idx)]
             n = _world(group)
-            nbytes = int(sent(a, n)) if n > 1 else 0
         except Exception:
             return orig(*args, **kwargs)
+        try:
+            nbytes = int(sent(tensors(args, kwargs), n)) if n > 1 else 0
+        except Exception:
+            nbytes = 0
         if async_op:
             t0 = _c.now_ns()
             work = orig(*args, **kwargs)

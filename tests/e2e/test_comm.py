@@ -100,19 +100,22 @@ def test_explicit_collectives_and_user_comm_hook(tmp_path):
     """One host, 2 ranks: a blocking dist.all_reduce in every step (the COMM
     phase), and the user's own fp16 comm hook registered on the DDP model
     keeps working inside TraceML's (training still converges on the same
-    numbers as without TraceML)."""
+    numbers as without TraceML), its bytes what the hook sends."""
     logs = tmp_path / "logs"
-    p = launch(logs, "explicit", 2, ["--all-reduce-loss", "--comm-hook", "fp16", "--steps", 25,
-                                     "--print-loss"], port=free_port_pair())
+    args = ["--all-reduce-loss", "--comm-hook", "fp16", "--grad-mb", 1, "--steps", 25,
+            "--print-loss"]
+    p = launch(logs, "explicit", 2, args, port=free_port_pair())
     assert p.returncode == 0, explain(p)
     s = summary(logs, "explicit")
     for r in per_rank(s):
         assert r["communication_ms"] is not None and r["communication_ms"] > 0, r
         assert r["collectives_per_step"] >= 2, r     # buckets + the loss
+        # the hook sends fp16: half of the 1 MB of fp32 gradients (and the
+        # small MLP's), one rank of two sending 2(n-1)/n = 1x of it
+        assert 0.5e6 <= r["communication_bytes_per_step"] <= 0.56e6, r
     # the same run without TraceML: the same losses (the hook still ran)
-    q = launch(tmp_path / "logs2", "explicit2", 2,
-               ["--all-reduce-loss", "--comm-hook", "fp16", "--steps", 25, "--print-loss"],
-               port=free_port_pair(), extra=["--disable-traceml"])
+    q = launch(tmp_path / "logs2", "explicit2", 2, args, port=free_port_pair(),
+               extra=["--disable-traceml"])
     assert q.returncode == 0, explain(q)
     losses = [l for l in p.out.splitlines() if l.startswith("loss ")]
     assert losses and losses == [l for l in q.out.splitlines() if l.startswith("loss ")]
