@@ -9,12 +9,14 @@ The binary is the venv's `traceml` (conftest.TRACEML; override with TRACEML_BIN)
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -227,18 +229,36 @@ def test_run_bad_input(tmp_path, args, needle):
     assert not (tmp_path / "logs").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
-def test_run_logs_dir_read_only(tmp_path):
-    (tmp_path / "train.py").write_text("print('should not run')\n")
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    os.chmod(ro, 0o555)
+def test_run_logs_dir_read_only():
+    """A --logs-dir under a folder the user cannot write: one error line,
+    nothing made, the script not run. Root may write anywhere, so as root
+    the command runs as nobody (setpriv, util-linux), in a folder of its
+    own under /tmp (pytest's is private to root)."""
+    as_user = []
+    if os.geteuid() == 0:
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        try:
+            ok = subprocess.run(as_user + [BIN, "--version"], capture_output=True,
+                                timeout=30).returncode == 0
+        except OSError:
+            ok = False
+        if not ok:
+            pytest.skip("root, and nobody cannot run %s (a checkout only root can read)" % BIN)
+    work = tempfile.mkdtemp(prefix="tml-ro-")
     try:
-        line = one_error_line(run(["run", "--logs-dir", "ro/logs", "train.py"], tmp_path))
+        os.chmod(work, 0o755)
+        with open(os.path.join(work, "train.py"), "w") as f:
+            f.write("print('should not run')\n")
+        ro = os.path.join(work, "ro")
+        os.mkdir(ro, 0o555)
+        os.chmod(ro, 0o555)
+        p = subprocess.run(as_user + [BIN, "run", "--logs-dir", "ro/logs", "train.py"], cwd=work,
+                           capture_output=True, text=True, timeout=30)
+        line = one_error_line(p)
         assert "not writable" in line
         assert os.listdir(ro) == []
     finally:
-        os.chmod(ro, 0o755)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_run_existing_folder_untouched(tmp_path):
