@@ -203,7 +203,7 @@ int tml__store_open(const char *path, int create, tml_store **out)
     if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
     if (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK &&
-        (create || steps_version(s->db) != 1))
+        (create || steps_version(s->db) != 1 || exec(s->db, "PRAGMA query_only=1") < 0))
         goto fail;
     *out = s;
     return 0;

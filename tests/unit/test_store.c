@@ -388,6 +388,7 @@ static void test_reads_version_1(void)
     }
     tml_step_record more = make_step(8, 0);
     CHECK_EQ_INT(tml__store_put_steps(s, 0, &more, 1), TML_EIO);
+    CHECK_EQ_INT(tml__store_put_meta(s, "status", "completed"), TML_EIO);
     tml__store_close(s);
     tml__run_release(&run);
     char *n = query_text(path, "SELECT count(*) FROM steps");
