@@ -143,7 +143,7 @@ def _ddp_init(orig):
 # nothing); where async_op and group sit among the arguments comes from the
 # signature.
 def _sent_allreduce(a, n):
-    return a[0].nbytes * 2.0 * (n - 1) / n
+    return a[0].nbytes * _allreduce_share(n)
 
 
 def _sent_tensor(a, n):
@@ -195,7 +195,7 @@ def _wrap_collective(orig, names, sent):
     at = params.index("async_op") if "async_op" in params else None
     gat = params.index("group") if "group" in params else None
     idx = [params.index(n) for n in names]
-    lead = idx == list(range(len(idx)))      # the tensors are the first parameters
+    lead = idx == list(range(len(idx)))      # the tensors come first: args is enough
 
     def tensors(args, kwargs):
         if lead and len(args) >= len(idx):
