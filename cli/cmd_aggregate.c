@@ -8,7 +8,14 @@
  * telemetry.sqlite. It talks to the launcher over two pipes: it writes
  * "port <n>\n" on the status fd once it listens, reads
  * "finalize <status> <exit_code> <width>\n" from the control fd, writes
- * the summary files, says "done\n" and exits 0.
+ * the summary files, sends the box itself ("summary <bytes>\n" and the
+ * bytes), says "done\n" and exits 0.
+ *
+ * The box travels on the pipe rather than through final_summary.txt so
+ * that a run folder that cannot be written (a full disk) costs the files,
+ * never the summary: the box then carries a NOT SAVED line, and exit 0
+ * still means "the summary is whole". Exit 1 (no summary at all) is what
+ * sends the launcher to its rebuild from telemetry.sqlite.
  *
  * SIGINT is blocked here, never handled: the launcher decides how the run
  * ends. Blocking (rather than ignoring) leaves a terminal's or a process
@@ -18,6 +25,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,15 +38,85 @@
 #include "host/host.h"
 #include "traceml/traceml.h"
 
+/* Writes all of buf, unless the launcher stops reading for 10 s (it reads
+ * while it waits for us) or is gone (EPIPE: SIGPIPE is ignored). */
+static void say_bytes(int fd, const char *buf, size_t n)
+{
+    size_t off = 0;
+    int64_t deadline = tml__mono_ms() + 10000;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    while (off < n) {
+        ssize_t w = write(fd, buf + off, n - off);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        int64_t left = deadline - tml__mono_ms();
+        if (w == 0 || (errno != EAGAIN && errno != EINTR) || left <= 0)
+            return;
+        struct pollfd pf = {fd, POLLOUT, 0};
+        poll(&pf, 1, (int)left);
+    }
+}
+
 static void say(int fd, const char *line)
 {
-    size_t n = strlen(line), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, line + off, n - off);
-        if (w <= 0)
-            return;
-        off += (size_t)w;
+    say_bytes(fd, line, strlen(line));
+}
+
+/* The box for the launcher to print: "summary <bytes>\n" and the bytes. */
+static void send_summary(int fd, const char *text)
+{
+    char head[48];
+    size_t n = strlen(text);
+    snprintf(head, sizeof(head), "summary %zu\n", n);
+    say(fd, head);
+    say_bytes(fd, text, n);
+}
+
+/* The run until the launcher says finalize (or goes away), then the
+ * summary: written, and sent to the launcher. Frees h. */
+static int serve_and_finish(tml_host *h, const char *run_dir, int status_fd)
+{
+    tml_server_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    int rc = tml__host_run(h, &cmd);
+    const char *status = "interrupted";
+    int code = -1, width = 0;
+    if (rc == 0 && cmd.event == TML_SERVER_FINALIZE) {
+        status = cmd.status;
+        code = cmd.exit_code;
+        width = cmd.width;
+    } else {
+        tml__run_log(run_dir, "aggregator", "the launcher went away; finalizing");
+        tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
+                                               "training ended: this covers what had arrived");
     }
+    /* Ranks get time to deliver their last records, less after Ctrl-C
+     * (the summary must be out within 2 s). */
+    int drain_ms = strcmp(status, "interrupted") == 0 ? 300 : 1500;
+    size_t left = tml__host_drain(h, drain_ms);
+    if (left)
+        tml__run_log(run_dir, "aggregator",
+                     "%zu connection(s) still open after %d ms; finalizing without them",
+                     left, drain_ms);
+    char *text = NULL;
+    /* TML_EIO with a box: files not written, the summary whole (NOT SAVED) */
+    tml__host_finalize(h, status, code, width, &text);
+    tml__host_free(h);
+    /* the launcher completes the manifest; without it, so do we */
+    rc = cmd.event != TML_SERVER_FINALIZE ? tml__manifest_finish(run_dir, status, -1) : 0;
+    if (rc < 0)
+        tml__run_log(run_dir, "aggregator", "could not complete manifest.json: %s",
+                     rc == TML_EIO ? strerror(errno) : tml_strerror(rc));
+    int whole = text != NULL;
+    if (whole)
+        send_summary(status_fd, text);
+    say(status_fd, whole ? "done\n" : "failed\n");
+    free(text);
+    return whole ? 0 : 1;
 }
 
 int tml__cmd_aggregate(int argc, char **argv)
@@ -110,33 +189,5 @@ int tml__cmd_aggregate(int argc, char **argv)
         snprintf(line, sizeof(line), "port %d\n", tml__host_port(h));
     say(status_fd, line);
 
-    tml_server_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    int rc = tml__host_run(h, &cmd);
-    const char *status = "interrupted";
-    int code = -1, width = 0;
-    if (rc == 0 && cmd.event == TML_SERVER_FINALIZE) {
-        status = cmd.status;
-        code = cmd.exit_code;
-        width = cmd.width;
-    } else {
-        tml__run_log(run_dir, "aggregator", "the launcher went away; finalizing");
-        tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
-                                               "training ended: this covers what had arrived");
-    }
-    /* Ranks get time to deliver their last records, less after Ctrl-C
-     * (the summary must be out within 2 s). */
-    int drain_ms = strcmp(status, "interrupted") == 0 ? 300 : 1500;
-    size_t left = tml__host_drain(h, drain_ms);
-    if (left)
-        tml__run_log(run_dir, "aggregator",
-                     "%zu connection(s) still open after %d ms; finalizing without them",
-                     left, drain_ms);
-    rc = tml__host_finalize(h, status, code, width, NULL);
-    tml__host_free(h);
-    /* the launcher completes the manifest; without it, so do we */
-    if (cmd.event != TML_SERVER_FINALIZE && tml__manifest_finish(run_dir, status, -1) < 0)
-        tml__run_log(run_dir, "aggregator", "could not complete manifest.json");
-    say(status_fd, rc == 0 ? "done\n" : "failed\n");
-    return rc == 0 ? 0 : 1;
+    return serve_and_finish(h, run_dir, status_fd);
 }

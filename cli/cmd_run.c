@@ -6,11 +6,16 @@
  *     traceml run (this file)  --fork/exec-->  traceml __aggregate (port, sqlite)
  *                              --fork/exec-->  $PYTHON SCRIPT args  (the training)
  *
+ * and a fourth under --mode cli's full screen: the drainer (drain.c), forked
+ * before the training, which reads the training's pseudo-terminal into
+ * training_output.log so that the training never waits for the launcher.
+ *
  * and the order of work is: validate everything (nothing is created when
  * any input is wrong), create the run folder and manifest, start the
  * aggregator and learn its port, start the training with TRACEML_ADDR and
  * the run's secret in its environment, wait for it, tell the aggregator to
- * finalize, print final_summary.txt, complete the manifest, and exit with
+ * finalize, print the summary it sends back (final_summary.txt, also when
+ * the disk could not take the file), complete the manifest, and exit with
  * the training's own exit code.
  *
  * Fail-open is the rule: the aggregator is a separate process so that its
@@ -870,7 +875,54 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
     return 1;
 }
 
-/* Asks the aggregator to finalize; NULL when it did not (then: fallback). */
+/* What the aggregator says on its status pipe after "port": the box
+ * ("summary <bytes>\n" and the bytes) and "done" (cmd_aggregate.c). */
+typedef struct agg_reply {
+    tml_strbuf sb;
+    int eof;
+} agg_reply;
+
+/* Reads what the pipe holds, waiting up to wait_ms for it; 1 when some
+ * came. Read while waiting, so a box larger than the pipe never blocks
+ * the aggregator. */
+static int read_reply(const aggproc *ap, agg_reply *r, int wait_ms)
+{
+    struct pollfd pf = {r->eof ? -1 : ap->st, POLLIN, 0};   /* -1: just waits */
+    char buf[16384];
+    if (poll(&pf, 1, wait_ms) <= 0)
+        return 0;
+    if (!(pf.revents & (POLLIN | POLLHUP))) {
+        r->eof = 1;   /* POLLERR, POLLNVAL: nothing more will come */
+        return 0;
+    }
+    ssize_t n = read(ap->st, buf, sizeof(buf));
+    if (n > 0 && r->sb.len < (64u << 20)) {
+        tml__sb_add(&r->sb, buf, (size_t)n);
+        return 1;
+    }
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+        r->eof = 1;
+    return 0;
+}
+
+/* The box the aggregator sent, NULL when none came whole. */
+static char *reply_summary(const agg_reply *r)
+{
+    static const char key[] = "summary ";
+    const char *p = r->sb.buf;
+    char *end;
+    if (r->sb.failed || !p || r->sb.len < sizeof(key) || memcmp(p, key, sizeof(key) - 1) != 0)
+        return NULL;
+    unsigned long long n = strtoull(p + sizeof(key) - 1, &end, 10);
+    size_t head = (size_t)(end - p) + 1;
+    if (*end != '\n' || n > r->sb.len || head > r->sb.len - n)
+        return NULL;
+    return strndup(p + head, (size_t)n);
+}
+
+/* Asks the aggregator to finalize; NULL when it did not (then: fallback).
+ * An aggregator that exits 0 sent its whole box, even when the run folder
+ * could not take the files (its NOT SAVED line says so). */
 static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const char *status,
                                      int code, int width)
 {
@@ -882,6 +934,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     int interrupted = strcmp(status, "interrupted") == 0;
     int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : finalize_timeout_s * 1000);
     int st = 0, done = 0;
+    agg_reply reply = {TML_STRBUF_INIT, 0};
     while (w > 0) {
         pid_t p = waitpid(ap->pid, &st, WNOHANG);
         if (p == ap->pid) {
@@ -890,8 +943,12 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
         }
         if (tml__mono_ms() >= deadline)
             break;
-        tml__sleep_ms(5);
+        read_reply(ap, &reply, 5);
     }
+    while (done && read_reply(ap, &reply, 0))
+        ;
+    char *text = reply_summary(&reply);
+    tml__sb_release(&reply.sb);
     if (!done) {
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
                      "building the summary from telemetry.sqlite");
@@ -900,17 +957,19 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
         ap->alive = 0;
+        free(text);
         return NULL;
     }
     ap->alive = 0;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         reap_aggregator(ap, r->dir, st);
+        free(text);
         return NULL;
     }
-    char path[4200], *text = NULL;
+    char path[4200];
     size_t len;
     snprintf(path, sizeof(path), "%s/final_summary.txt", r->dir);
-    if (tml__read_file(path, 64u << 20, &text, &len) < 0)
+    if (!text && tml__read_file(path, 64u << 20, &text, &len) < 0)
         return NULL;
     return text;
 }
@@ -1156,8 +1215,10 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
     m->status = status;
     m->exit_code = code;
     m->end_unix_ms = tml__unix_ms();
-    if (tml__manifest_write(r->dir, m) < 0)
-        tml__cli_warn("could not update %s/manifest.json", r->dir);
+    int mrc = tml__manifest_write(r->dir, m);
+    if (mrc < 0)   /* a failed write leaves the manifest as it was (running) */
+        tml__cli_warn("could not update %s/manifest.json: %s", r->dir,
+                      mrc == TML_EIO ? strerror(errno) : tml_strerror(mrc));
     tml__run_log(r->dir, "launcher", "run ended: %s, exit code %d", status, code);
     if (ap.ctl >= 0)
         close(ap.ctl);
@@ -1245,8 +1306,10 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     m.argv = targv;
     m.world_size = o.dist.enabled ? (int)o.dist.world_size : 1;
     m.nnodes = o.dist.enabled ? (int)o.dist.nnodes : 1;
-    if (tml__manifest_write(r.dir, &m) < 0)
-        tml__cli_warn("could not write %s/manifest.json", r.dir);
+    rc = tml__manifest_write(r.dir, &m);
+    if (rc < 0)
+        tml__cli_warn("could not write %s/manifest.json: %s", r.dir,
+                      rc == TML_EIO ? strerror(errno) : tml_strerror(rc));
     tml__run_log(r.dir, "launcher", "run %s (id %s) started", r.name, r.id);
 
     int code = run_traced(&o, &r, &m, prog, targv, envp);

@@ -10,10 +10,15 @@
  * run folder's traceml.log.
  *
  * The artifacts are written with temp file + rename, so a reader (the
- * launcher, `traceml view`, a user's script) never sees half a summary.
+ * launcher, `traceml view`, a user's script) never sees half a summary,
+ * and a write that fails (a full disk) leaves what was there before. The
+ * summary does not depend on them: it is built in memory first, and when
+ * a file cannot be written the box says so on a NOT SAVED line, with the
+ * system's reason, and is still handed to the caller to print.
  */
 #include "agg/agg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +43,7 @@ struct tml_agg {
     int store_failed;          /* logged once */
     int html_report;           /* tml__agg_set_html_report() */
     int own_process;           /* opts.own_process */
+    char not_saved[512];       /* the box's NOT SAVED line; "" when all was written */
 };
 
 /* An aggregator of its own process notes its CPU time before a summary. */
@@ -55,21 +61,32 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Why a call failed: the system's reason for a file error when errno
+ * (saved by the caller right after it) has one. */
+static const char *why_failed(int rc, int saved_errno)
+{
+    return rc == TML_EIO && saved_errno ? strerror(saved_errno) : tml_strerror(rc);
+}
+
 /* The store failed (a full disk, a file size limit): the run goes on in
  * memory, and the summary says that the telemetry behind it stops here. */
 static void store_error(tml_agg *a, const char *what, int rc)
 {
+    int saved = errno;
     if (rc >= 0 || a->store_failed)
         return;
     a->store_failed = 1;
+    const char *cause = rc == TML_EIO && a->store ? tml__store_error(a->store)
+                                                   : why_failed(rc, saved);
     tml__run_log(a->run_dir, "aggregator", "telemetry.sqlite: %s failed (%s); "
-                 "continuing without storage", what, tml_strerror(rc));
+                 "continuing without storage", what, cause);
     if (!a->run.partial[0]) {
         char why[256];
         uint64_t seen = tml__agg_steps_seen(a);
         snprintf(why, sizeof(why), "telemetry.sqlite could not be written after %llu step%s "
-                 "(disk full?): this summary is whole, the telemetry behind it (export, a "
-                 "rebuild) stops there", (unsigned long long)seen, seen == 1 ? "" : "s");
+                 "(%.60s): this summary is whole, the telemetry behind it (export, a "
+                 "rebuild) stops there", (unsigned long long)seen, seen == 1 ? "" : "s",
+                 cause);
         tml__agg_set_partial(a, why);
     }
 }
@@ -131,13 +148,15 @@ int tml__agg_open_existing(const tml_agg_opts *o, tml_agg **out)
     rc = store_path(a, path, sizeof(path));
     if (rc == 0)
         rc = tml__store_open(path, 0, &a->store);
+    int saved = errno;
     if (rc == 0)
         rc = tml__store_load(a->store, &a->run);
     if (rc < 0) {
         /* Whatever could be loaded stays: a partial run still deserves a
          * summary, and an empty one says NO DATA. */
         tml__run_log(a->run_dir, "aggregator", "could not load %s: %s", path,
-                     tml_strerror(rc));
+                     rc == TML_EIO && a->store ? tml__store_error(a->store)
+                                               : why_failed(rc, saved));
     }
     /* names given by the caller win over what the file says */
     if (o->run_name)
@@ -312,6 +331,116 @@ static size_t window_steps(void)
            ? (size_t)n : TML_WINDOW_DEFAULT_STEPS;
 }
 
+/* The run's end in telemetry.sqlite: the last batch, the run row, how it
+ * ended. */
+static void store_finish(tml_agg *a, const char *status, int exit_code)
+{
+    char code[16];
+    if (!a->store)
+        return;
+    store_error(a, "write steps", tml__store_flush(a->store));
+    store_error(a, "write run", tml__store_put_run(a->store, &a->run));
+    snprintf(code, sizeof(code), "%d", exit_code);
+    store_error(a, "write meta", tml__store_put_meta(a->store, "status", status));
+    store_error(a, "write meta", tml__store_put_meta(a->store, "exit_code", code));
+}
+
+/* The summary files that could not be written, and why. */
+typedef struct unsaved {
+    const char *name[3];
+    char why[3][96];
+    size_t n;
+} unsaved;
+
+/* Notes one more and rewrites the NOT SAVED line, names with the same
+ * reason together: "final_summary.json, final_summary.txt: No space left
+ * on device (logs/run/)". */
+static void unsaved_add(tml_agg *a, unsaved *u, const char *name, const char *why)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__run_log(a->run_dir, "aggregator", "could not write %s: %s", name, why);
+    if (u->n == sizeof(u->name) / sizeof(u->name[0]))
+        return;
+    u->name[u->n] = name;
+    snprintf(u->why[u->n], sizeof(u->why[0]), "%s", why);
+    u->n++;
+    for (size_t i = 0; i < u->n; i++) {
+        size_t j = 0, k = 0;
+        while (j < i && strcmp(u->why[j], u->why[i]) != 0)
+            j++;
+        if (j < i)
+            continue;   /* listed with the first of its reason */
+        tml__sb_adds(&sb, sb.len ? "; " : "");
+        for (j = i; j < u->n; j++)
+            if (strcmp(u->why[j], u->why[i]) == 0)
+                tml__sb_addf(&sb, "%s%s", k++ ? ", " : "", u->name[j]);
+        tml__sb_addf(&sb, ": %s", u->why[i]);
+    }
+    tml__sb_addf(&sb, " (%s/)", a->run_dir);
+    snprintf(a->not_saved, sizeof(a->not_saved), "%s",
+             sb.failed || !sb.buf ? "the summary files could not be written" : sb.buf);
+    tml__sb_release(&sb);
+}
+
+/* One summary file (temp file + rename: a failure leaves what was there). */
+static int save(tml_agg *a, unsaved *u, const char *name, const char *data, size_t len)
+{
+    int rc = tml__write_file_atomic(a->run_dir, name, data ? data : "", len, 0644);
+    if (rc < 0)
+        unsaved_add(a, u, name, why_failed(rc, errno));
+    return rc;
+}
+
+/* The page is an extra: failing to write it costs the page only. */
+static void save_html(tml_agg *a, unsaved *u, const tml_strbuf *json)
+{
+    tml_strbuf html = TML_STRBUF_INIT;
+    int rc = tml__html_render(json->buf ? json->buf : "{}", json->len, &html);
+    if (rc < 0)
+        unsaved_add(a, u, "final_summary.html", tml_strerror(rc));
+    else
+        save(a, u, "final_summary.html", html.buf, html.len);
+    tml__sb_release(&html);
+}
+
+/* The box again, now with its NOT SAVED line, and without the path of a
+ * final_summary.json that is not there. The old box stays if this fails. */
+static void rebox(tml_agg *a, tml_report_opts *ro, int json_saved, tml_strbuf *text)
+{
+    tml_strbuf box = TML_STRBUF_INIT;
+    ro->not_saved = a->not_saved;
+    if (!json_saved)
+        ro->json_path = NULL;
+    if (tml__report_build(&a->run, ro, &box, NULL) == 0 && !box.failed) {
+        tml__sb_release(text);
+        *text = box;
+    } else {
+        tml__sb_release(&box);
+    }
+}
+
+/* final_summary.json, .html (when asked), then .txt: the box, written
+ * last, says which of the others could not be. TML_EIO when the JSON or
+ * the box is not on disk; *text is the box to print either way. */
+static int save_summary(tml_agg *a, tml_report_opts *ro, tml_strbuf *text,
+                        const tml_strbuf *json)
+{
+    unsaved u;
+    memset(&u, 0, sizeof(u));
+    a->not_saved[0] = '\0';
+    int rc = save(a, &u, "final_summary.json", json->buf, json->len);
+    int json_saved = rc == 0;
+    if (a->html_report)
+        save_html(a, &u, json);
+    if (u.n)
+        rebox(a, ro, json_saved, text);
+    if (save(a, &u, "final_summary.txt", text->buf, text->len) < 0) {
+        rebox(a, ro, json_saved, text);
+        rc = TML_EIO;
+    }
+    return rc;
+}
+
 int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
                       char **text_out)
 {
@@ -326,14 +455,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
         status = "completed";
     a->run.end_unix_ms = tml__unix_ms();
     note_cpu(a);
-    if (a->store) {
-        store_error(a, "write steps", tml__store_flush(a->store));
-        store_error(a, "write run", tml__store_put_run(a->store, &a->run));
-        char code[16];
-        snprintf(code, sizeof(code), "%d", exit_code);
-        store_error(a, "write meta", tml__store_put_meta(a->store, "status", status));
-        store_error(a, "write meta", tml__store_put_meta(a->store, "exit_code", code));
-    }
+    store_finish(a, status, exit_code);
     if (tml__thresholds_from_env(&th) < 0)
         tml__run_log(a->run_dir, "aggregator",
                      "TRACEML_THRESHOLDS is malformed; using the defaults");
@@ -354,40 +476,19 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     ro.generated_at = generated;
     ro.series = 1;             /* the HTML report's charts (docs/summary-json.md) */
     rc = tml__report_build(&a->run, &ro, &text, &json);
-    if (rc < 0)
-        goto out;
-    if (text.failed || json.failed) {
+    if (rc == 0 && (text.failed || json.failed))
         rc = TML_ENOMEM;
+    if (rc < 0) {
+        tml__run_log(a->run_dir, "aggregator", "finalize failed: %s", tml_strerror(rc));
         goto out;
     }
-    rc = tml__write_file_atomic(a->run_dir, "final_summary.json", json.buf ? json.buf : "",
-                                json.len, 0644);
-    if (rc == 0)
-        rc = tml__write_file_atomic(a->run_dir, "final_summary.txt", text.buf ? text.buf : "",
-                                    text.len, 0644);
-    if (rc == 0 && a->html_report) {
-        /* The page is an extra: failing to write it costs the page only. */
-        tml_strbuf html = TML_STRBUF_INIT;
-        int hr = tml__html_render(json.buf ? json.buf : "{}", json.len, &html);
-        if (hr == 0)
-            hr = tml__write_file_atomic(a->run_dir, "final_summary.html", html.buf, html.len,
-                                        0644);
-        if (hr < 0)
-            tml__run_log(a->run_dir, "aggregator", "could not write final_summary.html: %s",
-                         tml_strerror(hr));
-        tml__sb_release(&html);
-    }
-    if (rc < 0)
-        tml__run_log(a->run_dir, "aggregator", "could not write the summary files: %s",
-                     tml_strerror(rc));
+    rc = save_summary(a, &ro, &text, &json);
     if (text_out) {
         *text_out = strdup(text.buf ? text.buf : "");
-        if (!*text_out && rc == 0)
+        if (!*text_out)
             rc = TML_ENOMEM;
     }
 out:
-    if (rc < 0)
-        tml__run_log(a->run_dir, "aggregator", "finalize failed: %s", tml_strerror(rc));
     tml__sb_release(&text);
     tml__sb_release(&json);
     return rc;
@@ -438,4 +539,9 @@ uint64_t tml__agg_steps_seen(const tml_agg *a)
                 n = r->steps[j].step + 1;
     }
     return n;
+}
+
+const char *tml__agg_not_saved(const tml_agg *a)
+{
+    return a->not_saved;
 }

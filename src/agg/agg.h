@@ -68,9 +68,19 @@ const tml_run *tml__agg_run(const tml_agg *a);
  * final_summary.txt. status is "completed", "failed" or "interrupted";
  * width is the box width (the launcher's terminal; 0 = default).
  * *text_out (may be NULL) receives the box.
+ *
+ * The summary is built in memory before any file is written, so a file
+ * that cannot be written (a full disk) costs the file, not the summary:
+ * finalize then returns TML_EIO, and *text_out still holds the whole box,
+ * with a NOT SAVED line naming the files and the system's reason
+ * (tml__agg_not_saved). Files are replaced by rename, so a failed write
+ * leaves what was there. Other errors (TML_ENOMEM) leave *text_out NULL.
  */
 int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
                       char **text_out);
+/* The last finalize's NOT SAVED line ("final_summary.json: No space left on
+ * device (logs/run/)"), "" when every file was written. */
+const char *tml__agg_not_saved(const tml_agg *a);
 
 /*
  * The summary of the run so far (status "running", no per-step series),

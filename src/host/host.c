@@ -57,6 +57,16 @@ static void take_host_samples(tml_host *h)
     }
 }
 
+/* manifest.json is replaced by rename: a write that fails (a full disk)
+ * leaves the one before, and says why in traceml.log. */
+static void write_manifest(tml_host *h)
+{
+    int rc = tml__manifest_write(h->run_dir, h->manifest);
+    if (rc < 0)
+        tml__run_log(h->run_dir, h->who, "could not write manifest.json: %s",
+                     rc == TML_EIO ? strerror(errno) : tml_strerror(rc));
+}
+
 static void on_timer(void *ctx)
 {
     tml_host *h = ctx;
@@ -110,7 +120,7 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
     snprintf(h->who, sizeof(h->who), "%s", o->log_as ? o->log_as : "aggregator");
     h->manifest = o->manifest;
     if (h->manifest)
-        tml__manifest_write(h->run_dir, h->manifest);
+        write_manifest(h);
     /* a host with a socket server is its own process: its CPU is TraceML's */
     tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes,
                        o->serve};
@@ -152,7 +162,8 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
     return 0;
 fail: {
         int saved = errno;   /* TML_ECONN: why the port could not be bound */
-        tml__run_log(h->run_dir, h->who, "could not start: %s", tml_strerror(rc));
+        tml__run_log(h->run_dir, h->who, "could not start: %s",
+                     rc == TML_ECONN || rc == TML_EIO ? strerror(saved) : tml_strerror(rc));
         tml__host_free(h);
         errno = saved;
     }
@@ -216,7 +227,7 @@ int tml__host_finalize(tml_host *h, const char *status, int exit_code, int width
         h->manifest->status = status;
         h->manifest->exit_code = exit_code;
         h->manifest->end_unix_ms = tml__unix_ms();
-        tml__manifest_write(h->run_dir, h->manifest);
+        write_manifest(h);
     }
     return rc;
 }

@@ -73,7 +73,9 @@ int tml__host_run(tml_host *h, tml_server_cmd *cmd);
 size_t tml__host_drain(tml_host *h, int timeout_ms);
 /* The last live snapshot, the summary files (final_summary.{json,txt},
  * .html when asked), the manifest. text_out (may be NULL) receives the box
- * (caller frees). 0 or the aggregator's error. */
+ * (caller frees). 0 or the aggregator's error; TML_EIO when a summary file
+ * could not be written, *text_out then still the whole box, with its NOT
+ * SAVED line (tml__agg_finalize). */
 int tml__host_finalize(tml_host *h, const char *status, int exit_code, int width,
                        char **text_out);
 

@@ -786,6 +786,8 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
     text_row(sb, width, "", l);
     ended_row(m, sb, width);
     detection_row(m->run, sb, width);
+    if (m->not_saved)
+        text_row(sb, width, "NOT SAVED: ", m->not_saved);
     if (m->run->partial[0])
         text_row(sb, width, "PARTIAL: ", m->run->partial);
     conflict_rows(m->run, sb, width);

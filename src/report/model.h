@@ -53,6 +53,7 @@ typedef struct tml_report_model {
     int exit_code;
     double duration_s;            /* NAN unknown */
     const char *json_path;
+    const char *not_saved;        /* NULL: every artifact was written */
     int width;
     char generated_at[40];
     tml_thresholds th;

@@ -177,6 +177,7 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     m->exit_code = o ? o->exit_code : 0;
     m->duration_s = o && o->duration_s >= 0 ? o->duration_s : NAN;
     m->json_path = o ? o->json_path : NULL;
+    m->not_saved = o && o->not_saved && o->not_saved[0] ? o->not_saved : NULL;
     m->width = o && o->width > 0 ? o->width : TML_REPORT_DEFAULT_WIDTH;
     if (m->width < TML_REPORT_MIN_WIDTH)
         m->width = TML_REPORT_MIN_WIDTH;

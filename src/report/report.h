@@ -35,6 +35,9 @@ typedef struct tml_report_opts {
     const char *generated_at; /* ISO-8601 UTC, NULL = now */
     int series;               /* 1: embed the per-step series the HTML report
                                * draws ("series"); 0: "series" is null */
+    const char *not_saved;    /* the artifacts that could not be written and
+                               * why, shown as the box's NOT SAVED line;
+                               * NULL or "" = no line */
 } tml_report_opts;
 
 /*

@@ -20,6 +20,7 @@
 #include "store/store.h"
 #include "base/array.h"
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,11 +143,39 @@ struct tml_store {
     queued_sample *samples;
     size_t nsamples, capsamples;
     int64_t oldest_ms;       /* tick time when the queue became non-empty, -1 empty */
+    char err[160];           /* why the last write failed (tml__store_error) */
+    int err_errno;           /* the same as an errno value */
 };
 
-static int exec(sqlite3 *db, const char *sql)
+/* Keeps why the last call on the database failed, before a ROLLBACK or a
+ * finalize replaces SQLite's message, in the system's words where there
+ * are some: SQLite reports a write that found no space as SQLITE_FULL and
+ * keeps no errno for it, and no page limit is set here, so it is ENOSPC. */
+static int failed(tml_store *s)
 {
-    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : TML_EIO;
+    int code = sqlite3_extended_errcode(s->db) & 0xff, sys = sqlite3_system_errno(s->db);
+    s->err_errno = code == SQLITE_FULL ? ENOSPC : sys ? sys : EIO;
+    if (code == SQLITE_FULL || (sys && (code == SQLITE_IOERR || code == SQLITE_CANTOPEN)))
+        snprintf(s->err, sizeof(s->err), "%s", strerror(s->err_errno));
+    else
+        snprintf(s->err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
+    return TML_EIO;
+}
+
+static int exec(tml_store *s, const char *sql)
+{
+    return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : failed(s);
+}
+
+/* After a failure: never replaces the reason failed() kept. */
+static void rollback(tml_store *s)
+{
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+const char *tml__store_error(const tml_store *s)
+{
+    return s && s->err[0] ? s->err : "unknown error";
 }
 
 /* The steps table's version from its width: 2, 1, or 0 (not ours). */
@@ -179,8 +208,10 @@ int tml__store_open(const char *path, int create, tml_store **out)
 {
     tml_store *s = NULL;
     *out = NULL;
-    if (create && access(path, F_OK) == 0)
-        return TML_EIO;   /* never reuse a file someone else wrote */
+    if (create && access(path, F_OK) == 0) {
+        errno = EEXIST;   /* never reuse a file someone else wrote */
+        return TML_EIO;
+    }
     s = calloc(1, sizeof(*s));
     if (!s)
         return TML_ENOMEM;
@@ -189,29 +220,35 @@ int tml__store_open(const char *path, int create, tml_store **out)
     if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK)
         goto fail;
     sqlite3_busy_timeout(s->db, 1000);
-    if (exec(s->db, "PRAGMA journal_mode=WAL") < 0 ||
-        exec(s->db, "PRAGMA synchronous=NORMAL") < 0)
+    if (exec(s, "PRAGMA journal_mode=WAL") < 0 || exec(s, "PRAGMA synchronous=NORMAL") < 0)
         goto fail;
     if (create) {
-        if (exec(s->db, "BEGIN") < 0 || exec(s->db, tml__store_schema_sql) < 0) {
-            exec(s->db, "ROLLBACK");
+        if (exec(s, "BEGIN") < 0 || exec(s, tml__store_schema_sql) < 0) {
+            rollback(s);
             goto fail;
         }
-        if (exec(s->db, "COMMIT") < 0)
+        if (exec(s, "COMMIT") < 0)
             goto fail;
     }
     if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
     if (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK &&
-        (create || steps_version(s->db) != 1 || exec(s->db, "PRAGMA query_only=1") < 0))
+        (create || steps_version(s->db) != 1 || exec(s, "PRAGMA query_only=1") < 0))
         goto fail;
     *out = s;
     return 0;
-fail:
-    sqlite3_finalize(s->ins_step);
-    sqlite3_finalize(s->ins_sample);
-    sqlite3_close(s->db);
-    free(s);
+fail: {
+        int e = s->err_errno;
+        if (!e && s->db) {
+            failed(s);
+            e = s->err_errno;
+        }
+        sqlite3_finalize(s->ins_step);
+        sqlite3_finalize(s->ins_sample);
+        sqlite3_close(s->db);
+        free(s);
+        errno = e ? e : ENOMEM;   /* no handle at all: SQLite could not allocate one */
+    }
     return TML_EIO;
 }
 
@@ -252,9 +289,10 @@ int tml__store_put_run(tml_store *s, const tml_run *run)
         sqlite3_bind_null(st, 6);
     sqlite3_bind_text(st, 7, TML_VERSION_STRING, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 8, TML_STORE_SCHEMA_VERSION);
-    if (sqlite3_step(st) == SQLITE_DONE)
-        rc = 0;
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 out:
+    if (rc < 0 && !st)
+        failed(s);   /* the statement could not be prepared */
     sqlite3_finalize(st);
     return rc;
 }
@@ -273,9 +311,10 @@ int tml__store_put_meta(tml_store *s, const char *key, const char *value)
         sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
     else
         sqlite3_bind_null(st, 2);
-    if (sqlite3_step(st) == SQLITE_DONE)
-        rc = 0;
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 out:
+    if (rc < 0 && !st)
+        failed(s);   /* the statement could not be prepared */
     sqlite3_finalize(st);
     return rc;
 }
@@ -312,9 +351,10 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
     }
     if (i->cpu_count > 0)
         sqlite3_bind_int(st, 11, i->cpu_count);
-    if (sqlite3_step(st) == SQLITE_DONE)
-        rc = 0;
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 out:
+    if (rc < 0 && !st)
+        failed(s);   /* the statement could not be prepared */
     sqlite3_finalize(st);
     return rc;
 }
@@ -337,9 +377,10 @@ int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, in
     bind_opt(st, 5, x->shipper_cpu_ns);
     sqlite3_bind_int(st, 6, ended ? 1 : 0);
     sqlite3_bind_int(st, 7, rank);
-    if (sqlite3_step(st) == SQLITE_DONE)
-        rc = 0;
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 out:
+    if (rc < 0 && !st)
+        failed(s);   /* the statement could not be prepared */
     sqlite3_finalize(st);
     return rc;
 }
@@ -354,8 +395,11 @@ int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs
 {
     if (!s)
         return TML_EINVAL;
-    if (!s->ins_step)
-        return TML_EIO;      /* a version-1 file: read only */
+    if (!s->ins_step) {      /* a version-1 file: read only */
+        snprintf(s->err, sizeof(s->err), "a version-1 telemetry.sqlite is read only");
+        s->err_errno = EROFS;
+        return TML_EIO;
+    }
     if (TML_GROW(s->steps, s->nsteps + n, s->capsteps) < 0)
         return TML_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -445,7 +489,7 @@ static int write_step(tml_store *s, const queued_step *q)
     bind_opt(st, c++, comm ? r->comm_ns : TML_MISSING);
     bind_opt(st, c++, comm ? r->comm_bytes : TML_MISSING);
     bind_opt(st, c++, comm ? (int64_t)r->comm_count : TML_MISSING);
-    return sqlite3_step(st) == SQLITE_DONE ? 0 : TML_EIO;
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 }
 
 static int write_sample(tml_store *s, const queued_sample *q)
@@ -467,7 +511,7 @@ static int write_sample(tml_store *s, const queued_sample *q)
         sqlite3_bind_int(st, 4, q->gpu);
     sqlite3_bind_text(st, 5, q->metric, -1, SQLITE_STATIC);
     sqlite3_bind_double(st, 6, q->value);
-    return sqlite3_step(st) == SQLITE_DONE ? 0 : TML_EIO;
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 }
 
 int tml__store_flush(tml_store *s)
@@ -478,15 +522,15 @@ int tml__store_flush(tml_store *s)
         s->oldest_ms = -1;
         return 0;
     }
-    int rc = exec(s->db, "BEGIN");
+    int rc = exec(s, "BEGIN");
     for (size_t i = 0; rc == 0 && i < s->nsteps; i++)
         rc = write_step(s, &s->steps[i]);
     for (size_t i = 0; rc == 0 && i < s->nsamples; i++)
         rc = write_sample(s, &s->samples[i]);
     if (rc == 0)
-        rc = exec(s->db, "COMMIT");
+        rc = exec(s, "COMMIT");
     if (rc < 0)
-        exec(s->db, "ROLLBACK");
+        rollback(s);
     /* A batch that cannot be written is dropped rather than retried
      * forever: the in-memory run still has it for the summary. */
     s->nsteps = s->nsamples = 0;
@@ -537,7 +581,7 @@ static int load_ranks(tml_store *s, tml_run *run)
         r->stats.shipper_cpu_ns = col_opt(st, 12);
         r->ended = sqlite3_column_int(st, 13);
     }
-    rc = step == SQLITE_DONE ? 0 : TML_EIO;
+    rc = step == SQLITE_DONE ? 0 : failed(s);
 out:
     sqlite3_finalize(st);
     return rc;
@@ -600,7 +644,7 @@ static int load_steps(tml_store *s, tml_run *run)
             goto out;
         }
     }
-    rc = step == SQLITE_DONE ? 0 : TML_EIO;
+    rc = step == SQLITE_DONE ? 0 : failed(s);
 out:
     sqlite3_finalize(st);
     return rc;
@@ -615,7 +659,7 @@ static int load_samples(tml_store *s, tml_run *run)
                            "SELECT ts_unix_ms, node, rank, gpu, metric, value FROM samples"
                            " ORDER BY ts_unix_ms",
                            -1, &st, NULL) != SQLITE_OK)
-        return TML_EIO;
+        return failed(s);
     while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
         tml_sample x;
         x.ts_unix_ms = sqlite3_column_int64(st, 0);
@@ -643,7 +687,7 @@ int tml__store_load(tml_store *s, tml_run *run)
                            "SELECT id, name, world_size, nnodes, start_unix_ms, end_unix_ms"
                            " FROM run LIMIT 1",
                            -1, &st, NULL) != SQLITE_OK)
-        return TML_EIO;
+        return failed(s);
     if (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *id = sqlite3_column_text(st, 0);
         const unsigned char *name = sqlite3_column_text(st, 1);

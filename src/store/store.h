@@ -33,7 +33,8 @@ typedef struct tml_store tml_store;
 extern const char tml__store_schema_sql[];
 
 /* create=1: makes a new database (the file must not exist) with the schema;
- * create=0: opens an existing one (TML_EIO when missing or not ours). */
+ * create=0: opens an existing one (TML_EIO when missing or not ours, with
+ * errno saying why: ENOSPC on a full disk, EEXIST, ...). */
 int tml__store_open(const char *path, int create, tml_store **out);
 /* Flushes what is queued and closes. NULL is fine. */
 void tml__store_close(tml_store *s);
@@ -58,6 +59,11 @@ int tml__store_put_samples(tml_store *s, const struct tml_sample *v, size_t n);
 /* Writes the queue when it is due; now_ms is any monotonic milliseconds. */
 int tml__store_tick(tml_store *s, int64_t now_ms);
 int tml__store_flush(tml_store *s);
+
+/* Why the last call that returned TML_EIO failed, in the system's words
+ * where it has some ("No space left on device"), else SQLite's; valid
+ * until the next call on s. */
+const char *tml__store_error(const tml_store *s);
 
 /* Loads run, ranks and steps into run (initialized by the caller; its name
  * and id are overwritten from the database). */

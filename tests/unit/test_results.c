@@ -482,6 +482,113 @@ static void test_store_full_is_not_silent(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+static void feed_steps(tml_agg *agg, uint64_t n)
+{
+    tml_rank_info info;
+    memset(&info, 0, sizeof(info));
+    info.world_size = 1;
+    info.pid = 7;
+    info.instrumented = TML_PHASES_ALL;
+    tml__agg_hello(agg, &info, NULL);
+    tml_step_record r;
+    for (uint64_t i = 0; i < n; i++) {
+        memset(&r, 0, sizeof(r));
+        r.step = i;
+        r.traced_ns = 1000000;
+        r.gpu_traced_ns = r.gap_ns = -1;
+        for (int p = 0; p < TML_PHASE_COUNT; p++)
+            r.gpu_phase_ns[p] = -1;
+        r.rss_bytes = r.cuda_allocated_peak_bytes = r.cuda_reserved_peak_bytes = -1;
+        r.observed = TML_STEP_PHASES;
+        tml__agg_steps(agg, 0, &r, 1);
+    }
+}
+
+static char *slurp_file(const char *dir, const char *name, size_t *len)
+{
+    char path[512], *buf = NULL;
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    *len = 0;
+    if (!(f = fopen(path, "rb")))
+        return NULL;
+    buf = calloc(1, 1 << 22);
+    *len = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+    fclose(f);
+    return buf;
+}
+
+/* A run folder that cannot take the summary files (a full disk; here a file
+ * size limit, EFBIG) costs the files, never the summary: finalize returns
+ * TML_EIO with the whole box, which says what was not saved and why; the
+ * files of an earlier finalize stay as they were. With room for the box but
+ * not the JSON, the box on disk says that the JSON is missing. In a child,
+ * so the limit binds nothing else. */
+static void test_summary_survives_unwritable_folder(void)
+{
+    char dir[] = "/tmp/tml_test_unsaved_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        tml_agg_opts ao = {"full", "run0", dir, 0, 0, 0};
+        tml_agg *agg = NULL;
+        char *text = NULL, *json0, *txt0, *json1, *txt1, want[256];
+        size_t json0_len, txt0_len, json1_len, txt1_len;
+        CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
+        feed_steps(agg, 3000);
+        CHECK_EQ_INT(tml__agg_finalize(agg, "completed", 0, 120, &text), 0);
+        CHECK_STR(tml__agg_not_saved(agg), "");
+        CHECK(text && !strstr(text, "NOT SAVED"));
+        free(text);
+        json0 = slurp_file(dir, "final_summary.json", &json0_len);
+        txt0 = slurp_file(dir, "final_summary.txt", &txt0_len);
+        CHECK(json0 && txt0 && json0_len > txt0_len + 4096);
+
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl;
+        getrlimit(RLIMIT_FSIZE, &rl);
+        rl.rlim_cur = 1024;   /* neither file fits (the soft limit: it can rise again) */
+        CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &rl), 0);
+        CHECK_EQ_INT(tml__agg_finalize(agg, "completed", 0, 120, &text), TML_EIO);
+        snprintf(want, sizeof(want), "NOT SAVED: final_summary.json, final_summary.txt: File "
+                 "too large (%s/)", dir);
+        CHECK_STR(tml__agg_not_saved(agg), want + strlen("NOT SAVED: "));
+        CHECK(text && strstr(text, "3000 common steps") && strstr(text, "NOT SAVED: "));
+        CHECK(text && !strstr(text, "Full evidence:"));   /* no path to a missing file */
+        json1 = slurp_file(dir, "final_summary.json", &json1_len);
+        txt1 = slurp_file(dir, "final_summary.txt", &txt1_len);
+        CHECK(json1 && json1_len == json0_len && memcmp(json0, json1, json0_len) == 0);
+        CHECK(txt1 && txt1_len == txt0_len && memcmp(txt0, txt1, txt0_len) == 0);
+        free(text);
+        free(json1);
+        free(txt1);
+
+        rl.rlim_cur = txt0_len + 2048;   /* room for the box only */
+        CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &rl), 0);
+        CHECK_EQ_INT(tml__agg_finalize(agg, "completed", 0, 120, &text), TML_EIO);
+        snprintf(want, sizeof(want), "final_summary.json: File too large (%s/)", dir);
+        CHECK_STR(tml__agg_not_saved(agg), want);
+        txt1 = slurp_file(dir, "final_summary.txt", &txt1_len);
+        CHECK(text && txt1 && strcmp(text, txt1) == 0);   /* the box on disk is the printed one */
+        CHECK(txt1 && strstr(txt1, "NOT SAVED: final_summary.json: File too large"));
+        json1 = slurp_file(dir, "final_summary.json", &json1_len);
+        CHECK(json1 && json1_len == json0_len && memcmp(json0, json1, json0_len) == 0);
+        free(text);
+        free(json0);
+        free(txt0);
+        free(json1);
+        free(txt1);
+        tml__agg_free(agg);
+        _exit(harness_failures ? 1 : 0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void test_server_answers_summary(void)
 {
     char dir[] = "/tmp/tml_test_results_XXXXXX";
@@ -554,6 +661,7 @@ static void test_server_answers_summary(void)
     X(test_series_is_bounded_and_missing_is_null) X(test_series_gpu_clock) \
     X(test_timeline_bounded) X(test_chrome_trace_two_ranks) X(test_chrome_trace_extreme_values) \
     X(test_html_escapes_and_inlines) X(test_flatten) X(test_wire_summary_roundtrip) \
-    X(test_store_full_is_not_silent) X(test_server_answers_summary)
+    X(test_store_full_is_not_silent) X(test_summary_survives_unwritable_folder) \
+    X(test_server_answers_summary)
 #include "harness.h"
 

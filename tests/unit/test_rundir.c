@@ -1,9 +1,14 @@
 /* test_rundir.c - run names (both sides of every rule), run folders (never
- * reused), secrets, the manifest's content, TraceML's own log. */
+ * reused), secrets, the manifest's content, a write that fails leaving the
+ * file it would have replaced, TraceML's own log. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agg/rundir.h"
@@ -187,6 +192,73 @@ static void test_manifest(void)
     CHECK(access(path, F_OK) != 0);
 }
 
+/* Files in dir whose name starts with '.' (a temporary file left behind). */
+static int hidden_files(const char *d)
+{
+    DIR *dp = opendir(d);
+    struct dirent *e;
+    int n = 0;
+    while (dp && (e = readdir(dp)) != NULL)
+        n += e->d_name[0] == '.' && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (dp)
+        closedir(dp);
+    return n;
+}
+
+/* A full disk (here: a file size limit, EFBIG, in a child so it binds
+ * nothing else): the write fails with the system's reason, and the file
+ * it would have replaced is whole and unchanged, with no temporary file
+ * left. Both through tml__write_file and through the manifest. */
+static void test_failed_write_keeps_the_old_file(void)
+{
+    char run[600], path[700];
+    snprintf(run, sizeof(run), "%s/full", tmp());
+    mkdir(run, 0755);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = {"train.py"};
+        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, 1, argv, 1, 1};
+        static char big[64 * 1024];
+        size_t before_len, after_len;
+        memset(big, 'x', sizeof(big));
+        CHECK_EQ_INT(tml__write_file_atomic(run, "final_summary.json", "{\"good\": 1}\n", 12,
+                                            0644), 0);
+        CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
+        snprintf(path, sizeof(path), "%s/manifest.json", run);
+        char *before = slurp(path, &before_len);
+
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {100, 100};   /* smaller than either new file */
+        setrlimit(RLIMIT_FSIZE, &rl);
+        errno = 0;
+        CHECK_EQ_INT(tml__write_file_atomic(run, "final_summary.json", big, sizeof(big), 0644),
+                     TML_EIO);
+        CHECK_EQ_INT(errno, EFBIG);
+        m.status = "completed";
+        m.end_unix_ms = 1700000002623;
+        errno = 0;
+        CHECK_EQ_INT(tml__manifest_write(run, &m), TML_EIO);
+        CHECK_EQ_INT(errno, EFBIG);
+
+        snprintf(path, sizeof(path), "%s/final_summary.json", run);
+        char *json = slurp(path, &after_len);
+        CHECK(json && after_len == 12 && memcmp(json, "{\"good\": 1}\n", 12) == 0);
+        snprintf(path, sizeof(path), "%s/manifest.json", run);
+        char *after = slurp(path, &after_len);
+        CHECK(before && after && before_len == after_len &&
+              memcmp(before, after, before_len) == 0);
+        CHECK(after && strstr(after, "\"status\": \"running\"") != NULL);
+        CHECK_EQ_INT(hidden_files(run), 0);
+        free(json);
+        free(before);
+        free(after);
+        _exit(harness_failures ? 1 : 0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void test_run_log(void)
 {
     char run[600], path[700];
@@ -211,5 +283,5 @@ static void test_run_log(void)
 }
 
 #define TESTS X(test_name_valid) X(test_name_generate) X(test_rundir_create) \
-    X(test_random_hex) X(test_manifest) X(test_run_log)
+    X(test_random_hex) X(test_manifest) X(test_failed_write_keeps_the_old_file) X(test_run_log)
 #include "harness.h"
