@@ -31,7 +31,8 @@
  * SIGINT blocked, so a group-wide SIGINT shows as pending in its
  * /proc/PID/status. Then the training gets at most ~1 s to exit before
  * SIGKILL, and the summary of what arrived is printed, status interrupted,
- * exit 130.
+ * exit 130. The drainer takes no part: it is in a session of its own and
+ * ignores SIGINT, so it reads the training's traceback to the end.
  */
 #include "cli.h"
 #include "dist.h"
@@ -832,12 +833,12 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
     int64_t int_at = 0, kill_at = 0;
     for (;;) {
         int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p == train) {
+        /* ours only: the terminal view's drainer is the view's to reap */
+        if (waitpid(train, &st, WNOHANG) == train) {
             status = st;
             break;
         }
-        if (ap && ap->alive && p == ap->pid)
+        if (ap && ap->alive && waitpid(ap->pid, &st, WNOHANG) == ap->pid)
             reap_aggregator(ap, run_dir, st);
         int64_t now = tml__mono_ms();
         if (got_int && !int_at) {
@@ -1192,6 +1193,8 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
     pid_t pid = start_training(prog, targv, envp->v);
     tml__view_started(live_view);
     if (pid < 0) {
+        tml__view_free(live_view);
+        live_view = NULL;
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }

@@ -11,21 +11,29 @@
  * Full screen uses ncursesw on stdscr only: each refresh erases and redraws
  * everything and curses sends the difference, which is what makes it cheap
  * over SSH; a resize (SIGWINCH, which curses turns into KEY_RESIZE) is just
- * the next redraw at the new size. The training writes into a
- * pseudo-terminal, so Python keeps its terminal buffering and the panel
- * shows lines as they are printed; escape sequences are dropped and a bare
- * CR (progress bars) rewrites the current line. Everything the training
- * prints is also appended to <run_dir>/training_output.log, since the
- * full-screen view does not leave it in the terminal's scrollback.
+ * the next redraw at the new size.
+ *
+ * The training writes into a pseudo-terminal, so Python keeps its terminal
+ * buffering and progress bars draw; but the view does not read that pty.
+ * A drainer process (drain.c) does, into <run_dir>/training_output.log,
+ * and the view tails the file: each poll reads the bytes appended since
+ * the last one, so the panel still shows lines as they are printed, while
+ * a launcher that is stopped or killed never blocks the training's
+ * writes nor turns them into EIO (if the launcher dies, the drainer goes
+ * on printing to the terminal). In the panel escape sequences are dropped
+ * and a bare CR (progress bars) rewrites the current line; the file keeps
+ * everything, since the full-screen view does not leave it in the
+ * terminal's scrollback. When the view is hidden (q) the tail goes to the
+ * terminal instead of the panel.
  *
  * When the terminal cannot do it (not a tty, TERM=dumb, terminfo unknown)
  * the view prints one plain line per interval instead and leaves the
  * training's output alone.
  */
 #include "live_view.h"
+#include "drain.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <math.h>
@@ -59,8 +67,8 @@ struct tml_live_view {
     int ended;
     int utf8;
     SCREEN *scr;
-    int pty_master, pty_slave;
-    int log_fd;
+    int draining;         /* the training's output comes through drain */
+    tml_drain drain;      /* its pty, drainer and training_output.log (drain.h) */
     char run_name[128];
     char out_path[4200];
     int64_t next_fetch_ms, next_draw_ms;
@@ -208,25 +216,21 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
-/* Reads what the training wrote. Returns 1 when the pty is done. */
-static int read_pty(tml_live_view *v)
+static void show_output(void *ctx, const char *p, size_t n)
 {
-    char buf[16384];
-    for (int k = 0; k < 64; k++) {
-        ssize_t r = read(v->pty_master, buf, sizeof(buf));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (r <= 0)
-            return 1;   /* EIO: every writer closed the slave */
-        write_all(v->log_fd, buf, (size_t)r);
-        if (v->hidden || !v->full)
-            write_all(1, buf, (size_t)r);
-        else
-            feed_output(v, buf, (size_t)r);
-    }
-    return 0;
+    tml_live_view *v = ctx;
+    if (v->hidden || !v->full)
+        write_all(1, p, n);
+    else
+        feed_output(v, p, n);
+}
+
+/* What the training wrote since the last call, from the tail of
+ * training_output.log (the drainer writes it, drain.c). */
+static void read_output(tml_live_view *v)
+{
+    if (v->draining)
+        tml__drain_pump(&v->drain, show_output, v);
 }
 
 /* ---- drawing ------------------------------------------------------- */
@@ -698,37 +702,9 @@ static int64_t now_ms(void)
     return tml__mono_ms();
 }
 
-static int open_pty(tml_live_view *v)
-{
-    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (m < 0)
-        return -1;
-    if (grantpt(m) < 0 || unlockpt(m) < 0)
-        goto fail;
-    char name[128];
-    if (ptsname_r(m, name, sizeof(name)) != 0)
-        goto fail;
-    int s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (s < 0)
-        goto fail;
-    struct termios t;
-    if (tcgetattr(s, &t) == 0) {
-        t.c_oflag &= ~(tcflag_t)OPOST;   /* "\n" stays "\n" */
-        t.c_lflag &= ~(tcflag_t)ECHO;
-        tcsetattr(s, TCSANOW, &t);
-    }
-    fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_NONBLOCK);
-    v->pty_master = m;
-    v->pty_slave = s;
-    return 0;
-fail:
-    close(m);
-    return -1;
-}
-
 static void size_pty(tml_live_view *v)
 {
-    if (v->pty_master < 0)
+    if (!v->draining)
         return;
     struct winsize ws;
     memset(&ws, 0, sizeof(ws));
@@ -739,7 +715,63 @@ static void size_pty(tml_live_view *v)
         if (ioctl(1, TIOCGWINSZ, &real) == 0 && real.ws_col)
             ws = real;
     }
-    ioctl(v->pty_master, TIOCSWINSZ, &ws);
+    tml__drain_resize(&v->drain, &ws);
+}
+
+/* The bytes that give the terminal back when the launcher is killed while
+ * it draws (the drainer writes them): attributes off, the cursor shown,
+ * the normal screen back; terminfo's padding ("$<5>") left out. */
+static void leave_screen_bytes(char *out, size_t cap)
+{
+    static const char *const caps[] = {"sgr0", "cnorm", "rmcup"};
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
+        const char *s = tigetstr(caps[k]);
+        if (!s || s == (char *)-1)
+            continue;
+        for (; *s && n + 1 < cap; s++) {
+            const char *end = s[0] == '$' && s[1] == '<' ? strchr(s, '>') : NULL;
+            if (end)
+                s = end;
+            else
+                out[n++] = *s;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* Full screen, with the training's output through a pty and its drainer;
+ * neither when either cannot be had. */
+static void start_full_screen(tml_live_view *v)
+{
+    struct termios before;
+    int have_tty = tcgetattr(1, &before) == 0;
+    /* newterm, unlike initscr, returns NULL for an unknown TERM */
+    v->scr = newterm(NULL, stdout, stdin);
+    if (!v->scr)
+        return;
+    cbreak();
+    noecho();
+    nodelay(stdscr, TRUE);
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    if (has_colors()) {
+        start_color();
+        use_default_colors();
+        init_pair(C_CRIT, COLOR_RED, -1);
+        init_pair(C_WARN, COLOR_YELLOW, -1);
+        init_pair(C_OK, COLOR_GREEN, -1);
+    }
+    char leave[256];
+    leave_screen_bytes(leave, sizeof(leave));
+    if (tml__drain_start(&v->drain, v->out_path, have_tty ? &before : NULL, leave) < 0) {
+        endwin();
+        delscreen(v->scr);
+        v->scr = NULL;
+        return;
+    }
+    v->full = v->draining = 1;
+    size_pty(v);
 }
 
 tml_live_view *tml__view_new(const tml_view_opts *o)
@@ -747,7 +779,6 @@ tml_live_view *tml__view_new(const tml_view_opts *o)
     tml_live_view *v = calloc(1, sizeof(*v));
     if (!v)
         return NULL;
-    v->pty_master = v->pty_slave = v->log_fd = -1;
     v->live_port = o->live_port;
     v->interval_ms = o->interval_ms > 0 ? o->interval_ms : 1000;
     snprintf(v->run_name, sizeof(v->run_name), "%s", o->run_name ? o->run_name : "run");
@@ -762,35 +793,8 @@ tml_live_view *tml__view_new(const tml_view_opts *o)
         const char *cs = nl_langinfo(CODESET);
         v->utf8 = cs && strcmp(cs, "UTF-8") == 0;
         v->lines = calloc(OUT_LINES, sizeof(*v->lines));
-        if (v->lines && open_pty(v) == 0) {
-            /* newterm, unlike initscr, returns NULL for an unknown TERM */
-            v->scr = newterm(NULL, stdout, stdin);
-            if (v->scr) {
-                v->full = 1;
-                cbreak();
-                noecho();
-                nodelay(stdscr, TRUE);
-                keypad(stdscr, TRUE);
-                curs_set(0);
-                if (has_colors()) {
-                    start_color();
-                    use_default_colors();
-                    init_pair(C_CRIT, COLOR_RED, -1);
-                    init_pair(C_WARN, COLOR_YELLOW, -1);
-                    init_pair(C_OK, COLOR_GREEN, -1);
-                }
-                size_pty(v);
-            }
-        }
-        if (!v->full) {
-            if (v->pty_master >= 0)
-                close(v->pty_master);
-            if (v->pty_slave >= 0)
-                close(v->pty_slave);
-            v->pty_master = v->pty_slave = -1;
-        } else if (v->out_path[0]) {
-            v->log_fd = open(v->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        }
+        if (v->lines && v->out_path[0])   /* the panel's lines come through the log */
+            start_full_screen(v);
     }
     if (!v->full && !o->force_plain && can)
         tml__cli_warn("the terminal cannot show the live view (TERM=%s); printing plain lines",
@@ -805,15 +809,13 @@ int tml__view_fullscreen(const tml_live_view *v)
 
 int tml__view_child_fd(const tml_live_view *v)
 {
-    return v ? v->pty_slave : -1;
+    return v && v->draining ? v->drain.slave : -1;
 }
 
 void tml__view_started(tml_live_view *v)
 {
-    if (v && v->pty_slave >= 0) {
-        close(v->pty_slave);
-        v->pty_slave = -1;
-    }
+    if (v && v->draining)
+        tml__drain_started(&v->drain);
 }
 
 static void fetch(tml_live_view *v)
@@ -860,24 +862,13 @@ void tml__view_poll(tml_live_view *v, int timeout_ms)
         tml__sleep_ms(timeout_ms);
         return;
     }
-    struct pollfd pf[2];
-    int np = 0;
-    if (v->pty_master >= 0) {
-        pf[np].fd = v->pty_master;
-        pf[np++].events = POLLIN;
-    }
-    if (v->full && !v->hidden) {
-        pf[np].fd = 0;
-        pf[np++].events = POLLIN;
-    }
-    if (np)
-        poll(pf, (nfds_t)np, timeout_ms);
-    else
+    if (v->full && !v->hidden) {   /* a key, or the time */
+        struct pollfd pf = {0, POLLIN, 0};
+        poll(&pf, 1, timeout_ms);
+    } else {
         tml__sleep_ms(timeout_ms);
-    if (v->pty_master >= 0 && read_pty(v)) {
-        close(v->pty_master);
-        v->pty_master = -1;
     }
+    read_output(v);
     int64_t now = now_ms();
     int redraw = 0;
     if (v->full && !v->hidden) {
@@ -886,6 +877,8 @@ void tml__view_poll(tml_live_view *v, int timeout_ms)
             if (ch == 'q' || ch == 'Q') {
                 v->hidden = 1;
                 endwin();
+                if (v->draining)
+                    tml__drain_set_screen(&v->drain, 0);
                 size_pty(v);
                 const char msg[] = "traceml: live view hidden; training continues, "
                                    "the summary follows at the end.\n";
@@ -916,17 +909,14 @@ void tml__view_end(tml_live_view *v)
 {
     if (!v || v->ended)
         return;
-    /* what the training printed last (its descendants may still hold the
-     * pty: wait a little, not forever) */
+    /* what the training printed last: the drainer ends once every writer
+     * has closed the pty, which the training's descendants may delay (wait
+     * a little, not forever) */
     int64_t until = now_ms() + 300;
-    while (v->pty_master >= 0 && now_ms() < until) {
-        struct pollfd pf = {v->pty_master, POLLIN, 0};
-        if (poll(&pf, 1, 50) <= 0)
-            break;
-        if (read_pty(v)) {
-            close(v->pty_master);
-            v->pty_master = -1;
-        }
+    read_output(v);
+    while (v->draining && !tml__drain_done(&v->drain) && now_ms() < until) {
+        tml__sleep_ms(5);
+        read_output(v);
     }
     if (v->full && !v->hidden) {
         v->next_fetch_ms = 0;
@@ -953,6 +943,10 @@ void tml__view_end(tml_live_view *v)
             tml__sb_release(&sb);
         }
     }
+    if (v->draining) {
+        tml__drain_release(&v->drain);
+        v->draining = 0;
+    }
 }
 
 void tml__view_free(tml_live_view *v)
@@ -962,12 +956,6 @@ void tml__view_free(tml_live_view *v)
     tml__view_end(v);
     if (v->scr)
         delscreen(v->scr);
-    if (v->pty_master >= 0)
-        close(v->pty_master);
-    if (v->pty_slave >= 0)
-        close(v->pty_slave);
-    if (v->log_fd >= 0)
-        close(v->log_fd);
     tml__json_free(v->doc);
     free(v->lines);
     free(v);

@@ -14,9 +14,10 @@
  * Full screen (ncursesw) when stdout and stdin are terminals that terminfo
  * knows (TERM not "dumb"); otherwise plain text lines every interval. In
  * full screen the training's output goes through a pseudo-terminal (so it
- * stays line-buffered, as on a terminal) into a panel, and to
- * <run_dir>/training_output.log. `q` hides the view; the output then
- * flows to the terminal directly.
+ * stays line-buffered, as on a terminal) that a drainer process empties
+ * into <run_dir>/training_output.log (drain.h); the view tails that file
+ * into a panel, so the training never waits for the launcher. `q` hides
+ * the view; the tail then goes to the terminal.
  *
  * The view reads the aggregator's live server (GET /api/live on loopback):
  * it never talks to the ranks, so a slow terminal cannot slow training.
