@@ -186,7 +186,8 @@ def inproc(args):
                for owner, name, orig in traceml._patched]
     hooks = (dict(opt_mod._global_optimizer_pre_hooks),
              dict(opt_mod._global_optimizer_post_hooks))
-    wrapper = vars(model)["forward"]
+    slot = "_compiled_call_impl" if "_compiled_call_impl" in vars(model) else "forward"
+    wrapper = vars(model)[slot]
     null = contextlib.nullcontext()
 
     def switch(on):
@@ -198,9 +199,9 @@ def inproc(args):
             if on:
                 live.update(saved)
         if on:
-            vars(model)["forward"] = wrapper
+            vars(model)[slot] = wrapper
         else:
-            vars(model).pop("forward", None)
+            vars(model).pop(slot, None)
         return traceml.trace_step if on else (lambda m: null)
 
     for _ in range(2):

@@ -66,6 +66,7 @@ static int hooks_enabled;           /* trace_step() wraps the model's forward */
 static PyObject *gpu_hook;          /* callable() -> True once the GPU clock is set up */
 static int gpu_hook_tries;
 static PyObject *mem_probe;         /* callable() -> 5 ints (tml_cuda_memory) or None */
+static PyObject *starter;           /* callable(): starts TraceML, once (deferred zero-edit) */
 
 #define GPU_HOOK_TRIES 50
 
@@ -105,18 +106,60 @@ probe_memory(void)
  * on a thread (a forward with gradients on, a backward, an optimizer step,
  * a copy to the GPU; never inside a fetch) and ends when optimizer.step()
  * returns (of several optimizers stepping in turn, the last of a round).
- * In a process that made no optimizer (a hand-written update) it ends at
- * the next forward after a backward instead. An explicit trace_step()
+ * In a process where no optimizer stepped (a hand-written update) it ends
+ * at the next forward after a backward instead. An explicit trace_step()
  * turns detection off for good: marked steps win.
+ *
+ * The models are found by the package (_zero_edit.discover), called from
+ * here at the first backward and at the first step of every optimizer not
+ * seen before, so a new optimizer (an LR finder's, then the real one; a new
+ * one per epoch or fine-tuning phase) is found like the first one.
+ *
+ * Which optimizer closes a round is learnt from the order they step in:
+ * while learning every optimizer step ends a step; when the first
+ * optimizer of the round steps again, the last one of the round is the
+ * closer (a GAN's discriminator, then generator: the generator). A round
+ * is learnt again when an optimizer not seen before steps (an LR finder's
+ * successor, the next fine-tuning phase's), when the closer is gone (a
+ * weak reference: TraceML keeps no optimizer alive) or when another
+ * optimizer steps twice without it.
+ * Optimizers are otherwise only compared by address, never referenced.
  */
+#define OPT_MAX 16
 static int auto_steps;                  /* detection on (package: _set_auto_steps) */
 static int auto_h2d;                    /* a copy to the GPU opens a step (CUDA present) */
 static int auto_have_opt;               /* an optimizer exists: only its step ends one */
 static PyObject *grad_enabled;          /* torch.is_grad_enabled */
-static PyObject *closer;                /* the optimizer whose step ends one; NULL: any */
+static PyObject *discover;              /* callable(optimizer or None), or NULL */
+static int discovered_backward;         /* discover(None) ran at the first backward */
+static PyObject *known_opts[OPT_MAX];   /* weakrefs of the optimizers handed to discover */
+static int known_next;
+static PyObject *closer;                /* weakref of the closing optimizer; NULL: learning */
+static uintptr_t round_ids[OPT_MAX];    /* learning: the round's optimizers, in order */
+static int round_n;
+static uintptr_t since_ids[OPT_MAX];    /* learnt: the others stepped since the closer */
+static int since_n;
 static _Thread_local int auto_open, auto_backward, auto_opt_seen, auto_in_fetch;
 
 static void call_gpu_hook(void);
+
+/* Deferred zero-edit tracing (a script that imports TraceML but reaches
+ * it without init()): the first trace_step() or optimizer step starts
+ * TraceML through the package's starter, once. */
+static void
+call_starter(void)
+{
+    PyObject *fn = starter, *r;
+
+    if (fn == NULL)
+        return;
+    starter = NULL;
+    r = PyObject_CallNoArgs(fn);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_DECREF(fn);
+}
 
 static int
 grad_on(void)
@@ -160,6 +203,102 @@ auto_begin(int forward, int need_grad)
     call_gpu_hook();
     if (tml_step_begin() == 0)
         auto_open = 1;
+}
+
+/* Hands obj (an optimizer, or None at the first backward) to the package's
+ * discover(), which finds and times the models; its failures are its own. */
+static void
+call_discover(PyObject *obj)
+{
+    if (discover != NULL) {
+        PyObject *r = PyObject_CallOneArg(discover, obj);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+}
+
+static PyObject *
+ref_target(PyObject *ref)
+{
+    return ref != NULL ? PyWeakref_GetObject(ref) : NULL;
+}
+
+/* 1 when opt was seen before; else it is noted (weakly) and 0. */
+static int
+opt_known(PyObject *opt)
+{
+    int i;
+
+    for (i = 0; i < OPT_MAX; i++)
+        if (ref_target(known_opts[i]) == opt)
+            return 1;
+    for (i = 0; i < OPT_MAX; i++)           /* a dead slot, else the oldest */
+        if (known_opts[i] == NULL || ref_target(known_opts[i]) == Py_None)
+            break;
+    if (i == OPT_MAX)
+        i = known_next++ % OPT_MAX;
+    PyObject *ref = PyWeakref_NewRef(opt, NULL);
+    if (ref == NULL)
+        PyErr_Clear();
+    Py_XSETREF(known_opts[i], ref);
+    return 0;
+}
+
+/* The weakref of the live known optimizer at address id, or NULL. */
+static PyObject *
+known_ref(uintptr_t id)
+{
+    for (int i = 0; i < OPT_MAX; i++)
+        if ((uintptr_t)ref_target(known_opts[i]) == id)
+            return known_opts[i];
+    return NULL;
+}
+
+static int
+ids_have(const uintptr_t *ids, int n, uintptr_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static void
+relearn(void)
+{
+    Py_CLEAR(closer);
+    round_n = since_n = 0;
+}
+
+/* Called when opt's step returns: 1 when it ends the detected step. */
+static int
+opt_closes_step(PyObject *opt)
+{
+    uintptr_t id = (uintptr_t)opt;
+    PyObject *c = ref_target(closer);
+
+    if (c == opt) {
+        since_n = 0;
+        return 1;
+    }
+    if (c != NULL && c != Py_None) {        /* a round was learnt */
+        if (!ids_have(since_ids, since_n, id) && since_n < OPT_MAX) {
+            since_ids[since_n++] = id;
+            return 0;
+        }
+        relearn();      /* a whole round without the closer: it left */
+    } else if (c != NULL) {
+        relearn();      /* the closer is gone */
+    }
+    if (round_n > 0 && round_ids[0] == id) {        /* the round repeats */
+        closer = known_ref(round_ids[round_n - 1]);
+        Py_XINCREF(closer);
+        round_n = since_n = 0;
+    } else if (!ids_have(round_ids, round_n, id) && round_n < OPT_MAX) {
+        round_ids[round_n++] = id;
+    }
+    return 1;           /* while learning, every optimizer step is a step */
 }
 
 #define MODEL_CACHE 8
@@ -208,6 +347,10 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     switch (pc->kind) {
     case KIND_PHASE:
         if (pc->phase == TML_PHASE_BACKWARD && auto_steps) {
+            if (!discovered_backward) {
+                discovered_backward = 1;
+                call_discover(Py_None);
+            }
             auto_begin(0, 0);
             auto_backward = 1;
         }
@@ -995,8 +1138,15 @@ mod_noop(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 mod_opt_begin(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)m; (void)args; (void)nargs;
+    (void)m;
+    call_starter();
     if (auto_steps) {
+        auto_have_opt = 1;
+        if (nargs >= 1 && !opt_known(args[0])) {
+            if (closer != NULL)
+                relearn();      /* a new optimizer: most often the old one's successor */
+            call_discover(args[0]);
+        }
         auto_begin(0, 0);
         auto_opt_seen = 1;
     }
@@ -1007,9 +1157,9 @@ mod_opt_begin(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 mod_opt_end(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)m; (void)args; (void)nargs;
+    (void)m;
     tml_phase_end(TML_PHASE_OPTIMIZER);
-    if (auto_steps && (closer == NULL || (nargs >= 1 && args[0] == closer)))
+    if (auto_steps && (nargs < 1 || opt_closes_step(args[0])))
         auto_end();
     Py_RETURN_NONE;
 }
@@ -1054,6 +1204,7 @@ static PyObject *
 mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)m;
+    call_starter();
     for (Py_ssize_t k = 0; hooks_enabled && k < nargs; k++) {
         if (args[k] == Py_None || model_cached(args[k]))
             continue;
@@ -1104,14 +1255,38 @@ mod_set_have_optimizer(PyObject *m, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* _set_step_closer(optimizer): of several optimizers stepping in turn,
- * the one whose step ends a detected step. */
+/* _set_starter(fn): fn() is called once, by the next trace_step() or
+ * optimizer step (None: not). */
 static PyObject *
-mod_set_step_closer(PyObject *m, PyObject *opt)
+mod_set_starter(PyObject *m, PyObject *fn)
 {
     (void)m;
-    Py_INCREF(opt);
-    Py_XSETREF(closer, opt);
+    Py_CLEAR(starter);
+    if (fn != Py_None) {
+        Py_INCREF(fn);
+        starter = fn;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_set_launcher(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_set_launcher());
+}
+
+/* _set_discover(fn): fn(optimizer or None) finds and times the models of
+ * an optimizer not seen before (None: at the first backward); None: off. */
+static PyObject *
+mod_set_discover(PyObject *m, PyObject *fn)
+{
+    (void)m;
+    Py_CLEAR(discover);
+    if (fn != Py_None) {
+        Py_INCREF(fn);
+        discover = fn;
+    }
     Py_RETURN_NONE;
 }
 
@@ -1126,7 +1301,7 @@ mod_set_auto_steps(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_CLEAR(grad_enabled);
-    Py_CLEAR(closer);
+    relearn();
     auto_steps = args[0] != Py_None;
     auto_h2d = PyObject_IsTrue(args[1]) == 1;
     if (auto_steps) {
@@ -1240,7 +1415,10 @@ static PyMethodDef mod_methods[] = {
     {"_configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS, NULL},
     {"_set_gpu_hooks", (PyCFunction)(void (*)(void))mod_set_gpu_hooks, METH_FASTCALL, NULL},
     {"_set_auto_steps", (PyCFunction)(void (*)(void))mod_set_auto_steps, METH_FASTCALL, NULL},
-    {"_set_step_closer", mod_set_step_closer, METH_O, NULL},
+    {"_set_discover", mod_set_discover, METH_O, NULL},
+    {"_set_starter", mod_set_starter, METH_O, NULL},
+    {"_set_launcher", mod_set_launcher, METH_NOARGS,
+     "_set_launcher() -> rc: this process launches the ranks (tml_set_launcher)"},
     {"_set_have_optimizer", mod_set_have_optimizer, METH_NOARGS, NULL},
     {"set_cuda_stream", mod_set_cuda_stream, METH_O,
      "set_cuda_stream(handle) -> rc: record CUDA events on this stream (GPU clock)"},

@@ -220,6 +220,12 @@ TML_API int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
  * aggregator waits for the first step. Later it returns TML_ESTATE. */
 TML_API int tml_set_rank(int32_t rank, int32_t world_size);
 
+/* Says this process launches the ranks and is not one itself (a
+ * torch.multiprocessing.spawn parent): unless it records a step after
+ * all, it never reports to the aggregator, so it cannot claim a rank that
+ * one of its children holds. Call it before the first step ends. */
+TML_API int tml_set_launcher(void);
+
 /* Describes the input pipeline (a DataLoader's num_workers and
  * pin_memory), so an INPUT-BOUND diagnosis can say what to change
  * ("DataLoader(num_workers=0) on 16 cores: try num_workers=8"). Call it

@@ -40,6 +40,8 @@ except ImportError as _e:          # the engine is missing: fail open
 _MODES = ("auto", "manual", "selective")
 _config = None          # the configuration of the first successful init()
 _detected = False       # started by zero-edit tracing (_zero_edit.py), not by the script
+_armed = False          # deferred zero-edit tracing: starts at the first use (_arm_deferred)
+_armed_hooks = []       # the optimizer-step hooks registered while armed
 _active = False         # the engine is running and patches may be installed
 _patched = []           # (owner, attribute, original) of every patch
 _warned = set()
@@ -168,40 +170,124 @@ def _report_loader_settings(iter_cls):
 
 
 def _install_forward(model):
-    """Called by the C trace_step() the first time it sees `model`: the
-    model's own forward (its instance attribute, or the class's bound to
-    it) is wrapped in this instance's __dict__, so nn.Module.__call__ keeps
-    its fast path; copies and pickles of the model carry the plain forward
-    (python/_traceml.c, KIND_FORWARD)."""
+    """Called by the C trace_step() the first time it sees `model`, and by
+    zero-edit tracing for the models it finds: times the model's calls as
+    Forward (python/_traceml.c, KIND_FORWARD)."""
     _sync_identity()
     if _comm_on:
         from . import _comm
         _comm.attach(model)
     try:
-        own = vars(model)
-        cur = own.get("forward")
-        if isinstance(cur, _c.PhaseCall) and cur.kind == _c.KIND_FORWARD:
-            return
-        wrapped = _c.PhaseCall(cur if cur is not None else model.forward, _c.FORWARD,
-                               _c.KIND_FORWARD)
-        own["forward"] = wrapped
-        if model.forward is not wrapped:     # a class-level property wins
-            if cur is None:
-                del own["forward"]
-            else:
-                own["forward"] = cur
-            raise TypeError("its class defines forward as a property")
+        torch = _sys.modules["torch"]
+        if _call_slot(model, torch):
+            _time_calls(model, torch)
+        else:
+            _time_forward(model)
     except Exception as e:
         _warn("cannot time the forward of %s (%s); call traceml.wrap_forward() "
               "on an nn.Module" % (type(model).__name__, e))
 
 
+def _call_slot(model, torch):
+    """True when nn.Module.__call__ goes through the instance's
+    _compiled_call_impl (torch >= 2.2: where Module.compile() puts the
+    compiled call), as it does for every class that keeps Module's
+    __call__ (OptimizedModule's calls it)."""
+    module_t = torch.nn.Module
+    if not hasattr(module_t, "_compiled_call_impl") or not hasattr(module_t, "_wrapped_call_impl"):
+        return False
+    call = type(model).__call__
+    if call is module_t.__call__:
+        return True
+    optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    optimized = getattr(optimized, "OptimizedModule", None)
+    return optimized is not None and isinstance(model, optimized)
+
+
+def _time_calls(model, torch):
+    """The model's calls, timed from the one place nn.Module.__call__ looks
+    at that nothing else does: the instance's _compiled_call_impl. A module
+    pickles, deep-copies and state_dict()s without it (Module.__getstate__
+    drops it), torch.jit.script skips it, and torch.compile never sees it
+    on its fast path (it inlines _call_impl) -- where it does (a module
+    with hooks called from a compiled function), the wrapper is a plain
+    function that calls straight through while compiling, so no graph
+    breaks. A module compiled in place (model.compile()) is timed around
+    its compiled call."""
+    own = vars(model)
+    cur = own.get("_compiled_call_impl")
+    if getattr(cur, "_traceml_timed", False):
+        return
+    inner = cur if cur is not None else model._call_impl
+    timed = _c.PhaseCall(inner, _c.FORWARD, _c.KIND_FORWARD)
+    compiling = _compiling(torch)
+
+    def _traceml_timed_call(*args, **kwargs):
+        if compiling():
+            return inner(*args, **kwargs)
+        return timed(*args, **kwargs)
+
+    _traceml_timed_call._traceml_timed = True
+    own["_compiled_call_impl"] = _traceml_timed_call
+
+
+def _compiling(torch):
+    """torch.compiler.is_compiling (torch.compile and torch.export fold it
+    to True while they trace, so a wrapper that asks it first is invisible
+    to them), or torch 2.1's name for it."""
+    return getattr(getattr(torch, "compiler", None), "is_compiling", None) or \
+        getattr(getattr(torch, "_dynamo", None), "is_compiling", None) or (lambda: False)
+
+
+def _time_forward(model):
+    """torch 2.1, or a class with its own __call__: the forward wrapped in
+    the instance's __dict__ (copies of the model carry the plain forward;
+    a pickle carries it as getattr(model, "forward"))."""
+    own = vars(model)
+    cur = own.get("forward")
+    if isinstance(cur, _c.PhaseCall) and cur.kind == _c.KIND_FORWARD:
+        return
+    wrapped = _c.PhaseCall(cur if cur is not None else model.forward, _c.FORWARD,
+                           _c.KIND_FORWARD)
+    own["forward"] = wrapped
+    if model.forward is not wrapped:     # a class-level property wins
+        if cur is None:
+            del own["forward"]
+        else:
+            own["forward"] = cur
+        raise TypeError("its class defines forward as a property")
+
+
 def _patch_optimizer(torch):
     """torch 2.x's global optimizer-step hooks, as C callables: every
-    optimizer, including the user's own classes and those made later."""
+    optimizer, including the user's own classes and those made later.
+    Those registered while armed (_arm_deferred) are the ones: init() may
+    run inside one of them, where registering another would change the
+    hook table while torch iterates it."""
+    if _armed_hooks:
+        del _armed_hooks[:]
+    else:
+        _register_optimizer_hooks(torch)
+
+
+def _register_optimizer_hooks(torch):
+    """The engine's C hooks behind one Python call each, which a compiled
+    optimizer step (torch.compile(opt.step)) traces as nothing: Dynamo
+    cannot trace a C function (a graph break, a warning, and an error under
+    fullgraph=True). A compiled step is therefore not timed."""
     from torch.optim import optimizer as opt_mod
-    opt_mod.register_optimizer_step_pre_hook(_c._opt_begin)
-    opt_mod.register_optimizer_step_post_hook(_c._opt_end)
+    compiling, begin, end = _compiling(torch), _c._opt_begin, _c._opt_end
+
+    def _traceml_optimizer_begin(opt, args, kwargs):
+        if not compiling():
+            begin(opt, args, kwargs)
+
+    def _traceml_optimizer_end(opt, args, kwargs):
+        if not compiling():
+            end(opt, args, kwargs)
+
+    return [opt_mod.register_optimizer_step_pre_hook(_traceml_optimizer_begin),
+            opt_mod.register_optimizer_step_post_hook(_traceml_optimizer_end)]
 
 
 _comm_on = False        # DDP buckets and torch.distributed collectives are timed
@@ -369,6 +455,7 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
     if logs_dir is not None:
         logs_dir = _os.fspath(logs_dir)
     config = (mode, flags, disabled, logs_dir, run_name)
+    _disarm(flags[4] and not disabled)
     if _config is not None:
         if _config == config or _detected:   # zero-edit tracing got there first
             return None
@@ -454,8 +541,55 @@ def _start_detected():
         cuda = False
     _c._set_auto_steps(torch.is_grad_enabled, cuda)
     from . import _zero_edit
-    _zero_edit.watch_optimizers(torch, _install_forward, _c._set_step_closer,
-                                _c._set_have_optimizer, _warn)
+    _c._set_discover(lambda opt: _zero_edit.discover(opt, _install_forward,
+                                                     _c._set_have_optimizer, _warn))
+    try:        # a parent that spawns the ranks is their launcher, not a rank
+        import torch.multiprocessing as tmp
+        for owner in (_sys.modules.get("torch.multiprocessing.spawn"), tmp):
+            orig = getattr(owner, "start_processes", None)
+            if orig is not None and not getattr(orig, "_traceml_launcher", False):
+                w = _zero_edit.launcher_wrapper(orig, _c._set_launcher)
+                _patch_with(owner, "start_processes", w)
+    except Exception as e:
+        _warn("cannot watch torch.multiprocessing (%s)" % (e,))
+
+
+def _arm_deferred():
+    """Zero-edit tracing of a script that imports TraceML (_zero_edit.py):
+    its own init() decides; until it calls one, the first wrap_*() or
+    trace_step() call or optimizer step starts TraceML in auto mode. The
+    optimizer-step hooks are the engine's C ones, registered now."""
+    global _armed
+    if _config is not None or _c is None or _armed:
+        return
+    try:
+        _armed_hooks[:] = _register_optimizer_hooks(_sys.modules["torch"])
+    except Exception as e:
+        _warn("zero-edit tracing cannot watch the optimizers (%s)" % (e,))
+    _armed = True
+    _c._set_starter(_start_detected)
+
+
+def _disarm(keep_hooks):
+    """init() came: the script's configuration wins over deferred zero-edit
+    tracing; its optimizer-step hooks stay only where that one wants them."""
+    global _armed
+    if not _armed:
+        return
+    _armed = False
+    _c._set_starter(None)
+    if not keep_hooks:
+        for h in _armed_hooks:
+            h.remove()
+        del _armed_hooks[:]
+
+
+def _running():
+    """True when TraceML runs in this process; under deferred zero-edit
+    tracing, reaching TraceML (a wrap_*() call) starts it."""
+    if not _active and _armed:
+        _start_detected()
+    return _active
 
 
 def _at_exit():
@@ -480,6 +614,8 @@ def _stop(*status):
     try:
         _c._configure(None, False)
         _c._set_gpu_hooks(None, None)
+        _c._set_discover(None)
+        _c._set_starter(None)
         text = _c.shutdown(*status)
     except Exception as e:
         _warn("shutdown failed (%s)" % (e,))
@@ -501,7 +637,7 @@ def wrap_dataloader_fetch(loader_or_iter):
 
         for batch in traceml.wrap_dataloader_fetch(loader): ...
     """
-    if not _active:
+    if not _running():
         return loader_or_iter
     _note_loader(loader_or_iter)
     return _c.TimedIter(loader_or_iter)
@@ -515,14 +651,14 @@ def wrap_input(fn):
         x, y = get_batch("train")          # timed as Input Wait
 
     Also a decorator. Returns fn unchanged when TraceML is not running."""
-    if not _active or not callable(fn):
+    if not _running() or not callable(fn):
         return fn
     return _c.PhaseCall(fn, _c.INPUT, _c.KIND_INPUT)
 
 
 def wrap_forward(model):
     """Times `model`'s forward (an nn.Module; see _install_forward); returns it."""
-    if _active:
+    if _running():
         _install_forward(model)
     return model
 
@@ -532,7 +668,7 @@ def wrap_backward(loss):
 
         traceml.wrap_backward(loss).backward()
     """
-    if not _active:
+    if not _running():
         return loss
     try:
         bound = loss.backward
@@ -547,7 +683,7 @@ def wrap_optimizer(opt):
     """Makes `opt.step()` timed as the optimizer phase; returns the
     optimizer. Only this instance changes (an LR scheduler made before or
     after keeps working)."""
-    if not _active:
+    if not _running():
         return opt
     try:
         import types
@@ -596,9 +732,9 @@ def wrap_ddp(model):
     bucket: when it was launched, when it completed, its bytes) and returns
     the model. auto mode does it for every DDP model; a comm hook the user
     registers, before or after, keeps working inside TraceML's."""
-    if _active:
+    if _running():
         from . import _comm
-        _comm.setup(_c, _warn)
+        _comm.setup(_c, _warn, _patch_with)
         _comm.attach(model)
     return model
 
@@ -615,15 +751,16 @@ def wrap_h2d(fn=None):
 
     Everything inside is counted, whatever the devices (you say it is a copy).
     """
+    on = _running()
     if fn is None:
-        return _c.h2d_block() if _active else _NullBlock()
+        return _c.h2d_block() if on else _NullBlock()
     if not callable(fn) and (hasattr(fn, "to") or hasattr(fn, "cuda")):
-        return _H2DProxy(fn) if _active else fn
+        return _H2DProxy(fn) if on else fn
     if not callable(fn):
         raise TypeError("wrap_h2d() takes a tensor (anything with .to()), a callable "
                         "or nothing (use it as `with traceml.wrap_h2d(): ...`), not %s"
                         % type(fn).__name__)
-    if not _active:
+    if not on:
         return fn
     return _c.PhaseCall(fn, _c.H2D)
 

@@ -3,11 +3,14 @@
 Two ways in, both ending in the engine's C calls (docs/diagnosis.md,
 COMMUNICATION-BOUND):
 
-- DDP's gradient buckets: a communication hook (register_comm_hook) that
-  wraps whatever all-reduces the bucket -- DDP's default all-reduce, or the
-  hook the user registered, before or after TraceML's -- and chains a C
-  callback to its future: launched at t0, completed when the callback runs
-  (on the process group's thread), the bucket's bytes. These are
+- DDP's gradient buckets: a communication hook that wraps whatever
+  all-reduces the bucket -- DDP's default all-reduce, or the hook the user
+  registered -- and chains a C callback to its future: launched at t0,
+  completed when the callback runs (on the process group's thread), the
+  bucket's bytes. TraceML takes part below DDP's register_comm_hook (at
+  torch.distributed._register_comm_hook), so DDP checks the user's hook,
+  names it in its logs and refuses a second one exactly as without
+  TraceML; a hook's result that is no Future goes back to DDP as is. These are
   "overlapped" collectives (tml_comm_overlapped): backward goes on while
   they fly; the engine counts as exposed only their tail after the last
   launch.
@@ -36,8 +39,7 @@ _warn = None
 _in_hook = 0            # > 0 while a bucket's hook runs: its collectives are the bucket's
 _hook_sent = 0          # bytes those collectives send
 _hook_n = 1             # the bucket's world size
-_HOOK_ATTR = "_traceml_comm_hook"
-_ORIG = {}              # DDP's own register_comm_hook / register_builtin_comm_hook
+_ORIG = {}              # torch.distributed's own _register_comm_hook / _register_builtin_comm_hook
 
 
 def _world(group=None):
@@ -61,12 +63,12 @@ def _nbytes(t):
 
 
 class _Holder(object):
-    """The hook DDP calls, with the all-reduce it stands for (the default,
-    or the user's own hook and state)."""
-    __slots__ = ("state", "hook", "world")
+    """The hook DDP's reducer calls, with the all-reduce it stands for:
+    DDP's default, or the hook and state the user registered (user)."""
+    __slots__ = ("state", "hook", "world", "user")
 
-    def __init__(self, state, hook, world):
-        self.state, self.hook, self.world = state, hook, world
+    def __init__(self, state, hook, world, user):
+        self.state, self.hook, self.world, self.user = state, hook, world, user
 
 
 def _timed_hook(holder, bucket):
@@ -78,55 +80,80 @@ def _timed_hook(holder, bucket):
         fut = holder.hook(holder.state, bucket)
     finally:
         _in_hook -= 1
+    if not isinstance(fut, _Future):
+        return fut          # DDP reports it as it would without TraceML
     n = int(_hook_sent or _nbytes(bucket.buffer()) * _allreduce_share(holder.world))
     return fut.then(_functools.partial(_c._comm_done, t0, n))
 
 
-def _default_hook():
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    return default_hooks.allreduce_hook
+# Every DDP reducer that has a comm hook: its _Holder, or None when the
+# hook is not TraceML's (a builtin registered first, or one that was there
+# before TraceML started). Weak: the reducer dies with its model.
+_HOLDERS = None
+_Future = None
 
 
-def _install(model, state, hook):
-    """Registers TraceML's hook on a DDP model, around (state, hook)."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    holder = _Holder(state, hook, _world(getattr(model, "process_group", None)))
-    _ORIG.get("register_comm_hook", DDP.register_comm_hook)(model, holder, _timed_hook)
-    object.__setattr__(model, _HOOK_ATTR, holder)
+def _group_world(state):
+    import torch.distributed as dist
+    return _world(state if isinstance(state, dist.ProcessGroup) else None)
+
+
+def _register_comm_hook(reducer, state, hook):
+    """torch.distributed._register_comm_hook, which DDP.register_comm_hook
+    calls after its own checks: the hook runs inside TraceML's. The user's
+    first hook replaces TraceML's default; a second one goes to torch, which
+    refuses it as it would without TraceML ("can only be called once")."""
+    holder = _HOLDERS.get(reducer, False)
+    if holder is False and callable(hook):
+        holder = _Holder(state, hook, _group_world(state), True)
+        _ORIG["_register_comm_hook"](reducer, holder, _timed_hook)
+        _HOLDERS[reducer] = holder
+    elif holder and not holder.user:
+        holder.state, holder.hook = state, hook
+        holder.world, holder.user = _group_world(state), True
+    else:
+        _ORIG["_register_comm_hook"](reducer, state, hook)
+
+
+def _register_builtin_comm_hook(reducer, comm_hook_type):
+    """torch.distributed._register_builtin_comm_hook: over TraceML's default
+    hook, the Python hook of the same computation; else torch's own (an
+    untimed C++ hook, or the error a second registration gets)."""
+    holder = _HOLDERS.get(reducer, False)
+    name = getattr(comm_hook_type, "name", str(comm_hook_type))
+    if holder and not holder.user and name in ("ALLREDUCE", "FP16_COMPRESS"):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        holder.hook = default_hooks.fp16_compress_hook if name == "FP16_COMPRESS" \
+            else default_hooks.allreduce_hook
+        holder.user = True
+        return None
+    r = _ORIG["_register_builtin_comm_hook"](reducer, comm_hook_type)
+    _HOLDERS.setdefault(reducer, None)
+    return r
 
 
 def attach(model):
     """Times `model`'s gradient buckets when it is a DistributedDataParallel
-    (once per model; a hook the user registers later keeps working)."""
-    if _c is None or getattr(model, _HOOK_ATTR, None) is not None:
+    without a comm hook: DDP's default all-reduce, through TraceML's hook
+    (once per model; a hook the user registers later replaces it)."""
+    if _c is None or _HOLDERS is None:
         return
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
-        if isinstance(model, DDP):
-            _install(model, getattr(model, "process_group", None), _default_hook())
+        reducer = getattr(model, "reducer", None) if isinstance(model, DDP) else None
+        if reducer is None or reducer in _HOLDERS:
+            return
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        pg = getattr(model, "process_group", None)
+        holder = _Holder(pg, default_hooks.allreduce_hook, _world(pg), False)
+        try:
+            _ORIG["_register_comm_hook"](reducer, holder, _timed_hook)
+        except RuntimeError:        # a hook from before TraceML: it stays, untimed
+            holder = None
+        _HOLDERS[reducer] = holder
     except Exception as e:
         _warn("cannot time DDP's gradient all-reduce (%s); communication stays inside "
               "Backward" % (e,))
-
-
-def _register_comm_hook(self, state, hook):
-    """DDP.register_comm_hook: the user's hook runs inside TraceML's."""
-    holder = getattr(self, _HOOK_ATTR, None)
-    if holder is None:
-        _install(self, state, hook)
-    else:
-        holder.state, holder.hook = state, hook
-
-
-def _register_builtin_comm_hook(self, comm_hook_type):
-    holder = getattr(self, _HOOK_ATTR, None)
-    if holder is None:
-        return _ORIG["register_builtin_comm_hook"](self, comm_hook_type)
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    name = getattr(comm_hook_type, "name", str(comm_hook_type))
-    holder.state = getattr(self, "process_group", None)
-    holder.hook = default_hooks.fp16_compress_hook if "FP16" in name else default_hooks.allreduce_hook
-    return None
 
 
 def _ddp_init(orig):
@@ -202,9 +229,14 @@ def _wrap_collective(orig, names, sent):
             return args
         return [kwargs[n] if n in kwargs else args[i] for n, i in zip(names, idx)]
 
+    import torch
+    compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
     @_functools.wraps(orig)
     def collective(*args, **kwargs):
         global _hook_sent
+        if compiling():     # torch.compile traces the collective itself
+            return orig(*args, **kwargs)
         if _in_hook:        # a bucket's: timed by the hook, its bytes counted here
             try:
                 _hook_sent += sent(tensors(args, kwargs), _hook_n)
@@ -243,26 +275,33 @@ def _wrap_collective(orig, names, sent):
     return collective
 
 
-def setup(c, warn):
-    global _c, _warn
+def setup(c, warn, patch):
+    """The bucket hook's registration (torch.distributed's two functions
+    DDP registers hooks through), for attach(); once."""
+    global _c, _warn, _HOLDERS, _Future
     _c, _warn = c, warn
+    if _HOLDERS is not None:
+        return
+    import weakref
+    import torch
+    import torch.distributed as dist
+    _Future = torch._C.Future
+    for name, new in (("_register_comm_hook", _register_comm_hook),
+                      ("_register_builtin_comm_hook", _register_builtin_comm_hook)):
+        _ORIG[name] = getattr(dist, name)
+        patch(dist, name, new)
+    _HOLDERS = weakref.WeakKeyDictionary()
 
 
 def install(c, warn, patch):
-    """Called by init(): DDP's constructor and comm-hook registration, and
+    """Called by init(): DDP's constructor, the comm-hook registration and
     the torch.distributed collectives, through the package's _patch
     bookkeeping (patch(owner, name, new))."""
-    setup(c, warn)
     import torch.distributed as dist
     if not dist.is_available():
         return
+    setup(c, warn, patch)
     from torch.nn.parallel import DistributedDataParallel as DDP
-    for name, new in (("register_comm_hook", _register_comm_hook),
-                      ("_register_builtin_comm_hook", _register_builtin_comm_hook),
-                      ("register_builtin_comm_hook", _register_builtin_comm_hook)):
-        if name in DDP.__dict__:
-            _ORIG[name.lstrip("_")] = DDP.__dict__[name]
-            patch(DDP, name, new)
     patch(DDP, "__init__", _ddp_init(DDP.__dict__["__init__"]))
     for name, names, sent in _COLLECTIVES:
         orig = getattr(dist, name, None)

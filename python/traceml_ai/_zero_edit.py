@@ -2,57 +2,107 @@
 traceml.init() (docs/zero-edit.md).
 
 The launcher puts a sitecustomize on the training's PYTHONPATH that calls
-start() in the script's own process (not in the launcher of the ranks, not
-in workers), unless the script imports traceml_ai itself. Nothing happens until the script imports torch, so whatever it
-sets up first (OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, its own
-traceml.init()) still applies. Then TraceML starts as init(mode="auto")
-would, with automatic step detection (python/_traceml.c): a step ends when
-optimizer.step() returns. Until the first optimizer steps, the outermost
-modules called are noted; those holding an optimizer's parameters get
-their forward timed, and when several optimizers step in turn, the last of
-each round ends the step.
+start() in the script's own process and in the processes it spawns with
+multiprocessing (not in torchrun, not in forked DataLoader workers). How
+TraceML then starts depends on the script and the process:
+
+- the script's process, when the script has no `import traceml_ai` (or
+  `import traceml`) statement: TraceML starts as init(mode="auto") would,
+  right after the script imports torch, with automatic step detection
+  (python/_traceml.c: a step ends when optimizer.step() returns);
+- a script that imports TraceML instruments itself (its own init() mode,
+  its trace_step): nothing starts unless it reaches TraceML without an
+  init() -- a wrap_*() or trace_step() call, or an optimizer step -- and
+  then TraceML starts there, in auto mode;
+- a process spawned by multiprocessing (torch.multiprocessing.spawn's
+  ranks, but also spawned DataLoader workers): only a process that joins
+  a process group (torch.distributed.init_process_group) is a rank, and
+  TraceML starts when it has joined, knowing its rank.
+
+Nothing here is visible to the training: no global module hooks (which
+torch.compile would trace and warn about), no environment changes; the
+models are found when the first backward runs and when an optimizer not
+seen before steps, by looking at what the running frames hold (discover).
 """
+import ast
 import sys
 
-_LEARN_STEPS = 16      # optimizer steps watched before the hook goes away
+_IMPORTS = ("traceml_ai", "traceml")
+
+
+def imports_traceml(source):
+    """True when the script's code (not its comments or strings) imports
+    TraceML anywhere, at top level or inside a function."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        if any(n.split(".")[0] in _IMPORTS for n in names):
+            return True
+    return False
 
 
 class _AfterTorch(object):
-    """A meta-path finder that lets torch import as usual and then starts
-    TraceML; it removes itself at the first lookup of torch."""
+    """A meta-path finder that lets torch import as usual and then calls
+    `then()`. It stays until torch is really executed: a find_spec("torch")
+    that only looks (importlib.util.find_spec, as many libraries do before
+    importing) does not use it up."""
+
+    def __init__(self, then):
+        self.then = then
+        self.busy = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != "torch" or self.busy:
             return None
-        sys.meta_path.remove(self)
-        import importlib.util
-        spec = importlib.util.find_spec("torch")
+        self.busy = True
+        try:
+            import importlib.util
+            spec = importlib.util.find_spec("torch")
+        finally:
+            self.busy = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        run = spec.loader.exec_module
+        run, finder = spec.loader.exec_module, self
 
         def exec_module(module):
             run(module)
-            _start()
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
+                finder.then()
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def start(script):
-    """Called by the launcher's sitecustomize in the script's process. A
-    script that imports traceml_ai instruments itself (its own mode and
-    trace_step), so it is left alone."""
+def _after_torch(then):
+    if "torch" in sys.modules:
+        then()
+    else:
+        sys.meta_path.insert(0, _AfterTorch(then))
+
+
+def start(script, spawned=False):
+    """Called by the launcher's sitecustomize (docs/zero-edit.md)."""
     try:
         with open(script, "rb") as f:
-            if b"traceml_ai" in f.read():
-                return
+            selfinst = imports_traceml(f.read())
     except OSError:
         return
-    if "torch" in sys.modules:
-        _start()
+    import traceml_ai as t
+    if selfinst:
+        _after_torch(t._arm_deferred)
+    elif spawned:
+        _after_torch(_on_process_group)
     else:
-        sys.meta_path.insert(0, _AfterTorch())
+        _after_torch(_start)
 
 
 def _start():
@@ -63,72 +113,149 @@ def _start():
         t._warn("automatic step detection could not start (%s)" % (e,))
 
 
-def watch_optimizers(torch, install_forward, set_closer, have_optimizer, warn):
-    """For the first optimizer steps: note the outermost modules called (a
-    DDP wrapper rather than the model inside it), time the forward of those
-    holding each optimizer's parameters, and learn which optimizer closes a
-    round of several (a GAN's discriminator then generator: the generator's
-    step ends the step). A loop without an optimizer (a hand-written
-    update, no optimizer made): the module called a second time with
-    gradients on is the model. Then every hook here goes away."""
-    from torch.nn.modules import module as mod_mod
-    from torch.optim import optimizer as opt_mod
-    called, seen, order = {}, set(), []
-    state = {"n": 0, "depth": 0, "calls": {}, "top": 0}
+def _on_process_group():
+    """A spawned process: TraceML starts once it joined a process group."""
+    import functools
+    import traceml_ai as t
+    dist = sys.modules.get("torch.distributed")
+    orig = getattr(dist, "init_process_group", None)
+    if orig is None:
+        return
 
-    make = opt_mod.Optimizer.__init__
+    @functools.wraps(orig)
+    def init_process_group(*args, **kwargs):
+        r = orig(*args, **kwargs)
+        _start()
+        return r
 
-    def made(self, *args, **kwargs):
-        make(self, *args, **kwargs)
-        if "have_opt" not in state:
-            state["have_opt"] = True
+    t._patch_with(dist, "init_process_group", init_process_group)
+
+
+def launcher_wrapper(orig, not_a_rank):
+    """torch.multiprocessing.spawn / start_processes in a traced process:
+    one that made no step of its own is the ranks' launcher, not a rank."""
+    import functools
+
+    @functools.wraps(orig)
+    def start_processes(*args, **kwargs):
+        not_a_rank()
+        return orig(*args, **kwargs)
+    return start_processes
+
+
+# --------------------------------------------------------------------------
+# Finding the models
+
+def discover(opt, install_forward, have_optimizer, warn):
+    """Times the forward of the models an optimizer updates (opt), or of
+    every module with trainable parameters (opt is None: the first
+    backward, before any optimizer stepped). Called by the engine's glue
+    (python/_traceml.c) once per optimizer and once at the first backward.
+
+    The models are the modules the running frames hold -- locals of every
+    frame on the stack, the script's globals, and one attribute down (a
+    trainer's self.model) -- that hold those parameters; a wrapper and the
+    module inside it (DDP) are both timed, their nested forwards counting
+    once, so whichever the loop calls is timed. A compiled module
+    (torch.compile(model)) is timed from outside and nothing inside it is
+    touched; nor is a module with hooks once torch.compile compiled
+    something (called from a compiled function, its new timing would make
+    Dynamo compile that function again). Only when the frames hold none are
+    the process's objects searched (gc), for the outermost modules holding
+    the parameters."""
+    try:
+        torch = sys.modules["torch"]
+        module_t, optim_t = torch.nn.Module, torch.optim.Optimizer
+        if opt is not None:
+            wanted = {id(p) for g in opt.param_groups for p in g["params"]}
+
+            def holds(m):
+                return any(id(p) in wanted for p in m.parameters())
+        else:
+            def holds(m):
+                return any(p.requires_grad for p in m.parameters())
+        found, saw_opt = [], False
+        seen = set()
+        for obj in _reachable(sys._getframe(1), module_t):
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, module_t):
+                if holds(obj):
+                    found.append(obj)
+            elif isinstance(obj, optim_t):
+                saw_opt = True
+        if not found:
+            found = _outermost([o for o in _gc_modules(module_t) if holds(o)])
+        compiled = _compiled_before(torch)
+        for m in _outside_compiled(found, torch):
+            if not (compiled and _has_hooks(m, torch)):
+                install_forward(m)
+        if saw_opt:
             have_optimizer()
+        del found, seen
+    except Exception as e:
+        warn("cannot find the models to time (%s); wrap the step in "
+             "traceml.trace_step(model)" % (e,))
 
-    def finish():
-        for h in state.pop("hooks", ()):
-            h.remove()
-        if opt_mod.Optimizer.__init__ is made:
-            opt_mod.Optimizer.__init__ = make
-        called.clear()
-        order[:] = []
 
-    def pre(module, args):
-        if state["depth"] == 0:
-            called[id(module)] = module
-            if "have_opt" not in state and torch.is_grad_enabled():
-                state["top"] += 1
-                k = state["calls"][id(module)] = state["calls"].get(id(module), 0) + 1
-                if k == 2 and any(p.requires_grad for p in module.parameters()):
-                    install_forward(module)
-                if state["top"] >= 2 * _LEARN_STEPS:
-                    finish()
-        state["depth"] += 1
+def _reachable(frame, module_t):
+    import types
+    skip = (type, types.ModuleType, types.FunctionType, types.MethodType,
+            types.BuiltinFunctionType, module_t, str, bytes, int, float)
+    spaces = []
+    while frame is not None:
+        spaces.append(frame.f_locals)
+        frame = frame.f_back
+    main = sys.modules.get("__main__")
+    if main is not None:
+        spaces.append(vars(main))
+    for space in spaces:
+        for v in list(space.values()):
+            yield v
+            try:        # never through a __getattr__: a proxy stays unasked
+                attrs = None if isinstance(v, skip) else object.__getattribute__(v, "__dict__")
+            except Exception:
+                attrs = None
+            if type(attrs) is dict:
+                for a in list(attrs.values()):
+                    yield a
 
-    def post(module, args, out):
-        state["depth"] = max(0, state["depth"] - 1)
 
-    def stepped(opt, args, kwargs):
-        state["n"] += 1
-        if id(opt) not in seen:
-            seen.add(id(opt))
-            try:
-                params = {id(p) for g in opt.param_groups for p in g["params"]}
-                for m in list(called.values()):
-                    if any(id(p) in params for p in m.parameters()):
-                        install_forward(m)
-            except Exception as e:
-                warn("cannot find the models of %s (%s); use traceml.trace_step(model)"
-                     % (type(opt).__name__, e))
-        if order and order[0] is opt and "closer" not in state:
-            state["closer"] = order[-1]
-            set_closer(order[-1])
-        elif "closer" not in state:
-            order.append(opt)
-        if state["n"] >= _LEARN_STEPS:
-            finish()
+def _gc_modules(module_t):
+    import gc
+    return [o for o in gc.get_objects() if isinstance(o, module_t)]
 
-    made.__wrapped__ = make
-    opt_mod.Optimizer.__init__ = made
-    state["hooks"] = [mod_mod.register_module_forward_pre_hook(pre),
-                      mod_mod.register_module_forward_hook(post, always_call=True),
-                      opt_mod.register_optimizer_step_post_hook(stepped)]
+
+def _outermost(mods):
+    inner = set()
+    for m in mods:
+        inner.update(id(c) for c in m._modules.values() if c is not None)
+    return [m for m in mods if id(m) not in inner]
+
+
+def _compiled_before(torch):
+    try:
+        return sys.modules["torch._dynamo.utils"].counters["stats"]["unique_graphs"] > 0
+    except Exception:
+        return False
+
+
+def _has_hooks(m, torch):
+    g = torch.nn.modules.module
+    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or
+                getattr(m, "_backward_pre_hooks", None) or g._global_forward_hooks or
+                g._global_forward_pre_hooks)
+
+
+def _outside_compiled(mods, torch):
+    """mods without what sits inside a compiled module found with them."""
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except Exception:
+        return mods
+    inside = set()
+    for m in mods:
+        if isinstance(m, OptimizedModule):
+            inside.update(id(x) for x in m._orig_mod.modules())
+    return [m for m in mods if id(m) not in inside]

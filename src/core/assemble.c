@@ -13,7 +13,9 @@
  * - gap_ns is what happened between the previous bracket's end and this
  *   step's start (its fetch, else its bracket) that nothing covers, and
  *   between that fetch's end and the bracket (work a rank does after
- *   fetching, before stepping): the "Untraced" time of SPEC 3.1.
+ *   fetching, before stepping): the "Untraced" time of SPEC 3.1. A step
+ *   found automatically (zero-edit) has no bracket the user placed:
+ *   detected_start() decides where it began.
  * - A lost begin or end (ring full) discards that one step; step indices
  *   come from the producer, so ranks stay aligned on step ids.
  * - GPU clock: the boundaries' CUDA events travel as GPU_SPAN / GPU_STEP
@@ -101,6 +103,7 @@ static void take_pending_h2d(tml_assembler *a, tml_step_record *r)
 static void start_step(tml_assembler *a, const tml_event *e)
 {
     tml_step_record *r = &a->cur;
+    int fetched = a->has_pending;
     memset(r, 0, sizeof(*r));
     r->step = (uint64_t)e->t1;
     r->start_ns = e->t0;
@@ -137,8 +140,36 @@ static void start_step(tml_assembler *a, const tml_event *e)
             add_gpu_span(&a->gcur, &a->pending_gpu);
     }
     a->has_pending_gpu = 0;
+    int64_t h = a->pending_h2d_ns;
     take_pending_h2d(a, r);
+    a->lead_unless_forward = !fetched;
+    if (fetched) {
+        a->lead_ns = after_fetch > h ? after_fetch - h : 0;
+    } else {
+        int64_t last = a->free_end_ns > a->last_end_ns ? a->free_end_ns : a->last_end_ns;
+        a->lead_ns = r->gap_ns != TML_MISSING && r->start_ns > last ? r->start_ns - last : 0;
+    }
     a->mem_step_peak[0] = a->mem_step_peak[1] = -1;
+}
+
+/* A step found automatically (zero-edit) opens at its first training call
+ * that TraceML sees, which is not where the user's loop started it: it
+ * starts where its fetch ended (what the loop did with the batch before
+ * the first timed call is the step's), and a step whose forward was never
+ * seen (it ran inside a torch.compile'd function) where the last thing
+ * TraceML saw before it ended -- the step before, a validation forward, a
+ * copy. What it takes in leaves Untraced. */
+static void detected_start(tml_assembler *a)
+{
+    tml_step_record *r = &a->cur;
+    int64_t lead = a->lead_ns;
+    if (lead <= 0 || r->gap_ns == TML_MISSING ||
+        (a->lead_unless_forward && (r->observed & TML_PHASE_BIT(TML_PHASE_FORWARD))))
+        return;
+    if (lead > r->gap_ns)
+        lead = r->gap_ns;
+    r->start_ns -= lead;
+    r->gap_ns -= lead;
 }
 
 static void feed_mem(tml_assembler *a, const tml_event *e)
@@ -214,6 +245,7 @@ static void feed_span(tml_assembler *a, const tml_event *e)
         return;
     int64_t d = e->t1 - e->t0;
     if (!a->in_step) {
+        a->free_end_ns = e->t1;
         if (e->arg == TML_PHASE_INPUT) {
             a->has_pending = 1;
             a->pending_t0 = e->t0;
@@ -308,6 +340,8 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         a->events_in_steps++;
         a->in_step = 0;
         a->last_end_ns = e->t0;
+        if (e->arg & TML_STEP_DETECTED)
+            detected_start(a);
         *out = a->cur;
         out->flags = e->arg;
         out->traced_ns = e->t0 - a->cur.start_ns - a->inside_input_ns;

@@ -50,6 +50,9 @@ typedef struct tml_assembler {
     int in_step;
     tml_step_record cur;
     int64_t inside_input_ns;     /* fetches inside the current bracket */
+    int64_t lead_ns;             /* Untraced a detected step takes in (detected_start) */
+    int lead_unless_forward;     /* ... only if it saw no forward */
+    int64_t free_end_ns;         /* the end of the last span outside a bracket */
     int has_pending;             /* a fetch ended since the last bracket */
     int64_t pending_t0, pending_ns;
     int64_t last_end_ns;         /* -1 before the first step */

@@ -92,6 +92,7 @@ typedef struct tml_requests {
     _Atomic int64_t call_cost_ns;   /* the caller's glue, per call */
     _Atomic int64_t cuda_bytes[3];  /* allocated, reserved, device total; -1 unknown */
     _Atomic int hello_sent;      /* the sink knows who we are: too late for set_rank */
+    _Atomic int launcher;        /* tml_set_launcher(): no hello without steps */
 } tml_requests;
 
 /* The shipper thread's own state. */

@@ -342,6 +342,15 @@ int tml_set_rank(int32_t rank, int32_t world_size)
     return 0;
 }
 
+int tml_set_launcher(void)
+{
+    int st = atomic_load(&tml__setup.state);
+    if (st == TML_ST_DISABLED)
+        return TML_EDISABLED;
+    atomic_store(&tml__req.launcher, 1);
+    return 0;
+}
+
 int tml_set_loader_config(int32_t num_workers, int pin_memory)
 {
     if (num_workers < 0)

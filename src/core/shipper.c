@@ -74,7 +74,8 @@ static int say_hello(void)
     if (atomic_load_explicit(&tml__req.hello_sent, memory_order_relaxed))
         return 1;
     apply_identity();
-    if (!tml__setup.identity_from_env && !S->saw_events && !S->stop)
+    if (!S->saw_events && (atomic_load(&tml__req.launcher) ||
+                           (!tml__setup.identity_from_env && !S->stop)))
         return 0;
     if (sink()->ops->hello(sink(), &tml__setup.hello) < 0)
         return 0;

@@ -451,12 +451,15 @@ static const char *missing_hint(int phase)
     case TML_PHASE_H2D:
         return "move batches with .to(device)/.cuda() or wrap them with traceml.wrap_h2d()";
     case TML_PHASE_FORWARD:
-        return "pass the model to trace_step(model) or traceml.wrap_forward(model), so its forward is traced";
+        return "pass the model to trace_step(model) or traceml.wrap_forward(model), so its forward is "
+               "traced (a forward inside a torch.compile'd function cannot be seen: compile the "
+               "model itself, torch.compile(model), to have it timed)";
     case TML_PHASE_BACKWARD:
         return "call loss.backward() inside trace_step or wrap the loss with traceml.wrap_backward()";
     default:
-        return "no optimizer.step() ran in the step (a hand-written update is not split out): "
-               "call optimizer.step() inside trace_step or wrap the optimizer with traceml.wrap_optimizer()";
+        return "no optimizer.step() ran in the step (a hand-written update is not split out; a "
+               "step compiled with torch.compile(optimizer.step) is not seen): call optimizer.step() "
+               "inside trace_step or wrap the optimizer with traceml.wrap_optimizer()";
     }
 }
 

@@ -260,6 +260,51 @@ static void test_communication(void)
     CHECK_EQ_INT(tml__union_ns(b, e, 3), 4 + 2 + 10);
 }
 
+static void test_detected_step_start(void)
+{
+    /* A step found automatically (TML_STEP_DETECTED) starts where its
+     * fetch ended; without a fetch and with no forward seen (a forward
+     * inside a compiled function), where the last thing seen ended. */
+    const uint32_t D = TML_STEP_DETECTED;
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 0, 0), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, D, 100, 0), &r));
+    /* fetch 120-150, then 30 ns with the batch, then the first timed call */
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 120, 150), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 180, 1), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 180, 200), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, D, 300, 0), &r));
+    CHECK_EQ_INT(r.gap_ns, 20);             /* only before the fetch */
+    CHECK_EQ_INT(r.start_ns, 150);           /* the fetch's end */
+    CHECK_EQ_INT(r.traced_ns, 150);         /* 150-300 */
+    /* no fetch, no forward seen (compiled): from the last step's end */
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 400, 2), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_BACKWARD, 400, 450), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, D, 500, 0), &r));
+    CHECK_EQ_INT(r.gap_ns, 0);
+    CHECK_EQ_INT(r.traced_ns, 200);
+    /* ... or from a validation forward between the steps */
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 520, 560), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 600, 3), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, D, 650, 0), &r));
+    CHECK_EQ_INT(r.gap_ns, 60);
+    CHECK_EQ_INT(r.traced_ns, 90);
+    /* no fetch, forward seen: the step opened where the loop's step did
+     * (a batch made without a DataLoader stays Untraced) */
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 700, 4), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 700, 720), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, D, 800, 0), &r));
+    CHECK_EQ_INT(r.gap_ns, 50);
+    /* a marked step keeps its bracket */
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 810, 820), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 850, 5), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 900, 0), &r));
+    CHECK_EQ_INT(r.gap_ns, 10 + 30);
+}
+
 #define TESTS X(test_communication) X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
-    X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops)
+    X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops) \
+    X(test_detected_step_start)
 #include "harness.h"

@@ -1,0 +1,74 @@
+"""DDP with the comm-hook cases TraceML must not change, no TraceML in it
+(run with --nproc-per-node 2, gloo on the CPU):
+
+    --case default        DDP's own all-reduce
+    --case fp16           a user hook (fp16_compress_hook)
+    --case builtin_fp16   DDP's builtin FP16_COMPRESS hook
+    --case builtin        DDP's builtin ALLREDUCE hook
+    --case tensor_hook    a hook that returns a Tensor instead of a Future
+
+Trains 20 steps (rank-dependent data), then tries to register a second
+hook. Rank 0 writes to --out: a hash of the trained parameters, and what
+the second registration and the training raised (type and message).
+"""
+import argparse
+import hashlib
+import json
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+p = argparse.ArgumentParser()
+p.add_argument("--case", default="default")
+p.add_argument("--steps", type=int, default=20)
+p.add_argument("--out", required=True)
+a = p.parse_args()
+
+
+def tensor_hook(state, bucket):
+    return bucket.buffer()
+
+
+def error(e):
+    return "%s: %s" % (type(e).__name__, e)
+
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 4)), bucket_cap_mb=0.01)
+if a.case == "fp16":
+    model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
+elif a.case == "builtin_fp16":
+    model._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
+elif a.case == "builtin":
+    model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+elif a.case == "tensor_hook":
+    model.register_comm_hook(None, tensor_hook)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(rank)
+out = {"train": "ok"}
+try:
+    for i in range(a.steps):
+        x, y = torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+except Exception as e:
+    out["train"] = error(e)
+params = b"".join(t.detach().numpy().tobytes() for t in model.parameters())
+out["params"] = hashlib.sha1(params).hexdigest()
+try:
+    model.register_comm_hook(None, default_hooks.allreduce_hook)
+    out["second_hook"] = "accepted"
+except Exception as e:
+    out["second_hook"] = error(e)
+if rank == 0:
+    with open(a.out, "w") as f:
+        json.dump(out, f, sort_keys=True)
+    print("rank 0 done: %s" % out["train"], flush=True)
+if out["train"] == "ok":
+    dist.destroy_process_group()
