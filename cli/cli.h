@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/fs.h"
+#include "model/run.h"
 #include "wire/wire.h"
 
 #define TML_EXIT_USAGE 2
@@ -65,6 +66,11 @@ double tml__cli_double(const char *opt, const char *s, double min, double max);
  * 0 without a file; *path its name); its thresholds go to
  * TRACEML_THRESHOLDS unless that is set. A malformed file dies (exit 2). */
 char **tml__cli_config_options(int *n, const char **path);
+
+/* `__aggregate --launch WORD`: how `traceml run` ran the training
+ * ("zero-edit", "no-auto-trace", "command"; anything else: unknown). */
+const char *tml__launch_word(tml_launch how);
+tml_launch tml__launch_kind(const char *word);
 
 /* Full path of an executable: PATH lookup when name has no '/'. 0 or -1. */
 int tml__cli_which(const char *name, char *out, size_t cap);

@@ -128,6 +128,7 @@ int tml__cmd_aggregate(int argc, char **argv)
     int live_port = -1, live_interval_ms = 1000;
     long world = 0, nnodes = 0;
     int html_report = 0;
+    tml_launch launch = TML_LAUNCH_UNKNOWN;
     for (int i = 1; i < argc; i++) {
         if (tml__cli_opt(argc, argv, &i, "--html-report", NULL)) {
             html_report = 1;
@@ -154,6 +155,8 @@ int tml__cmd_aggregate(int argc, char **argv)
             world = tml__cli_long("--world-size", v, 0, 1 << 20);
         else if (tml__cli_opt(argc, argv, &i, "--nnodes", &v))
             nnodes = tml__cli_long("--nnodes", v, 0, 1 << 20);
+        else if (tml__cli_opt(argc, argv, &i, "--launch", &v))
+            launch = tml__launch_kind(v);
         else
             return tml__cli_error("__aggregate: unknown option '%s'", argv[i]);
     }
@@ -181,6 +184,7 @@ int tml__cmd_aggregate(int argc, char **argv)
         say(status_fd, "error\n");
         return 1;
     }
+    tml__agg_set_launch(tml__host_agg(h), launch);
     char line[64];
     if (live_port >= 0)   /* "live -1": asked for, could not listen */
         snprintf(line, sizeof(line), "port %d live %d\n", tml__host_port(h),

@@ -124,6 +124,8 @@ static volatile sig_atomic_t got_int, int_code, got_term;
 /* Live views (--mode cli / dashboard, live_view.h): what the aggregator is
  * asked to serve, and the terminal view that supervise() keeps drawing. */
 static int live_port_wanted = -1, live_port_got = -1, live_interval_ms = 1000;
+/* how the training is run, for a summary in which no rank reported */
+static tml_launch launch_kind;
 /* --html-report: the aggregator (or the fallback finalize) writes the page */
 static int html_report_wanted;
 static const char *live_bind;
@@ -690,9 +692,10 @@ static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, in
     setenv("TRACEML_SECRET", r->secret, 1);
     char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
                       "--run-name", (char *)r->name, "--run-id", (char *)r->id,
-                      "--control-fd", cfd, "--status-fd", sfd, NULL};
+                      "--control-fd", cfd, "--status-fd", sfd,
+                      "--launch", (char *)tml__launch_word(launch_kind), NULL};
     char ws[32], nn[32], port[32];
-    int k = 12;
+    int k = 14;
     if (d && d->enabled) {
         /* expected ranks and nodes: the summary names those missing */
         snprintf(ws, sizeof(ws), "%ld", d->world_size);
@@ -1022,6 +1025,7 @@ static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *
         char why[256];
         partial_reason(ap, r, agg, why, sizeof(why));
         tml__agg_set_partial(agg, why);
+        tml__agg_set_launch(agg, launch_kind);
         tml__agg_set_html_report(agg, html_report_wanted);
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
@@ -1262,6 +1266,8 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
 
     if (!o.dashdash && !o.no_auto_trace)
         zero_edit_script = o.cmd[0];
+    launch_kind = o.dashdash ? TML_LAUNCH_COMMAND : o.no_auto_trace ? TML_LAUNCH_NO_AUTO_TRACE
+                                                                    : TML_LAUNCH_ZERO_EDIT;
     char store[TML_DIST_STORE][32];
     char **dargv = NULL;   /* torch.distributed.run around the script */
     char logd[4300];       /* its --log_dir: per-rank stderr in the run folder */

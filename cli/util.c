@@ -306,3 +306,21 @@ void tml__cli_print_summary(const char *text)
         fputc('\n', stdout);
     fflush(stdout);
 }
+
+static const char *const launch_words[] = {
+    [TML_LAUNCH_UNKNOWN] = "unknown", [TML_LAUNCH_ZERO_EDIT] = "zero-edit",
+    [TML_LAUNCH_NO_AUTO_TRACE] = "no-auto-trace", [TML_LAUNCH_COMMAND] = "command",
+};
+
+const char *tml__launch_word(tml_launch how)
+{
+    return how >= TML_LAUNCH_UNKNOWN && how <= TML_LAUNCH_COMMAND ? launch_words[how] : "unknown";
+}
+
+tml_launch tml__launch_kind(const char *word)
+{
+    for (int k = TML_LAUNCH_ZERO_EDIT; k <= TML_LAUNCH_COMMAND; k++)
+        if (strcmp(word, launch_words[k]) == 0)
+            return (tml_launch)k;
+    return TML_LAUNCH_UNKNOWN;
+}

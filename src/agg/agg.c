@@ -523,6 +523,12 @@ void tml__agg_set_html_report(tml_agg *a, int on)
         a->html_report = on != 0;
 }
 
+void tml__agg_set_launch(tml_agg *a, tml_launch how)
+{
+    if (a)
+        a->run.launch = how;
+}
+
 void tml__agg_set_partial(tml_agg *a, const char *why)
 {
     snprintf(a->run.partial, sizeof(a->run.partial), "%s", why);

@@ -93,6 +93,10 @@ void tml__agg_set_html_report(tml_agg *a, int on);
 /* Marks the run's data incomplete, and why (shown in the summary as
  * PARTIAL and in meta.partial); also logged to traceml.log. */
 void tml__agg_set_partial(tml_agg *a, const char *why);
+
+/* How the launcher ran the training (TML_LAUNCH_*): a summary without any
+ * rank says why by it. */
+void tml__agg_set_launch(tml_agg *a, tml_launch how);
 /* The highest step id any rank sent + 1 (0 without steps). */
 uint64_t tml__agg_steps_seen(const tml_agg *a);
 

@@ -22,6 +22,7 @@
  */
 #include "diag/diag.h"
 #include "base/fmt.h"
+#include "model/run.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -465,16 +466,45 @@ static const char *missing_hint(int phase)
 
 /* NO DATA or WARMUP as the primary when the window cannot be diagnosed;
  * returns 1 when it set one. */
+/* No rank reported: why, and what to do, by how the launcher ran it. */
+static void no_rank(const tml_window *w, tml_diagnosis *d)
+{
+    static const char *const why[] = {
+        [TML_LAUNCH_UNKNOWN] = "no process of the training started TraceML (no rank reported).",
+        [TML_LAUNCH_ZERO_EDIT] = "no process of the training started TraceML (no rank "
+            "reported): zero-edit tracing starts it when the script imports torch and trains "
+            "(a backward, an optimizer step), and none did.",
+        [TML_LAUNCH_NO_AUTO_TRACE] = "no process of the training started TraceML (no rank "
+            "reported), and --no-auto-trace left the script untraced.",
+        [TML_LAUNCH_COMMAND] = "no process of the training started TraceML (no rank "
+            "reported): `traceml run -- COMMAND` runs the command as given.",
+    };
+    static const char *const next[] = {
+        [TML_LAUNCH_UNKNOWN] = "Call traceml.init() in the training and wrap each step in "
+            "traceml.trace_step(model).",
+        [TML_LAUNCH_ZERO_EDIT] = "Check that the script trains with torch in this process or in "
+            "ranks that join a process group, or call traceml.init() and wrap each step in "
+            "traceml.trace_step(model).",
+        [TML_LAUNCH_NO_AUTO_TRACE] = "Let `traceml run` trace the script as is (without "
+            "--no-auto-trace), or call traceml.init() and wrap each step in "
+            "traceml.trace_step(model).",
+        [TML_LAUNCH_COMMAND] = "Run the script as `traceml run SCRIPT` (traced as is), or call "
+            "traceml.init() in it and wrap each step in traceml.trace_step(model).",
+    };
+    int k = w->launch >= TML_LAUNCH_UNKNOWN && w->launch <= TML_LAUNCH_COMMAND ? w->launch : 0;
+    snprintf(d->why, sizeof(d->why), "No training steps were detected: %s", why[k]);
+    snprintf(d->next, sizeof(d->next), "%s", next[k]);
+}
+
 static int insufficient_data(const tml_window *w, const tml_thresholds *th, size_t nactive,
                              tml_step_diag *out)
 {
     if (w->common_steps == 0 || w->window_steps == 0 || nactive == 0) {
         diag_init(&out->primary, "NO_DATA", "NO DATA", TML_SEV_INFO);
-        if (w->nranks == 0)
-            snprintf(out->primary.why, sizeof(out->primary.why),
-                     "No training steps were detected: no process of the training started "
-                     "TraceML (no rank reported).");
-        else if (w->aborted_steps > 0 && w->common_steps == 0)
+        if (w->nranks == 0) {
+            no_rank(w, &out->primary);
+            return 1;
+        } else if (w->aborted_steps > 0 && w->common_steps == 0)
             snprintf(out->primary.why, sizeof(out->primary.why),
                      "Every common step was aborted (%zu), so no step can be timed.", w->aborted_steps);
         else if (nactive > 1 || (nactive == 1 && w->nranks > 1))
@@ -483,10 +513,9 @@ static int insufficient_data(const tml_window *w, const tml_thresholds *th, size
         else
             snprintf(out->primary.why, sizeof(out->primary.why),
                      "No training steps were detected: no complete step was recorded (no "
-                     "trace_step, and no optimizer.step() for automatic detection).");
-        snprintf(out->primary.next, sizeof(out->primary.next), w->nranks == 0 ?
-                 "Let `traceml run` trace the script as is (without --no-auto-trace), or call "
-                 "traceml.init() and wrap each step in traceml.trace_step(model)." :
+                     "trace_step, and no optimizer.step() for automatic detection; a "
+                     "torch.compile'd optimizer.step() is not seen).");
+        snprintf(out->primary.next, sizeof(out->primary.next),
                  "Wrap the training step in traceml.trace_step(model) and run at least a few steps.");
         return 1;
     }

@@ -126,6 +126,7 @@ typedef struct tml_window {
     size_t max_steps;         /* N: the window's cap */
     size_t nranks;
     tml_rank_window *ranks;   /* sorted by rank */
+    int launch;               /* the run's tml_launch */
     uint32_t missing;         /* union over ranks of missing phases */
     /* Across ranks (indices into ranks, -1 without ranks/steps). */
     int median_rank;          /* the real rank nearest the median Step Time */

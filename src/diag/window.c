@@ -589,6 +589,7 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     int err = TML_ENOMEM;
 
     window_reset(w, max_steps);
+    w->launch = run->launch;
     if (run->nranks == 0)
         return 0;
 

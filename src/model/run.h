@@ -57,6 +57,15 @@ typedef struct tml_rank_conflict {
 
 #define TML_MAX_CONFLICTS 64
 
+/* How `traceml run` started the training: what a summary in which no rank
+ * reported tells the user to do depends on it. */
+typedef enum tml_launch {
+    TML_LAUNCH_UNKNOWN = 0,     /* traceml serve, in-process, a rebuilt run */
+    TML_LAUNCH_ZERO_EDIT,       /* traceml run SCRIPT: zero-edit tracing on */
+    TML_LAUNCH_NO_AUTO_TRACE,   /* traceml run --no-auto-trace SCRIPT */
+    TML_LAUNCH_COMMAND          /* traceml run -- COMMAND: run as given */
+} tml_launch;
+
 typedef struct tml_run {
     char name[128];
     char id[40];
@@ -70,6 +79,7 @@ typedef struct tml_run {
     /* Why the run's data is incomplete (the aggregator died and the run
      * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
     char partial[256];
+    tml_launch launch;
     tml_rank_conflict conflicts[TML_MAX_CONFLICTS];
     size_t nconflicts;        /* may exceed TML_MAX_CONFLICTS (then only counted) */
     /* CPU time of an aggregator that is a process of its own, 0 unknown

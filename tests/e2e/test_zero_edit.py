@@ -7,7 +7,7 @@ no steps were detected, and how to get them."""
 import json
 import os
 
-from conftest import DIAG, EXAMPLES, primary, step_metric_ms
+from conftest import DIAG, EXAMPLES, PYTHON, primary, step_metric_ms
 
 UNMODIFIED = os.path.join(EXAMPLES, "unmodified")
 
@@ -126,3 +126,20 @@ def test_gradient_accumulation_and_hand_written_update(traceml_run):
     assert 58 <= s["meta"]["common_steps"] <= 59, s["meta"]
     p = primary(s)
     assert p["label"] == "INPUT-BOUND" and "Caveat: Optimizer" in p["why"], json.dumps(p)
+
+
+def test_no_rank_says_why_by_how_it_was_run(traceml_run, tmp_path):
+    # nothing blames an option the user did not pass: a script that never
+    # trains (zero-edit on), and a command run as given (`--`)
+    script = tmp_path / "no_torch.py"
+    script.write_text("print('no training here')\n")
+    r = traceml_run(str(script))
+    assert r.rc == 0, r.explain()
+    p = primary(r.summary())
+    assert "zero-edit tracing starts it when the script imports torch" in p["why"], p
+    assert "--no-auto-trace" not in p["why"] + p["next"], p
+    r = traceml_run(PYTHON, str(script), run_name="cmd", launcher_args=["--"])
+    assert r.rc == 0, r.explain()
+    p = primary(r.summary())
+    assert "`traceml run -- COMMAND` runs the command as given" in p["why"], p
+    assert "--no-auto-trace" not in p["why"] + p["next"], p
