@@ -101,6 +101,7 @@ int tml__dist_setup(tml_dist *d, const tml_dist_args *a)
     }
     d->enabled = 1;
     d->multi_host = d->nnodes > 1;
+    d->standalone = !d->slurm && d->nnodes == 1 && !a->port_given && !a->addr_given;
     d->agg_port = a->agg_port ? a->agg_port : d->master_port + 1;
     if (d->followers && d->agg_port > 65535)
         return tml__cli_error("--master-port %ld leaves no aggregator port; set "
@@ -133,10 +134,14 @@ char **tml__dist_torchrun_argv(const tml_dist *d, const char *python, int torch1
     v[k++] = store[1];
     v[k++] = "--node_rank";
     v[k++] = store[2];
-    v[k++] = "--master_addr";
-    v[k++] = (char *)d->master_addr;
-    v[k++] = "--master_port";
-    v[k++] = store[3];
+    if (d->standalone) {
+        v[k++] = "--standalone";
+    } else {
+        v[k++] = "--master_addr";
+        v[k++] = (char *)d->master_addr;
+        v[k++] = "--master_port";
+        v[k++] = store[3];
+    }
     if (torch1) {   /* torchrun 1.x crashes under Python 3.11 with its default output */
         v[k++] = "--redirects";
         v[k++] = "2";

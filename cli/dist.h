@@ -34,6 +34,8 @@ typedef struct tml_dist {
     int host;             /* hosts the aggregator, prints the summary */
     int followers;        /* other launchers exist: fixed port, shared id */
     int multi_host;       /* ranks on other hosts: listen on every interface */
+    int standalone;       /* one node, no --master-port: torchrun --standalone
+                           * picks a free rendezvous port (two runs at once) */
     long nproc, nnodes, node_rank, task;
     long world_size;      /* ranks expected by the aggregator (0 = any) */
     const char *master_addr;

@@ -364,6 +364,8 @@ static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnos
     if (at < 0 || !ge(share, th->comm_warn))
         return 0;
     const tml_rank_window *r = &w->ranks[at];
+    if (w->nranks < 2 && !(r->comm_bytes_per_step > 0))
+        return 0;   /* a group of one sends nothing: its collectives are local copies */
     tml_severity sev = ge(share, th->comm_crit) && w->window_steps >= th->straggler_crit_min_steps
                        ? TML_SEV_CRITICAL : TML_SEV_WARNING;
     diag_init(d, "COMMUNICATION_BOUND", "COMMUNICATION-BOUND", sev);
@@ -379,10 +381,17 @@ static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnos
              "rank (%s, the one that waited least: %.1f ms per step); it sent %s per step%s, "
              "%.1f ms in flight.", pct(share), who, ms(r->avg_ns[TML_M_COMM]), moved, bw,
              ms(r->avg_ns[TML_M_COMM_TOTAL]));
-    snprintf(d->next, sizeof(d->next), "The transfer itself is slow on every rank, not a peer: "
-             "sync less often (gradient accumulation under model.no_sync()), send less "
-             "(a bf16/fp16 or PowerSGD comm hook), overlap more of it with backward "
-             "(DDP bucket_cap_mb), or check the link between the nodes.");
+    if (w->host_cpu_busy > 0)   /* descheduled ranks hold the collectives up too */
+        snprintf(d->next, sizeof(d->next), "The host CPU averaged %.0f%% (HIGH CPU): ranks "
+                 "waiting for CPU time hold the collectives up as much as the link does; "
+                 "give each rank its cores (fewer ranks or threads per host), then look "
+                 "at the transfer: a bf16/fp16 comm hook, DDP bucket_cap_mb.",
+                 w->host_cpu_busy);
+    else
+        snprintf(d->next, sizeof(d->next), "The transfer itself is slow on every rank, not a "
+                 "peer: sync less often (gradient accumulation under model.no_sync()), send "
+                 "less (a bf16/fp16 or PowerSGD comm hook), overlap more of it with backward "
+                 "(DDP bucket_cap_mb), or check the link between the nodes.");
     return 1;
 }
 

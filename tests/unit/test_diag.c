@@ -764,6 +764,25 @@ static void test_communication_bound(void)
     tml__diag_step_time(&w, &th, &d);
     CHECK_STR(d.primary.kind, "BALANCED");
     CHECK_EQ_INT(tml__thresholds_parse(&th, "comm_warn=0.6"), TML_EINVAL);   /* above crit */
+    /* on a saturated host the ranks' waits for CPU time are in it too: the
+     * Next line says so before it blames the link */
+    w.host_cpu_busy = 97;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
+    CHECK(strstr(d.primary.next, "host CPU averaged 97% (HIGH CPU)") != NULL);
+    CHECK(strstr(d.primary.next, "check the link") == NULL);
+    /* a group of one (a single process's gloo group: DeepSpeed on one
+     * rank) sends nothing: its "collectives" are no communication */
+    shares one[1] = { split(2, 0, 31, 67) };
+    tml_window w1 = window(1, one, 100, TML_CLOCK_CPU);
+    double c1[1] = { 30 };
+    with_comm(&w1, c1);
+    w1.ranks[0].comm_bytes_per_step = 0;
+    tml__diag_step_time(&w1, NULL, &d);
+    CHECK(strcmp(d.primary.kind, "COMMUNICATION_BOUND") != 0);
+    w1.ranks[0].comm_bytes_per_step = 8e6;      /* one rank of a larger group that sent */
+    tml__diag_step_time(&w1, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
 }
 
 /* A rank slowed in its forward: its peer waits in the all-reduce (exposed
