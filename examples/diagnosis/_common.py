@@ -58,10 +58,7 @@ def mlp(dim=64, width=256, depth=2, classes=10, seed=0):
 
 
 def sleep_ms(ms):
-    """Sleeps ms milliseconds precisely (time.sleep alone may overshoot by
-    tens of microseconds; the tail is spun)."""
-    end = time.perf_counter() + ms / 1000.0
-    if ms > 1.0:
-        time.sleep(max(0.0, ms / 1000.0 - 0.0005))
-    while time.perf_counter() < end:
-        pass
+    """Sleeps ms milliseconds: the injected cause. On a loaded machine the
+    sleep overshoots; the tests compare TraceML's figures with what the
+    script really slept (tests/e2e/slept), not with ms."""
+    time.sleep(ms / 1000.0)

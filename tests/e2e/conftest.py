@@ -15,7 +15,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 
 import pytest
 
@@ -30,6 +29,35 @@ else:
 EXAMPLES = os.path.join(REPO, "examples")
 DIAG = os.path.join(EXAMPLES, "diagnosis")
 TIMEOUT = 240
+# tests/fakes/torch, first on PYTHONPATH: the quick tier's torch (glue
+# tests that need no real PyTorch; tests/README.md)
+FAKES = os.path.join(REPO, "tests", "fakes")
+FAKE_TORCH = {"PYTHONPATH": FAKES}
+
+
+# The modules whose tests take longest start first, so that pytest's
+# workers do not wait for one of them at the end (tests/run).
+SLOW_FIRST = ("test_integrations_ray", "test_integrations_hf", "test_live", "test_distributed",
+              "test_integrations_deepspeed", "test_unchanged", "test_comm", "test_install",
+              "test_integrations_lightning", "test_compare", "test_multinode_live")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "quick: needs no real torch (the fake one or none): the quick tier, "
+        "scripts/test --quick")
+    config.addinivalue_line(
+        "markers", "xdist_group(name): tests that share a module's expensive fixture run "
+        "on one pytest worker (tests/run: --dist loadgroup)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test module sets QUICK = True when every test in it is quick."""
+    for item in items:
+        if getattr(item.module, "QUICK", False):
+            item.add_marker(pytest.mark.quick)
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda it: rank.get(it.module.__name__, len(rank)))
 
 
 def base_env(**extra):
@@ -138,9 +166,97 @@ def step_metric_ms(summary, name):
 
 
 def near(measured, injected_ms, rel=0.15, abs_ms=2.0):
-    """The accuracy rule of the scenarios: within 15% or 2 ms, whichever is
-    larger."""
+    """Within 15% or 2 ms of a reference, whichever is larger. The
+    reference is what the script measured itself (Slept.mean, its own
+    timings), never the delay it asked for: a loaded machine overshoots
+    that."""
     return measured is not None and abs(measured - injected_ms) <= max(rel * injected_ms, abs_ms)
+
+
+def covers(measured, reference_ms, rel=0.10, abs_ms=0.5, extra_ms=1.0):
+    """TraceML's figure for an interval that holds the script's measured
+    work (`reference_ms`, e.g. a loader's sleep) and a little of its own
+    around it (the fetch's indexing and collate, up to extra_ms): not below
+    the reference, not more than extra_ms above it, within rel / abs_ms."""
+    tol = max(rel * reference_ms, abs_ms)
+    return measured is not None and reference_ms - tol <= measured <= reference_ms + extra_ms + tol
+
+
+SLEPT_SITE = os.path.join(REPO, "tests", "e2e", "slept")
+
+
+class Slept(object):
+    """What the training really slept: every time.sleep() of its Python
+    processes, timed (tests/e2e/slept/sitecustomize.py)."""
+
+    def __init__(self, folder):
+        self.folder = str(folder)
+        os.makedirs(self.folder, exist_ok=True)
+
+    def env(self, **extra):
+        """The training's environment for it (PYTHONPATH joined with extra's)."""
+        e = dict(extra)
+        e["TRACEML_TEST_SLEPT"] = self.folder
+        e["PYTHONPATH"] = os.pathsep.join(p for p in (SLEPT_SITE, extra.get("PYTHONPATH")) if p)
+        return e
+
+    def env_c(self, prog, **extra):
+        """The same for a C training (tests/fakes/slept.c, preloaded): only
+        the program named prog records."""
+        e = dict(extra, TRACEML_TEST_SLEPT=self.folder, TRACEML_TEST_SLEPT_PROG=prog)
+        e["LD_PRELOAD"] = os.path.join(BUILD, "fakes", "libslept.so")
+        return e
+
+    def durations(self, asked_ms):
+        """Each sleep that asked for asked_ms: how long it took, in ms."""
+        out = []
+        for name in os.listdir(self.folder):
+            with open(os.path.join(self.folder, name)) as f:
+                for line in f:
+                    asked, took = (float(x) for x in line.split())
+                    if abs(asked - asked_ms) < 1e-3:
+                        out.append(took)
+        return out
+
+    def mean(self, asked_ms):
+        """The mean of those: the reference for TraceML's window averages
+        (step_metric_ms), which a loaded machine's late wake-ups move
+        alike."""
+        d = self.durations(asked_ms)
+        assert d, "no sleep of %s ms was recorded in %s" % (asked_ms, self.folder)
+        return sum(d) / len(d)
+
+
+@pytest.fixture
+def slept(tmp_path):
+    return Slept(tmp_path / "slept")
+
+
+def host_saturated(summary):
+    """The host CPU was saturated while it ran (HIGH CPU, as TraceML
+    recorded it): an INPUT-BOUND Next then does not advise more workers."""
+    return "HIGH_CPU" in [i["kind"] for i in summary["system"]["issues"]]
+
+
+def check_healthy(summary):
+    """No WARNING or CRITICAL verdict, but the one a saturated host earns
+    for real: ranks waiting for a core hold the collectives up, and
+    COMMUNICATION-BOUND then says so (its Next names HIGH CPU)."""
+    prim = summary["primary_diagnosis"]
+    if host_saturated(summary) and prim["kind"] == "COMMUNICATION_BOUND":
+        assert "HIGH CPU" in prim["next"], prim
+    else:
+        assert prim["severity"] not in ("WARNING", "CRITICAL"), prim
+
+
+def check_input_advice(summary, workers_hint="num_workers"):
+    """The INPUT-BOUND Next line follows the host state TraceML recorded:
+    more workers on an idle host, cheaper batches on a saturated one."""
+    nxt = primary(summary)["next"]
+    if host_saturated(summary):
+        assert "host CPU averaged" in nxt and "try num_workers" not in nxt, nxt
+    else:
+        assert workers_hint in nxt, nxt
 
 
 def free_port_pair():

@@ -23,6 +23,8 @@ import pytest
 
 from conftest import TRACEML
 
+QUICK = True      # no real torch: the quick tier (conftest.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("TRACEML_BIN", TRACEML)
 

@@ -20,12 +20,17 @@ import pytest
 
 from conftest import REPO, TRACEML, EXAMPLES, DIAG, base_env
 
+# its tests share one fixture's runs: all on one pytest worker (tests/run), and the
+# fixture session-scoped there, so the worker's other tests in between do not
+# make it again
+pytestmark = pytest.mark.xdist_group("compare")
+
 QUICKSTART = os.path.join(EXAMPLES, "quickstart.py")
 STEPS = 80
 DELAY_MS = "40"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runs(tmp_path_factory):
     """name -> path of final_summary.json."""
     logs = tmp_path_factory.mktemp("compare") / "logs"

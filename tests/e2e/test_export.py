@@ -9,10 +9,15 @@ import pytest
 
 from conftest import REPO, TRACEML, EXAMPLES, base_env
 
+# its tests share one fixture's runs: all on one pytest worker (tests/run), and the
+# fixture session-scoped there, so the worker's other tests in between do not
+# make it again
+pytestmark = pytest.mark.xdist_group("export")
+
 STEPS = 40
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_dir(tmp_path_factory):
     logs = tmp_path_factory.mktemp("export") / "logs"
     p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "exp",

@@ -25,6 +25,11 @@ import pytest
 
 from conftest import REPO, BUILD, TRACEML, EXAMPLES, base_env
 
+# its tests share one fixture's runs: all on one pytest worker (tests/run), and the
+# fixture session-scoped there, so the worker's other tests in between do not
+# make it again
+pytestmark = pytest.mark.xdist_group("html")
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "live"))
 import cdp  # noqa: E402
 
@@ -101,7 +106,7 @@ def check_stacked(chart, dominant):
     assert px[dominant] == max(px.values()) and px[dominant] > 0.4 * sum(px.values()), px
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_dir(tmp_path_factory):
     logs = tmp_path_factory.mktemp("html") / "logs"
     p = subprocess.run([TRACEML, "run", "--html-report", "--interval", "0.5", "--logs-dir",

@@ -23,6 +23,11 @@ import pytest
 
 from conftest import PYTHON, REPO, VENV, base_env
 
+# its tests share one fixture's runs: all on one pytest worker (tests/run), and the
+# fixture session-scoped there, so the worker's other tests in between do not
+# make it again
+pytestmark = pytest.mark.xdist_group("install")
+
 # One write(2) per line: under PYTHONUNBUFFERED print() writes each piece
 # apart, and two ranks sharing a pipe interleave them ("PY PY 0 1 ...").
 PRINT_PY = ("import os, sys\n"
@@ -55,7 +60,7 @@ def one_error_line(p, *needles):
     return lines[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dist(tmp_path_factory):
     """sdist + wheel (built from the sdist) with `python -m build`."""
     out = tmp_path_factory.mktemp("dist")
@@ -66,7 +71,7 @@ def dist(tmp_path_factory):
     return sdist[0], wheel[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel_venv(dist, tmp_path_factory):
     """A fresh venv (no torch) with the wheel installed, offline."""
     v = venv(tmp_path_factory.mktemp("wheel") / "venv")

@@ -22,6 +22,8 @@ import pytest
 from conftest import REPO, TRACEML, base_env
 from test_live import Tmux, wait_for
 
+QUICK = True      # no real torch: the quick tier (conftest.py)
+
 TICKER = os.path.join(REPO, "tests", "e2e", "live", "ticker.py")
 ITERATIONS = 300
 

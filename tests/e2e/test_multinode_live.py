@@ -194,7 +194,7 @@ def test_terminal_view_on_node0_shows_node1(tmp_path):
     if hosts:
         extra = {"TRACEML_SECRET": secret, "GLOO_SOCKET_IFNAME": hosts.ifname(0)}
     env0.update(extra)
-    cmd = "cd %s && %s %s run --mode cli --logs-dir %s --node-rank 0 %s %s --steps 400; " \
+    cmd = "cd %s && %s %s run --mode cli --logs-dir %s --node-rank 0 %s %s --steps 1000; " \
           "echo $? > %s; sleep 600" % (REPO, " ".join(hosts.prefix(0)) if hosts else "",
                                        TRACEML, logs[0], " ".join(common),
                                        os.path.join(REPO, "examples", "distributed",
@@ -207,7 +207,7 @@ def test_terminal_view_on_node0_shows_node1(tmp_path):
             (hosts.prefix(1) if hosts else []) +
             [TRACEML, "run", "--mode", "cli", "--logs-dir", str(logs[1]), "--node-rank", "1"] +
             common + [os.path.join(REPO, "examples", "distributed", "train_ddp.py"),
-                      "--steps", "400"],
+                      "--steps", "1000"],
             cwd=REPO, env=base_env(**env1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
 

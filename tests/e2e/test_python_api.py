@@ -1,11 +1,17 @@
 """The Python API (SPEC 2.1): modes, init's idempotence, TRACEML_DISABLED,
 lazy torch import, in-process mode (plain python, no launcher), exceptions
-in the bracket, several models, and that training results do not change."""
+in the bracket, several models, and that training results do not change.
+
+The glue's behaviour is tested on the fake torch (tests/fakes/torch, the
+quick tier); the front door (plain python, a real training), several
+models and unchanged results on the real one."""
 import json
 import os
 import subprocess
 
-from conftest import PYTHON, base_env, primary, step_diag, step_metric_ms
+import pytest
+
+from conftest import FAKE_TORCH, PYTHON, base_env, step_diag, step_metric_ms
 
 PRELUDE = r'''
 import os, sys, time, json
@@ -26,12 +32,13 @@ def make(steps=40, batch=16, seed=0):
 
 
 def py(code, env=None, timeout=120):
-    e = base_env()
+    e = base_env(**FAKE_TORCH)
     e.update(env or {})
     return subprocess.run([PYTHON, "-c", code], env=e, capture_output=True, text=True,
                           timeout=timeout)
 
 
+@pytest.mark.quick
 def test_import_does_not_import_torch():
     r = py("import sys, traceml_ai\n"
            "assert 'torch' not in sys.modules, 'torch imported'\n"
@@ -40,6 +47,7 @@ def test_import_does_not_import_torch():
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
 
 
+@pytest.mark.quick
 def test_init_idempotent_conflicting_and_unknown_mode(tmp_path):
     code = PRELUDE + r'''
 try:
@@ -65,6 +73,7 @@ print("ok")
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.quick
 def test_disabled_is_a_noop(tmp_path):
     code = PRELUDE + r'''
 orig_backward = torch.Tensor.backward
@@ -109,13 +118,13 @@ for x, y in loader:
 '''
 
 
-def run_plain(plain_python, mode, kw=None, wrap="all", steps=40):
-    return plain_python("train", code=TRAIN, env={
-        "MODE": mode, "KW": json.dumps(kw or {}), "WRAP": wrap, "STEPS": steps})
+def run_plain(plain_python, mode, kw=None, wrap="all", steps=40, real=False):
+    env = {"MODE": mode, "KW": json.dumps(kw or {}), "WRAP": wrap, "STEPS": steps}
+    return plain_python("train", code=TRAIN, env=env if real else dict(env, **FAKE_TORCH))
 
 
 def test_plain_python_prints_box_and_writes_summary(plain_python):
-    r = run_plain(plain_python, "auto")
+    r = run_plain(plain_python, "auto", real=True)
     assert r.rc == 0, r.explain()
     assert r.run_dir is not None, "run folders: %r\n%s" % (r.all_runs, r.explain())
     assert "Verdict:" in r.stdout and "TraceML Run Summary" in r.stdout, r.explain()
@@ -132,6 +141,7 @@ def test_plain_python_prints_box_and_writes_summary(plain_python):
     assert step_metric_ms(s, "optimizer") > 0
 
 
+@pytest.mark.quick
 def test_manual_mode_with_wrap_helpers(plain_python):
     r = run_plain(plain_python, "manual")
     assert r.rc == 0, r.explain()
@@ -143,6 +153,7 @@ def test_manual_mode_with_wrap_helpers(plain_python):
     assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "optimizer") > 0
 
 
+@pytest.mark.quick
 def test_manual_mode_without_wrapping_is_incomplete(plain_python):
     r = run_plain(plain_python, "manual", wrap="none")
     assert r.rc == 0, r.explain()
@@ -154,6 +165,7 @@ def test_manual_mode_without_wrapping_is_incomplete(plain_python):
     assert "trace_step(model)" in d["why"] + d["next"]
 
 
+@pytest.mark.quick
 def test_selective_unpatched_phase_is_missing(plain_python):
     r = run_plain(plain_python, "selective", kw={"patch_forward": False})
     assert r.rc == 0, r.explain()
@@ -165,6 +177,7 @@ def test_selective_unpatched_phase_is_missing(plain_python):
     assert d["label"] == "INCOMPLETE DATA" or "Caveat: Forward" in d["why"], json.dumps(d)
 
 
+@pytest.mark.quick
 def test_exception_in_bracket_propagates_unchanged(plain_python):
     code = PRELUDE + r'''
 class Boom(Exception):
@@ -191,7 +204,7 @@ except KeyError as e:
     assert e.args == ("k",)
 print("ok")
 '''
-    r = plain_python("exc", code=code)
+    r = plain_python("exc", code=code, env=FAKE_TORCH)
     assert r.rc == 0 and "ok" in r.stdout, r.explain()
     s = r.summary()
     assert step_metric_ms(s, "forward") > 0
@@ -277,6 +290,7 @@ def test_results_identical_with_and_without_traceml(plain_python):
     assert la and la == lb, (la, lb)
 
 
+@pytest.mark.quick
 def test_init_failure_never_breaks_training(plain_python, tmp_path):
     # An unwritable logs folder: TraceML warns, training finishes with rc 0.
     blocker = tmp_path / "not_a_dir"
@@ -290,11 +304,12 @@ for x, y in loader:
         opt.zero_grad(); loss.backward(); opt.step()
 print("trained")
 '''.replace("BAD", repr(str(blocker / "logs")))
-    r = plain_python("badlogs", code=code, logs_env=False)
+    r = plain_python("badlogs", code=code, logs_env=False, env=FAKE_TORCH)
     assert r.rc == 0 and "trained" in r.stdout, r.explain()
     assert "traceml" in r.stderr.lower()
 
 
+@pytest.mark.quick
 def test_summary_and_final_summary_after_the_run(plain_python):
     # An atexit handler registered before init() runs after TraceML's own
     # (atexit is last-in first-out), when the run folder is written.
@@ -318,7 +333,7 @@ for x, y in loader:
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad(); loss.backward(); opt.step()
 '''
-    r = plain_python("summ", code=code)
+    r = plain_python("summ", code=code, env=FAKE_TORCH)
     assert r.rc == 0 and "SUMMARY_OK" in r.stdout, r.explain()
 
 
@@ -350,6 +365,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.quick
 def test_spawned_children_claiming_rank_0_are_not_merged(tmp_path):
     # multiprocessing children each calling init() under `traceml run` all
     # say rank 0: each keeps its own steps, the summary names the conflict
@@ -357,7 +373,7 @@ def test_spawned_children_claiming_rank_0_are_not_merged(tmp_path):
     script = tmp_path / "spawned.py"
     script.write_text(SPAWNED)
     p = subprocess.run([TRACEML, "run", "--logs-dir", str(tmp_path / "logs"), "--run-name", "sp",
-                        str(script)], cwd=str(tmp_path), env=base_env(), capture_output=True,
+                        str(script)], cwd=str(tmp_path), env=base_env(**FAKE_TORCH), capture_output=True,
                        text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-3000:]
     with open(tmp_path / "logs" / "sp" / "final_summary.json", encoding="utf-8") as f:

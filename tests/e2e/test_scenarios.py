@@ -1,12 +1,17 @@
 """End-to-end scenarios: each script of examples/diagnosis/ injects a known
 cause into a real PyTorch training on the CPU; run through `traceml run`, the
-verdict must name it and the measured figure must match the injected delay
-within 10% (or 0.5 ms, whichever is larger: TIGHT)."""
+verdict must name it and the measured figure must match what the script
+really slept (tests/e2e/slept: the sleep it asked for overshoots on a
+loaded machine) within 10% (or 0.5 ms, whichever is larger: TIGHT). An
+advice that depends on the host (more DataLoader workers on an idle one,
+not on a saturated one) is checked against the host state TraceML
+recorded."""
 import json
 import os
 import subprocess
 
-from conftest import DIAG, EXAMPLES, near, primary, step_diag, step_metric_ms
+from conftest import (DIAG, EXAMPLES, check_input_advice, covers, primary, step_diag,
+                      step_metric_ms)
 
 TIGHT = {"rel": 0.10, "abs_ms": 0.5}   # the scenario suite's accuracy (docs/diagnosis.md)
 
@@ -15,28 +20,28 @@ def script(name):
     return os.path.join(DIAG, name + ".py")
 
 
-def test_input_bound(traceml_run):
-    r = traceml_run(script("input_bound"), "--steps", 150, "--delay-ms", 20)
+def test_input_bound(traceml_run, slept):
+    r = traceml_run(script("input_bound"), "--steps", 150, "--delay-ms", 20, env=slept.env())
     assert r.rc == 0, r.explain()
     s = r.summary()
     p = primary(s)
     assert (p["label"], p["severity"]) == ("INPUT-BOUND", "CRITICAL"), json.dumps(p)
-    wait = step_metric_ms(s, "input_wait")
-    assert near(wait, 20.0, **TIGHT), "Input Wait %s ms, injected 20 ms" % wait
+    wait, ref = step_metric_ms(s, "input_wait"), slept.mean(20)
+    assert covers(wait, ref, **TIGHT), "Input Wait %s ms, slept %.3f ms" % (wait, ref)
     assert "Verdict: INPUT-BOUND (CRITICAL)" in r.stdout, r.explain()
-    # the Next line names the loader as configured (SPEC 4.4)
-    assert "DataLoader(num_workers=0)" in p["next"], json.dumps(p)
+    # the Next line names the loader as configured (SPEC 4.4), given the host
+    check_input_advice(s, "DataLoader(num_workers=0)")
 
 
-def test_residual_heavy(traceml_run):
-    r = traceml_run(script("residual_heavy"), "--steps", 150, "--delay-ms", 15)
+def test_residual_heavy(traceml_run, slept):
+    r = traceml_run(script("residual_heavy"), "--steps", 150, "--delay-ms", 15, env=slept.env())
     assert r.rc == 0, r.explain()
     s = r.summary()
     p = primary(s)
     assert p["label"] == "RESIDUAL-HEAVY", json.dumps(p)
     assert p["severity"] == "CRITICAL", json.dumps(p)
-    res = step_metric_ms(s, "residual")
-    assert near(res, 15.0, **TIGHT), "Residual %s ms, injected 15 ms" % res
+    res, ref = step_metric_ms(s, "residual"), slept.mean(15)
+    assert covers(res, ref, **TIGHT), "Residual %s ms, slept %.3f ms" % (res, ref)
 
 
 def test_compute_bound(traceml_run):
@@ -46,8 +51,10 @@ def test_compute_bound(traceml_run):
     p = primary(s)
     assert p["label"] == "COMPUTE-BOUND", json.dumps(p)
     assert p["severity"] == "INFO"
-    assert step_metric_ms(s, "input_wait") < 2.0
-    assert step_metric_ms(s, "residual") < 2.0
+    # small beside the step (a busy host stretches the little there is)
+    step = step_metric_ms(s, "step_time")
+    assert step_metric_ms(s, "input_wait") < 0.1 * step, (step_metric_ms(s, "input_wait"), step)
+    assert step_metric_ms(s, "residual") < 0.1 * step, (step_metric_ms(s, "residual"), step)
 
 
 def test_incomplete_data_names_forward(traceml_run):
@@ -76,12 +83,12 @@ def test_healthy_has_no_warning(traceml_run):
     assert step_metric_ms(s, "forward") > 0
 
 
-def test_untraced(traceml_run):
-    r = traceml_run(script("untraced"), "--steps", 120, "--delay-ms", 20)
+def test_untraced(traceml_run, slept):
+    r = traceml_run(script("untraced"), "--steps", 120, "--delay-ms", 20, env=slept.env())
     assert r.rc == 0, r.explain()
     s = r.summary()
-    un = step_metric_ms(s, "untraced")
-    assert near(un, 20.0, **TIGHT), "Untraced %s ms, injected 20 ms" % un
+    un, ref = step_metric_ms(s, "untraced"), slept.mean(20)
+    assert covers(un, ref, **TIGHT), "Untraced %s ms, slept %.3f ms" % (un, ref)
     # The work is outside the bracket: the step itself must not absorb it.
     assert step_metric_ms(s, "residual") < 2.0
     assert step_metric_ms(s, "input_wait") < 2.0
@@ -122,26 +129,27 @@ def test_raises_keeps_traceback_summary_and_exit_code(traceml_run):
     assert r.manifest()["exit_code"] == 1
 
 
-def test_quickstart(traceml_run):
+def test_quickstart(traceml_run, slept):
     r = traceml_run(os.path.join(EXAMPLES, "quickstart.py"), run_name="quickstart",
-                    env={"QUICKSTART_STEPS": 200})
+                    env=slept.env(QUICKSTART_STEPS=200))
     assert r.rc == 0, r.explain()
     assert "Verdict: INPUT-BOUND (CRITICAL)" in r.stdout, r.explain()
     assert "CPU Clock" in r.stdout
     s = r.summary()
     assert (primary(s)["label"], primary(s)["severity"]) == ("INPUT-BOUND", "CRITICAL")
-    assert near(step_metric_ms(s, "input_wait"), 10.0, abs_ms=3.0)
+    wait, ref = step_metric_ms(s, "input_wait"), slept.mean(10)
+    assert covers(wait, ref, extra_ms=2.0), "Input Wait %s ms, slept %.3f ms" % (wait, ref)
     with open(r.artifact("final_summary.txt"), encoding="utf-8") as f:
         box = f.read()
     assert "INPUT-BOUND" in box and box.strip() in r.stdout
 
 
-def test_no_dataloader_hand_written_update_two_models(traceml_run):
+def test_no_dataloader_hand_written_update_two_models(traceml_run, slept):
     # batches from get_batch() (traceml.wrap_input), a hand-written SGD
     # update, trace_step(student, teacher): the verdict is not hidden by
     # the missing Optimizer, which is its caveat, with a hint for the loop
     r = traceml_run(os.path.join(EXAMPLES, "manual_update.py"), "--steps", 100,
-                    "--delay-ms", 15)
+                    "--delay-ms", 15, env=slept.env())
     assert r.rc == 0, r.explain()
     s = r.summary()
     p = primary(s)
@@ -149,8 +157,8 @@ def test_no_dataloader_hand_written_update_two_models(traceml_run):
     assert "Caveat: Optimizer was never observed" in p["why"], json.dumps(p)
     assert "hand-written update" in p["why"], json.dumps(p)
     assert p["evidence"]["missing_phases"] == ["optimizer"], json.dumps(p)
-    wait = step_metric_ms(s, "input_wait")
-    assert near(wait, 15.0, **TIGHT), "Input Wait %s ms, injected 15 ms" % wait
+    wait, ref = step_metric_ms(s, "input_wait"), slept.mean(15)
+    assert covers(wait, ref, **TIGHT), "Input Wait %s ms, slept %.3f ms" % (wait, ref)
     assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "backward") > 0
 
 

@@ -16,6 +16,8 @@ import subprocess
 import jsonschema
 import pytest
 
+QUICK = True      # no real torch: the quick tier (conftest.py)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
 BUILD = pathlib.Path(os.environ.get("TML_BUILD", ROOT / "build"))

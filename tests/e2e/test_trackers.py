@@ -50,7 +50,10 @@ def check_final(logged, final, flat):
     assert final["status"] == "completed"
     assert final["meta"]["common_steps"] == STEPS
     assert final["primary_diagnosis"]["kind"] == "INPUT_BOUND", final["primary_diagnosis"]
-    same = {k: v for k, v in flat.items() if k.startswith(SAME_AT_END)}
+    # the Next lines quote the host's CPU average, which goes on moving
+    # until the aggregator stops sampling (and may cross HIGH CPU's 80%)
+    same = {k: v for k, v in flat.items() if k.startswith(SAME_AT_END) and
+            not k.endswith("/next")}
     assert len(same) > 20, same
     assert {k: logged.get(k) for k in same} == same
 

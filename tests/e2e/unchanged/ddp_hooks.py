@@ -6,10 +6,12 @@
     --case builtin_fp16   DDP's builtin FP16_COMPRESS hook
     --case builtin        DDP's builtin ALLREDUCE hook
     --case tensor_hook    a hook that returns a Tensor instead of a Future
+    --case all            the first four, one after the other
 
-Trains 20 steps (rank-dependent data), then tries to register a second
-hook. Rank 0 writes to --out: a hash of the trained parameters, and what
-the second registration and the training raised (type and message).
+Each case trains a DDP model 20 steps (rank-dependent data), then tries to
+register a second hook. Rank 0 writes to --out, per case: a hash of the
+trained parameters, and what the second registration and the training
+raised (type and message).
 """
 import argparse
 import hashlib
@@ -38,37 +40,48 @@ def error(e):
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-torch.manual_seed(0)
-model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 4)), bucket_cap_mb=0.01)
-if a.case == "fp16":
-    model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
-elif a.case == "builtin_fp16":
-    model._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
-elif a.case == "builtin":
-    model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
-elif a.case == "tensor_hook":
-    model.register_comm_hook(None, tensor_hook)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-g = torch.Generator().manual_seed(rank)
-out = {"train": "ok"}
-try:
-    for i in range(a.steps):
-        x, y = torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-except Exception as e:
-    out["train"] = error(e)
-params = b"".join(t.detach().numpy().tobytes() for t in model.parameters())
-out["params"] = hashlib.sha1(params).hexdigest()
-try:
-    model.register_comm_hook(None, default_hooks.allreduce_hook)
-    out["second_hook"] = "accepted"
-except Exception as e:
-    out["second_hook"] = error(e)
+
+
+def train(case):
+    """One DDP model with the case's hook: what it gave and raised."""
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 4)),
+                bucket_cap_mb=0.01)
+    if case == "fp16":
+        model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
+    elif case == "builtin_fp16":
+        model._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
+    elif case == "builtin":
+        model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+    elif case == "tensor_hook":
+        model.register_comm_hook(None, tensor_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    out = {"train": "ok"}
+    try:
+        for i in range(a.steps):
+            x, y = torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    except Exception as e:
+        out["train"] = error(e)
+    params = b"".join(t.detach().numpy().tobytes() for t in model.parameters())
+    out["params"] = hashlib.sha1(params).hexdigest()
+    try:
+        model.register_comm_hook(None, default_hooks.allreduce_hook)
+        out["second_hook"] = "accepted"
+    except Exception as e:
+        out["second_hook"] = error(e)
+    return out
+
+
+cases = ["default", "fp16", "builtin_fp16", "builtin"] if a.case == "all" else [a.case]
+results = {case: train(case) for case in cases}
 if rank == 0:
     with open(a.out, "w") as f:
-        json.dump(out, f, sort_keys=True)
-    print("rank 0 done: %s" % out["train"], flush=True)
-if out["train"] == "ok":
+        json.dump(results, f, sort_keys=True)
+    print("rank 0 done: %s" % ", ".join("%s %s" % (c, r["train"]) for c, r in results.items()),
+          flush=True)
+if all(r["train"] == "ok" for r in results.values()):
     dist.destroy_process_group()
