@@ -57,6 +57,17 @@ void tml__cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * NULL) match "--name" only. Valued options match "--name V" (advancing
  * *i) and "--name=V"; a missing value dies with exit 2. 1 on match. */
 int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+/* An option of TraceML 0.5.0 with no meaning here (docs/compat.md):
+ * name, whether it takes a value, and why it means nothing. */
+typedef struct tml_cli_legacy {
+    const char *name;
+    int value;
+    const char *why;
+} tml_cli_legacy;
+/* Matches argv[*i] against the n options of `table` as tml__cli_opt()
+ * does; a match is accepted with one line "traceml: note: --X has no
+ * meaning here (why); ignored" on stderr. 1 on match. */
+int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *table, size_t n);
 /* Strict numbers: the whole string, within [min, max]; else dies naming opt. */
 long tml__cli_long(const char *opt, const char *s, long min, long max);
 double tml__cli_double(const char *opt, const char *s, double min, double max);

@@ -150,16 +150,23 @@ static long finalize_timeout_s = 20;
 /* --aggregator-bind-host: what node 0's aggregator listens on, multi-host */
 static const char *agg_bind = "0.0.0.0";
 
-/* Options of the original TraceML that mean nothing here: one line each. */
-static const struct foreign_opt {
-    const char *name;
-    int value;
-    const char *answer;
-} foreign_opts[] = {
+/* Options of TraceML 0.5.0 that mean nothing here: a note line each. */
+static const tml_cli_legacy legacy_opts[] = {
     {"--trace-max-steps", 1, "TraceML traces every step: its memory stays bounded and it "
      "costs ~1 us a step (docs/performance.md), so there is no step limit to set"},
     {"--aggregator-host", 1, "the ranks of other nodes reach node 0's aggregator at "
      "--master-addr, port --aggregator-port"},
+    {"--history-retention", 1, "the summary covers the whole run in bounded memory; "
+     "there is no history to prune"},
+    {"--no-history", 0, "the run's records are kept in bounded memory and its SQLite file"},
+    {"--on-missing-aggregator", 1, "the aggregator is this launcher's child; if it fails, "
+     "the training runs on and the launcher says so"},
+    {"--save-training-output", 0, "the training's output is always shown as it comes and "
+     "kept in the run folder's training_output.log"},
+    {"--no-save-training-output", 0, "the training's output is always shown as it comes "
+     "and kept in the run folder's training_output.log"},
+    {"--enable-logging", 0, "logging is always on: the run folder's traceml.log"},
+    {"--no-dashboard-auto-open", 0, "nothing opens a browser by itself"},
 };
 
 /* Consumes TraceML's option at argv[*i]: 1 taken, 0 not one of ours. */
@@ -168,6 +175,7 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
     const char *v, *a = argv[*i];
     if (tml__cli_opt(argc, argv, i, "--mode", &o->mode) ||
         tml__cli_opt(argc, argv, i, "--run-name", &o->run_name) ||
+        tml__cli_opt(argc, argv, i, "--session-id", &o->run_name) ||   /* 0.5.0's name */
         tml__cli_opt(argc, argv, i, "--logs-dir", &o->logs_dir) ||
         tml__cli_opt(argc, argv, i, "--master-addr", &o->master_addr) ||
         tml__cli_opt(argc, argv, i, "--python", &o->python) ||
@@ -200,16 +208,9 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
         o->disabled = 1;
     else if (tml__cli_opt(argc, argv, i, "--no-auto-trace", NULL))
         o->no_auto_trace = 1;
-    /* the original's: logging is always on (the run folder's traceml.log),
-     * nothing opens a browser by itself */
-    else if (!tml__cli_opt(argc, argv, i, "--enable-logging", NULL) &&
-             !tml__cli_opt(argc, argv, i, "--no-dashboard-auto-open", NULL)) {
-        for (size_t k = 0; k < sizeof(foreign_opts) / sizeof(foreign_opts[0]); k++)
-            if (tml__cli_opt(argc, argv, i, foreign_opts[k].name, foreign_opts[k].value ? &v : NULL))
-                tml__cli_die(TML_EXIT_USAGE, "%s is not an option of this TraceML: %s",
-                             foreign_opts[k].name, foreign_opts[k].answer);
-        return 0;
-    }
+    else
+        return tml__cli_legacy_opt(argc, argv, i, legacy_opts,
+                                   sizeof(legacy_opts) / sizeof(legacy_opts[0]));
     return 1;
 }
 

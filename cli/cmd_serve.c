@@ -33,7 +33,22 @@ const char tml__usage_serve[] =
     "  --dashboard       serve the live dashboard, /metrics and /api/* (docs/live.md)\n"
     "  --dashboard-port P  its port [8765] (implies --dashboard)\n"
     "  --dashboard-bind ADDR  its address [127.0.0.1] (implies --dashboard)\n"
-    "  --interval SEC    live refresh interval [1.0]\n";
+    "  --interval SEC    live refresh interval [1.0]\n"
+    "\n"
+    "TraceML 0.5.0's names work too: --session-id (--run-name), --aggregator-port\n"
+    "(--port), --aggregator-bind-host (--bind), --mode dashboard (--dashboard);\n"
+    "its other options are a note line each (docs/compat.md).\n";
+
+/* Options of TraceML 0.5.0's serve that mean nothing here: a note each. */
+static const tml_cli_legacy legacy_opts[] = {
+    {"--aggregator-host", 1, "the ranks are given the address in the export line"},
+    {"--nnodes", 1, "the summary counts the ranks that reported; `traceml run` knows "
+     "how many to expect"},
+    {"--nproc-per-node", 1, "the summary counts the ranks that reported; `traceml run` "
+     "knows how many to expect"},
+    {"--history-retention", 1, "the summary covers the whole run in bounded memory"},
+    {"--enable-logging", 0, "logging is always on: the run folder's traceml.log"},
+};
 
 static volatile sig_atomic_t stop;
 
@@ -94,11 +109,25 @@ int tml__cmd_serve(int argc, char **argv)
             return 0;
         }
         if (tml__cli_opt(argc, argv, &i, "--run-name", &run_name) ||
+            tml__cli_opt(argc, argv, &i, "--session-id", &run_name) ||   /* 0.5.0's names */
             tml__cli_opt(argc, argv, &i, "--logs-dir", &logs_dir) ||
-            tml__cli_opt(argc, argv, &i, "--bind", &bind))
+            tml__cli_opt(argc, argv, &i, "--bind", &bind) ||
+            tml__cli_opt(argc, argv, &i, "--aggregator-bind-host", &bind) ||
+            tml__cli_legacy_opt(argc, argv, &i, legacy_opts,
+                                sizeof(legacy_opts) / sizeof(legacy_opts[0])))
             continue;
-        if (tml__cli_opt(argc, argv, &i, "--port", &v))
-            port = (int)tml__cli_long("--port", v, 0, 65535);
+        if (tml__cli_opt(argc, argv, &i, "--port", &v) ||
+            tml__cli_opt(argc, argv, &i, "--aggregator-port", &v))
+            port = (int)tml__cli_long(a, v, 0, 65535);
+        else if (tml__cli_opt(argc, argv, &i, "--mode", &v)) {
+            if (strcmp(v, "dashboard") == 0)
+                dash = 1;
+            else if (strcmp(v, "cli") == 0)
+                fputs("traceml: note: --mode cli has no meaning for serve (no terminal view "
+                      "here; `traceml run --mode cli` has one); ignored\n", stderr);
+            else if (strcmp(v, "summary") != 0)
+                return tml__cli_error("--mode: '%s' is not summary, cli or dashboard", v);
+        }
         else if (tml__cli_opt(argc, argv, &i, "--dashboard", NULL))
             dash = 1;
         else if (tml__cli_opt(argc, argv, &i, "--dashboard-port", &v)) {

@@ -165,8 +165,9 @@ int tml__python_find(tml_python *py, const char *option, int need)
                               "('%s -m pip install torch') or %s", py->path, py->source,
                               py->path, how);
     if (!py->has_traceml)
-        return tml__cli_error("Python '%s' (from %s) cannot import traceml_ai: install it there "
-                              "('%s -m pip install traceml-ai') or %s", py->path, py->source,
-                              py->path, how);
+        return tml__cli_error("Python '%s' (from %s) cannot import traceml_ai: install this "
+                              "TraceML there ('%s -m pip install DIR', DIR its checkout or "
+                              "wheel; 'traceml-ai' on the registry is TraceML 0.5.0) or %s",
+                              py->path, py->source, py->path, how);
     return 0;
 }

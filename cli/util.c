@@ -50,6 +50,19 @@ void tml__cli_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *table, size_t n)
+{
+    const char *v;
+    for (size_t k = 0; k < n; k++) {
+        if (tml__cli_opt(argc, argv, i, table[k].name, table[k].value ? &v : NULL)) {
+            fprintf(stderr, "traceml: note: %s has no meaning here (%s); ignored\n",
+                    table[k].name, table[k].why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 _Noreturn void tml__cli_die(int code, const char *fmt, ...)
 {
     va_list ap;

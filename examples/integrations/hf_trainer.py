@@ -73,7 +73,9 @@ def main():
     ap.add_argument("--slow-ms", type=float, default=20.0)
     ap.add_argument("--no-token-average", action="store_true",
                     help="average_tokens_across_devices=False: no cross-rank gather per step")
-    ap.add_argument("--api", choices=("callback", "trainer"), default="callback")
+    ap.add_argument("--api", choices=("callback", "trainer", "init", "init+callback"),
+                    default="callback", help="init: TraceML 0.5.0's huggingface.init(), "
+                    "which adds the callback to every Trainer")
     a = ap.parse_args()
 
     rank = int(os.environ.get("RANK", "0"))
@@ -102,6 +104,11 @@ def main():
                   data_collator=SlowCollator(a.delay_ms / 1000.0 if a.delay_rank in (-1, rank) else 0.0))
         if a.api == "trainer":
             trainer = TraceMLTrainer(**kw)
+        elif a.api.startswith("init"):
+            from traceml_ai.integrations import huggingface
+            huggingface.init()
+            cbs = [huggingface.TraceMLTrainerCallback()] if a.api == "init+callback" else None
+            trainer = Trainer(callbacks=cbs, **kw)
         else:
             trainer = Trainer(callbacks=[TraceMLCallback()], **kw)
         result = trainer.train()

@@ -44,6 +44,9 @@ def parse():
     p.add_argument("--val-every", type=int, default=0,
                    help="validate every N batches (val_check_interval), 0: never")
     p.add_argument("--pl", action="store_true", help="import pytorch_lightning")
+    p.add_argument("--api", choices=("callback", "init", "init+callback"), default="callback",
+                   help="init: TraceML 0.5.0's lightning.init(), which adds the callback "
+                   "to every Trainer")
     return p.parse_args()
 
 
@@ -61,10 +64,13 @@ def main():
 
     if a.pl:
         import pytorch_lightning as L
-        from traceml_ai.integrations.pytorch_lightning import TraceMLCallback
+        from traceml_ai.integrations import pytorch_lightning as integration
     else:
         import lightning.pytorch as L
-        from traceml_ai.integrations.lightning import TraceMLCallback
+        from traceml_ai.integrations import lightning as integration
+    TraceMLCallback = integration.TraceMLCallback
+    if a.api.startswith("init"):
+        integration.init()
 
     torch.set_num_threads(1)
 
@@ -123,7 +129,8 @@ def main():
     trainer = L.Trainer(
         accelerator="cpu", devices=a.devices, max_steps=a.steps,
         accumulate_grad_batches=a.accum,
-        callbacks=[TraceMLCallback(time_transfer=True if a.time_transfer else None)],
+        callbacks=None if a.api == "init" else
+        [TraceMLCallback(time_transfer=True if a.time_transfer else None)],
         enable_progress_bar=False, logger=False, enable_checkpointing=False,
         enable_model_summary=False, **kw)
     trainer.fit(Model(), loader, val)

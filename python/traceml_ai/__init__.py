@@ -22,7 +22,7 @@ import os as _os
 import sys as _sys
 
 __all__ = [
-    "init", "start", "trace_step", "summary", "final_summary",
+    "init", "start", "InitConfig", "TraceMLInitConfig", "trace_step", "summary", "final_summary",
     "wrap_dataloader_fetch", "wrap_input", "wrap_forward", "wrap_backward",
     "wrap_optimizer", "wrap_h2d", "wrap_ddp",
 ]
@@ -426,51 +426,156 @@ def _env_disabled():
         "", "0", "false", "no", "off")
 
 
-def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
-         patch_backward=True, patch_h2d=True, patch_optimizer=True, patch_comm=True,
-         disabled=False, logs_dir=None, run_name=None):
-    """Starts TraceML in this process.
+class InitConfig(object):
+    """What init() set up, returned by it (TraceML 0.5.0's
+    TraceMLInitConfig): mode ("auto", "manual", "selective"), the patch_*
+    flags in effect, disabled (True also when init failed open), source
+    ("user", or "zero-edit" when `traceml run` started tracing first),
+    logs_dir and run_name."""
+
+    _fields = ("mode", "patch_dataloader", "patch_forward", "patch_backward", "patch_h2d",
+               "patch_optimizer", "patch_comm", "disabled", "source", "logs_dir", "run_name")
+    __slots__ = _fields
+
+    def __init__(self, mode, flags, disabled, logs_dir, run_name, source="user"):
+        values = (mode,) + tuple(flags) + (disabled, source, logs_dir, run_name)
+        for name, value in zip(self._fields, values):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("InitConfig is read-only")
+
+    def _key(self):
+        return tuple(getattr(self, f) for f in self._fields if f != "source")
+
+    def same_effective_configuration(self, other):
+        return self._key() == other._key()
+
+    def __eq__(self, other):
+        return isinstance(other, InitConfig) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return "InitConfig(%s)" % ", ".join("%s=%r" % (f, getattr(self, f))
+                                            for f in self._fields)
+
+
+TraceMLInitConfig = InitConfig   # 0.5.0's name
+
+
+def _patch_flags(mode, given):
+    """The six patch flags (dataloader, forward, backward, h2d, optimizer,
+    comm) for a mode. In "selective" an unspecified flag is on when the
+    call only switches some off (`patch_h2d=False`), and off when it
+    switches some on (`patch_dataloader=True`, TraceML 0.5.0's reading)."""
+    if mode == "auto":
+        return (True,) * 6
+    if mode == "manual":
+        return (False,) * 6
+    default = not any(g for g in given if g is not None)
+    return tuple(default if g is None else bool(g) for g in given)
+
+
+# 0.5.0 keywords this engine has no use for: why, in the warning naming it
+_NO_MEANING = {
+    "ui_mode": "the live view is chosen by `traceml run --mode cli|dashboard`",
+    "enable_logging": "logging is not switched: warnings go to stderr, and under "
+                      "`traceml run` the run folder keeps traceml.log",
+    "connect_timeout_sec": "the engine connects in the background and never makes "
+                           "the training wait",
+    "connect_retry_interval_sec": "the engine connects in the background and never "
+                                  "makes the training wait",
+}
+
+
+def _legacy_options(interval, aggregator_host, aggregator_port, on_missing, **unused):
+    """The 0.5.0 keywords of init(): those with a meaning here go to the
+    engine's environment (an explicit argument wins over it, as in 0.5.0),
+    the others are one warning line each. Returns the missing-aggregator
+    policy, "warn" or "raise"."""
+    for name, value in sorted(unused.items()):
+        if value is not None and not (name == "ui_mode" and value == "summary"):
+            _warn("init(%s=%r) has no meaning here (%s); ignored"
+                  % (name, value, _NO_MEANING[name]))
+    if interval is not None:
+        interval = float(interval)
+        if not 0.01 <= interval <= 3600:
+            raise ValueError("traceml.init(): interval=%r is out of range (0.01 to 3600 "
+                             "seconds)" % interval)
+        _os.environ["TRACEML_INTERVAL"] = repr(interval)
+    if (aggregator_host or aggregator_port) and not _os.environ.get("TRACEML_ADDR"):
+        # an aggregator of `traceml serve` (it prints TRACEML_SECRET to export)
+        _os.environ["TRACEML_ADDR"] = "%s:%d" % (aggregator_host or "127.0.0.1",
+                                                 int(aggregator_port or 29765))
+    policy = (on_missing or _os.environ.get("TRACEML_ON_MISSING_AGGREGATOR") or "warn")
+    policy = str(policy).strip().lower()
+    if policy not in ("warn", "raise"):
+        raise ValueError("traceml.init(): on_missing_aggregator=%r (expected 'warn' or "
+                         "'raise')" % (on_missing,))
+    return policy
+
+
+def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
+         patch_backward=None, patch_h2d=None, patch_optimizer=None, patch_comm=None,
+         disabled=None, logs_dir=None, run_name=None, session_id=None, interval=None,
+         ui_mode=None, enable_logging=None, aggregator_host=None, aggregator_port=None,
+         connect_timeout_sec=None, connect_retry_interval_sec=None,
+         on_missing_aggregator=None, _source="user"):
+    """Starts TraceML in this process; returns an InitConfig.
 
     mode="auto" instruments DataLoader fetches, the traced model's forward,
     backward, optimizer steps, host-to-device copies and communication (DDP's
-    gradient buckets, torch.distributed collectives); "selective" only
-    those whose patch_* flag is true; "manual" nothing (use the wrap_*
-    helpers). A second call with the same arguments does nothing; with
-    different ones it raises RuntimeError. TRACEML_DISABLED=1 (or
-    disabled=True) makes every call a no-op.
+    gradient buckets, torch.distributed collectives); "selective" (or
+    "custom") those whose patch_* flag is true; "manual" nothing (use the
+    wrap_* helpers). A second call with the same arguments returns the
+    first one's configuration; with different ones it raises RuntimeError.
+    TRACEML_DISABLED=1 (or disabled=True) makes every call a no-op.
+
+    TraceML 0.5.0's keywords are accepted (docs/compat.md): session_id is
+    run_name, interval the sampling interval, aggregator_host/_port the
+    aggregator of `traceml serve`, on_missing_aggregator="raise" raises
+    where the engine could not start; the others are a warning line each.
     """
     global _config, _active
+    mode = "selective" if mode == "custom" else mode
     if mode not in _MODES:
-        raise ValueError("traceml.init(): unknown mode %r (expected one of %s)"
+        raise ValueError("traceml.init(): unknown mode %r (expected one of %s, or 'custom')"
                          % (mode, ", ".join(repr(m) for m in _MODES)))
-    disabled = bool(disabled) or _env_disabled()
-    if mode == "auto":
-        flags = (True,) * 6
-    elif mode == "manual":
-        flags = (False,) * 6
-    else:
-        flags = tuple(bool(f) for f in (patch_dataloader, patch_forward,
-                                        patch_backward, patch_h2d, patch_optimizer,
-                                        patch_comm))
+    policy = _legacy_options(interval, aggregator_host, aggregator_port,
+                             on_missing_aggregator, ui_mode=ui_mode,
+                             enable_logging=enable_logging,
+                             connect_timeout_sec=connect_timeout_sec,
+                             connect_retry_interval_sec=connect_retry_interval_sec)
+    disabled = _env_disabled() if disabled is None else bool(disabled) or _env_disabled()
+    flags = _patch_flags(mode, (patch_dataloader, patch_forward, patch_backward, patch_h2d,
+                                patch_optimizer, patch_comm))
     if logs_dir is not None:
         logs_dir = _os.fspath(logs_dir)
-    config = (mode, flags, disabled, logs_dir, run_name)
+    if run_name is None:
+        run_name = session_id
+    config = InitConfig(mode, flags, disabled, logs_dir, run_name, _source)
     _disarm(flags[4] and not disabled)
     if _config is not None:
         if _config == config or _detected:   # zero-edit tracing got there first
-            return None
+            return _config
         raise RuntimeError(
             "traceml.init() was already called with a different configuration "
-            "(first: mode=%r, patches=%r, disabled=%r, logs_dir=%r, run_name=%r; "
-            "now: mode=%r, patches=%r, disabled=%r, logs_dir=%r, run_name=%r)"
-            % (_config + config))
+            "(first: %r; now: %r)" % (_config, config))
     _config = config
+    off = InitConfig(mode, (False,) * 6, True, logs_dir, run_name)
     if disabled:
-        return None
+        return config
+
+    def failed(msg):
+        if policy == "raise":
+            raise RuntimeError("traceml.init(): " + msg)
+        _warn(msg + "; training runs without TraceML")
+        return off
+
     if _c is None:
-        _warn("the TraceML engine could not be loaded (%s); training runs "
-              "without TraceML" % (_import_error,))
-        return None
+        return failed("the TraceML engine could not be loaded (%s)" % (_import_error,))
     dataloader, forward, backward, h2d, optimizer, comm = flags
     if mode == "selective":
         mask = 0
@@ -487,16 +592,14 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
     try:
         rc = _c.init(run_name, logs_dir, mask, False)
     except Exception as e:
-        _warn("init failed (%s); training runs without TraceML" % (e,))
-        return None
+        return failed("init failed (%s)" % (e,))
     if rc == _c.ECONFIG:
         raise RuntimeError("traceml.init(): the engine was already started with "
                            "a different configuration")
     if rc == _c.EDISABLED:
-        return None
+        return off
     if rc < 0:
-        _warn("init failed (%s); training runs without TraceML" % (_c.strerror(rc),))
-        return None
+        return failed("init failed (%s)" % (_c.strerror(rc),))
     _active = True
     _atexit.register(_at_exit)
     torch = None
@@ -518,7 +621,7 @@ def init(mode="auto", *, patch_dataloader=True, patch_forward=True,
         _gpu_setup(torch if torch is not None else _sys.modules.get("torch"))
     except Exception as e:
         _warn("GPU timing could not be set up (%s)" % (e,))
-    return None
+    return config
 
 
 start = init     # the original TraceML's name for it
@@ -530,7 +633,7 @@ def _start_detected():
     global _detected
     if _config is not None:
         return
-    init(mode="auto")
+    init(mode="auto", _source="zero-edit")
     if not _active:
         return
     _detected = True
@@ -796,28 +899,58 @@ def _summary_text():
     return text
 
 
-def final_summary(all_ranks=False):
+def _summary_for(all_ranks, rank0_only, timeout_sec, poll_interval_sec):
+    """The summary JSON text for final_summary() / summary(), or None.
+    rank0_only=False is all_ranks=True (TraceML 0.5.0's keyword); the
+    engine's request is bounded on its own (a few seconds), so
+    timeout_sec and poll_interval_sec only need to be valid."""
+    for name, v in (("timeout_sec", timeout_sec), ("poll_interval_sec", poll_interval_sec)):
+        if v is not None and not float(v) >= 0:
+            raise ValueError("traceml: %s=%r must be a number >= 0" % (name, v))
+    if rank0_only is not None:
+        all_ranks = all_ranks or not rank0_only
+    if _c is None or (_rank() != 0 and not all_ranks):
+        return None
+    return _summary_text()
+
+
+def _print_box(text):
+    import json
+    try:
+        box = json.loads(text).get("text")
+    except ValueError:
+        box = None
+    if box:
+        _sys.stdout.write(box if box.endswith("\n") else box + "\n")
+
+
+def final_summary(all_ranks=False, *, print_text=False, rank0_only=None, timeout_sec=None,
+                  poll_interval_sec=None):
     """The run's summary as a dict (final_summary.json's shape): mid-run
     the summary so far ("status": "running"; nothing is written, the final
     artifacts are untouched), at the end the final one. None when there is
     none (TraceML not started or disabled, the aggregator unreachable). On
-    ranks other than 0 it is None unless all_ranks."""
-    if _c is None or (_rank() != 0 and not all_ranks):
-        return None
-    text = _summary_text()
+    ranks other than 0 it is None unless all_ranks (or rank0_only=False).
+    print_text=True also prints the box."""
+    text = _summary_for(all_ranks, rank0_only, timeout_sec, poll_interval_sec)
     if text is None:
         return None
     import json
     try:
-        return json.loads(text)
+        out = json.loads(text)
     except ValueError:
         return None
+    if print_text:
+        _print_box(text)
+    return out
 
 
-def summary(print_text=False, all_ranks=False):
+def summary(print_text=False, all_ranks=False, *, rank0_only=None, timeout_sec=None,
+            poll_interval_sec=None):
     """A flat dict of the run's result with `traceml/`-prefixed keys (for
     W&B or MLflow), None values left out; None when there is no summary.
-    Works mid-run and at the end, like final_summary(). The flattening is
+    Works mid-run and at the end, and takes the same keywords, like
+    final_summary(). The flattening is
     the engine's (tml_summary_flatten, docs/python-api.md):
 
         traceml/primary/kind, traceml/primary/severity, ...
@@ -826,9 +959,7 @@ def summary(print_text=False, all_ranks=False):
         traceml/step_time/input_wait_share_percent, ...
         traceml/step_memory/..., traceml/system/..., traceml/process/...
     """
-    if _c is None or (_rank() != 0 and not all_ranks):
-        return None
-    text = _summary_text()
+    text = _summary_for(all_ranks, rank0_only, timeout_sec, poll_interval_sec)
     if text is None:
         return None
     import json
@@ -837,10 +968,5 @@ def summary(print_text=False, all_ranks=False):
     except ValueError:
         return None
     if print_text:
-        try:
-            box = json.loads(text).get("text")
-        except ValueError:
-            box = None
-        if box:
-            _sys.stdout.write(box if box.endswith("\n") else box + "\n")
+        _print_box(text)
     return out

@@ -100,12 +100,20 @@ def test_original_flags(tmp_path):
     assert p.returncode == 0, p.stderr
     w = summary(tmp_path / "logs" / "b" / "final_summary.json")["step_time"]["window"]
     assert (w["max_steps"], w["window_steps"]) == (20, 20), w
-    for flag, word in (("--trace-max-steps", "no step limit"),
-                       ("--aggregator-host", "--master-addr")):
-        p = launch(tmp_path, ["--logs-dir", "logs2", flag, "5", "SCRIPT"])
-        assert p.returncode == 2 and word in p.stderr, p.stderr
-        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert not (tmp_path / "logs2").exists()
+    # 0.5.0's options without a meaning here: a note line each, and the run
+    legacy = [("--trace-max-steps", "5"), ("--aggregator-host", "10.0.0.1"),
+              ("--history-retention", "2h"), ("--no-history", None),
+              ("--on-missing-aggregator", "warn"), ("--save-training-output", None),
+              ("--no-save-training-output", None)]
+    args = ["--logs-dir", "logs", "--session-id", "c"]
+    for flag, value in legacy:
+        args += [flag] if value is None else [flag, value]
+    p = launch(tmp_path, args + ["SCRIPT"], env={"STEPS": "10"})
+    assert p.returncode == 0, p.stderr
+    notes = [l for l in p.stderr.splitlines() if l.startswith("traceml: note: --")]
+    assert [l.split()[2] for l in notes] == [f for f, _ in legacy], notes
+    assert all("has no meaning here" in l for l in notes), notes
+    assert (tmp_path / "logs" / "c" / "final_summary.json").exists()   # --session-id
 
 
 def test_project_defaults(tmp_path):

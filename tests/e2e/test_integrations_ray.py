@@ -11,13 +11,13 @@ raises no alarm, and a too-old ray is one warning and an untraced run.
 """
 import os
 import shutil
+import subprocess
 import tempfile
 
 import pytest
 
-from conftest import near, old_version_site, primary, step_metric_ms
-
-pytest.importorskip("ray")
+from conftest import (FAKES, PYTHON, base_env, check_healthy, covers, old_version_site, primary,
+                      step_metric_ms)
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "examples", "integrations", "ray_train.py")
@@ -31,6 +31,7 @@ def ray_env(tmp_path):
     """Ray's session files under a short private folder (its socket paths
     must stay under 108 bytes, which pytest's tmp_path may not), and Ray
     Train's results under tmp_path."""
+    pytest.importorskip("ray")
     tmp = tempfile.mkdtemp(prefix="tmlray")
     yield {"RAY_TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_DEDUP_LOGS": "0"}, ["--storage-path", str(tmp_path / "ray_results")]
@@ -51,14 +52,14 @@ def check_one_run_two_ranks(s, out):
     assert "2/2 ranks" in out and "TraceML Run Summary" in out, out[-3000:]
 
 
-def test_plain_python_slow_input_is_input_bound(plain_python, ray_env):
+def test_plain_python_slow_input_is_input_bound(plain_python, ray_env, slept):
     """`python ray_train.py --delay-ms 20`: the integration starts `traceml
     serve`, both workers report to it, and after fit() it is stopped: the
     box is printed, final_summary.json written. Steps are found
     automatically (the loop has no trace_step); every worker's collate
     sleeps 20 ms, so the median Input Wait is 20 ms."""
     env, args = ray_env
-    r = plain_python(SCRIPT, "--steps", STEPS, "--delay-ms", 20, *args, env=env)
+    r = plain_python(SCRIPT, "--steps", STEPS, "--delay-ms", 20, *args, env=slept.env(**env))
     assert r.rc == 0, r.explain()
     assert len(r.all_runs) == 1 and r.all_runs[0].startswith("ray_train_"), r.all_runs
     s = r.summary()
@@ -66,8 +67,8 @@ def test_plain_python_slow_input_is_input_bound(plain_python, ray_env):
     assert s["status"] == "completed", s["status"]
     assert s["meta"]["step_detection"] == "automatic", s["meta"]
     assert primary(s)["kind"] == "INPUT_BOUND", primary(s)
-    wait = step_metric_ms(s, "input_wait")
-    assert near(wait, 20.0, rel=0.10, abs_ms=2.0), wait
+    wait, ref = step_metric_ms(s, "input_wait"), slept.mean(20)
+    assert covers(wait, ref, abs_ms=2.0), (wait, ref)
     assert "traceml: warning" not in r.stderr, r.stderr[-3000:]
 
 
@@ -104,23 +105,34 @@ def test_healthy_run_no_alarm(plain_python, ray_env):
     s = r.summary()
     check_one_run_two_ranks(s, r.stdout)
     prim = primary(s)
-    assert prim["severity"] not in ("WARNING", "CRITICAL"), prim
+    check_healthy(s)
     kinds = [i["kind"] for i in s["step_time"]["issues"]]
     assert prim["kind"] not in STRAGGLERS and not any(k in STRAGGLERS for k in kinds), kinds
 
 
-def test_old_ray_one_warning_untraced(plain_python, ray_env, tmp_path):
+@pytest.mark.quick
+def test_old_ray_one_warning_untraced(tmp_path):
     """ray reported as 0.1 (a sitecustomize wrapping importlib.metadata's
-    version for this test only): one warning naming ray >= 2.7, the job
-    trains as the plain TorchTrainer would, and no aggregator or run
-    folder is made."""
-    env, args = ray_env
-    env = dict(env, PYTHONPATH=old_version_site(tmp_path, "ray"))
-    r = plain_python(SCRIPT, "--steps", 10, *args, env=env)
-    assert r.rc == 0, r.explain()
-    assert "trained 10 steps on 2 workers (ok)" in r.stdout, r.explain()
+    version for this test only), on the fake ray (tests/fakes/ray: no
+    cluster): one warning naming ray >= 2.7, fit() is the plain
+    TorchTrainer's, and no aggregator or run folder is made. 0.5.0's
+    traceml_config= is taken all the same."""
+    code = (
+        "from traceml_ai.integrations.ray import TraceMLTorchTrainer, TraceMLRayConfig\n"
+        "def loop(config):\n"
+        "    print('loop ran with', config['lr'])\n"
+        "    return 'result'\n"
+        "t = TraceMLTorchTrainer(loop, train_loop_config={'lr': 0.1},\n"
+        "                        traceml_config=TraceMLRayConfig(session_id='x'))\n"
+        "print('fit:', t.fit())\n")
+    path = os.pathsep.join((old_version_site(tmp_path, "ray"), FAKES))
+    r = subprocess.run([PYTHON, "-c", code], cwd=str(tmp_path), capture_output=True, text=True,
+                       env=base_env(PYTHONPATH=path, TRACEML_LOGS_DIR=str(tmp_path / "logs")),
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "loop ran with 0.1" in r.stdout and "fit: result" in r.stdout, r.stdout
     warnings = [l for l in r.stderr.splitlines() if "traceml: warning" in l]
     assert warnings == ["traceml: warning: the Ray Train integration needs ray >= 2.7 "
                         "(found 0.1); training continues untraced"], warnings
-    assert r.all_runs == [], r.all_runs
+    assert not (tmp_path / "logs").exists()
     assert "TraceML Run Summary" not in r.stdout

@@ -20,6 +20,27 @@ def start():
     return bool(_t._active)
 
 
+def attach_to_every(trainer_cls, attach):
+    """TraceML 0.5.0's integration init(): TraceML started (mode="auto")
+    and trainer_cls.__init__ wrapped, so that every trainer made afterwards
+    gets TraceML's callback: attach(init, trainer, args, kwargs) calls the
+    original init and adds the callback unless the trainer has one already.
+    Returns init()'s InitConfig."""
+    start()
+    if _t._active and trainer_cls is not None:
+        orig = trainer_cls.__init__
+        if not getattr(orig, "_traceml_attach", False):
+            import functools
+
+            @functools.wraps(orig)
+            def __init__(self, *args, **kwargs):
+                attach(orig, self, args, kwargs)
+
+            __init__._traceml_attach = True
+            _t._patch_with(trainer_cls, "__init__", __init__)
+    return _t._config
+
+
 def _version(dist):
     try:
         from importlib.metadata import version

@@ -64,6 +64,24 @@ class _Wrapped(object):
             del d[self.name]
 
 
+def init(trainer_cls, callback_cls):
+    """TraceML 0.5.0's lightning.init(): TraceML started and a
+    `callback_cls` added to the callbacks of every `trainer_cls` made
+    afterwards, unless the script passed one (Trainer's arguments are
+    keywords). Returns traceml.init()'s config."""
+    def attach(orig, trainer, args, kwargs):
+        try:
+            cbs = kwargs.get("callbacks")
+            cbs = [] if cbs is None else list(cbs) if isinstance(cbs, (list, tuple)) else [cbs]
+            if not any(isinstance(cb, callback_cls) for cb in cbs):
+                kwargs = dict(kwargs, callbacks=cbs + [callback_cls()])
+        except Exception as e:          # never break training
+            _t._warn("cannot add TraceMLCallback to the Trainer (%s)" % (e,))
+        orig(trainer, *args, **kwargs)
+
+    return _common.attach_to_every(trainer_cls, attach)
+
+
 class TraceMLCallbackMixin(object):
     """TraceML inside a Lightning Trainer: one TraceML step per optimizer
     step. Put it first in front of the namespace's Callback."""

@@ -4,7 +4,9 @@
 
     trainer = Trainer(model=model, args=args, train_dataset=ds,
                       callbacks=[TraceMLCallback()])
-    # or, the original TraceML's name: TraceMLTrainer(model=model, ...)
+    # or TraceMLTrainer(model=model, ...), or TraceML 0.5.0's names:
+    # callbacks=[TraceMLTrainerCallback()], or huggingface.init() before
+    # making the Trainer (every Trainer made afterwards gets the callback)
 
 One TraceML step is one optimizer step: the step opens at on_step_begin
 (the first micro-batch of an accumulation window) with the Trainer's model,
@@ -48,7 +50,7 @@ except Exception:                       # missing or broken: the check says so
     _tf = None
     _Base = object
 
-__all__ = ["TraceMLCallback", "TraceMLTrainer"]
+__all__ = ["TraceMLCallback", "TraceMLTrainerCallback", "TraceMLTrainer", "init"]
 
 _NEEDS = ("Hugging Face", "transformers", "4.30")
 _checked = None
@@ -196,13 +198,40 @@ class TraceMLCallback(_Base):
             _t._warn("TraceMLCallback: cannot restore get_batch_samples (%s)" % (e,))
 
 
+TraceMLTrainerCallback = TraceMLCallback      # TraceML 0.5.0's name
+
+
+def _ensure_callback(trainer):
+    """A TraceMLCallback that knows `trainer`, unless it has one (passed by
+    the script as an instance or a class): one step per step, never two."""
+    callbacks = getattr(getattr(trainer, "callback_handler", None), "callbacks", ())
+    if not any(isinstance(cb, TraceMLCallback) for cb in callbacks):
+        trainer.add_callback(TraceMLCallback(trainer))
+
+
+def _attach(init, trainer, args, kwargs):
+    init(trainer, *args, **kwargs)
+    try:
+        _ensure_callback(trainer)
+    except Exception as e:          # never break training
+        _t._warn("cannot add TraceMLCallback to the Trainer (%s)" % (e,))
+
+
+def init():
+    """TraceML 0.5.0's entry: starts TraceML (mode="auto") and adds a
+    TraceMLCallback to every transformers.Trainer made afterwards (not a
+    second one to a Trainer given one). Returns traceml.init()'s config."""
+    return _common.attach_to_every(_tf.Trainer if _tf is not None and _enabled() else None,
+                                   _attach)
+
+
 if _tf is not None:
     class TraceMLTrainer(_tf.Trainer):
         """transformers.Trainer with a TraceMLCallback that knows it."""
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.add_callback(TraceMLCallback(self))
+            _ensure_callback(self)
 else:
     class TraceMLTrainer(object):
         def __init__(self, *args, **kwargs):

@@ -11,6 +11,7 @@ in which phase, and docs/integrations.md. For the older `pytorch_lightning`
 namespace use traceml_ai.integrations.pytorch_lightning: Lightning accepts
 only its own namespace's Callback.
 """
+from . import _common, _lightning_impl
 from ._lightning_impl import TraceMLCallbackMixin as _Mixin
 
 try:
@@ -18,7 +19,7 @@ try:
 except Exception:       # not installed, or too old to have lightning.pytorch:
     _Callback = object  # the callback warns when made and does nothing
 
-__all__ = ["TraceMLCallback"]
+__all__ = ["TraceMLCallback", "init"]
 
 
 class TraceMLCallback(_Mixin, _Callback):
@@ -32,3 +33,14 @@ class TraceMLCallback(_Mixin, _Callback):
         super(TraceMLCallback, self).__init__(time_transfer)
         if _Callback is object:
             self._unavailable("lightning.pytorch.callbacks")
+
+
+def init():
+    """TraceML 0.5.0's entry: starts TraceML and adds a TraceMLCallback to
+    every lightning.pytorch.Trainer made afterwards (not to one given a TraceMLCallback
+    already). Returns traceml.init()'s config."""
+    trainer = None
+    if _Callback is not object and _common.supported("Lightning", TraceMLCallback._DIST,
+                                                     TraceMLCallback._MINIMUM):
+        from lightning.pytorch import Trainer as trainer
+    return _lightning_impl.init(trainer, TraceMLCallback)

@@ -11,6 +11,7 @@ in which phase, and docs/integrations.md. For the unified `lightning`
 package (lightning.pytorch) use traceml_ai.integrations.lightning: Lightning accepts
 only its own namespace's Callback.
 """
+from . import _common, _lightning_impl
 from ._lightning_impl import TraceMLCallbackMixin as _Mixin
 
 try:
@@ -18,7 +19,7 @@ try:
 except Exception:       # not installed, or unimportable:
     _Callback = object  # the callback warns when made and does nothing
 
-__all__ = ["TraceMLCallback"]
+__all__ = ["TraceMLCallback", "init"]
 
 
 class TraceMLCallback(_Mixin, _Callback):
@@ -32,3 +33,14 @@ class TraceMLCallback(_Mixin, _Callback):
         super(TraceMLCallback, self).__init__(time_transfer)
         if _Callback is object:
             self._unavailable("pytorch_lightning.callbacks")
+
+
+def init():
+    """TraceML 0.5.0's entry: starts TraceML and adds a TraceMLCallback to
+    every pytorch_lightning.Trainer made afterwards (not to one given a TraceMLCallback
+    already). Returns traceml.init()'s config."""
+    trainer = None
+    if _Callback is not object and _common.supported("Lightning", TraceMLCallback._DIST,
+                                                     TraceMLCallback._MINIMUM):
+        from pytorch_lightning import Trainer as trainer
+    return _lightning_impl.init(trainer, TraceMLCallback)

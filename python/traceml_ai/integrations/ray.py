@@ -40,7 +40,7 @@ from ray.train.torch import TorchTrainer as _TorchTrainer
 
 from . import _common
 
-__all__ = ["TraceMLTorchTrainer"]
+__all__ = ["TraceMLTorchTrainer", "TraceMLRayConfig"]
 
 _MIN_RAY = "2.7"
 # what a worker is given: the aggregator's coordinates and the settings the
@@ -67,6 +67,8 @@ def _worker_start(env):
         ident["NODE_RANK"] = ctx.get_node_rank()
     except Exception:
         pass
+    env = dict(env)
+    init = env.pop("init", None)
     for k in _PASSED:       # stale values the raylet may have inherited go too
         os.environ.pop(k, None)
     os.environ.update({k: str(v) for k, v in env.items()})
@@ -77,7 +79,10 @@ def _worker_start(env):
         _t._warn("TraceML was already started in this Ray worker; its rank may be wrong")
         return bool(_t._active)
     import torch  # noqa: F401  (automatic step detection needs torch loaded)
-    _t._start_detected()
+    if init:            # TraceMLRayConfig(init_mode=...) other than "auto"
+        _t.init(**init)
+    else:
+        _t._start_detected()
     return bool(_t._active)
 
 
@@ -176,10 +181,15 @@ class _Server(object):
         self.env = None
         self.pump = None
 
-    def start(self):
-        logs = os.environ.get("TRACEML_LOGS_DIR") or os.path.join(os.getcwd(), "logs")
-        name = os.environ.get("TRACEML_RUN_NAME") or _default_run_name()
+    def start(self, cfg):
+        logs = (cfg.logs_dir or os.environ.get("TRACEML_LOGS_DIR") or
+                os.path.join(os.getcwd(), "logs"))
+        name = cfg.session_id or os.environ.get("TRACEML_RUN_NAME") or _default_run_name()
         cmd = [_traceml_binary(), "serve", "--run-name", name, "--logs-dir", logs]
+        if cfg.bind_host:
+            cmd += ["--bind", cfg.bind_host]
+        if cfg.port:
+            cmd += ["--port", str(cfg.port)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      start_new_session=True, preexec_fn=_die_with_parent)
         found = []
@@ -247,9 +257,55 @@ class _Server(object):
 # --------------------------------------------------------------------------
 # The trainer
 
+class TraceMLRayConfig(object):
+    """TraceML 0.5.0's settings of the Ray integration, given as
+    TraceMLTorchTrainer(..., traceml_config=TraceMLRayConfig(...)).
+    logs_dir and session_id: the run folder (logs_dir/session_id/) of the
+    aggregator fit() starts; bind_host and port: where it listens
+    (`traceml serve --bind/--port`); sampler_interval_sec: the workers'
+    sampling interval; init_mode and patch_*: the workers' traceml.init()
+    ("auto", the default: automatic step detection). mode other than
+    "summary", profile, history_retention and stop_timeout_sec have no
+    meaning here: a warning line each when set."""
+
+    _IGNORED = {"mode": "summary", "profile": "run", "history_retention": "30m",
+                "stop_timeout_sec": 5.0}
+
+    def __init__(self, mode="summary", profile="run", init_mode="auto", patch_dataloader=None,
+                 patch_forward=None, patch_backward=None, patch_h2d=None, logs_dir=None,
+                 session_id="", sampler_interval_sec=None, history_retention="30m",
+                 bind_host=None, port=0, stop_timeout_sec=5.0):
+        self.mode, self.profile, self.init_mode = mode, profile, init_mode
+        self.patch_dataloader, self.patch_forward = patch_dataloader, patch_forward
+        self.patch_backward, self.patch_h2d = patch_backward, patch_h2d
+        self.logs_dir, self.session_id = logs_dir, session_id
+        self.sampler_interval_sec, self.history_retention = sampler_interval_sec, history_retention
+        self.bind_host, self.port, self.stop_timeout_sec = bind_host, port, stop_timeout_sec
+
+    def _worker_env(self, env):
+        """The workers' part of it, added to what they are given."""
+        for name, default in sorted(self._IGNORED.items()):
+            if getattr(self, name) != default:
+                _t._warn("TraceMLRayConfig(%s=%r) has no meaning here; ignored"
+                         % (name, getattr(self, name)))
+        env = dict(env)
+        if self.sampler_interval_sec is not None:
+            env["TRACEML_INTERVAL"] = repr(float(self.sampler_interval_sec))
+        if self.init_mode != "auto":
+            env["init"] = {"mode": self.init_mode, "patch_dataloader": self.patch_dataloader,
+                           "patch_forward": self.patch_forward,
+                           "patch_backward": self.patch_backward, "patch_h2d": self.patch_h2d}
+        return env
+
+
 class TraceMLTorchTrainer(_TorchTrainer):
     """ray.train.torch.TorchTrainer whose workers report to one TraceML
-    run (see the module's docstring). Same constructor arguments."""
+    run (see the module's docstring). Same constructor arguments, and
+    TraceML 0.5.0's traceml_config=TraceMLRayConfig(...)."""
+
+    def __init__(self, *args, **kwargs):
+        self._traceml_config = kwargs.pop("traceml_config", None) or TraceMLRayConfig()
+        super(TraceMLTorchTrainer, self).__init__(*args, **kwargs)
 
     def fit(self):
         if not _common.supported("Ray Train", "ray", _MIN_RAY) or _t._env_disabled():
@@ -260,7 +316,8 @@ class TraceMLTorchTrainer(_TorchTrainer):
                 env = {k: os.environ[k] for k in _PASSED if os.environ.get(k)}
             else:
                 server = _Server()
-                env = server.start()
+                env = server.start(self._traceml_config)
+            env = self._traceml_config._worker_env(env)
             # V2 trainers keep the loop in train_loop_per_worker, which
             # fit() serializes for the workers; V1 (Tune) rebuilds the
             # trainer in an actor from its constructor's arguments
