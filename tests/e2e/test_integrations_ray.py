@@ -24,6 +24,11 @@ SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 STRAGGLERS = ("INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER", "STRAGGLER",
               "OUTSIDE_STEP_STRAGGLER")
 STEPS = 40
+# one cluster at a time: the Ray tests share one pytest worker (tests/run)
+pytestmark = pytest.mark.xdist_group("ray")
+# a Ray cluster of a driver, a controller and two workers (each importing
+# torch) starts slowly on a busy 2-core host: minutes, not seconds
+RAY_TIMEOUT = 600
 
 
 @pytest.fixture
@@ -59,7 +64,8 @@ def test_plain_python_slow_input_is_input_bound(plain_python, ray_env, slept):
     automatically (the loop has no trace_step); every worker's collate
     sleeps 20 ms, so the median Input Wait is 20 ms."""
     env, args = ray_env
-    r = plain_python(SCRIPT, "--steps", STEPS, "--delay-ms", 20, *args, env=slept.env(**env))
+    r = plain_python(SCRIPT, "--steps", STEPS, "--delay-ms", 20, *args, env=slept.env(**env),
+                     timeout=RAY_TIMEOUT)
     assert r.rc == 0, r.explain()
     assert len(r.all_runs) == 1 and r.all_runs[0].startswith("ray_train_"), r.all_runs
     s = r.summary()
@@ -79,7 +85,7 @@ def test_traceml_run_slow_rank_is_straggler(traceml_run, ray_env):
     waits for it in the all-reduce, and the verdict names R1."""
     env, args = ray_env
     r = traceml_run(SCRIPT, "--steps", STEPS, "--slow-rank", 1, "--slow-ms", 40, "--marked",
-                    *args, run_name="ray", env=env)
+                    *args, run_name="ray", env=env, timeout=RAY_TIMEOUT)
     assert r.rc == 0, r.explain()
     assert sorted(os.listdir(os.path.dirname(r.run_dir))) == ["ray"]
     s = r.summary()
@@ -100,7 +106,8 @@ def test_healthy_run_no_alarm(plain_python, ray_env):
     machine (with the default 15 ms forward that is 8-12% of the step, a
     real COMMUNICATION-BOUND WARNING in a CI run)."""
     env, args = ray_env
-    r = plain_python(SCRIPT, "--steps", STEPS, "--device-ms", 50, *args, env=env)
+    r = plain_python(SCRIPT, "--steps", STEPS, "--device-ms", 50, *args, env=env,
+                     timeout=RAY_TIMEOUT)
     assert r.rc == 0, r.explain()
     s = r.summary()
     check_one_run_two_ranks(s, r.stdout)
