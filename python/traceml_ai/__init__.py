@@ -548,7 +548,7 @@ def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
                              enable_logging=enable_logging,
                              connect_timeout_sec=connect_timeout_sec,
                              connect_retry_interval_sec=connect_retry_interval_sec)
-    disabled = _env_disabled() if disabled is None else bool(disabled) or _env_disabled()
+    disabled = bool(disabled) or _env_disabled()
     flags = _patch_flags(mode, (patch_dataloader, patch_forward, patch_backward, patch_h2d,
                                 patch_optimizer, patch_comm))
     if logs_dir is not None:
