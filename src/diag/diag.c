@@ -714,10 +714,13 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
         return;
     root_cause_issues(w, th, multi, out);
     /* epoch starts after the steady state's causes, ahead of them when
-     * more severe (a run whose time goes mostly to starting workers) */
+     * more severe, or as severe and costing more of the run's time (the
+     * steady state's share shrinks by the time the starts took) */
     if (epoch_start_issue(w, &d)) {
         size_t at = out->nissues;
-        if (at > 0 && d.severity > out->issues[0].severity) {
+        const tml_diagnosis *first = &out->issues[0];
+        if (at > 0 && (d.severity > first->severity ||
+                       (d.severity == first->severity && d.share > first->share * (1.0 - d.share)))) {
             memmove(&out->issues[1], &out->issues[0], at * sizeof(d));
             at = 0;
         }

@@ -690,6 +690,19 @@ static void test_epoch_start(void)
     CHECK_STR(d.primary.kind, "INPUT_BOUND");
     CHECK_STR(d.issues[1].kind, "EPOCH_START");
 
+    /* both CRITICAL (a saturated host stretches the steady state's input
+     * wait to 27%): the starts, 77% of the run, come first; the steady
+     * state's wait is 27% of the rest, 6% of the run */
+    s = split(1.62, 0, 0.18, 4.2);                    /* a 6 ms steady step */
+    w = window(1, &s, 70, TML_CLOCK_CPU);
+    w.epoch_start_steps = 4;
+    w.epoch_start_wait_ns = 0.35e9;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "EPOCH_START");
+    CHECK_EQ_INT(d.primary.severity, TML_SEV_CRITICAL);
+    CHECK_STR(d.issues[1].kind, "INPUT_BOUND");
+    CHECK_EQ_INT(d.issues[1].severity, TML_SEV_CRITICAL);
+
     /* too short to matter (under 50 ms, or under 3 steps' worth): nothing */
     s = split(2, 0, 3, 95);
     w = window(1, &s, 100, TML_CLOCK_CPU);
