@@ -453,6 +453,7 @@ def start_launcher(tmp_path, args):
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+@pytest.mark.solo
 @pytest.mark.parametrize("target", ["group", "launcher"])
 def test_ctrl_c(tmp_path, fake, target):
     ctl = str(tmp_path / "ctl")
@@ -475,6 +476,7 @@ def test_ctrl_c(tmp_path, fake, target):
     assert (tmp_path / "logs" / "intr" / "final_summary.txt").exists()
 
 
+@pytest.mark.solo
 def test_ctrl_c_training_ignores_it(tmp_path, fake):
     ctl = str(tmp_path / "ctl")
     proc = start_launcher(tmp_path, ["run", "--run-name", "stubborn", fake, "hang", ctl])

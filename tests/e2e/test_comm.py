@@ -40,6 +40,7 @@ def needs_netns():
         pytest.skip("network namespaces cannot be made here (needs root and iproute2)")
 
 
+@pytest.mark.solo
 def test_shaped_link_is_communication_bound(tmp_path):
     needs_netns()
     variant, p0, p1, logs0 = run_two_nodes(

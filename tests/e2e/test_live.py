@@ -79,6 +79,7 @@ class Tmux(object):
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (scripts/deps)")
+@pytest.mark.solo
 def test_terminal_view_under_tmux(tmp_path):
     logs = tmp_path / "logs"
     done = tmp_path / "exit_code"
@@ -249,6 +250,7 @@ def steps_received(port):
 
 
 @pytest.mark.skipif(not cdp.chromium_path(), reason="chromium not installed (scripts/deps)")
+@pytest.mark.solo
 def test_dashboard_in_chromium(tmp_path):
     port = free_port()
     logs = tmp_path / "logs"

@@ -157,6 +157,7 @@ def test_training_outlives_a_killed_launcher(tmp_path):
         r.t.kill()
 
 
+@pytest.mark.solo
 def test_training_runs_on_while_the_launcher_is_stopped(tmp_path):
     """SIGSTOP of the launcher for 1.5 s: the training's progress during the
     stop is about what it makes in as much time before it (its own measured

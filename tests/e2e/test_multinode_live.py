@@ -129,6 +129,7 @@ def first_seen(snaps, label):
     return None, None
 
 
+@pytest.mark.solo
 def test_dashboard_on_node0_shows_node1(tmp_path, capsys):
     dash = free_port_pair()
     nodes = TwoNodes(tmp_path, "mnlive", extra0=["--mode", "dashboard", "--dashboard-port", dash],
@@ -176,6 +177,7 @@ def test_dashboard_on_node0_shows_node1(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (scripts/deps)")
+@pytest.mark.solo
 def test_terminal_view_on_node0_shows_node1(tmp_path):
     """--mode cli on node 0 in tmux (inside node 0's namespace): the RANKS
     panel lists R1/N1 with its node's CPU, the system panel names its node."""

@@ -171,7 +171,8 @@ def test_selective_unpatched_phase_is_missing(plain_python):
     assert r.rc == 0, r.explain()
     s = r.summary()
     assert step_metric_ms(s, "forward") is None
-    assert step_metric_ms(s, "backward") > 0
+    # observed (the fake's backward computes nothing: a measured zero is zero)
+    assert step_metric_ms(s, "backward") is not None
     d = step_diag(s)
     assert d["evidence"]["missing_phases"] == ["forward"], json.dumps(d)
     assert d["label"] == "INCOMPLETE DATA" or "Caveat: Forward" in d["why"], json.dumps(d)
