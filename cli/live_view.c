@@ -669,7 +669,7 @@ static void draw(tml_live_view *v)
         attroff(A_DIM);
         const char *why = str_at(doc, "verdict.why"), *next = str_at(doc, "verdict.next");
         y += 1 + put_wrapped(y + 1, 1, W - 2, "Why: ", why && *why ? why : "-", 2);
-        y += put_wrapped(y, 1, W - 2, "Next: ", next && *next ? next : "-", 3);
+        y += put_wrapped(y, 1, W - 2, "Next: ", next && *next ? next : "-", 5);
     }
     y += 1;
     int rest = H - y;

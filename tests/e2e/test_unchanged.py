@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import (FAKE_TORCH, FAKES, PYTHON, REPO, TIMEOUT, TRACEML, base_env,
+from conftest import (FAKE_TORCH, FAKES, PYTHON, REPO, TIMEOUT, TRACEML, base_env, covers,
                       free_port_pair, primary)
 
 HERE = os.path.join(REPO, "tests", "e2e", "unchanged")
@@ -296,8 +296,9 @@ with open(sys.argv[sys.argv.index("--out") + 1], "w") as f:
     s = assert_traced(r)
     wait = s["step_time"]["median"]["input_wait_ms"]
     slept = r.result("with")["slept_ms"]
-    # the wrapped call is the sleep plus two small tensors made
-    assert slept <= wait <= slept + 1.0, (wait, slept)
+    # the wrapped call is the sleep plus two small tensors made (a window
+    # average against the mean of every call's sleep: within covers' 10%)
+    assert covers(wait, slept), (wait, slept)
 
 
 def test_multiprocessing_spawn_ranks(tmp_path):
