@@ -32,6 +32,12 @@ extern const tml_cli_cmd tml__cli_cmds[];
 const tml_cli_cmd *tml__cli_find(const char *name);
 
 int tml__cmd_run(int argc, char **argv);
+/* `traceml run` (watch 0) or `traceml watch` (1): the same launch; a
+ * watch run traces no step (system and process metrics only). */
+int tml__cmd_run_profile(int argc, char **argv, int watch);
+int tml__cmd_watch(int argc, char **argv);
+int tml__cmd_inspect(int argc, char **argv);
+extern const char tml__usage_watch[], tml__usage_inspect[];
 int tml__cmd_view(int argc, char **argv);
 int tml__cmd_serve(int argc, char **argv);
 int tml__cmd_help(int argc, char **argv);
@@ -114,6 +120,15 @@ int tml__cli_run_create(tml_cli_run *r, const char *logs_dir, const char *name,
 /* Removes a run folder that tml__cli_run_create made and only TraceML
  * wrote into (a run that could not start). */
 void tml__cli_run_remove(const tml_cli_run *r);
+/* Reads and parses a JSON file (at most TML_CLI_JSON_MAX bytes) that
+ * should be a TraceML `what` ("summary", "manifest"). On failure prints
+ * one error line (unreadable, empty, truncated, invalid JSON at byte N)
+ * and returns TML_EXIT_USAGE; else 0, *doc to free with tml__json_free and,
+ * when buf is not NULL, the bytes read (*buf to free). */
+#define TML_CLI_JSON_MAX (256u << 20)
+struct tml_json;
+int tml__cli_read_json(const char *path, const char *what, struct tml_json **doc,
+                       char **buf, size_t *len);
 /* Prints the text to stdout with a final newline, flushed; control
  * characters (a hand-edited summary) are shown as '?'. */
 void tml__cli_print_summary(const char *text);

@@ -127,11 +127,15 @@ int tml__cmd_aggregate(int argc, char **argv)
     const char *live_bind = NULL;
     int live_port = -1, live_interval_ms = 1000;
     long world = 0, nnodes = 0;
-    int html_report = 0;
+    int html_report = 0, watch = 0;
     tml_launch launch = TML_LAUNCH_UNKNOWN;
     for (int i = 1; i < argc; i++) {
         if (tml__cli_opt(argc, argv, &i, "--html-report", NULL)) {
             html_report = 1;
+            continue;
+        }
+        if (tml__cli_opt(argc, argv, &i, "--watch", NULL)) {   /* traceml watch */
+            watch = 1;
             continue;
         }
         if (tml__cli_opt(argc, argv, &i, "--run-dir", &run_dir) ||
@@ -185,6 +189,7 @@ int tml__cmd_aggregate(int argc, char **argv)
         return 1;
     }
     tml__agg_set_launch(tml__host_agg(h), launch);
+    tml__agg_set_watch(tml__host_agg(h), watch);
     char line[64];
     if (live_port >= 0)   /* "live -1": asked for, could not listen */
         snprintf(line, sizeof(line), "port %d live %d\n", tml__host_port(h),

@@ -127,6 +127,9 @@ static volatile sig_atomic_t got_int, int_code, got_term;
 static int live_port_wanted = -1, live_port_got = -1, live_interval_ms = 1000;
 /* how the training is run, for a summary in which no rank reported */
 static tml_launch launch_kind;
+/* `traceml watch`: the same launch, system and process metrics only */
+static int watch_profile;
+static const char *cmd_name = "run";
 /* --html-report: the aggregator (or the fallback finalize) writes the page */
 static int html_report_wanted;
 static const char *live_bind;
@@ -350,14 +353,14 @@ static void parse(int argc, char **argv, run_opts *o)
         if (a[0] != '-' || a[1] == '\0')
             break;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(tml__usage_run, stdout);
+            fputs(watch_profile ? tml__usage_watch : tml__usage_run, stdout);
             exit(0);
         }
         if (tml__cli_opt(argc, argv, &i, "--args", &pre_args))
             continue;
         if (!take_option(argc, argv, &i, o))
-            tml__cli_die(TML_EXIT_USAGE,
-                         "unknown option '%s' for 'traceml run' (see 'traceml help run')", a);
+            tml__cli_die(TML_EXIT_USAGE, "unknown option '%s' for 'traceml %s' (see 'traceml "
+                         "help %s')", a, cmd_name, cmd_name);
     }
     o->cmd = argv + i;
     o->ncmd = argc - i;
@@ -495,7 +498,8 @@ static void env_set(envb *e, const char *key, const char *val)
 static const char *const owned_vars[] = {
     "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
     "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "TRACEML_NNODES",
-    "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", "TRACEML_SCRIPT", NULL,
+    "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", "TRACEML_SCRIPT", "TRACEML_PROFILE",
+    NULL,
 };
 
 /*
@@ -598,6 +602,8 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
     env_set(e, "TRACEML_RUN_NAME", r->name);
     env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
     env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
+    if (watch_profile)   /* TraceML 0.5.0's variable: the ranks trace no step */
+        env_set(e, "TRACEML_PROFILE", "watch");
     if (site) {
         size_t n = strlen(site) + (pypath ? strlen(pypath) : 0) + 2;
         char *v = malloc(n);
@@ -733,6 +739,8 @@ static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, in
     }
     if (html_report_wanted)
         args[k++] = "--html-report";
+    if (watch_profile)
+        args[k++] = "--watch";
     args[k] = NULL;
     execv("/proc/self/exe", args);
     _exit(127);
@@ -1028,6 +1036,7 @@ static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *
         partial_reason(ap, r, agg, why, sizeof(why));
         tml__agg_set_partial(agg, why);
         tml__agg_set_launch(agg, launch_kind);
+        tml__agg_set_watch(agg, watch_profile);
         tml__agg_set_html_report(agg, html_report_wanted);
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
@@ -1052,7 +1061,14 @@ static int launch(const run_opts *o, const char *prog, int targc, char **targv, 
 
 int tml__cmd_run(int argc, char **argv)
 {
+    return tml__cmd_run_profile(argc, argv, 0);
+}
+
+int tml__cmd_run_profile(int argc, char **argv, int watch)
+{
     run_opts o;
+    watch_profile = watch != 0;
+    cmd_name = watch ? "watch" : "run";
     char prog[4096];
     parse(argc, argv, &o);
     int rc = validate(&o, prog, sizeof(prog));
@@ -1143,6 +1159,7 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
     m.start_unix_ms = r->start_unix_ms;
     m.world_size = (int)d->world_size;
     m.nnodes = (int)d->nnodes;
+    m.profile = watch_profile ? "watch" : NULL;
     int argc = 0;
     while (targv[argc])
         argc++;
@@ -1327,6 +1344,7 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     m.argv = targv;
     m.world_size = o.dist.enabled ? (int)o.dist.world_size : 1;
     m.nnodes = o.dist.enabled ? (int)o.dist.nnodes : 1;
+    m.profile = watch_profile ? "watch" : NULL;
     rc = tml__manifest_write(r.dir, &m);
     if (rc < 0)
         tml__cli_warn("could not write %s/manifest.json: %s", r.dir,

@@ -15,6 +15,8 @@
 const tml_cli_cmd tml__cli_cmds[] = {
     {"run", tml__cmd_run, "Run a training script under TraceML and print its summary",
      tml__usage_run},
+    {"watch", tml__cmd_watch, "Run a script with system and process metrics only (no step tracing)",
+     tml__usage_watch},
     {"view", tml__cmd_view, "Print a stored run summary again", tml__usage_view},
     {"serve", tml__cmd_serve, "Run the aggregator alone, for scripts launched another way",
      tml__usage_serve},

@@ -430,7 +430,8 @@ class InitConfig(object):
     """What init() set up, returned by it (TraceML 0.5.0's
     TraceMLInitConfig): mode ("auto", "manual", "selective"), the patch_*
     flags in effect, disabled (True also when init failed open), source
-    ("user", or "zero-edit" when `traceml run` started tracing first),
+    ("user", or "zero-edit" when `traceml run` started tracing first,
+    "watch" under `traceml watch`),
     logs_dir and run_name."""
 
     _fields = ("mode", "patch_dataloader", "patch_forward", "patch_backward", "patch_h2d",
@@ -555,6 +556,8 @@ def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
         logs_dir = _os.fspath(logs_dir)
     if run_name is None:
         run_name = session_id
+    if _watching():     # traceml watch: the engine reports, nothing is instrumented
+        mode, flags = "manual", (False,) * 6
     config = InitConfig(mode, flags, disabled, logs_dir, run_name, _source)
     _disarm(flags[4] and not disabled)
     if _config is not None:
@@ -655,6 +658,23 @@ def _start_detected():
                 _patch_with(owner, "start_processes", w)
     except Exception as e:
         _warn("cannot watch torch.multiprocessing (%s)" % (e,))
+
+
+def _watching():
+    """`traceml watch` (TraceML 0.5.0's TRACEML_PROFILE=watch): system and
+    process metrics only, no step tracing."""
+    return _os.environ.get("TRACEML_PROFILE") == "watch"
+
+
+def _start_watch():
+    """`traceml watch` (_zero_edit.py): the engine, whose sampler reports
+    this process, with nothing instrumented; the script's own init() then
+    returns this configuration (the aggregator drops any step it traces)."""
+    global _detected
+    if _config is not None:
+        return
+    init(mode="manual", _source="watch")
+    _detected = _active
 
 
 def _arm_deferred():

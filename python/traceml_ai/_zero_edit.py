@@ -25,6 +25,7 @@ models are found when the first backward runs and when an optimizer not
 seen before steps, by looking at what the running frames hold (discover).
 """
 import ast
+import os
 import sys
 
 _IMPORTS = ("traceml_ai", "traceml")
@@ -91,6 +92,11 @@ def _after_torch(then):
 
 def start(script, spawned=False):
     """Called by the launcher's sitecustomize (docs/zero-edit.md)."""
+    if os.environ.get("TRACEML_PROFILE") == "watch":   # traceml watch: no step tracing
+        if not spawned:
+            import traceml_ai as t
+            t._start_watch()
+        return
     try:
         with open(script, "rb") as f:
             selfinst = imports_traceml(f.read())

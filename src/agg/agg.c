@@ -251,6 +251,8 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
     tml_rank *r = tml__run_find(&a->run, rank);
     if (!r)
         return TML_ESTATE;
+    if (a->run.watch)   /* traceml watch: system and process metrics only */
+        return 0;
     int rc = tml__run_add_steps(r, recs, n);
     if (rc < 0)
         return rc;
@@ -527,6 +529,15 @@ void tml__agg_set_launch(tml_agg *a, tml_launch how)
 {
     if (a)
         a->run.launch = how;
+}
+
+void tml__agg_set_watch(tml_agg *a, int on)
+{
+    if (!a)
+        return;
+    a->run.watch = on != 0;
+    if (a->store && on)
+        store_error(a, "write meta", tml__store_put_meta(a->store, "profile", "watch"));
 }
 
 void tml__agg_set_partial(tml_agg *a, const char *why)

@@ -97,6 +97,10 @@ void tml__agg_set_partial(tml_agg *a, const char *why);
 /* How the launcher ran the training (TML_LAUNCH_*): a summary without any
  * rank says why by it. */
 void tml__agg_set_launch(tml_agg *a, tml_launch how);
+/* on != 0: a `traceml watch` run: step records are dropped as they come
+ * (system and process metrics only), the summary is the watch box, and
+ * telemetry.sqlite's meta says profile=watch. */
+void tml__agg_set_watch(tml_agg *a, int on);
 /* The highest step id any rank sent + 1 (0 without steps). */
 uint64_t tml__agg_steps_seen(const tml_agg *a);
 

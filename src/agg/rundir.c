@@ -133,6 +133,8 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
     tml__sb_add_json_str(&sb, m->run_id ? m->run_id : "");
     tml__sb_adds(&sb, ",\n  \"status\": ");
     tml__sb_add_json_str(&sb, m->status ? m->status : "running");
+    tml__sb_adds(&sb, ",\n  \"profile\": ");
+    tml__sb_add_json_str(&sb, m->profile ? m->profile : "run");
     if (running || m->exit_code < 0)   /* negative: not known */
         tml__sb_adds(&sb, ",\n  \"exit_code\": null,\n");
     else
@@ -223,6 +225,13 @@ int tml__manifest_finish(const char *run_dir, const char *status, int exit_code)
     tml__json_num(tml__json_get(doc, "start_unix_ms"), &start);
     tml__json_num(tml__json_get(doc, "world_size"), &ws);
     tml__json_num(tml__json_get(doc, "nnodes"), &nn);
+    /* a hand-edited manifest: out of range is unknown, never a wild cast */
+    if (!(start >= 0 && start <= 1e15))
+        start = 0;
+    if (!(ws >= 0 && ws <= TML_MAX_WORLD_SIZE))
+        ws = 0;
+    if (!(nn >= 0 && nn <= TML_MAX_WORLD_SIZE))
+        nn = 0;
     for (size_t i = 0; argv && i < argc; i++) {
         const char *a = tml__json_str(tml__json_at(cmd, i));
         argv[i] = (char *)(a ? a : "");
@@ -234,6 +243,7 @@ int tml__manifest_finish(const char *run_dir, const char *status, int exit_code)
         .start_unix_ms = (int64_t)start, .end_unix_ms = tml__unix_ms(),
         .argc = argv ? (int)argc : 0, .argv = argv,
         .world_size = (int32_t)ws, .nnodes = (int32_t)nn,
+        .profile = tml__json_str(tml__json_get(doc, "profile")),
     };
     rc = argv ? tml__manifest_write(run_dir, &m) : TML_ENOMEM;
     free(argv);

@@ -30,6 +30,7 @@ typedef struct tml_manifest {
     int argc;                  /* the command that was run */
     char **argv;
     int32_t world_size, nnodes;
+    const char *profile;       /* "watch" for `traceml watch`; NULL: "run" */
 } tml_manifest;
 
 /* Writes run_dir/manifest.json atomically (temp file + rename), listing the

@@ -827,3 +827,21 @@ void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
     snprintf(out->why, sizeof(out->why), "%s", p->why);
     snprintf(out->next, sizeof(out->next), "%s", p->next);
 }
+
+void tml__diag_watch(tml_diagnosis *step, tml_diagnosis *verdict)
+{
+    static const char why[] = "a watch run (traceml watch) records system and process "
+        "metrics only: no step is traced, so there is no step-time verdict.";
+    char v[sizeof(why)];
+    snprintf(v, sizeof(v), "%s", why);
+    v[0] = 'A';
+    static const char next[] = "For why a step takes as long as it does: traceml run "
+        "SCRIPT (its steps are found as is), or wrap each step in traceml.trace_step(model).";
+    diag_init(step, "NO_DATA", "NO DATA", TML_SEV_INFO);
+    diag_init(verdict, "INSUFFICIENT_STEP_TIME_DATA", "INSUFFICIENT STEP-TIME DATA",
+              TML_SEV_INFO);
+    snprintf(step->why, sizeof(step->why), "No step time: %s", why);
+    snprintf(verdict->why, sizeof(verdict->why), "%s", v);
+    snprintf(step->next, sizeof(step->next), "%s", next);
+    snprintf(verdict->next, sizeof(verdict->next), "%s", next);
+}

@@ -230,6 +230,10 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th,
  */
 void tml__diag_run_verdict(const tml_step_diag *st, double gpu_util_percent,
                            const tml_thresholds *th, tml_diagnosis *out);
+/* `traceml watch` (no step traced by design): the step-time diagnosis
+ * NO DATA and the run's verdict INSUFFICIENT STEP-TIME DATA, saying it is
+ * a watch run and how to get step timing, never blaming the script. */
+void tml__diag_watch(tml_diagnosis *step, tml_diagnosis *verdict);
 /* An empty diagnosis (cause -1, share/threshold NAN, empty why/next). */
 void tml__diag_init(tml_diagnosis *d, const char *kind, const char *label,
                     const char *section, tml_severity sev);

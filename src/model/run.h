@@ -80,6 +80,9 @@ typedef struct tml_run {
      * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
     char partial[256];
     tml_launch launch;
+    /* `traceml watch`: a run of system and process metrics only; step
+     * records are not kept (the aggregator drops them). */
+    int watch;
     tml_rank_conflict conflicts[TML_MAX_CONFLICTS];
     size_t nconflicts;        /* may exceed TML_MAX_CONFLICTS (then only counted) */
     /* CPU time of an aggregator that is a process of its own, 0 unknown

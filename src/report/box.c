@@ -373,8 +373,9 @@ static void step_panel(const tml_report_model *m, panel *p)
         snprintf(ov, sizeof(ov), "n/a");
     else
         snprintf(ov, sizeof(ov), "%.1f µs/step", m->overhead_us);
-    int n = snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s", w->warmup_steps,
-                     w->warmup_steps == 1 ? "" : "s");
+    int n = m->warmup_unknown ? snprintf(t, sizeof(t), "Warm-up excluded: n/a")
+            : snprintf(t, sizeof(t), "Warm-up excluded: %zu step%s", w->warmup_steps,
+                       w->warmup_steps == 1 ? "" : "s");
     if (w->epoch_start_steps && n > 0 && (size_t)n < sizeof(t))
         n += snprintf(t + n, sizeof(t) - (size_t)n, " · epoch starts: %zu (%.0f ms each)",
                       w->epoch_start_steps, w->epoch_start_wait_ns / 1e6);
@@ -690,9 +691,13 @@ static void straggler_row(const tml_report_model *m, tml_strbuf *sb, int width)
         return;
     fmt_rank(&m->win.ranks[s->culprit], cr, sizeof(cr));
     fmt_rank(&m->win.ranks[s->victim], vr, sizeof(vr));
-    snprintf(l, sizeof(l), "%s was the straggler in %zu of %zu window steps; peers waited "
-             "%.1f ms per step for it (score %.2f of %s's Step Time).", cr, s->culprit_steps,
-             m->win.window_steps, s->cost_ns / 1e6, s->score, vr);
+    if (s->culprit_steps == 0)   /* a summary read back that did not count them */
+        snprintf(l, sizeof(l), "%s was the straggler; peers waited %.1f ms per step for it "
+                 "(score %.2f of %s's Step Time).", cr, s->cost_ns / 1e6, s->score, vr);
+    else
+        snprintf(l, sizeof(l), "%s was the straggler in %zu of %zu window steps; peers "
+                 "waited %.1f ms per step for it (score %.2f of %s's Step Time).", cr,
+                 s->culprit_steps, m->win.window_steps, s->cost_ns / 1e6, s->score, vr);
     text_row(sb, width, "Evidence: ", l);
 }
 
@@ -711,7 +716,8 @@ static void header_line(const tml_report_model *m, char *out, size_t cap)
         ADD(" · %d GPU%s observed", (int)m->gpus_observed, m->gpus_observed == 1 ? "" : "s");
     if (m->nodes_expected > 1)
         ADD(" · %d/%d nodes", (int)m->nodes_reported, (int)m->nodes_expected);
-    ADD(" · %zu common step%s", m->win.common_steps, m->win.common_steps == 1 ? "" : "s");
+    if (!m->watch)   /* a watch run traces no step */
+        ADD(" · %zu common step%s", m->win.common_steps, m->win.common_steps == 1 ? "" : "s");
     if (isnan(m->duration_s))
         ADD(" · n/a");
     else
@@ -724,7 +730,9 @@ static void ended_row(const tml_report_model *m, tml_strbuf *sb, int width)
 {
     char l[LINE_MAX_BYTES];
     if (strcmp(m->status, "failed") == 0) {
-        if (m->exit_code > 128 && m->exit_code < 160)
+        if (m->exit_code < 0)   /* a summary read back that does not say */
+            snprintf(l, sizeof(l), "FAILED (exit code not recorded)");
+        else if (m->exit_code > 128 && m->exit_code < 160)
             snprintf(l, sizeof(l), "FAILED: the training died of signal %d (exit code %d)",
                      m->exit_code - 128, m->exit_code);
         else
@@ -739,9 +747,9 @@ static void ended_row(const tml_report_model *m, tml_strbuf *sb, int width)
 }
 
 /* Steps that zero-edit tracing found, not the script: said, with how. */
-static void detection_row(const tml_run *run, tml_strbuf *sb, int width)
+static void detection_row(const tml_report_model *m, tml_strbuf *sb, int width)
 {
-    const char *how = tml__run_step_detection(run);
+    const char *how = m->step_detection;
     if (how && strcmp(how, "automatic") == 0)
         text_row(sb, width, "Steps: ", "found automatically (the script has no trace_step): "
                  "one step per optimizer.step(), models found from the optimizers' "
@@ -768,31 +776,63 @@ static void conflict_rows(const tml_run *run, tml_strbuf *sb, int width)
     }
 }
 
-void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
+/* The title, the header line and the lines under it (how the run ended,
+ * where its data came from, what is missing), between borders. */
+static void header_rows(const tml_report_model *m, tml_strbuf *sb, int width)
 {
-    int width = m->width;
     char l[LINE_MAX_BYTES];
-    int multi = m->ranks_reported > 1 || m->world_size > 1;
-    panels_mem *pm = malloc(sizeof(*pm));
-
-    if (!pm) {
-        sb->failed = 1;
-        return;
-    }
-
     border(sb, width);
-    text_row(sb, width, "", "TraceML Run Summary");
+    text_row(sb, width, "", m->watch ? "TraceML Watch Summary" : "TraceML Run Summary");
     header_line(m, l, sizeof(l));
     text_row(sb, width, "", l);
     ended_row(m, sb, width);
-    detection_row(m->run, sb, width);
+    detection_row(m, sb, width);
+    if (m->source)
+        text_row(sb, width, "Source: ", m->source);
     if (m->not_saved)
         text_row(sb, width, "NOT SAVED: ", m->not_saved);
     if (m->run->partial[0])
         text_row(sb, width, "PARTIAL: ", m->run->partial);
     conflict_rows(m->run, sb, width);
     border(sb, width);
-    row(sb, width, "");
+}
+
+/* Ranks that never reported, and ranks that reported but sent no step. */
+static void missing_rows(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    char miss[LINE_MAX_BYTES] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < m->nmissing && n + 16 < sizeof(miss); i++) {
+        int w = snprintf(miss + n, sizeof(miss) - n, "%sR%d", i ? ", " : "", (int)m->missing_ranks[i]);
+        if (w > 0)
+            n += (size_t)w;
+    }
+    /* after a clean exit they did not die: they never reported */
+    int clean = strcmp(m->status, "completed") == 0 && m->exit_code == 0;
+    if (m->nmissing && clean && n + 64 < sizeof(miss))
+        snprintf(miss + n, sizeof(miss) - n, " (the training exited 0: not a crash)");
+    if (m->nmissing)
+        text_row(sb, width, clean ? "Never reported: " : "Missing ranks: ", miss);
+    n = 0;
+    miss[0] = '\0';
+    for (size_t i = 0; i < m->win.nranks && n + 16 < sizeof(miss); i++) {
+        if (m->win.ranks[i].nsteps || m->win.common_steps == 0)
+            continue;
+        int w = snprintf(miss + n, sizeof(miss) - n, "%sR%d/N%d", n ? ", " : "",
+                         (int)m->win.ranks[i].rank, (int)m->win.ranks[i].node);
+        if (w > 0)
+            n += (size_t)w;
+    }
+    if (n)
+        text_row(sb, width, "No steps from: ", miss);
+}
+
+/* Verdict / Why / Next and, on several ranks, who is missing and who
+ * straggled. */
+static void verdict_rows(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    char l[LINE_MAX_BYTES];
+    int multi = m->ranks_reported > 1 || m->world_size > 1;
     snprintf(l, sizeof(l), "%s (%s)", m->verdict.label, tml__severity_name(m->verdict.severity));
     text_row(sb, width, "Verdict: ", l);
     text_row(sb, width, "Why: ", m->verdict.why);
@@ -800,44 +840,53 @@ void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
         text_row(sb, width, "Next: ", m->verdict.next);
     if (multi) {
         text_row(sb, width, "", "Scope: N = node · R = global rank · G = GPU index");
-        char miss[LINE_MAX_BYTES] = "";
-        size_t n = 0;
-        for (size_t i = 0; i < m->nmissing && n + 16 < sizeof(miss); i++) {
-            int w = snprintf(miss + n, sizeof(miss) - n, "%sR%d", i ? ", " : "", (int)m->missing_ranks[i]);
-            if (w > 0)
-                n += (size_t)w;
-        }
-        /* after a clean exit they did not die: they never reported */
-        int clean = strcmp(m->status, "completed") == 0 && m->exit_code == 0;
-        if (m->nmissing && clean && n + 64 < sizeof(miss))
-            snprintf(miss + n, sizeof(miss) - n, " (the training exited 0: not a crash)");
-        if (m->nmissing)
-            text_row(sb, width, clean ? "Never reported: " : "Missing ranks: ", miss);
-        n = 0;
-        miss[0] = '\0';
-        for (size_t i = 0; i < m->win.nranks && n + 16 < sizeof(miss); i++) {
-            if (m->win.ranks[i].nsteps || m->win.common_steps == 0)
-                continue;
-            int w = snprintf(miss + n, sizeof(miss) - n, "%sR%d/N%d", n ? ", " : "",
-                             (int)m->win.ranks[i].rank, (int)m->win.ranks[i].node);
-            if (w > 0)
-                n += (size_t)w;
-        }
-        if (n)
-            text_row(sb, width, "No steps from: ", miss);
+        missing_rows(m, sb, width);
         straggler_row(m, sb, width);
     }
     lost_ranks_row(m, sb, width);
+}
+
+/* `traceml watch`: no step was traced, so no verdict is claimed; the
+ * resource panels, and how to get step timing. */
+static void watch_rows(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    text_row(sb, width, "Watch: ", "system and process metrics only (traceml watch): no step "
+             "is traced, so there is no step-time verdict.");
+    if (m->ranks_reported > 1 || m->world_size > 1) {
+        text_row(sb, width, "", "Scope: N = node · R = global rank");
+        missing_rows(m, sb, width);
+    }
+    lost_ranks_row(m, sb, width);
+}
+
+void tml__report_box(const tml_report_model *m, tml_strbuf *sb)
+{
+    int width = m->width;
+    panels_mem *pm = malloc(sizeof(*pm));
+
+    if (!pm) {
+        sb->failed = 1;
+        return;
+    }
+    header_rows(m, sb, width);
     row(sb, width, "");
-    step_panel(m, &pm->left);
-    memory_panel(m, &pm->right);
-    panels(sb, width, pm);
+    if (m->watch) {
+        watch_rows(m, sb, width);
+    } else {
+        verdict_rows(m, sb, width);
+        row(sb, width, "");
+        step_panel(m, &pm->left);
+        memory_panel(m, &pm->right);
+        panels(sb, width, pm);
+    }
     row(sb, width, "");
     system_panel(m, &pm->left);
     process_panel(m, &pm->right);
     panels(sb, width, pm);
     free(pm);
     row(sb, width, "");
+    if (m->watch && m->verdict.next[0])
+        text_row(sb, width, "Next: ", m->verdict.next);
     row(sb, width, "");
     if (m->json_path) {
         text_row(sb, width, "Full evidence: ", m->json_path);

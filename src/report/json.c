@@ -627,7 +627,8 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "run_id", m->run->id[0] ? m->run->id : NULL);
     tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
     tml__jw_str(&w, "partial", m->run->partial[0] ? m->run->partial : NULL);
-    tml__jw_str(&w, "step_detection", tml__run_step_detection(m->run));
+    tml__jw_str(&w, "step_detection", m->step_detection);
+    tml__jw_str(&w, "profile", m->watch ? "watch" : "run");
     tml__jw_open(&w, "rank_conflicts", '[');
     for (size_t i = 0; i < m->run->nconflicts && i < TML_MAX_CONFLICTS; i++) {
         const tml_rank_conflict *c = &m->run->conflicts[i];

@@ -91,12 +91,25 @@ typedef struct tml_report_model {
     uint64_t *mem_step_ids;
     size_t mem_nranks;
     tml_mem_row *mem_rows;        /* one per window rank (win.nranks) */
+    /* How the steps were found ("automatic", "marked", NULL without
+     * steps: tml__run_step_detection). */
+    const char *step_detection;
+    /* `traceml watch`: system and process metrics only, no step tracing;
+     * the box shows those panels and says so instead of a verdict. */
+    int watch;
+    /* A summary read back from a file another TraceML wrote (reload.h):
+     * what it was and which fields it lacked, the box's Source line;
+     * NULL otherwise. */
+    const char *source;
+    int warmup_unknown;           /* such a summary never excluded warm-up: n/a */
 } tml_report_model;
 
 /* Computes the model of `run` (only read) under `o` (NULL: defaults).
  * 0 or TML_ENOMEM; release it either way. */
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o);
 void tml__report_model_release(tml_report_model *m);
+/* The box width for a requested one (tml_report_opts.width's rules). */
+int tml__report_width(int width);
 /* Appends the box to `text` and final_summary.json (the box as its
  * "text") to `json`; either may be NULL. 0 or TML_ENOMEM. */
 int tml__report_print(const tml_report_model *m, tml_strbuf *text, tml_strbuf *json);

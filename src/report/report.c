@@ -163,6 +163,13 @@ static void rank_counters(tml_report_model *m, const tml_run *run)
                            ? m->overhead_us + bg / steps / 1000.0 : m->overhead_us;
 }
 
+int tml__report_width(int width)
+{
+    if (width <= 0)
+        return TML_REPORT_DEFAULT_WIDTH;
+    return width < TML_REPORT_MIN_WIDTH ? TML_REPORT_MIN_WIDTH : width > 400 ? 400 : width;
+}
+
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
 {
     static const tml_run empty;   /* a NULL run reads as an empty one */
@@ -173,16 +180,14 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     if (!run)
         run = &empty;
     m->run = run;
+    m->step_detection = tml__run_step_detection(run);
+    m->watch = run->watch;
     m->status = o && o->status ? o->status : "completed";
     m->exit_code = o ? o->exit_code : 0;
     m->duration_s = o && o->duration_s >= 0 ? o->duration_s : NAN;
     m->json_path = o ? o->json_path : NULL;
     m->not_saved = o && o->not_saved && o->not_saved[0] ? o->not_saved : NULL;
-    m->width = o && o->width > 0 ? o->width : TML_REPORT_DEFAULT_WIDTH;
-    if (m->width < TML_REPORT_MIN_WIDTH)
-        m->width = TML_REPORT_MIN_WIDTH;
-    if (m->width > 400)
-        m->width = 400;
+    m->width = tml__report_width(o ? o->width : 0);
     if (o && o->generated_at)
         snprintf(m->generated_at, sizeof(m->generated_at), "%s", o->generated_at);
     else
@@ -256,6 +261,8 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     tml__diag_step_time(&m->win, &m->th, &m->st);
     ended_early(m);
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->th, &m->verdict);
+    if (m->watch)
+        tml__diag_watch(&m->st.primary, &m->verdict);
     free(nodes);
     return 0;
 

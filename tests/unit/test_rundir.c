@@ -139,7 +139,7 @@ static void test_manifest(void)
     snprintf(run, sizeof(run), "%s/m", tmp());
     mkdir(run, 0755);
     char *argv[] = {"/usr/bin/python3", "train.py", "--lr", "1e-3 \"quoted\""};
-    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, 4, argv, 1, 1};
+    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, 4, argv, 1, 1, NULL};
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     size_t len;
@@ -217,7 +217,7 @@ static void test_failed_write_keeps_the_old_file(void)
     pid_t pid = fork();
     if (pid == 0) {
         char *argv[] = {"train.py"};
-        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, 1, argv, 1, 1};
+        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, 1, argv, 1, 1, NULL};
         static char big[64 * 1024];
         size_t before_len, after_len;
         memset(big, 'x', sizeof(big));
