@@ -6,11 +6,13 @@
  * All judgement lives in src/report/compare.c; this file reads files,
  * says precisely what is wrong with a bad one (one line, exit 2) and
  * turns the verdict into an exit status: 0, or 1 for a REGRESSION under
- * --fail-on-regression so that a CI job can gate on it.
+ * --fail-on-regression so that a CI job can gate on it. A summary TraceML
+ * 0.5.0 wrote is mapped onto this TraceML's (report/reload.h) first.
  */
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +20,27 @@
 
 #include "agg/rundir.h"
 #include "report/compare.h"
+#include "report/reload.h"
 #include "traceml/traceml.h"
 #include "base/json.h"
 #include "base/strbuf.h"
 
-#define COMPARE_MAX_BYTES (256u << 20)
-
 const char tml__usage_compare[] =
     "usage: traceml compare A.json B.json [--output BASE] [--fail-on-regression]\n"
+    "                       [--max-step-time-regression-pct P]\n"
     "\n"
-    "Compares two run summaries (final_summary.json of two `traceml run`s;\n"
-    "a run folder works too) and prints whether B is an IMPROVEMENT, a\n"
-    "REGRESSION, MIXED, EQUIVALENT or INCONCLUSIVE compared with A, with the\n"
-    "step time, memory, process and system figures of both.\n"
+    "Compares two run summaries (final_summary.json of two `traceml run`s,\n"
+    "or of TraceML 0.5.0; a run folder works too) and prints whether B is an\n"
+    "IMPROVEMENT, a REGRESSION, MIXED, EQUIVALENT or INCONCLUSIVE compared\n"
+    "with A, with the step time, memory, process and system figures of both.\n"
     "\n"
     "  --output BASE          write BASE.txt (the box) and BASE.json\n"
     "                         [traceml_compare]\n"
     "  --fail-on-regression   exit 1 when the verdict is REGRESSION (a CI gate)\n"
+    "  --max-step-time-regression-pct P\n"
+    "                         step time moves at P% (0-1000) instead of 3%, and\n"
+    "                         the exit status is the CI gate: 1 when B's step\n"
+    "                         time is slower past it (TraceML 0.5.0's check)\n"
     "\n"
     "Step time moves at 3%, peak reserved memory at 10%; a change smaller\n"
     "than the runs' own step-to-step noise is EQUIVALENT (docs/compare.md).\n"
@@ -48,15 +54,36 @@ static void copy_str(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
+/* A TraceML 0.5.0 summary in this TraceML's schema (reload.h maps it onto
+ * the report model, json.c prints that), so that compare reads both kinds
+ * through one reader; *conv is the converted tree, freed by the caller. */
+static int from_v05(const char *path, const tml_json *doc, tml_json **conv, char *source,
+                    size_t cap)
+{
+    tml_report_loaded *l;
+    char why[256];
+    int rc = tml__report_load(doc, path, 0, &l, why, sizeof(why));
+    if (rc < 0)
+        return tml__cli_error("'%s': %s", path, why);
+    tml_strbuf js = TML_STRBUF_INIT;
+    tml__report_json(&l->m, "", &js);
+    snprintf(source, cap, "TraceML 0.5.0 summary (schema %s): no step-to-step noise, "
+             "Untraced time or communication in it", l->schema);
+    tml__report_loaded_free(l);
+    rc = js.failed ? TML_ENOMEM : tml__json_parse(js.buf, js.len, conv, NULL);
+    tml__sb_release(&js);
+    if (rc < 0)
+        return tml__cli_error("'%s': %s", path, rc == TML_ENOMEM ? "out of memory"
+                              : "could not be mapped onto this TraceML's summary");
+    return 0;
+}
+
 /* Reads and checks one summary; prints the error and returns 2 on failure. */
 static int load(const char *arg, tml_cmp_run *r)
 {
     char path[4096];
-    char *buf = NULL;
-    size_t len;
-    tml_json *doc = NULL;
-    tml_json_error err = {0, NULL};
-    char why[256];
+    tml_json *doc = NULL, *conv = NULL;
+    char why[256], source[sizeof(r->source)] = "";
 
     /* A run folder stands for its final_summary.json. */
     size_t al = strlen(arg);
@@ -71,26 +98,20 @@ static int load(const char *arg, tml_cmp_run *r)
             copy_str(path, sizeof(path), probe);
         }
     }
-    if (tml__read_file(path, COMPARE_MAX_BYTES, &buf, &len) < 0)
-        return tml__cli_error("cannot read '%s': %s", path, strerror(errno));
-    int rc = tml__json_parse(buf, len, &doc, &err);
-    free(buf);
-    if (rc == TML_ENOMEM)
-        return tml__cli_error("'%s': out of memory", path);
-    if (rc < 0) {
-        if (len == 0)
-            return tml__cli_error("'%s' is empty, not a TraceML summary", path);
-        if (err.offset >= len && err.msg && strcmp(err.msg, "unexpected end of input") == 0)
-            return tml__cli_error("'%s' is truncated (the JSON ends early at byte %zu)", path,
-                                  len);
-        return tml__cli_error("'%s' is not valid JSON: %s at byte %zu", path,
-                              err.msg ? err.msg : "invalid", err.offset);
-    }
-    rc = tml__cmp_run_from_json(doc, r, why, sizeof(why));
+    if (tml__cli_read_json(path, "summary", &doc, NULL, NULL))
+        return TML_EXIT_USAGE;
+    int rc = 0;
+    if (tml__summary_is_v05(doc))
+        rc = from_v05(path, doc, &conv, source, sizeof(source));
+    if (rc == 0)
+        rc = tml__cmp_run_from_json(conv ? conv : doc, r, why, sizeof(why)) < 0
+             ? tml__cli_error("'%s': %s", path, why) : 0;
     tml__json_free(doc);
-    if (rc < 0)
-        return tml__cli_error("'%s': %s", path, why);
+    tml__json_free(conv);
+    if (rc)
+        return TML_EXIT_USAGE;
     copy_str(r->path, sizeof(r->path), path);
+    copy_str(r->source, sizeof(r->source), source);
     if (!r->label[0])
         copy_str(r->label, sizeof(r->label), path);
     return 0;
@@ -112,41 +133,71 @@ static int write_file(const char *base, const char *ext, const char *data, size_
     return 0;
 }
 
-int tml__cmd_compare(int argc, char **argv)
+typedef struct compare_opts {
+    const char *files[2], *base;
+    int nfiles, fail_on_regression;
+    double max_regression;     /* --max-step-time-regression-pct / 100; NAN: the default */
+} compare_opts;
+
+/* 0, 1 when the usage was printed (exit 0), or the error's status. */
+static int parse(int argc, char **argv, compare_opts *o)
 {
-    const char *files[2] = {NULL, NULL}, *base = "traceml_compare";
-    int nfiles = 0, fail_on_regression = 0;
+    const char *v;
+    memset(o, 0, sizeof(*o));
+    o->base = "traceml_compare";
+    o->max_regression = NAN;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(tml__usage_compare, stdout);
-            return 0;
+            return 1;
         }
-        if (tml__cli_opt(argc, argv, &i, "--output", &base) ||
-            tml__cli_opt(argc, argv, &i, "-o", &base))
+        if (tml__cli_opt(argc, argv, &i, "--output", &o->base) ||
+            tml__cli_opt(argc, argv, &i, "-o", &o->base))
             continue;
         if (tml__cli_opt(argc, argv, &i, "--fail-on-regression", NULL)) {
-            fail_on_regression = 1;
+            o->fail_on_regression = 1;
+            continue;
+        }
+        if (tml__cli_opt(argc, argv, &i, "--max-step-time-regression-pct", &v)) {
+            /* TraceML 0.5.0's CI check: the step-time gate, and the exit
+             * status says whether B is slower past it */
+            o->max_regression = tml__cli_double("--max-step-time-regression-pct", v, 0,
+                                                1000) / 100.0;
+            o->fail_on_regression = 1;
             continue;
         }
         if (a[0] == '-' && a[1] != '\0')
             return tml__cli_error("unknown option '%s' for 'traceml compare' "
                                   "(see 'traceml help compare')", a);
-        if (nfiles == 2)
+        if (o->nfiles == 2)
             return tml__cli_error("compare takes two summaries, got a third: '%s'", a);
-        files[nfiles++] = a;
+        o->files[o->nfiles++] = a;
     }
-    if (nfiles < 2)
+    if (o->nfiles < 2)
         return tml__cli_error("compare needs two summaries (usage: traceml compare A.json "
                               "B.json [--output BASE] [--fail-on-regression])");
-    if (!*base)
+    if (!*o->base)
         return tml__cli_error("--output needs a non-empty BASE");
+    return 0;
+}
 
+int tml__cmd_compare(int argc, char **argv)
+{
+    compare_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    const char *base = o.base;
     tml_cmp_run a, b;
-    if (load(files[0], &a) || load(files[1], &b))
+    if (load(o.files[0], &a) || load(o.files[1], &b))
         return TML_EXIT_USAGE;
+    tml_cmp_gates gates;
+    tml__cmp_gates_default(&gates);
+    if (!isnan(o.max_regression))
+        gates.step_time = o.max_regression;
     tml_cmp_result r;
-    tml__cmp_decide(&a, &b, NULL, &r);
+    tml__cmp_decide(&a, &b, &gates, &r);
 
     tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
     char generated[64];
@@ -157,7 +208,7 @@ int tml__cmd_compare(int argc, char **argv)
         tml__cli_die(1, "out of memory");
     fputs(text.buf, stdout);
     fflush(stdout);
-    int rc = write_file(base, ".txt", text.buf, text.len);
+    rc = write_file(base, ".txt", text.buf, text.len);
     if (rc == 0)
         rc = write_file(base, ".json", json.buf, json.len);
     if (rc == 0)
@@ -166,5 +217,11 @@ int tml__cmd_compare(int argc, char **argv)
     tml__sb_release(&json);
     if (rc)
         return 1;
-    return fail_on_regression && r.verdict == TML_CMP_REGRESSION ? 1 : 0;
+    /* the gate: B slower past it (REGRESSION, or MIXED with less memory
+     * under --max-step-time-regression-pct, whose check is step time) */
+    if (!o.fail_on_regression)
+        return 0;
+    if (r.verdict == TML_CMP_REGRESSION)
+        return 1;
+    return !isnan(o.max_regression) && r.verdict == TML_CMP_MIXED && r.time_moved > 0;
 }

@@ -2,10 +2,18 @@
  * cmd_view.c - `traceml view SUMMARY.json`: prints the stored box again.
  *
  * The summary's `text` field is exactly what was printed at the end of the
- * run, so view never recomputes anything: a summary written by an older
- * TraceML looks the same as the day it was written. What view does check is
- * that the file is one of ours (valid JSON, a known schema_version, a text
- * field) and says precisely what is wrong when it is not.
+ * run, so view does not recompute anything by default: a summary written
+ * by an older TraceML looks the same as the day it was written. What view
+ * does check is that the file is one of ours (valid JSON, a known
+ * schema_version, a text field) and says precisely what is wrong when it
+ * is not.
+ *
+ * --re-render (TraceML 0.5.0's flag) prints the box again from the
+ * summary's data in today's layout instead (report/reload.h: the stored
+ * verdicts and figures into the report model, the box printer over it). A
+ * summary TraceML 0.5.0 wrote is always shown that way: its stored text is
+ * another tool's layout, its data maps onto this one's model, and the box
+ * says what it lacked. Nothing is ever written back to the file.
  */
 #include "cli.h"
 #include "base/fs.h"
@@ -17,19 +25,24 @@
 #include <string.h>
 
 #include "report/html.h"
+#include "report/reload.h"
 #include "traceml/traceml.h"
 #include "base/json.h"
 
-#define VIEW_MAX_BYTES (256u << 20)
 /* The summary schema major versions this build reads. */
 #define SUMMARY_SCHEMA_MAX 1
 
 const char tml__usage_view[] =
-    "usage: traceml view SUMMARY.json [--html [OUT]]\n"
+    "usage: traceml view SUMMARY.json [--re-render] [--html [OUT]]\n"
     "\n"
     "Prints the run summary stored in SUMMARY.json (a final_summary.json\n"
     "written by `traceml run`) exactly as it was printed, without recomputing.\n"
+    "A summary written by TraceML 0.5.0 is shown in this TraceML's layout,\n"
+    "with a line naming what it lacked.\n"
     "\n"
+    "  --re-render    print the box again from the summary's data, in this\n"
+    "                 TraceML's layout and terminal width, instead of the\n"
+    "                 stored text (the file is not modified)\n"
     "  --html [OUT]   write the HTML report instead (one self-contained page\n"
     "                 that opens offline) to OUT [SUMMARY.json with .html]\n";
 
@@ -63,77 +76,107 @@ static int write_html(const char *path, const char *out, const char *json, size_
     return 0;
 }
 
-int tml__cmd_view(int argc, char **argv)
+/* The summary's data in today's layout: the box printed, or (html) the
+ * page of its JSON in this TraceML's schema. */
+static int rerender(const char *path, const tml_json *doc, int html, const char *html_out)
 {
-    const char *path = NULL, *html_out = NULL;
-    int html = 0;
+    tml_report_loaded *l;
+    char why[256];
+    int rc = tml__report_load(doc, path, tml__cli_term_width(), &l, why, sizeof(why));
+    if (rc == TML_ENOMEM)
+        return tml__cli_error("'%s': out of memory", path);
+    if (rc < 0)
+        return tml__cli_error("'%s': %s", path, why);
+    tml_strbuf box = TML_STRBUF_INIT, js = TML_STRBUF_INIT;
+    tml__report_box(&l->m, &box);
+    if (html)
+        tml__report_json(&l->m, box.buf, &js);
+    tml__report_loaded_free(l);
+    if (box.failed || js.failed)
+        rc = tml__cli_error("out of memory");
+    else if (html)
+        rc = write_html(path, html_out, js.buf, js.len);
+    else
+        tml__cli_print_summary(box.buf);
+    tml__sb_release(&box);
+    tml__sb_release(&js);
+    return rc;
+}
+
+typedef struct view_opts {
+    const char *path, *html_out;
+    int html, re_render;
+} view_opts;
+
+/* 0, 1 when the usage was printed (exit 0), or the error's status. */
+static int parse(int argc, char **argv, view_opts *o)
+{
+    memset(o, 0, sizeof(*o));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(tml__usage_view, stdout);
-            return 0;
+            return 1;
+        }
+        if (strcmp(a, "--re-render") == 0) {
+            o->re_render = 1;
+            continue;
         }
         if (strncmp(a, "--html=", 7) == 0) {
-            html = 1;
-            html_out = a + 7;
-            if (!*html_out)
+            o->html = 1;
+            o->html_out = a + 7;
+            if (!*o->html_out)
                 return tml__cli_error("--html= needs a file name");
             continue;
         }
         if (strcmp(a, "--html") == 0) {
-            html = 1;
+            o->html = 1;
             /* OUT is optional: the next word is it when the summary is
              * already named or it ends in .html */
-            if (i + 1 < argc && argv[i + 1][0] != '-' && (path || ends_with(argv[i + 1], ".html")))
-                html_out = argv[++i];
+            if (i + 1 < argc && argv[i + 1][0] != '-' &&
+                (o->path || ends_with(argv[i + 1], ".html")))
+                o->html_out = argv[++i];
             continue;
         }
         if (a[0] == '-' && a[1] != '\0')
             return tml__cli_error("unknown option '%s' for 'traceml view' (see 'traceml help view')", a);
-        if (path)
-            return tml__cli_error("view takes one SUMMARY.json, got '%s' and '%s'", path, a);
-        path = a;
+        if (o->path)
+            return tml__cli_error("view takes one SUMMARY.json, got '%s' and '%s'", o->path, a);
+        o->path = a;
     }
-    if (!path)
+    if (!o->path)
         return tml__cli_error("view needs a SUMMARY.json (usage: traceml view SUMMARY.json)");
+    return 0;
+}
 
-    char *buf;
-    size_t len;
-    if (tml__read_file(path, VIEW_MAX_BYTES, &buf, &len) < 0)
-        return tml__cli_error("cannot read '%s': %s", path, strerror(errno));
+int tml__cmd_view(int argc, char **argv)
+{
+    view_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    char *buf = NULL;
+    size_t len = 0;
     tml_json *doc = NULL;
-    tml_json_error err = {0, NULL};
-    int rc = tml__json_parse(buf, len, &doc, &err);
-    if (rc < 0 || !html) {
-        free(buf);
-        buf = NULL;
-    }
-    if (rc == TML_ENOMEM)
-        return tml__cli_error("'%s': out of memory", path);
-    if (rc < 0) {
-        if (len == 0)
-            return tml__cli_error("'%s' is empty, not a TraceML summary", path);
-        if (err.offset >= len && err.msg && strcmp(err.msg, "unexpected end of input") == 0)
-            return tml__cli_error("'%s' is truncated (the JSON ends early at byte %zu)",
-                                  path, len);
-        return tml__cli_error("'%s' is not valid JSON: %s at byte %zu", path,
-                              err.msg ? err.msg : "invalid", err.offset);
-    }
+    if (tml__cli_read_json(o.path, "summary", &doc, &buf, &len))
+        return TML_EXIT_USAGE;
     rc = TML_EXIT_USAGE;
     long major;
     const tml_json *sv = tml__json_get(doc, "schema_version");
     const char *text = tml__json_str(tml__json_get(doc, "text"));
     if (doc->type != TML_JSON_OBJECT)
-        tml__cli_error("'%s' is not a TraceML summary (not a JSON object)", path);
+        tml__cli_error("'%s' is not a TraceML summary (not a JSON object)", o.path);
     else if (!sv)
-        tml__cli_error("'%s' is not a TraceML summary (no schema_version)", path);
+        tml__cli_error("'%s' is not a TraceML summary (no schema_version)", o.path);
+    else if (tml__summary_is_v05(doc) || (o.re_render && !o.html))
+        rc = rerender(o.path, doc, o.html, o.html_out);
     else if (!tml__json_version_major(sv, &major) || major < 1 || major > SUMMARY_SCHEMA_MAX)
         tml__cli_error("'%s' has an unsupported schema_version; this traceml reads "
-                       "version 1 summaries", path);
-    else if (html)
-        rc = write_html(path, html_out, buf, len);
+                       "version 1 summaries", o.path);
+    else if (o.html)
+        rc = write_html(o.path, o.html_out, buf, len);
     else if (!text)
-        tml__cli_error("'%s' is not a TraceML summary (no \"text\" field)", path);
+        tml__cli_error("'%s' is not a TraceML summary (no \"text\" field)", o.path);
     else {
         tml__cli_print_summary(text);
         rc = 0;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 
@@ -336,4 +337,34 @@ tml_launch tml__launch_kind(const char *word)
         if (strcmp(word, launch_words[k]) == 0)
             return (tml_launch)k;
     return TML_LAUNCH_UNKNOWN;
+}
+
+int tml__cli_read_json(const char *path, const char *what, tml_json **doc, char **buf_out,
+                       size_t *len_out)
+{
+    char *buf;
+    size_t len;
+    tml_json_error err = {0, NULL};
+    *doc = NULL;
+    if (buf_out)
+        *buf_out = NULL;
+    if (tml__read_file(path, TML_CLI_JSON_MAX, &buf, &len) < 0)
+        return tml__cli_error("cannot read '%s': %s", path, strerror(errno));
+    int rc = tml__json_parse(buf, len, doc, &err);
+    if (rc == 0 && buf_out) {
+        *buf_out = buf;
+        *len_out = len;
+    } else {
+        free(buf);
+    }
+    if (rc == 0)
+        return 0;
+    if (rc == TML_ENOMEM)
+        return tml__cli_error("'%s': out of memory", path);
+    if (len == 0)
+        return tml__cli_error("'%s' is empty, not a TraceML %s", path, what);
+    if (err.offset >= len && err.msg && strcmp(err.msg, "unexpected end of input") == 0)
+        return tml__cli_error("'%s' is truncated (the JSON ends early at byte %zu)", path, len);
+    return tml__cli_error("'%s' is not valid JSON: %s at byte %zu", path,
+                          err.msg ? err.msg : "invalid", err.offset);
 }

@@ -647,7 +647,11 @@ void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
     border(out);
     line(out, "");
     text_lines(out, "A: ", run_name(a, "A"));
+    if (a->source[0])
+        text_lines(out, "   ", a->source);
     text_lines(out, "B: ", run_name(b, "B"));
+    if (b->source[0])
+        text_lines(out, "   ", b->source);
     line(out, "Delta: B - A");
     snprintf(l, sizeof(l), "%s -> %s (%s)", a->primary[0] ? a->primary : "n/a",
              b->primary[0] ? b->primary : "n/a",
@@ -692,6 +696,8 @@ static void j_run(tml_strbuf *sb, const char *key, const tml_cmp_run *r)
     tml__json_add_str_or_null(sb, r->label);
     tml__sb_adds(sb, ", \"path\": ");
     tml__json_add_str_or_null(sb, r->path);
+    tml__sb_adds(sb, ", \"source\": ");
+    tml__json_add_str_or_null(sb, r->source);
     tml__sb_adds(sb, ", \"primary_diagnosis\": ");
     tml__json_add_str_or_null(sb, r->primary);
     tml__sb_addf(sb, ", \"window_steps\": %zu},\n", r->window_steps);

@@ -50,6 +50,9 @@ enum { TML_CMP_SEC_STEP_TIME, TML_CMP_SEC_STEP_MEMORY, TML_CMP_SEC_PROCESS,
 typedef struct tml_cmp_run {
     char label[TML_CMP_LABEL];     /* meta.run_name, else the file name */
     char path[TML_CMP_LABEL * 4];  /* where it was read from ("" unknown) */
+    /* Another TraceML's summary (0.5.0): what it was and what it lacked,
+     * shown under its name; "" for this TraceML's own. */
+    char source[TML_CMP_LABEL * 2];
     char primary[64];              /* primary_diagnosis.label */
     char diag[TML_CMP_SEC_COUNT][64];   /* each section's diagnosis label */
     size_t window_steps;
