@@ -22,6 +22,8 @@ const tml_cli_cmd tml__cli_cmds[] = {
      tml__usage_serve},
     {"compare", tml__cmd_compare, "Compare two run summaries: improvement, regression, ...",
      tml__usage_compare},
+    {"inspect", tml__cmd_inspect, "Describe a run folder, telemetry.sqlite, a summary or a manifest",
+     tml__usage_inspect},
     {"export", tml__cmd_export, "Export a run's steps as a Chrome/Perfetto trace",
      tml__usage_export},
     {"config", tml__cmd_config, "Compiler and linker flags for the C API (--cflags --libs)",

@@ -69,4 +69,40 @@ const char *tml__store_error(const tml_store *s);
  * and id are overwritten from the database). */
 int tml__store_load(tml_store *s, tml_run *run);
 
+/* ---- digest.c: what a telemetry.sqlite holds, read-only ------------ */
+
+typedef struct tml_store_rank_digest {
+    int32_t rank, local_rank, node, pid;   /* -1 when out of range */
+    char host[64];
+    uint64_t steps;                        /* step rows */
+    int64_t first_step, last_step;         /* -1 without steps */
+    double span_s;                         /* last - first step start, CPU clock; NAN */
+    uint64_t records_dropped, events_dropped;
+    int ended;                             /* said goodbye */
+} tml_store_rank_digest;
+
+typedef struct tml_store_digest {
+    int64_t schema_version;                /* run.schema_version; -1 unknown */
+    char traceml_version[32];
+    char run_name[128], run_id[40];
+    int64_t world_size, nnodes;            /* -1 unknown */
+    int64_t start_unix_ms, end_unix_ms;    /* 0 unknown */
+    char status[16], exit_code[16], profile[16];   /* meta; "" unknown */
+    uint64_t rows_run, rows_meta, rows_ranks, rows_steps, rows_samples;
+    int64_t samples_first_ms, samples_last_ms;     /* 0 without samples */
+    uint64_t sample_metrics;               /* distinct metric names */
+    tml_store_rank_digest *ranks;          /* malloc'd, by rank */
+    size_t nranks;
+} tml_store_digest;
+
+/*
+ * Opens path read-only (and, without a -wal file beside it, immutable: no
+ * WAL index is created next to it) and summarizes it. Returns 0; TML_EPROTO with a
+ * reason in why ("not a SQLite database", "not a TraceML telemetry.sqlite
+ * (no run table)"); TML_EIO when it cannot be opened (errno); TML_ENOMEM.
+ * Release with tml__store_digest_release either way.
+ */
+int tml__store_digest(const char *path, tml_store_digest *out, char *why, size_t cap);
+void tml__store_digest_release(tml_store_digest *d);
+
 #endif
