@@ -290,7 +290,7 @@ static int inspect_file(const char *path)
     size_t k = 0;
     while (k < n && (head[k] == ' ' || head[k] == '\n' || head[k] == '\t' || head[k] == '\r'))
         k++;
-    if (k < n && head[k] == '{')
+    if (k < n && (head[k] == '{' || head[k] == '['))
         return inspect_json(path);
     if (n == 0)
         return tml__cli_error("'%s' is empty, not a TraceML file", path);

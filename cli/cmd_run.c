@@ -207,7 +207,8 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
         finalize_timeout_s = tml__cli_long("--finalize-timeout-sec", v, 1, 86400);
     else if (tml__cli_opt(argc, argv, i, "--html-report", NULL))
         o->html = 1;
-    else if (tml__cli_opt(argc, argv, i, "--disable-traceml", NULL))
+    else if (tml__cli_opt(argc, argv, i, "--disable-traceml", NULL) ||
+             tml__cli_opt(argc, argv, i, "--disable_traceml", NULL))   /* 0.5.0's alias */
         o->disabled = 1;
     else if (tml__cli_opt(argc, argv, i, "--no-auto-trace", NULL))
         o->no_auto_trace = 1;

@@ -189,8 +189,8 @@ static void diag_v05(tml_report_loaded *l, const tml_json *o, const char *sectio
     d->cause = cause_of(d->kind);
     if (strstr(d->kind, "STRAGGLER"))
         straggler_v05(o, &l->m.win, &d->straggler);
-    else    /* the median per-rank share behind a bound verdict */
-        d->share = tml__rl_num(o, "score", 0, 1);
+    else if (isnan(d->share = tml__rl_num(o, "score", 0, 1)))   /* the median per-rank */
+        d->share = tml__rl_num(o, "evidence.score", 0, 1);     /* share of a bound verdict */
 }
 
 static void issues_v05(tml_report_loaded *l, const tml_json *sec, const char *section,

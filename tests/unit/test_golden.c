@@ -4,7 +4,9 @@
  * Every tests/golden/<name>.steps is a run written in the small text format
  * below; the test builds the run (model/run.h), calls tml__report_build() with
  * a fixed generated_at and duration, and compares the box with
- * tests/golden/<name>.txt byte for byte. Run from the repository root.
+ * tests/golden/<name>.txt byte for byte; then reads its final_summary.json
+ * back (report/reload.h) and checks that the box printed again from it is
+ * the same (`traceml view --re-render`). Run from the repository root.
  *
  *   TML_GOLDEN_UPDATE=1    rewrite every <name>.txt from the current output
  *   TML_GOLDEN_JSON_DIR=D  also write D/<name>.json (tests/e2e/test_schema.py
@@ -18,6 +20,7 @@
  *   window N                         window cap (default 10000)
  *   thresholds SPEC                  TRACEML_THRESHOLDS-style overrides
  *   expect KIND                      the primary diagnosis kind (checked)
+ *   watch                            a `traceml watch` run (the watch box)
  *   rank R [node N] [local L] [instrumented LIST] [overhead_ns N]
  *        [records_dropped N] [events_dropped N]
  *                                    LIST: all, none, or input,h2d,forward,
@@ -38,7 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "model/run.h"
+#include "report/model.h"
+#include "report/reload.h"
 #include "report/report.h"
 #include "harness.h"
 
@@ -254,6 +260,8 @@ static int load(const char *path, golden *g)
             tml__thresholds_default(&g->th);
             bad = tml__thresholds_parse(&g->th, tok[1]) != 0;
             g->has_th = 1;
+        } else if (strcmp(tok[0], "watch") == 0 && n == 1) {
+            g->run.watch = 1;
         } else if (strcmp(tok[0], "expect") == 0 && n == 2) {
             snprintf(g->expect, sizeof(g->expect), "%s", tok[1]);
         } else if (strcmp(tok[0], "rank") == 0) {
@@ -301,6 +309,34 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The JSON read back (report/reload.h) and printed again at the same
+ * width must give the same box: `traceml view --re-render` of a summary
+ * shows what the run showed. 1 when it does not. */
+static int reread(const char *name, const tml_strbuf *json, const char *text,
+                  const char *evidence, int width)
+{
+    tml_json *doc = NULL;
+    tml_report_loaded *l = NULL;
+    char why[256] = "";
+    tml_strbuf box = TML_STRBUF_INIT;
+    int fail = 1;
+    if (tml__json_parse(json->buf, json->len, &doc, NULL) < 0 ||
+        tml__report_load(doc, evidence, width, &l, why, sizeof(why)) < 0) {
+        fprintf(stderr, "golden %s: summary not read back (%s)\n", name, why);
+        goto out;
+    }
+    tml__report_box(&l->m, &box);
+    fail = !box.buf || strcmp(box.buf, text) != 0;
+    if (fail)
+        fprintf(stderr, "golden %s: re-rendered box differs; got:\n%s\n", name,
+                box.buf ? box.buf : "(none)");
+out:
+    tml__sb_release(&box);
+    tml__report_loaded_free(l);
+    tml__json_free(doc);
+    return fail;
+}
+
 static int run_case(const char *dir, const char *name)
 {
     char path[512], want_path[512], jpath[512], evidence[256];
@@ -335,6 +371,8 @@ static int run_case(const char *dir, const char *name)
             fail = 1;
         }
     }
+    if (reread(name, &json, text.buf, evidence, g.width))
+        fail = 1;
     if (jdir && *jdir) {
         snprintf(jpath, sizeof(jpath), "%s/%s.json", jdir, name);
         if (spit(jpath, json.buf, json.len) < 0) {
