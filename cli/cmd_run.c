@@ -149,7 +149,7 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
 
 static const char default_master_addr[] = "127.0.0.1";
 /* --finalize-timeout-sec: how long the aggregator may take to finalize */
-static long finalize_timeout_s = 20;
+static double finalize_timeout_s = 20;   /* seconds, fractions too (0.5.0's float) */
 /* --aggregator-bind-host: what node 0's aggregator listens on, multi-host */
 static const char *agg_bind = "0.0.0.0";
 
@@ -204,7 +204,7 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
              tml__cli_opt(argc, argv, i, "--summary-window-rows", &v))
         o->window_steps = tml__cli_long(a, v, 2, 10000);
     else if (tml__cli_opt(argc, argv, i, "--finalize-timeout-sec", &v))
-        finalize_timeout_s = tml__cli_long("--finalize-timeout-sec", v, 1, 86400);
+        finalize_timeout_s = tml__cli_double("--finalize-timeout-sec", v, 0.1, 86400);
     else if (tml__cli_opt(argc, argv, i, "--html-report", NULL))
         o->html = 1;
     else if (tml__cli_opt(argc, argv, i, "--disable-traceml", NULL) ||
@@ -957,7 +957,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     snprintf(line, sizeof(line), "finalize %s %d %d\n", status, code, width);
     ssize_t w = write(ap->ctl, line, strlen(line));
     int interrupted = strcmp(status, "interrupted") == 0;
-    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : finalize_timeout_s * 1000);
+    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : (int64_t)(finalize_timeout_s * 1000));
     int st = 0, done = 0;
     agg_reply reply = {TML_STRBUF_INIT, 0};
     while (w > 0) {
@@ -977,8 +977,8 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     if (!done) {
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
                      "building the summary from telemetry.sqlite");
-        aggregator_lost(ap, "did not finish the summary within %ld s",
-                        interrupted ? 1L : finalize_timeout_s);
+        aggregator_lost(ap, "did not finish the summary within %g s",
+                        interrupted ? 1.0 : finalize_timeout_s);
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
         ap->alive = 0;

@@ -276,3 +276,64 @@ def test_compare_05_with_this_traceml(tmp_path, traced):
     assert js["a"]["source"] and js["b"]["source"] is None
     assert js["verdict"] in ("IMPROVEMENT", "REGRESSION", "EQUIVALENT", "MIXED"), js["verdict"]
     assert js["a"]["run_name"] == "input_bound" and js["b"]["run_name"] == "r"
+
+
+# ---- every 0.5.0 option ----------------------------------------------------
+
+# Every option of 0.5.0's `run` / `watch` parser (traceml_ai/launcher/cli.py),
+# with a value of the type it takes there.
+LAUNCH_05 = [("--mode", "summary"), ("--interval", "0.5"), ("--enable-logging", None),
+             ("--logs-dir", "logs"), ("--run-name", "x"), ("--session-id", "x"),
+             ("--aggregator-port", "29765"), ("--dashboard-port", "8765"),
+             ("--no-dashboard-auto-open", None), ("--history-retention", "30m"),
+             ("--finalize-timeout-sec", "2.5"), ("--trace-max-steps", "5"),
+             ("--nproc-per-node", "1"), ("--nnodes", "1"), ("--node-rank", "0"),
+             ("--master-addr", "127.0.0.1"), ("--master-port", "29500"),
+             ("--aggregator-host", "127.0.0.1"), ("--aggregator-bind-host", "127.0.0.1"),
+             ("--on-missing-aggregator", "warn"), ("--no-history", None),
+             ("--html-report", None), ("--save-training-output", None),
+             ("--no-save-training-output", None)]
+SERVE_05 = [("--mode", "summary"), ("--logs-dir", "logs"), ("--run-name", "s"),
+            ("--session-id", "s"), ("--nnodes", "1"), ("--nproc-per-node", "2"),
+            ("--interval", "0.5"), ("--enable-logging", None), ("--history-retention", "2h"),
+            ("--aggregator-host", "127.0.0.1"), ("--aggregator-bind-host", "127.0.0.1"),
+            ("--aggregator-port", "0")]
+
+
+def flat(opts):
+    return [x for k, v in opts for x in ([k] if v is None else [k, v])]
+
+
+@pytest.mark.parametrize("cmd", ["run", "watch"])
+def test_every_05_launch_option(tmp_path, cmd):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    p = traceml([cmd] + flat(LAUNCH_05) + ["train.py", "--args", "--k v"], tmp_path,
+                env={"STEPS": "3"})
+    assert p.returncode == 0, p.stderr
+    assert "error" not in p.stderr, p.stderr
+    assert 'ARGS ["--k", "v"]' in p.stdout
+    assert (tmp_path / "logs" / "x" / "final_summary.html").exists()
+    for native in (["--disable-traceml"], ["--disable_traceml"]):
+        p = traceml([cmd] + native + ["train.py"], tmp_path, env={"STEPS": "1"})
+        assert p.returncode == 0 and "Summary" not in p.stdout, p.stderr
+
+
+def test_every_05_serve_option(tmp_path):
+    import signal
+    serve = subprocess.Popen([TRACEML, "serve"] + flat(SERVE_05), cwd=str(tmp_path),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=base_env())
+    try:
+        for _ in range(10):
+            line = serve.stdout.readline()
+            assert line, serve.stderr.read()
+            if line.startswith("export TRACEML_ADDR="):
+                break
+        serve.send_signal(signal.SIGINT)
+        out, err = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert serve.returncode == 0, err
+    assert "error" not in err, err
+    assert (tmp_path / "logs" / "s" / "final_summary.json").exists()
