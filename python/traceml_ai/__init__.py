@@ -649,7 +649,14 @@ def _start_detected():
     from . import _zero_edit
     _c._set_discover(lambda opt: _zero_edit.discover(opt, _install_forward,
                                                      _c._set_have_optimizer, _warn))
-    try:        # a parent that spawns the ranks is their launcher, not a rank
+    _mark_spawner()
+
+
+def _mark_spawner():
+    """A parent that spawns the ranks (torch.multiprocessing) is their
+    launcher, not a rank."""
+    from . import _zero_edit
+    try:
         import torch.multiprocessing as tmp
         for owner in (_sys.modules.get("torch.multiprocessing.spawn"), tmp):
             orig = getattr(owner, "start_processes", None)
@@ -675,6 +682,9 @@ def _start_watch():
         return
     init(mode="manual", _source="watch")
     _detected = _active
+    if _active:
+        from . import _zero_edit
+        _zero_edit._after_torch(_mark_spawner)
 
 
 def _arm_deferred():

@@ -93,8 +93,10 @@ def _after_torch(then):
 def start(script, spawned=False):
     """Called by the launcher's sitecustomize (docs/zero-edit.md)."""
     if os.environ.get("TRACEML_PROFILE") == "watch":   # traceml watch: no step tracing
-        if not spawned:
-            import traceml_ai as t
+        import traceml_ai as t
+        if spawned:
+            _after_torch(lambda: _on_process_group(t._start_watch))
+        else:
             t._start_watch()
         return
     try:
@@ -119,8 +121,9 @@ def _start():
         t._warn("automatic step detection could not start (%s)" % (e,))
 
 
-def _on_process_group():
-    """A spawned process: TraceML starts once it joined a process group."""
+def _on_process_group(then=None):
+    """A spawned process: TraceML starts (then(), else as zero-edit tracing
+    does) once it joined a process group."""
     import functools
     import traceml_ai as t
     dist = sys.modules.get("torch.distributed")
@@ -131,7 +134,7 @@ def _on_process_group():
     @functools.wraps(orig)
     def init_process_group(*args, **kwargs):
         r = orig(*args, **kwargs)
-        _start()
+        (then or _start)()
         return r
 
     t._patch_with(dist, "init_process_group", init_process_group)

@@ -368,3 +368,27 @@ def test_rank_from_torch_distributed(tmp_path):
     assert s["meta"]["ranks_reported"] == 2, s["meta"]
     assert s["primary_diagnosis"]["label"] == "INPUT STRAGGLER", s["primary_diagnosis"]
     assert "R1/N0" in s["primary_diagnosis"]["why"]
+
+
+@pytest.mark.parametrize("how", ["spawn", "torchrun"])
+def test_watch_reports_every_rank(tmp_path, how):
+    """`traceml watch` on real ranks (torch.multiprocessing.spawn, or
+    --nproc-per-node through torchrun): each rank's process is reported,
+    the spawning parent is no rank (no CONFLICT), and no step is kept."""
+    logs = tmp_path / "logs"
+    spawn = os.path.join(REPO, "examples", "distributed", "spawn_ddp.py")
+    ddp = os.path.join(REPO, "tests", "fixtures", "v05", "tiny.py")
+    cmd = ([spawn, "--steps", "30", "--delay-ms", "20", "--port", str(free_port_pair())]
+           if how == "spawn" else ["--nproc-per-node", "2", ddp])
+    p = subprocess.run([TRACEML, "watch", "--interval", "0.2", "--logs-dir", str(logs),
+                        "--run-name", "w"] + cmd, cwd=str(tmp_path),
+                       env=base_env(STEPS="40", DELAY_MS="5"), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "TraceML Watch Summary" in p.stdout and "CONFLICT" not in p.stdout, p.stdout
+    with open(logs / "w" / "final_summary.json", encoding="utf-8") as f:
+        s = json.load(f)
+    assert s["meta"]["profile"] == "watch" and s["meta"]["ranks_reported"] == 2, s["meta"]
+    assert s["meta"]["common_steps"] == 0
+    assert sorted(r["rank"] for r in s["process"]["per_rank"]) == [0, 1]
+    assert all(r["rss_bytes"] for r in s["process"]["per_rank"]), s["process"]["per_rank"]
