@@ -5,9 +5,9 @@ under that environment's own interpreter and calls main(): it replaces
 itself with the C binary shipped in this package (bin/traceml), passing
 sys.executable on, so that `traceml run train.py` trains with the Python
 (and the torch) of the environment TraceML was installed in
-(cli/python.c). For `run` it also says what this interpreter can import,
-in the words of cli/python.c's probe, which then need not start it once
-more (~15 ms). Nothing else happens in Python.
+(cli/python.c). For `run` and `watch` it also says what this interpreter
+can import, in the words of cli/python.c's probe, which then need not
+start it once more (~15 ms). Nothing else happens in Python.
 """
 import os
 import sys
@@ -32,7 +32,7 @@ def _probe():
 def main():
     exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "traceml")
     os.environ["TRACEML_ENV_PYTHON"] = sys.executable
-    if len(sys.argv) > 1 and sys.argv[1] == "run":
+    if len(sys.argv) > 1 and sys.argv[1] in ("run", "watch"):
         try:
             os.environ["TRACEML_ENV_PYTHON_PROBE"] = _probe()
         except Exception:
