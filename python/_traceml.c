@@ -1020,6 +1020,18 @@ mod_phase_end(PyObject *m, PyObject *arg)
     return PyLong_FromLong(tml_phase_end((tml_phase)p));
 }
 
+/* phase_cancel(phase): forget a phase_begin() whose end never comes (a
+ * fetch that raised StopIteration); nothing is recorded. */
+static PyObject *
+mod_phase_cancel(PyObject *m, PyObject *arg)
+{
+    int p;
+    (void)m;
+    if (phase_arg(arg, &p) < 0)
+        return NULL;
+    return PyLong_FromLong(tml_phase_cancel((tml_phase)p));
+}
+
 static PyObject *
 mod_phase_span(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1389,8 +1401,14 @@ static PyMethodDef mod_methods[] = {
     {"step_end", mod_step_end, METH_NOARGS, NULL},
     {"mark_epoch_start", mod_mark_epoch_start, METH_NOARGS, NULL},
     {"step_abort", mod_step_abort, METH_NOARGS, NULL},
-    {"phase_begin", mod_phase_begin, METH_O, NULL},
-    {"phase_end", mod_phase_end, METH_O, NULL},
+    /* text signatures: a framework that inspects its callbacks (PyTorch
+     * Ignite's event handlers) can call these directly, no Python between */
+    {"phase_begin", mod_phase_begin, METH_O,
+     "phase_begin($module, phase, /)\n--\n\nthe phase starts now (tml_phase_begin) -> rc"},
+    {"phase_end", mod_phase_end, METH_O,
+     "phase_end($module, phase, /)\n--\n\nthe phase ends now (tml_phase_end) -> rc"},
+    {"phase_cancel", mod_phase_cancel, METH_O,
+     "phase_cancel($module, phase, /)\n--\n\nforget the open phase_begin (tml_phase_cancel) -> rc"},
     {"phase_span", (PyCFunction)(void (*)(void))mod_phase_span, METH_FASTCALL, NULL},
     {"now_ns", mod_now_ns, METH_NOARGS, "the engine's monotonic clock (ns)"},
     {"comm_bytes", mod_comm_bytes, METH_O, "comm_bytes(n): a blocking collective sent n bytes"},
