@@ -6,6 +6,8 @@
     traceml_ai.integrations.pytorch_lightning   TraceMLCallback (pytorch_lightning)
     traceml_ai.integrations.ray           TraceMLTorchTrainer (ray.train.torch.TorchTrainer)
     traceml_ai.integrations.deepspeed     trace_engine(engine) (DeepSpeedEngine)
+    traceml_ai.integrations.ignite        TraceMLHandler(model).attach(engine) (ignite Engine)
+    traceml_ai.integrations.monai         TraceMLHandler, init (MONAI's SupervisedTrainer)
     traceml_ai.integrations.wandb         log_summary(run=None, step=None)
     traceml_ai.integrations.mlflow        log_summary(step=None)
 
