@@ -37,9 +37,10 @@ FAKE_TORCH = {"PYTHONPATH": FAKES}
 
 # The modules whose tests take longest start first, so that pytest's
 # workers do not wait for one of them at the end (tests/run).
-SLOW_FIRST = ("test_integrations_ray", "test_integrations_hf", "test_live", "test_distributed",
-              "test_integrations_deepspeed", "test_unchanged", "test_comm", "test_install",
-              "test_integrations_lightning", "test_compare", "test_multinode_live")
+SLOW_FIRST = ("test_integrations_rfdetr", "test_integrations_ray", "test_integrations_hf",
+              "test_live", "test_distributed", "test_integrations_deepspeed", "test_unchanged",
+              "test_comm", "test_install", "test_integrations_lightning", "test_compare",
+              "test_multinode_live")
 
 
 def pytest_configure(config):
@@ -167,6 +168,21 @@ def step_metric_ms(summary, name):
     med = summary["step_time"]["median"]
     assert (name + "_ms") in med, "%s_ms not in step_time.median: %s" % (name, json.dumps(med))
     return med[name + "_ms"]
+
+
+def step_rows_ms(run_dir, column, rank=0):
+    """One column of telemetry.sqlite's steps table ("input_ns", ...), per
+    step of one rank, in ms: for a median over the run's steps, which one
+    step's scheduling stall on a shared machine does not move as it moves
+    a window average."""
+    import sqlite3
+    db = sqlite3.connect(os.path.join(run_dir, "telemetry.sqlite"))
+    try:
+        rows = db.execute("SELECT %s FROM steps WHERE rank = ? ORDER BY step" % column,
+                          (rank,)).fetchall()
+    finally:
+        db.close()
+    return [r[0] / 1e6 for r in rows if r[0] is not None]
 
 
 def near(measured, injected_ms, rel=0.15, abs_ms=2.0):
