@@ -51,22 +51,24 @@ def imports_traceml(source):
 
 
 class _AfterTorch(object):
-    """A meta-path finder that lets torch import as usual and then calls
-    `then()`. It stays until torch is really executed: a find_spec("torch")
-    that only looks (importlib.util.find_spec, as many libraries do before
+    """A meta-path finder that lets torch (or the module `name`) import as
+    usual and then calls `then()` (`then(module)` for another module). It
+    stays until the module is really executed: a find_spec("torch") that
+    only looks (importlib.util.find_spec, as many libraries do before
     importing) does not use it up."""
 
-    def __init__(self, then):
+    def __init__(self, then, name="torch"):
         self.then = then
+        self.name = name
         self.busy = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch" or self.busy:
+        if name != self.name or self.busy:
             return None
         self.busy = True
         try:
             import importlib.util
-            spec = importlib.util.find_spec("torch")
+            spec = importlib.util.find_spec(name)
         finally:
             self.busy = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
@@ -77,7 +79,10 @@ class _AfterTorch(object):
             run(module)
             if finder in sys.meta_path:
                 sys.meta_path.remove(finder)
-                finder.then()
+                if finder.name == "torch":
+                    finder.then()
+                else:
+                    finder.then(module)
 
         spec.loader.exec_module = exec_module
         return spec
@@ -111,6 +116,22 @@ def start(script, spawned=False):
         _after_torch(_on_process_group)
     else:
         _after_torch(_start)
+        if "rfdetr.training" not in sys.modules:
+            sys.meta_path.insert(0, _AfterTorch(_rfdetr, "rfdetr.training"))
+
+
+def _rfdetr(training):
+    """RF-DETR trains through a Lightning Trainer of its own factory: its
+    steps are marked by TraceML's callback (integrations/rfdetr.py), as
+    TraceML 0.5.0's launcher did, instead of found automatically (Lightning
+    runs training_step inside optimizer.step(closure), where automatic
+    detection sees no forward)."""
+    try:
+        from .integrations import rfdetr
+        rfdetr._auto(training)
+    except Exception as e:         # TraceML never breaks training
+        import traceml_ai as t
+        t._warn("the RF-DETR integration could not attach (%s)" % (e,))
 
 
 def _start():

@@ -44,10 +44,10 @@ def rfdetr_venv():
     return VENV
 
 
-def run(venv, tmp_path, *args, env=None, traced=True):
+def run(venv, tmp_path, *args, env=None, traced=True, script=SCRIPT):
     """The example under the venv's `traceml run`, or its plain python."""
     logs = tmp_path / "logs"
-    script = [SCRIPT, "--data", str(tmp_path / "data")] + [str(a) for a in args]
+    script = [script, "--data", str(tmp_path / "data")] + [str(a) for a in args]
     if traced:
         cmd = [os.path.join(venv, "bin", "traceml"), "run", "--logs-dir", str(logs),
                "--run-name", "rfdetr"] + script
@@ -90,6 +90,29 @@ def test_rfdetr_train_input_bound(rfdetr_venv, tmp_path, slept):
     for phase in ("forward", "backward", "optimizer"):
         v = step_metric_ms(s, phase)
         assert v is not None and v > 0, (phase, json.dumps(s["step_time"]["median"]))
+
+
+def test_traceml_run_attaches_without_edits(rfdetr_venv, tmp_path, slept):
+    """`traceml run` on a script that never imports TraceML (here one that
+    runs the example with --api none): when rfdetr.training is imported,
+    zero-edit tracing wraps its build_trainer as init() does (0.5.0's
+    launcher did the same), so the steps are marked by the callback, with
+    Forward timed; found automatically, Lightning's training_step inside
+    optimizer.step(closure) left Forward unobserved."""
+    wrapper = tmp_path / "train.py"
+    wrapper.write_text("import runpy, sys\n"
+                       "sys.argv[0] = %r\n"
+                       "runpy.run_path(sys.argv[0], run_name='__main__')\n" % SCRIPT)
+    r = run(rfdetr_venv, tmp_path, "--api", "none", "--images", 24, "--delay-ms", 300,
+            env=slept.env(), script=str(wrapper))
+    assert r.rc == 0, r.explain()
+    assert "traceml: warning" not in r.stderr, r.explain()
+    assert optimizer_steps(r.stdout) == 12, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] == "marked", s["meta"]
+    assert s["meta"]["common_steps"] == 12, s["meta"]
+    assert primary(s)["label"] == "INPUT-BOUND", json.dumps(primary(s))
+    assert step_metric_ms(s, "forward") > 0, json.dumps(s["step_time"]["median"])
 
 
 def test_too_old_rfdetr_warns_once(rfdetr_venv, tmp_path):

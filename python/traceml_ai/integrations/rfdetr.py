@@ -66,6 +66,19 @@ def init():
     return _t._config
 
 
+def _auto(training):
+    """Zero-edit tracing (`traceml run` on a script that does not import
+    TraceML) when rfdetr.training has been imported: the factory wrapped as
+    init() wraps it, if TraceML runs and rfdetr is recent enough (silently
+    not otherwise: the script asked for nothing)."""
+    found = _common._version("rfdetr")
+    if not _t._active or found is None or \
+            _t._version_tuple(found) < _t._version_tuple(_NEEDS[2]):
+        return
+    from . import pytorch_lightning as pl_integration
+    _wrap_factory(training, pl_integration.TraceMLCallback)
+
+
 def _wrap_factory(training, callback_cls):
     orig = training.build_trainer
     if getattr(orig, "_traceml", False):
