@@ -15,7 +15,8 @@ step on a loaded CPU. Injected cause, exact:
 
 --accum K sets SupervisedTrainer(accumulation_steps=K) (one TraceML step
 per optimizer update, K iterations each); --epochs E splits the batches
-over E epochs; --api init+handler calls TraceML 0.5.0's
+over E epochs; --thread-loader uses MONAI's ThreadDataLoader (batches
+prepared on a thread while the step computes); --api init+handler calls TraceML 0.5.0's
 traceml_ai.integrations.monai.init() first; --api none trains without
 TraceML (the same run, untraced). Prints "optimizer steps: N" (counted by
 a hook on the optimizer) at the end.
@@ -34,6 +35,8 @@ def parse():
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
+    p.add_argument("--thread-loader", action="store_true",
+                   help="monai.data.ThreadDataLoader (batches fetched on a thread)")
     p.add_argument("--api", choices=("handler", "init+handler", "none"), default="handler")
     return p.parse_args()
 
@@ -48,7 +51,7 @@ def main():
     a = parse()
     import torch
     from torch import nn
-    from monai.data import DataLoader, Dataset, list_data_collate
+    from monai.data import DataLoader, Dataset, ThreadDataLoader, list_data_collate
     from monai.engines import SupervisedTrainer
 
     if a.api != "none":
@@ -69,8 +72,9 @@ def main():
         sleep_ms(a.delay_ms)
         return list_data_collate(batch)
 
-    loader = DataLoader(Dataset(items), batch_size=a.batch, shuffle=False,
-                        num_workers=a.workers, collate_fn=slow_collate)
+    loader = (ThreadDataLoader if a.thread_loader else DataLoader)(
+        Dataset(items), batch_size=a.batch, shuffle=False, num_workers=a.workers,
+        collate_fn=slow_collate)
 
     class Net(nn.Module):
         def __init__(self):
