@@ -17,6 +17,12 @@ aggregator), as the framework itself calls the hooks, on an empty step:
   accelerate    `with integrations.accelerate.trace_step(accelerator, model)`
   deepspeed     a traced DeepSpeedEngine's forward, backward and step (the
                 engine's own work stubbed out), minus the untraced methods
+  ignite        an ignite Engine's per-iteration events (GET_BATCH_STARTED,
+                _COMPLETED, ITERATION_STARTED, _COMPLETED) around an
+                optimizer step of no parameters, with TraceMLHandler
+                attached, minus the same on an Engine without it
+  monai         the same with MONAI's TraceMLHandler and MONAI's
+                FORWARD_COMPLETED, LOSS_COMPLETED, BACKWARD_COMPLETED
 
 Blocks of --steps steps of the path and of its reference alternate
 (--repeats pairs); time is the thread's CPU time; reported per path: the
@@ -181,8 +187,61 @@ def deepspeed(model):
     return loop(traced), loop(plain)
 
 
+def _ignite_engines(handler, extra_events=()):
+    """Two ignite Engines, one with `handler` attached, and a run(n) for
+    each that fires an iteration's events as Engine._run_once_on_dataset
+    does, with an optimizer step (of no parameters: torch's step hooks,
+    TraceML's optimizer phase) inside the iteration."""
+    import torch
+    from ignite.engine import Engine, Events
+
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    network = getattr(handler, "_bench_model", None)     # MONAI's handler reads it
+    engines = []
+    for attach in (True, False):
+        e = Engine(lambda engine, batch: None)
+        if extra_events:
+            e.register_events(*extra_events)
+        e.network = network
+        if attach:
+            handler.attach(e)
+        e._fire_event(Events.STARTED)
+        engines.append(e)
+    middle = list(extra_events)
+
+    def loop(e):
+        fire = e._fire_event
+
+        def run(n):
+            for _ in range(n):
+                fire(Events.GET_BATCH_STARTED)
+                fire(Events.GET_BATCH_COMPLETED)
+                fire(Events.ITERATION_STARTED)
+                for ev in middle:
+                    fire(ev)
+                opt.step()
+                fire(Events.ITERATION_COMPLETED)
+        return run
+    return loop(engines[0]), loop(engines[1])
+
+
+def ignite(model):
+    from traceml_ai.integrations.ignite import TraceMLHandler
+    return _ignite_engines(TraceMLHandler(model))
+
+
+def monai(model):
+    from monai.engines.utils import IterationEvents
+    from traceml_ai.integrations.monai import TraceMLHandler
+
+    h = TraceMLHandler()
+    h._bench_model = model
+    return _ignite_engines(h, (IterationEvents.FORWARD_COMPLETED, IterationEvents.LOSS_COMPLETED,
+                               IterationEvents.BACKWARD_COMPLETED))
+
+
 PATHS = {"huggingface": huggingface, "lightning": lightning, "accelerate": accelerate,
-         "deepspeed": deepspeed}
+         "deepspeed": deepspeed, "ignite": ignite, "monai": monai}
 
 
 def main():
