@@ -200,6 +200,30 @@ double tml__diag_comm_share(const tml_window *w, int *rank_out)
     return best;
 }
 
+/* culprit − victim of one metric; NAN when either is missing */
+static double diff_ns(const tml_rank_window *cul, const tml_rank_window *vic, tml_metric m)
+{
+    return cul->avg_ns[m] - vic->avg_ns[m];
+}
+
+/* The culprit's excess in straggler component c (input, h2d, compute,
+ * outside the step). Compute is the work outside the collective-bound
+ * phase: Forward, before the all-reduce, and the optimizer step, after it
+ * (extra work there, e.g. one rank's larger update or a rank-only
+ * computation in step(), makes the peers wait at the next all-reduce just
+ * the same). A part that is missing on either rank adds nothing; NAN
+ * when both are. */
+static double excess_ns(const tml_rank_window *cul, const tml_rank_window *vic, int c)
+{
+    static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
+    if (c != 2)
+        return diff_ns(cul, vic, comp[c]);
+    double f = diff_ns(cul, vic, TML_M_FORWARD), o = diff_ns(cul, vic, TML_M_OPTIMIZER);
+    if (isnan(f))
+        return o;
+    return isnan(o) ? f : f + o;
+}
+
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
                          tml_straggler *out)
 {
@@ -212,6 +236,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     out->cost_ns = out->score = NAN;
     for (int c = 0; c < 4; c++)
         out->coverage[c] = NAN;
+    out->forward_coverage = out->optimizer_coverage = NAN;
     if (w->nranks < 2)
         return;
     v = malloc(w->nranks * sizeof(*v));
@@ -241,17 +266,16 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     out->culprit_steps = cul->culprit_steps;
     out->valid = 1;
     /* what the culprit does more than the victim: its input, copies,
-     * forward, or work between steps (the untraced gap: rank-0-only
-     * evaluation, checkpointing, logging) */
-    static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
+     * compute outside the collective-bound phase, or work between steps */
     int best = -1;
-    for (int c = 0; c < 4; c++) {
-        double a = cul->avg_ns[comp[c]], b = vic->avg_ns[comp[c]];
-        if (isnan(a) || isnan(b) || !(out->cost_ns > 0))
-            continue;
-        out->coverage[c] = (a - b) / out->cost_ns;
-        if (best < 0 || out->coverage[c] > out->coverage[best])
+    for (int c = 0; c < 4 && out->cost_ns > 0; c++) {
+        out->coverage[c] = excess_ns(cul, vic, c) / out->cost_ns;
+        if (!isnan(out->coverage[c]) && (best < 0 || out->coverage[c] > out->coverage[best]))
             best = c;
+    }
+    if (out->cost_ns > 0) {
+        out->forward_coverage = diff_ns(cul, vic, TML_M_FORWARD) / out->cost_ns;
+        out->optimizer_coverage = diff_ns(cul, vic, TML_M_OPTIMIZER) / out->cost_ns;
     }
     if (best >= 0 && ge(out->coverage[best], th ? th->straggler_coverage : 0.80))
         out->component = best;
@@ -272,6 +296,34 @@ static double ms(double ns)
 static int pct(double share)
 {
     return (int)lround(share * 100.0);
+}
+
+/* COMPUTE STRAGGLER's Why and Next: the forward and, where both ranks
+ * have one, the optimizer step (the compute outside the all-reduce);
+ * Next points at the one where the culprit's excess lies. */
+static void compute_straggler_text(const tml_rank_window *cul, const tml_rank_window *vic,
+                                   const char *cr, const char *vr, tml_diagnosis *d)
+{
+    double f = diff_ns(cul, vic, TML_M_FORWARD), o = diff_ns(cul, vic, TML_M_OPTIMIZER);
+    if (isnan(o)) {
+        snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward; %s spent %.1f ms.",
+                 cr, ms(cul->avg_ns[TML_M_FORWARD]), vr, ms(vic->avg_ns[TML_M_FORWARD]));
+    } else if (isnan(f)) {
+        snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in the optimizer step; %s spent %.1f ms.",
+                 cr, ms(cul->avg_ns[TML_M_OPTIMIZER]), vr, ms(vic->avg_ns[TML_M_OPTIMIZER]));
+    } else {
+        snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward and %.1f ms in the optimizer "
+                 "step; %s spent %.1f ms and %.1f ms.", cr, ms(cul->avg_ns[TML_M_FORWARD]),
+                 ms(cul->avg_ns[TML_M_OPTIMIZER]), vr, ms(vic->avg_ns[TML_M_FORWARD]),
+                 ms(vic->avg_ns[TML_M_OPTIMIZER]));
+    }
+    if (!isnan(o) && !(f >= o))
+        snprintf(d->next, sizeof(d->next), "Inspect the optimizer step on the slow rank (%s): "
+                 "work only it does in optimizer.step(), more parameters to update than its "
+                 "peers, a slower or throttled GPU.", cr);
+    else
+        snprintf(d->next, sizeof(d->next), "Inspect compute on the slow rank (%s): uneven "
+                 "batch sizes or sequence lengths, a slower or throttled GPU.", cr);
 }
 
 /* The straggler issue, when the score crosses the warn threshold. */
@@ -315,9 +367,7 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
                      "rank (a DistributedSampler for evaluation), do it less often, or in the "
                      "background.", cr);
         } else {
-            snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward; %s spent %.1f ms.",
-                     cr, a, vr, b);
-            snprintf(d->next, sizeof(d->next), "Inspect compute on the slow rank (%s): uneven batch sizes or sequence lengths, a slower or throttled GPU.", cr);
+            compute_straggler_text(cul, vic, cr, vr, d);
         }
         d->cause = -1;
     } else {

@@ -168,7 +168,9 @@ typedef struct tml_straggler {
     int culprit, victim;       /* indices into the window's ranks */
     double cost_ns;            /* victim - culprit collective-bound phase */
     double score;              /* cost / victim Step Time */
-    double coverage[4];        /* input, h2d, forward, outside-the-step excess / cost; NAN unknown */
+    double coverage[4];        /* input, h2d, compute, outside-the-step excess / cost; NAN unknown */
+    double forward_coverage;   /* compute's parts: Forward excess / cost, NAN unknown */
+    double optimizer_coverage; /* and Optimizer excess / cost */
     int component;             /* 0 input, 1 h2d, 2 compute, 3 outside the step, -1 none */
     size_t culprit_steps;      /* window steps whose culprit was the same rank */
 } tml_straggler;

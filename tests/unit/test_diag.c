@@ -259,7 +259,9 @@ static void test_shares_median_over_ranks(void)
 
 /* DDP straggler: the culprit waits least in Backward. Rank r of n ranks:
  * Backward 100 ms except the culprit (rank 0), whose Backward is shorter
- * by `cost` and whose component `comp` is longer by `cover` * cost. */
+ * by `cost` and whose component `comp` (0 input, 1 h2d, 2 forward,
+ * 4 optimizer, 5 forward and optimizer half each) is longer by
+ * `cover` * cost. */
 static tml_window straggler_window(size_t n, double cost, int comp, double cover, size_t steps)
 {
     shares s[8];
@@ -276,6 +278,11 @@ static tml_window straggler_window(size_t n, double cost, int comp, double cover
     if (comp == 0) s[0].input += extra;
     else if (comp == 1) s[0].h2d += extra;
     else if (comp == 2) s[0].fwd += extra;
+    else if (comp == 4) s[0].opt += extra;
+    else if (comp == 5) {
+        s[0].fwd += extra / 2;
+        s[0].opt += extra / 2;
+    }
     s[0].residual += cost - extra;   /* the rest of the culprit's time */
     return window(n, s, steps, TML_CLOCK_GPU);
 }
@@ -330,6 +337,9 @@ static void test_straggler_table(void)
         { 2, 34.0, 0, 1.0, 20, "INPUT_STRAGGLER", CRIT },
         { 4, 40.0, 1, 0.8, 100, "H2D_STRAGGLER", CRIT },        /* coverage 0.80 */
         { 4, 40.0, 2, 0.9, 100, "COMPUTE_STRAGGLER", CRIT },
+        { 2, 40.0, 4, 0.9, 100, "COMPUTE_STRAGGLER", CRIT },    /* in optimizer.step() */
+        { 2, 40.0, 4, 0.79, 100, "STRAGGLER", CRIT },
+        { 2, 40.0, 5, 0.8, 100, "COMPUTE_STRAGGLER", CRIT },    /* 0.4 + 0.4 */
         { 4, 40.0, 0, 0.79, 100, "STRAGGLER", CRIT },           /* coverage below */
         { 3, 20.0, -1, 0.0, 100, "STRAGGLER", WARN },
     };
@@ -820,7 +830,49 @@ static void test_straggler_wait_is_not_communication(void)
     CHECK_NEAR(d.straggler.cost_ns, 39 * MS, 1);
 }
 
-#define TESTS X(test_communication_bound) X(test_straggler_wait_is_not_communication) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* One rank does extra work in optimizer.step() (0.5.0's compute-straggler
+ * demo): its peer waits for it at the next all-reduce. The compute
+ * component is Forward + Optimizer, the work outside the collective, so
+ * this is a COMPUTE STRAGGLER pointing at the optimizer step, not a
+ * STRAGGLER that no traced phase explains. */
+static void test_compute_straggler_in_optimizer(void)
+{
+    tml_step_diag d;
+    tml_window w = straggler_window(2, 40, 4, 1.0, 100);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMPUTE_STRAGGLER");
+    CHECK_EQ_INT(d.straggler.component, 2);
+    CHECK_NEAR(d.straggler.coverage[2], 1.0, 1e-9);
+    CHECK_NEAR(d.straggler.optimizer_coverage, 1.0, 1e-9);
+    CHECK_NEAR(d.straggler.forward_coverage, 0.0, 1e-9);
+    CHECK(strstr(d.primary.why, "R0/N0 spent 50.0 ms in forward and 50.0 ms in the optimizer "
+                 "step; R1/N0 spent 50.0 ms and 10.0 ms.") != NULL);
+    CHECK(strstr(d.primary.next, "Inspect the optimizer step on the slow rank (R0/N0)") != NULL);
+
+    /* the excess in forward: Next points at the forward's inputs */
+    w = straggler_window(2, 40, 2, 1.0, 100);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMPUTE_STRAGGLER");
+    CHECK(strstr(d.primary.next, "uneven batch sizes") != NULL);
+
+    /* Optimizer missing on a rank (a hand-written update): the forward
+     * alone is the compute part, never a zero for the missing one */
+    w = straggler_window(2, 40, 2, 1.0, 100);
+    ranks[1].avg_ns[TML_M_OPTIMIZER] = NAN;
+    tml__diag_straggler(&w, NULL, &d.straggler);
+    CHECK_NEAR(d.straggler.coverage[2], 1.0, 1e-9);
+    CHECK(isnan(d.straggler.optimizer_coverage));
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.why, "R0/N0 spent 90.0 ms in forward; R1/N0 spent 50.0 ms.") != NULL);
+    /* and the optimizer alone when Forward is missing */
+    w = straggler_window(2, 40, 4, 1.0, 100);
+    ranks[0].avg_ns[TML_M_FORWARD] = NAN;
+    tml__diag_straggler(&w, NULL, &d.straggler);
+    CHECK_NEAR(d.straggler.coverage[2], 1.0, 1e-9);
+    CHECK(isnan(d.straggler.forward_coverage));
+}
+
+#define TESTS X(test_communication_bound) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
