@@ -224,6 +224,29 @@ static double excess_ns(const tml_rank_window *cul, const tml_rank_window *vic, 
     return isnan(o) ? f : f + o;
 }
 
+/* How much more CPU than the victim a culprit may use and still be said
+ * to have done no more work: the process samples cover the whole run
+ * (start-up included), so a little difference is noise. */
+#define CPU_SAME 0.10
+
+/* On a host whose CPU is saturated (HIGH CPU), a rank of a CPU training
+ * falls behind its peers as much by waiting for a core as by computing
+ * more; its phases run longer on the wall clock either way. The CPU it
+ * used tells them apart: a rank that computes more uses more CPU (its
+ * peers wait idle in the all-reduce), a rank that waited for a core does
+ * not. Only where CPU time is the work: the CPU clock and no GPU. */
+static int waited_for_cpu(const tml_window *w, const tml_rank_window *cul,
+                          const tml_rank_window *vic)
+{
+    if (!(w->host_cpu_busy > 0) || w->clock != TML_CLOCK_CPU)
+        return 0;
+    for (size_t i = 0; i < w->nranks; i++)
+        if (w->ranks[i].has_gpu)
+            return 0;
+    return vic->cpu_percent > 0 && cul->cpu_percent >= 0 &&
+           cul->cpu_percent <= vic->cpu_percent * (1.0 + CPU_SAME);
+}
+
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
                          tml_straggler *out)
 {
@@ -279,6 +302,10 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     }
     if (best >= 0 && ge(out->coverage[best], th ? th->straggler_coverage : 0.80))
         out->component = best;
+    if ((out->component == 2 || out->component < 0) && waited_for_cpu(w, cul, vic)) {
+        out->cpu_contention = 1;
+        out->component = -1;
+    }
 done:
     free(v);
 }
@@ -370,6 +397,17 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
             compute_straggler_text(cul, vic, cr, vr, d);
         }
         d->cause = -1;
+    } else if (s->cpu_contention) {
+        diag_init(d, "STRAGGLER", "STRAGGLER", sev);
+        snprintf(d->why, sizeof(d->why),
+                 "Peers waited %.1f ms per step for %s at the gradient all-reduce (%d%% of %s's "
+                 "Step Time), but %s used no more CPU than %s (%.0f%% vs %.0f%% of a core) while "
+                 "the host CPU averaged %.0f%% (HIGH CPU): it waited for a core, it did not "
+                 "compute more.", ms(s->cost_ns), cr, pct(s->score), vr, cr, vr, cul->cpu_percent,
+                 vic->cpu_percent, w->host_cpu_busy);
+        snprintf(d->next, sizeof(d->next),
+                 "Give each rank its cores: fewer ranks, threads (OMP_NUM_THREADS) or other "
+                 "processes on this host; then look at %s again.", cr);
     } else {
         diag_init(d, "STRAGGLER", "STRAGGLER", sev);
         snprintf(d->why, sizeof(d->why),

@@ -103,6 +103,10 @@ typedef struct tml_rank_window {
      * flight); NAN without communication. */
     double comm_bytes_per_step, comm_bytes_per_s, comm_collectives_per_step;
     int has_gpu;                   /* any GPU figure seen from this rank */
+    /* The process's CPU use over the run (100 = one core), from its
+     * samples; NAN unknown. Set by the report (the process section), for
+     * the straggler rule on a saturated host. */
+    double cpu_percent;
     int64_t overhead_ns_per_step;  /* from the rank's counters, -1 unknown */
     /* The rank's input pipeline as configured (see tml_rank_info). */
     int loader_known;
@@ -172,6 +176,10 @@ typedef struct tml_straggler {
     double forward_coverage;   /* compute's parts: Forward excess / cost, NAN unknown */
     double optimizer_coverage; /* and Optimizer excess / cost */
     int component;             /* 0 input, 1 h2d, 2 compute, 3 outside the step, -1 none */
+    /* A CPU training on a saturated host (HIGH CPU) whose culprit used no
+     * more CPU than the victim: it waited for a core, it did not compute
+     * more (component -1 then). */
+    int cpu_contention;
     size_t culprit_steps;      /* window steps whose culprit was the same rank */
 } tml_straggler;
 

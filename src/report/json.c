@@ -94,6 +94,7 @@ static void straggler_obj(jw *w, const char *key, const tml_window *win, const t
     jw_pct(w, "outside_step", s->coverage[3]);
     tml__jw_close(w, '}');
     tml__jw_str(w, "component", s->component >= 0 ? comp[s->component] : NULL);
+    tml__jw_bool(w, "cpu_contention", s->cpu_contention);
     tml__jw_int(w, "culprit_steps", (long long)s->culprit_steps);
     tml__jw_int(w, "window_steps", (long long)win->window_steps);
     tml__jw_close(w, '}');

@@ -872,7 +872,56 @@ static void test_compute_straggler_in_optimizer(void)
     CHECK(isnan(d.straggler.forward_coverage));
 }
 
-#define TESTS X(test_communication_bound) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* A CPU training on a saturated host: a rank that waited for a core
+ * falls behind as one that computes more would. The CPU each used tells
+ * them apart: no more CPU than the victim (within 10%) is contention, a
+ * plain STRAGGLER whose Why and Next say so; more is a COMPUTE STRAGGLER.
+ * Only on the CPU clock without GPUs, and never for an input straggler. */
+static void test_straggler_cpu_contention(void)
+{
+    static const struct {
+        double busy;            /* host CPU % when HIGH CPU fired, else 0 */
+        int comp;               /* straggler_window's component */
+        double cul, vic;        /* process CPU % of culprit (R0), victim (R1) */
+        tml_clock clock;
+        int gpu;                /* a rank has GPU figures */
+        const char *kind;
+    } t[] = {
+        { 100, 2, 33.1, 31.7, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* the healthy demo */
+        { 100, 2, 35.2, 32.0, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* +10%: the same */
+        { 100, 2, 35.3, 32.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },
+        { 100, 2, 45.1, 16.1, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },  /* the straggler demo */
+        { 100, -1, 30.0, 30.0, TML_CLOCK_CPU, 0, "STRAGGLER" },
+        { 0, 2, 33.1, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },    /* host not saturated */
+        { 100, 2, 33.1, 31.7, TML_CLOCK_GPU, 0, "COMPUTE_STRAGGLER" },
+        { 100, 2, 33.1, 31.7, TML_CLOCK_CPU, 1, "COMPUTE_STRAGGLER" },
+        { 100, 2, NAN, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* never sampled */
+        { 100, 0, 25.0, 27.0, TML_CLOCK_CPU, 0, "INPUT_STRAGGLER" },    /* its input: sleeps */
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        tml_step_diag d;
+        tml_window w = straggler_window(2, 40, t[i].comp, t[i].comp < 0 ? 0.0 : 1.0, 100);
+        w.clock = t[i].clock;
+        w.host_cpu_busy = t[i].busy;
+        ranks[0].cpu_percent = t[i].cul;
+        ranks[1].cpu_percent = t[i].vic;
+        ranks[1].has_gpu = t[i].gpu;
+        tml__diag_step_time(&w, NULL, &d);
+        if (strcmp(d.primary.kind, t[i].kind) != 0)
+            fprintf(stderr, "row %zu: got %s, want %s\n", i, d.primary.kind, t[i].kind);
+        CHECK_STR(d.primary.kind, t[i].kind);
+        int contention = strcmp(t[i].kind, "STRAGGLER") == 0 && t[i].comp >= 0;
+        CHECK_EQ_INT(d.straggler.cpu_contention, contention || (t[i].comp < 0 && t[i].busy > 0));
+        if (d.straggler.cpu_contention) {
+            CHECK_EQ_INT(d.primary.severity, CRIT);             /* the time is lost all the same */
+            CHECK(strstr(d.primary.why, "R0/N0 used no more CPU than R1/N0") != NULL);
+            CHECK(strstr(d.primary.why, "(HIGH CPU): it waited for a core") != NULL);
+            CHECK(strstr(d.primary.next, "Give each rank its cores") != NULL);
+        }
+    }
+}
+
+#define TESTS X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
