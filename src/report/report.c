@@ -114,6 +114,18 @@ static int mem_rows(tml_report_model *m)
 
 /* ---- the model -------------------------------------------------------- */
 
+/* What the step-time rules need from the resource sections: whether the
+ * host CPU is saturated, and how much of it each rank used (procs[i] is
+ * win.ranks[i]'s). */
+static void step_rule_inputs(tml_report_model *m)
+{
+    for (size_t i = 0; i < m->sys_s.nissues; i++)
+        if (strcmp(m->sys_s.issues[i].kind, "HIGH_CPU") == 0)
+            m->win.host_cpu_busy = m->sys_s.issues[i].res.value;
+    for (size_t i = 0; i < m->win.nranks && i < m->nprocs; i++)
+        m->win.ranks[i].cpu_percent = m->procs[i].cpu_percent;
+}
+
 /* A training that failed or was stopped before any step: NO DATA is then
  * no instrumentation problem, and wrapping the step is not the advice. */
 static void ended_early(tml_report_model *m)
@@ -168,19 +180,6 @@ int tml__report_width(int width)
     if (width <= 0)
         return TML_REPORT_DEFAULT_WIDTH;
     return width < TML_REPORT_MIN_WIDTH ? TML_REPORT_MIN_WIDTH : width > 400 ? 400 : width;
-}
-
-/* The step-time rules, knowing from the resource sections whether the
- * host CPU is saturated and how much of it each rank used (procs[i] is
- * win.ranks[i]'s). */
-static void step_rules(tml_report_model *m)
-{
-    for (size_t i = 0; i < m->sys_s.nissues; i++)
-        if (strcmp(m->sys_s.issues[i].kind, "HIGH_CPU") == 0)
-            m->win.host_cpu_busy = m->sys_s.issues[i].res.value;
-    for (size_t i = 0; i < m->win.nranks && i < m->nprocs; i++)
-        m->win.ranks[i].cpu_percent = m->procs[i].cpu_percent;
-    tml__diag_step_time(&m->win, &m->th, &m->st);
 }
 
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
@@ -267,7 +266,9 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
         nodes[ndistinct++] = 0;
     if (tml__report_resources(m, nodes, ndistinct) < 0 || mem_rows(m) < 0)
         goto fail;
-    step_rules(m);
+    /* the step-time rules, knowing what the resource sections found */
+    step_rule_inputs(m);
+    tml__diag_step_time(&m->win, &m->th, &m->st);
     ended_early(m);
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->th, &m->verdict);
     if (m->watch)
