@@ -38,9 +38,9 @@ FAKE_TORCH = {"PYTHONPATH": FAKES}
 # The modules whose tests take longest start first, so that pytest's
 # workers do not wait for one of them at the end (tests/run).
 SLOW_FIRST = ("test_integrations_rfdetr", "test_integrations_ray", "test_integrations_hf",
-              "test_live", "test_distributed", "test_integrations_deepspeed", "test_unchanged",
-              "test_comm", "test_install", "test_integrations_lightning", "test_compare",
-              "test_multinode_live")
+              "test_live", "test_distributed", "test_demos_050", "test_integrations_deepspeed",
+              "test_unchanged", "test_comm", "test_install", "test_integrations_lightning",
+              "test_compare", "test_multinode_live")
 
 
 def pytest_configure(config):
