@@ -232,9 +232,11 @@ def test_compute_straggler(tmp_path, demo_dir):
     s, _ = run_demo(tmp_path, demo_dir, "compute_straggler")
     st = check_straggler(s, "COMPUTE_STRAGGLER", 1)
     cov = st["coverage_percent"]
-    assert st["component"] == "compute" and cov["compute"] >= 80.0, st
-    # what R0 waits per step at the all-reduce is R1's extra optimizer work
-    assert 80.0 <= cov["optimizer"] <= 125.0 and abs(cov["forward"]) < 20.0, st
+    # what R0 waits per step at the all-reduce is R1's extra compute ...
+    assert st["component"] == "compute" and 80.0 <= cov["compute"] <= 125.0, st
+    # ... done in its optimizer step, not in its forward (R0's own forward
+    # may come out slower: R1's matmuls hold a core meanwhile)
+    assert cov["optimizer"] >= 80.0 and cov["forward"] <= 20.0, st
     assert "in the optimizer step" in s["primary_diagnosis"]["why"], s["primary_diagnosis"]
     assert "Inspect the optimizer step on the slow rank (R1/N0)" in s["primary_diagnosis"]["next"]
 
