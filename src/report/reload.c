@@ -212,11 +212,12 @@ static uint32_t phases_of(const tml_json *arr)
 static void straggler_ours(const tml_json *o, const tml_window *w, tml_straggler *s)
 {
     static const char *const comp[4] = { "input_wait", "h2d", "compute", "outside_step" };
-    static const char *const cov[4] = { "input_wait", "h2d", "forward", "outside_step" };
+    static const char *const cov[4] = { "input_wait", "h2d", "compute", "outside_step" };
     memset(s, 0, sizeof(*s));
     s->culprit = s->victim = s->component = -1;
     for (int k = 0; k < 4; k++)
         s->coverage[k] = NAN;
+    s->forward_coverage = s->optimizer_coverage = NAN;
     if (!o || o->type != TML_JSON_OBJECT)
         return;
     s->culprit = tml__rl_rank_index(w, tml__rl_num(o, "culprit.rank", 0, MAX_RANKS));
@@ -226,6 +227,12 @@ static void straggler_ours(const tml_json *o, const tml_window *w, tml_straggler
     const tml_json *c = tml__json_get(o, "coverage_percent");
     for (int k = 0; k < 4; k++)
         s->coverage[k] = tml__rl_num(c, cov[k], -1e6, 1e6) / 100.0;
+    s->forward_coverage = tml__rl_num(c, "forward", -1e6, 1e6) / 100.0;
+    s->optimizer_coverage = tml__rl_num(c, "optimizer", -1e6, 1e6) / 100.0;
+    if (isnan(s->coverage[2]))   /* written before compute was forward + optimizer */
+        s->coverage[2] = s->forward_coverage;
+    const tml_json *cc = tml__json_get(o, "cpu_contention");
+    s->cpu_contention = cc && cc->type == TML_JSON_BOOL && cc->boolean;
     const char *cs = tml__json_str(tml__json_get(o, "component"));
     for (int k = 0; cs && k < 4; k++)
         if (strcmp(cs, comp[k]) == 0)
