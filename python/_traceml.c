@@ -1213,9 +1213,21 @@ model_cached(PyObject *model)
  * path after the first step) and returns the shared step context. Several
  * models (a GAN's generator and discriminator) are each timed. */
 static PyObject *
-mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     (void)m;
+    /* trace_step(model=m), as TraceML 0.5.0's signature allows: the one
+     * keyword, after the positional models in args */
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "model") != 0) {
+            PyErr_Format(PyExc_TypeError, "trace_step() got an unexpected keyword argument '%S'",
+                         name);
+            return NULL;
+        }
+    }
+    nargs += nkw;
     call_starter();
     for (Py_ssize_t k = 0; hooks_enabled && k < nargs; k++) {
         if (args[k] == Py_None || model_cached(args[k]))
@@ -1418,8 +1430,9 @@ static PyMethodDef mod_methods[] = {
     {"set_loader_config", mod_set_loader_config, METH_VARARGS, NULL},
     {"strerror", mod_strerror, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, NULL},
-    {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL,
-     "trace_step(*models) -> context manager of one training step.\n\n"
+    {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL | METH_KEYWORDS,
+     "trace_step($module, /, *models, model=None)\n--\n\n"
+     "A context manager of one training step.\n\n"
      "The first time it sees a model (a plain module, a DDP/FSDP wrapper or\n"
      "the module inside one; several for a step that runs several, as a GAN)\n"
      "in auto or selective mode it wraps its forward\n"

@@ -78,7 +78,7 @@ _NULL_STEP = _NullStep()
 if _c is not None:
     trace_step = _c.trace_step
 else:
-    def trace_step(*models):
+    def trace_step(*models, model=None):
         return _NULL_STEP
 
 
@@ -764,16 +764,16 @@ def _stop(*status):
 # --------------------------------------------------------------------------
 # Manual mode
 
-def wrap_dataloader_fetch(loader_or_iter):
+def wrap_dataloader_fetch(obj):
     """Returns an iterable (for a loader) or iterator (for an iterator)
     whose fetches are timed as input wait:
 
         for batch in traceml.wrap_dataloader_fetch(loader): ...
     """
     if not _running():
-        return loader_or_iter
-    _note_loader(loader_or_iter)
-    return _c.TimedIter(loader_or_iter)
+        return obj
+    _note_loader(obj)
+    return _c.TimedIter(obj)
 
 
 def wrap_input(fn):
@@ -812,25 +812,25 @@ def wrap_backward(loss):
     return loss
 
 
-def wrap_optimizer(opt):
-    """Makes `opt.step()` timed as the optimizer phase; returns the
+def wrap_optimizer(optimizer):
+    """Makes `optimizer.step()` timed as the optimizer phase; returns the
     optimizer. Only this instance changes (an LR scheduler made before or
     after keeps working)."""
     if not _running():
-        return opt
+        return optimizer
     try:
         import types
-        step = opt.step
+        step = optimizer.step
         if _is_ours(step) or _is_ours(getattr(step, "__func__", None)):
-            return opt
+            return optimizer
         func = getattr(step, "__func__", None)
-        if func is not None and getattr(step, "__self__", None) is opt:
-            opt.step = types.MethodType(_c.PhaseCall(func, _c.OPTIMIZER), opt)
+        if func is not None and getattr(step, "__self__", None) is optimizer:
+            optimizer.step = types.MethodType(_c.PhaseCall(func, _c.OPTIMIZER), optimizer)
         else:
-            opt.step = _c.PhaseCall(step, _c.OPTIMIZER)
+            optimizer.step = _c.PhaseCall(step, _c.OPTIMIZER)
     except Exception as e:
-        _warn("wrap_optimizer: cannot wrap %s (%s)" % (type(opt).__name__, e))
-    return opt
+        _warn("wrap_optimizer: cannot wrap %s (%s)" % (type(optimizer).__name__, e))
+    return optimizer
 
 
 class _NullBlock(object):
@@ -872,7 +872,7 @@ def wrap_ddp(model):
     return model
 
 
-def wrap_h2d(fn=None):
+def wrap_h2d(obj=None):
     """Host-to-device copies, three ways:
 
         with traceml.wrap_h2d():           # the block is timed as H2D
@@ -885,17 +885,17 @@ def wrap_h2d(fn=None):
     Everything inside is counted, whatever the devices (you say it is a copy).
     """
     on = _running()
-    if fn is None:
+    if obj is None:
         return _c.h2d_block() if on else _NullBlock()
-    if not callable(fn) and (hasattr(fn, "to") or hasattr(fn, "cuda")):
-        return _H2DProxy(fn) if on else fn
-    if not callable(fn):
+    if not callable(obj) and (hasattr(obj, "to") or hasattr(obj, "cuda")):
+        return _H2DProxy(obj) if on else obj
+    if not callable(obj):
         raise TypeError("wrap_h2d() takes a tensor (anything with .to()), a callable "
                         "or nothing (use it as `with traceml.wrap_h2d(): ...`), not %s"
-                        % type(fn).__name__)
+                        % type(obj).__name__)
     if not on:
-        return fn
-    return _c.PhaseCall(fn, _c.H2D)
+        return obj
+    return _c.PhaseCall(obj, _c.H2D)
 
 
 # --------------------------------------------------------------------------

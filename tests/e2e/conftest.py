@@ -13,6 +13,7 @@ traceml_ai) as the training's Python.
 """
 import json
 import os
+import re
 import socket
 import subprocess
 
@@ -325,3 +326,37 @@ def old_version_site(tmp_path, dist, version="0.1"):
         "    return %r if name.lower() == %r else _version(name)\n"
         "_m.version = version\n" % (version, dist))
     return str(site)
+
+
+# TraceML 0.5.0, the incumbent on the package registry: its wheel, fetched
+# at test time (its demo scripts and its public surface are test cases:
+# test_demos_050, test_surface_050). pip's words when it could not reach
+# the index, as opposed to reaching it and not finding the version (a
+# failure).
+DIST_050 = "traceml-ai==0.5.0"
+UNREACHABLE = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|Max retries exceeded|"
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+    r"Connection refused|ConnectTimeoutError|ReadTimeoutError|timed out|ProxyError|"
+    r"Could not fetch URL|connection broken")
+
+
+def fetch_050(tmp_path_factory):
+    """The path of 0.5.0's wheel, downloaded now (pip's cache makes a
+    second fetch cheap); skips, saying why, only when the registry cannot
+    be reached."""
+    dl = tmp_path_factory.mktemp("traceml_050")
+    p = subprocess.run([PYTHON, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                        "--disable-pip-version-check", "--timeout", "20", "--retries", "1",
+                        "-d", str(dl), DIST_050],
+                       capture_output=True, text=True, timeout=180, env=base_env())
+    if p.returncode != 0:
+        out = p.stdout + p.stderr
+        if UNREACHABLE.search(out):
+            line = next(x for x in out.splitlines() if UNREACHABLE.search(x))
+            pytest.skip("the package registry cannot be reached to fetch %s: pip download "
+                        "said %s" % (DIST_050, line.strip()[:300]))
+        pytest.fail("pip download %s failed:\n%s" % (DIST_050, out[-3000:]))
+    wheels = [f for f in os.listdir(str(dl)) if f.startswith("traceml_ai-0.5.0-")]
+    assert len(wheels) == 1, os.listdir(str(dl))
+    return os.path.join(str(dl), wheels[0])

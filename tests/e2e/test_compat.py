@@ -161,6 +161,42 @@ train()
 
 
 @pytest.mark.quick
+def test_wrappers_take_050_keywords(tmp_path):
+    """0.5.0's API functions called with their keywords (trace_step(model=),
+    wrap_dataloader_fetch(obj=), wrap_forward(model=), wrap_backward(loss=),
+    wrap_optimizer(optimizer=), wrap_h2d(obj=)): every phase is timed."""
+    code = r'''
+import json, sys
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import traceml_ai as traceml
+traceml.init(mode="manual")
+x, y = torch.randn(48, 8), torch.randint(0, 2, (48,))
+model = traceml.wrap_forward(model=nn.Linear(8, 2))
+opt = traceml.wrap_optimizer(optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+for xb, yb in traceml.wrap_dataloader_fetch(obj=DataLoader(TensorDataset(x, y), batch_size=4)):
+    with traceml.trace_step(model=model):
+        xb = traceml.wrap_h2d(obj=xb).to("cpu")
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        traceml.wrap_backward(loss=loss).backward()
+        opt.step()
+try:
+    traceml.trace_step(models=model)
+except TypeError as e:
+    print("TYPEERROR", e)
+s = traceml.final_summary()
+print("MISSING", json.dumps(s["step_time"]["diagnosis"]["evidence"]["missing_phases"]))
+print("STEPS", s["meta"]["common_steps"])
+'''
+    r = py(code, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "MISSING []" in r.stdout and "STEPS 12" in r.stdout, r.stdout + r.stderr
+    assert "TYPEERROR trace_step() got an unexpected keyword argument 'models'" in r.stdout
+
+
+@pytest.mark.quick
 def test_import_traceml_says_what_to_import():
     r = subprocess.run([PYTHON, "-c", "import traceml"], env=base_env(), capture_output=True,
                        text=True, timeout=60)

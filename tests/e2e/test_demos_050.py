@@ -26,7 +26,6 @@ it asked for: the collate's sleeps are timed as they happen
 (tests/e2e/slept), and the straggler's excess is read against its peer's
 same phase.
 """
-import glob
 import json
 import os
 import re
@@ -36,10 +35,8 @@ import zipfile
 
 import pytest
 
-from conftest import (PYTHON, TIMEOUT, TRACEML, base_env, check_healthy, contention_straggler,
-                      host_saturated)
-
-DIST = "traceml-ai==0.5.0"
+from conftest import (TIMEOUT, TRACEML, base_env, check_healthy, contention_straggler,
+                      fetch_050, host_saturated)
 
 # The model and data of every demo, shrunk from a GPU's (65536 samples of
 # 2048 features, hidden 8192, 1000 classes, batches of 128) to two CPU
@@ -70,37 +67,12 @@ DEMOS = {
 STRAGGLERS = ("INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER",
               "OUTSIDE_STEP_STRAGGLER", "STRAGGLER")
 
-# pip's words when it could not reach the index (as opposed to reaching it
-# and not finding the version, which is a failure)
-UNREACHABLE = re.compile(
-    r"NewConnectionError|Failed to establish a new connection|Max retries exceeded|"
-    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
-    r"Connection refused|ConnectTimeoutError|ReadTimeoutError|timed out|ProxyError|"
-    r"Could not fetch URL|connection broken")
-
-
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
-    """0.5.0's dev/demo/, from its wheel fetched from the registry now
-    (once per module and worker; pip's own cache makes a second fetch
-    cheap)."""
-    dl = tmp_path_factory.mktemp("traceml_050")
-    p = subprocess.run([PYTHON, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                        "--disable-pip-version-check", "--timeout", "20", "--retries", "1",
-                        "-d", str(dl), DIST],
-                       capture_output=True, text=True, timeout=180, env=base_env())
-    if p.returncode != 0:
-        out = p.stdout + p.stderr
-        if UNREACHABLE.search(out):
-            line = next(x for x in out.splitlines() if UNREACHABLE.search(x))
-            pytest.skip("the package registry cannot be reached to fetch %s: pip download "
-                        "said %s" % (DIST, line.strip()[:300]))
-        pytest.fail("pip download %s failed:\n%s" % (DIST, out[-3000:]))
-    wheels = glob.glob(os.path.join(str(dl), "traceml_ai-0.5.0-*.whl"))
-    assert len(wheels) == 1, os.listdir(str(dl))
-    out = dl / "demo"
-    out.mkdir()
-    with zipfile.ZipFile(wheels[0]) as z:
+    """0.5.0's dev/demo/, from its wheel fetched from the registry now."""
+    wheel = fetch_050(tmp_path_factory)
+    out = tmp_path_factory.mktemp("demo")
+    with zipfile.ZipFile(wheel) as z:
         for name in z.namelist():
             if name.startswith("dev/demo/") and name.endswith(".py"):
                 (out / os.path.basename(name)).write_bytes(z.read(name))
