@@ -206,22 +206,29 @@ static double diff_ns(const tml_rank_window *cul, const tml_rank_window *vic, tm
     return cul->avg_ns[m] - vic->avg_ns[m];
 }
 
+/* The parts of the compute component: the work in the step outside the
+ * collective-bound phase. Forward runs before the all-reduce, the
+ * optimizer step after it, and Residual (work in the step that no phase
+ * covers: extra matmuls after optimizer.step(), a rank-only metric) around
+ * it; extra work in any of them on one rank makes the peers wait at the
+ * next all-reduce just the same. */
+static const tml_metric compute_parts[3] = { TML_M_FORWARD, TML_M_OPTIMIZER, TML_M_RESIDUAL };
+
 /* The culprit's excess in straggler component c (input, h2d, compute,
- * outside the step). Compute is the work outside the collective-bound
- * phase: Forward, before the all-reduce, and the optimizer step, after it
- * (extra work there, e.g. one rank's larger update or a rank-only
- * computation in step(), makes the peers wait at the next all-reduce just
- * the same). A part that is missing on either rank adds nothing; NAN
- * when both are. */
+ * outside the step). A part that is missing on either rank adds nothing;
+ * NAN when all are. */
 static double excess_ns(const tml_rank_window *cul, const tml_rank_window *vic, int c)
 {
     static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
     if (c != 2)
         return diff_ns(cul, vic, comp[c]);
-    double f = diff_ns(cul, vic, TML_M_FORWARD), o = diff_ns(cul, vic, TML_M_OPTIMIZER);
-    if (isnan(f))
-        return o;
-    return isnan(o) ? f : f + o;
+    double sum = NAN;
+    for (int k = 0; k < 3; k++) {
+        double e = diff_ns(cul, vic, compute_parts[k]);
+        if (!isnan(e))
+            sum = isnan(sum) ? e : sum + e;
+    }
+    return sum;
 }
 
 /* How much more CPU than the victim a culprit may use and still be said
@@ -259,7 +266,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     out->cost_ns = out->score = NAN;
     for (int c = 0; c < 4; c++)
         out->coverage[c] = NAN;
-    out->forward_coverage = out->optimizer_coverage = NAN;
+    out->forward_coverage = out->optimizer_coverage = out->residual_coverage = NAN;
     if (w->nranks < 2)
         return;
     v = malloc(w->nranks * sizeof(*v));
@@ -299,6 +306,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     if (out->cost_ns > 0) {
         out->forward_coverage = diff_ns(cul, vic, TML_M_FORWARD) / out->cost_ns;
         out->optimizer_coverage = diff_ns(cul, vic, TML_M_OPTIMIZER) / out->cost_ns;
+        out->residual_coverage = diff_ns(cul, vic, TML_M_RESIDUAL) / out->cost_ns;
     }
     if (best >= 0 && ge(out->coverage[best], th ? th->straggler_coverage : 0.80))
         out->component = best;
@@ -328,26 +336,44 @@ static int pct(double share)
 /* COMPUTE STRAGGLER's Why and Next: the forward and, where both ranks
  * have one, the optimizer step (the compute outside the all-reduce);
  * Next points at the one where the culprit's excess lies. */
+/* COMPUTE STRAGGLER's Why names the part of the step that explains the
+ * gap (the largest excess), with the others that add to it; its Next
+ * where to look in that part. */
 static void compute_straggler_text(const tml_rank_window *cul, const tml_rank_window *vic,
-                                   const char *cr, const char *vr, tml_diagnosis *d)
+                                   const char *cr, const char *vr, const tml_straggler *s,
+                                   tml_diagnosis *d)
 {
-    double f = diff_ns(cul, vic, TML_M_FORWARD), o = diff_ns(cul, vic, TML_M_OPTIMIZER);
-    if (isnan(o)) {
-        snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward; %s spent %.1f ms.",
-                 cr, ms(cul->avg_ns[TML_M_FORWARD]), vr, ms(vic->avg_ns[TML_M_FORWARD]));
-    } else if (isnan(f)) {
-        snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in the optimizer step; %s spent %.1f ms.",
-                 cr, ms(cul->avg_ns[TML_M_OPTIMIZER]), vr, ms(vic->avg_ns[TML_M_OPTIMIZER]));
-    } else {
-        snprintf(d->why, sizeof(d->why), "%s spent %.1f ms in forward and %.1f ms in the optimizer "
-                 "step; %s spent %.1f ms and %.1f ms.", cr, ms(cul->avg_ns[TML_M_FORWARD]),
-                 ms(cul->avg_ns[TML_M_OPTIMIZER]), vr, ms(vic->avg_ns[TML_M_FORWARD]),
-                 ms(vic->avg_ns[TML_M_OPTIMIZER]));
+    static const char *const names[3] = { "Forward", "Optimizer", "Residual" };
+    double e[3];
+    int top = -1;
+    for (int k = 0; k < 3; k++) {
+        e[k] = diff_ns(cul, vic, compute_parts[k]);
+        if (!isnan(e[k]) && (top < 0 || e[k] > e[top]))
+            top = k;
     }
-    if (!isnan(o) && !(f >= o))
+    if (top < 0)
+        top = 0;
+    tml_metric m = compute_parts[top];
+    size_t n = (size_t)snprintf(d->why, sizeof(d->why), "%s's %s took %.1f ms more than %s's "
+                                "(%.1f vs %.1f ms)", cr, names[top], ms(e[top]), vr,
+                                ms(cul->avg_ns[m]), ms(vic->avg_ns[m]));
+    for (int k = 0; k < 3; k++)   /* the other parts that add a tenth of the wait or more */
+        if (k != top && !isnan(e[k]) && e[k] >= 0.1 * s->cost_ns && n < sizeof(d->why))
+            n += (size_t)snprintf(d->why + n, sizeof(d->why) - n, ", %s %.1f ms more", names[k],
+                                  ms(e[k]));
+    if (n < sizeof(d->why))
+        snprintf(d->why + n, sizeof(d->why) - n, "; the others waited %.1f ms per step for it at "
+                 "the gradient all-reduce (%d%% of %s's Step Time).", ms(s->cost_ns),
+                 pct(s->score), vr);
+    if (top == 1)
         snprintf(d->next, sizeof(d->next), "Inspect the optimizer step on the slow rank (%s): "
                  "work only it does in optimizer.step(), more parameters to update than its "
                  "peers, a slower or throttled GPU.", cr);
+    else if (top == 2)
+        snprintf(d->next, sizeof(d->next), "Inspect what %s does in the step outside forward, "
+                 "backward and the optimizer (extra computation, .item() syncs, metrics or "
+                 "logging only it does), or time it (traceml.wrap_forward on the module it runs).",
+                 cr);
     else
         snprintf(d->next, sizeof(d->next), "Inspect compute on the slow rank (%s): uneven "
                  "batch sizes or sequence lengths, a slower or throttled GPU.", cr);
@@ -394,7 +420,7 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
                      "rank (a DistributedSampler for evaluation), do it less often, or in the "
                      "background.", cr);
         } else {
-            compute_straggler_text(cul, vic, cr, vr, d);
+            compute_straggler_text(cul, vic, cr, vr, s, d);
         }
         d->cause = -1;
     } else if (s->cpu_contention) {

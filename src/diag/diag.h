@@ -174,7 +174,8 @@ typedef struct tml_straggler {
     double score;              /* cost / victim Step Time */
     double coverage[4];        /* input, h2d, compute, outside-the-step excess / cost; NAN unknown */
     double forward_coverage;   /* compute's parts: Forward excess / cost, NAN unknown */
-    double optimizer_coverage; /* and Optimizer excess / cost */
+    double optimizer_coverage; /* Optimizer excess / cost */
+    double residual_coverage;  /* Residual (in the step, outside every phase) excess / cost */
     int component;             /* 0 input, 1 h2d, 2 compute, 3 outside the step, -1 none */
     /* A CPU training on a saturated host (HIGH CPU) whose culprit used no
      * more CPU than the victim: it waited for a core, it did not compute

@@ -91,6 +91,7 @@ static void straggler_obj(jw *w, const char *key, const tml_window *win, const t
     jw_pct(w, "compute", s->coverage[2]);
     jw_pct(w, "forward", s->forward_coverage);
     jw_pct(w, "optimizer", s->optimizer_coverage);
+    jw_pct(w, "residual", s->residual_coverage);
     jw_pct(w, "outside_step", s->coverage[3]);
     tml__jw_close(w, '}');
     tml__jw_str(w, "component", s->component >= 0 ? comp[s->component] : NULL);

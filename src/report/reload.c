@@ -217,7 +217,7 @@ static void straggler_ours(const tml_json *o, const tml_window *w, tml_straggler
     s->culprit = s->victim = s->component = -1;
     for (int k = 0; k < 4; k++)
         s->coverage[k] = NAN;
-    s->forward_coverage = s->optimizer_coverage = NAN;
+    s->forward_coverage = s->optimizer_coverage = s->residual_coverage = NAN;
     if (!o || o->type != TML_JSON_OBJECT)
         return;
     s->culprit = tml__rl_rank_index(w, tml__rl_num(o, "culprit.rank", 0, MAX_RANKS));
@@ -229,6 +229,7 @@ static void straggler_ours(const tml_json *o, const tml_window *w, tml_straggler
         s->coverage[k] = tml__rl_num(c, cov[k], -1e6, 1e6) / 100.0;
     s->forward_coverage = tml__rl_num(c, "forward", -1e6, 1e6) / 100.0;
     s->optimizer_coverage = tml__rl_num(c, "optimizer", -1e6, 1e6) / 100.0;
+    s->residual_coverage = tml__rl_num(c, "residual", -1e6, 1e6) / 100.0;
     if (isnan(s->coverage[2]))   /* written before compute was forward + optimizer */
         s->coverage[2] = s->forward_coverage;
     const tml_json *cc = tml__json_get(o, "cpu_contention");

@@ -170,7 +170,7 @@ static void straggler_v05(const tml_json *d, const tml_window *w, tml_straggler 
     s->coverage[1] = tml__rl_num(cov, "h2d", -1e6, 1e6);
     s->coverage[2] = tml__rl_num(cov, "compute", -1e6, 1e6);
     s->coverage[3] = NAN;
-    s->forward_coverage = s->optimizer_coverage = NAN;
+    s->forward_coverage = s->optimizer_coverage = s->residual_coverage = NAN;
     s->valid = s->culprit >= 0 && s->victim >= 0 && !isnan(s->score) && !isnan(s->cost_ns);
 }
 
