@@ -469,6 +469,44 @@ static int share_issue(double share, double warn, double crit, const char *kind,
  * least is over the thresholds. Waiting for a slow peer shows on the
  * peers only (the straggler rules name it); what the least-waiting rank
  * spends there is the transfer itself, paid by every rank. */
+/* COMMUNICATION-BOUND's Next, by where the collectives run: between
+ * nodes the link is a suspect; on one node there is none (loopback or
+ * NVLink/PCIe), and a CPU training's gloo reduces on the very cores the
+ * training needs; a saturated host holds every collective up. */
+static void comm_next(const tml_window *w, tml_diagnosis *d)
+{
+    static const char less[] = "sync less often (gradient accumulation under model.no_sync()), "
+                               "send less (a bf16/fp16 or PowerSGD comm hook), fewer and larger "
+                               "buckets (DDP bucket_cap_mb)";
+    int multi_node = 0, gpu = 0;
+    for (size_t i = 0; i < w->nranks; i++) {
+        gpu |= w->ranks[i].has_gpu;
+        multi_node |= w->ranks[i].nsteps && w->ranks[i].node != w->ranks[0].node;
+    }
+    char cpu[96] = "";
+    if (w->host_cpu_busy > 0)
+        snprintf(cpu, sizeof(cpu), " (the host CPU averaged %.0f%%: HIGH CPU)", w->host_cpu_busy);
+    if (!multi_node && !gpu)
+        snprintf(d->next, sizeof(d->next), "Every rank is on this host and trains on its CPU: "
+                 "gloo reduces the gradients over loopback on the cores the training also "
+                 "needs%s, no network is involved. Give each rank its cores (fewer ranks or "
+                 "threads), %s; on GPUs, NCCL.", cpu, less);
+    else if (!multi_node)
+        snprintf(d->next, sizeof(d->next), "Every rank is on this host: the all-reduce goes "
+                 "over NVLink/PCIe, no network is involved%s. %s; check that NCCL uses "
+                 "peer-to-peer (NCCL_DEBUG=INFO).", cpu, less);
+    else if (w->host_cpu_busy > 0)   /* descheduled ranks hold the collectives up too */
+        snprintf(d->next, sizeof(d->next), "The host CPU averaged %.0f%% (HIGH CPU): ranks "
+                 "waiting for CPU time hold the collectives up as much as the link does; "
+                 "give each rank its cores (fewer ranks or threads per host), then look "
+                 "at the transfer: a bf16/fp16 comm hook, DDP bucket_cap_mb.",
+                 w->host_cpu_busy);
+    else
+        snprintf(d->next, sizeof(d->next), "The transfer itself is slow on every rank, not a "
+                 "peer: %s, overlap more of it with backward, or check the link between the "
+                 "nodes.", less);
+}
+
 static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnosis *d)
 {
     int at;
@@ -495,17 +533,7 @@ static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnos
              "rank (%s, the one that waited least: %.1f ms per step); it sent %s per step%s, "
              "%.1f ms in flight.", pct(share), who, ms(r->avg_ns[TML_M_COMM]), moved, bw,
              ms(r->avg_ns[TML_M_COMM_TOTAL]));
-    if (w->host_cpu_busy > 0)   /* descheduled ranks hold the collectives up too */
-        snprintf(d->next, sizeof(d->next), "The host CPU averaged %.0f%% (HIGH CPU): ranks "
-                 "waiting for CPU time hold the collectives up as much as the link does; "
-                 "give each rank its cores (fewer ranks or threads per host), then look "
-                 "at the transfer: a bf16/fp16 comm hook, DDP bucket_cap_mb.",
-                 w->host_cpu_busy);
-    else
-        snprintf(d->next, sizeof(d->next), "The transfer itself is slow on every rank, not a "
-                 "peer: sync less often (gradient accumulation under model.no_sync()), send "
-                 "less (a bf16/fp16 or PowerSGD comm hook), overlap more of it with backward "
-                 "(DDP bucket_cap_mb), or check the link between the nodes.");
+    comm_next(w, d);
     return 1;
 }
 

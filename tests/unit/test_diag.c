@@ -788,6 +788,22 @@ static void test_communication_bound(void)
     tml__diag_step_time(&w, &th, &d);
     CHECK_STR(d.primary.kind, "BALANCED");
     CHECK_EQ_INT(tml__thresholds_parse(&th, "comm_warn=0.6"), TML_EINVAL);   /* above crit */
+    /* the advice fits where the collectives run: one CPU host has no
+     * link to check, its gloo reduces on the training's cores */
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "Every rank is on this host and trains on its CPU: gloo") != NULL);
+    CHECK(strstr(d.primary.next, "check the link") == NULL);
+    w.host_cpu_busy = 97;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "the host CPU averaged 97%: HIGH CPU") != NULL);
+    w.ranks[0].has_gpu = w.ranks[1].has_gpu = 1;          /* one node of GPUs */
+    w.host_cpu_busy = 0;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "NVLink/PCIe") != NULL);
+    CHECK(strstr(d.primary.next, "check the link") == NULL);
+    w.ranks[1].node = 1;                                  /* two nodes: the link */
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "check the link between the nodes") != NULL);
     /* on a saturated host the ranks' waits for CPU time are in it too: the
      * Next line says so before it blames the link */
     w.host_cpu_busy = 97;
@@ -795,6 +811,8 @@ static void test_communication_bound(void)
     CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
     CHECK(strstr(d.primary.next, "host CPU averaged 97% (HIGH CPU)") != NULL);
     CHECK(strstr(d.primary.next, "check the link") == NULL);
+    w.ranks[1].node = 0;
+    w.ranks[0].has_gpu = w.ranks[1].has_gpu = 0;
     /* a group of one (a single process's gloo group: DeepSpeed on one
      * rank) sends nothing: its "collectives" are no communication */
     shares one[1] = { split(2, 0, 31, 67) };
