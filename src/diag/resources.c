@@ -246,8 +246,24 @@ static void high_pressure_rule(const tml_mem_input *in, const tml_thresholds *th
     add_issue(out, &d);
 }
 
-/* IMBALANCE (GPU, several ranks): the worst peak far above the median
- * rank's while under pressure. Sorts sc->peaks. */
+/* The median of the other ranks, of n >= 2 values sorted ascending whose
+ * largest is the rank compared: compared with a median that counts it, the
+ * largest of two ranks would be compared with itself. The upper median of
+ * the n - 1 others (with two ranks, the other one). */
+static double others_median(const double *sorted, size_t n)
+{
+    return sorted[(n - 1) / 2];
+}
+
+/* How a rank's figure is compared: "the other rank's", "the other
+ * ranks' median". */
+static const char *others_name(size_t n)
+{
+    return n == 2 ? "the other rank's" : "the other ranks' median";
+}
+
+/* IMBALANCE (GPU, several ranks): the worst peak far above the other
+ * ranks' while under pressure. Sorts sc->peaks. */
 static void imbalance_rule(const tml_mem_input *in, mem_scan *sc, double pressure,
                            tml_section_diag *out)
 {
@@ -258,7 +274,7 @@ static void imbalance_rule(const tml_mem_input *in, mem_scan *sc, double pressur
     if (!in->gpu || sc->npeaks < 2)
         return;
     qsort(sc->peaks, sc->npeaks, sizeof(double), cmp_double);
-    double med = sc->peaks[sc->npeaks / 2];           /* upper median */
+    double med = others_median(sc->peaks, sc->npeaks);
     double skew = med > 0 ? (sc->worst_peak - med) / med : NAN;
     tml_severity sev;
     if (ge(skew, IMB_CRIT_SKEW) && ge(pressure, IMB_CRIT_PRESSURE))
@@ -275,8 +291,9 @@ static void imbalance_rule(const tml_mem_input *in, mem_scan *sc, double pressur
     tml__fmt_bytes(sc->worst_peak, a, sizeof(a));
     tml__fmt_bytes(med, b, sizeof(b));
     snprintf(d.why, sizeof(d.why),
-             "R%d/N%d peaks at %s reserved, %.0f%% above the median rank's %s (%.0f%% of device memory).",
-             (int)wr->rank, (int)wr->node, a, 100.0 * skew, b, 100.0 * pressure);
+             "R%d/N%d peaks at %s reserved, %.0f%% above %s %s (%.0f%% of device memory).",
+             (int)wr->rank, (int)wr->node, a, 100.0 * skew, others_name(sc->npeaks), b,
+             100.0 * pressure);
     snprintf(d.next, sizeof(d.next),
              "Look for uneven work across ranks: unequal batch or sequence lengths, rank-0-only evaluation or logging state, unsharded parameters.");
     add_issue(out, &d);
@@ -654,7 +671,7 @@ static void proc_imbalance_rule(const tml_proc_rank *v, size_t n, tml_section_di
     if (m < 2)
         return;
     qsort(vals, m, sizeof(double), cmp_double);
-    double med = vals[m / 2];
+    double med = others_median(vals, m);
     double skew = med > 0 ? (v[w].cuda_reserved_bytes - med) / med : NAN;
     double pr = v[w].device_total_bytes > 0 ? v[w].cuda_reserved_bytes / v[w].device_total_bytes : NAN;
     if (!ge(skew, IMB_WARN_SKEW) || !ge(pr, IMB_WARN_PRESSURE))
@@ -662,8 +679,8 @@ static void proc_imbalance_rule(const tml_proc_rank *v, size_t n, tml_section_di
     int crit = ge(skew, IMB_CRIT_SKEW) && ge(pr, IMB_CRIT_PRESSURE);
     tml__fmt_bytes(v[w].cuda_reserved_bytes, a, sizeof(a));
     tml__fmt_bytes(med, b, sizeof(b));
-    snprintf(why, sizeof(why), "R%d/N%d reserves %s, %.0f%% above the median rank's %s.",
-             (int)v[w].rank, (int)v[w].node, a, 100.0 * skew, b);
+    snprintf(why, sizeof(why), "R%d/N%d reserves %s, %.0f%% above %s %s.",
+             (int)v[w].rank, (int)v[w].node, a, 100.0 * skew, others_name(m), b);
     proc_finding(out, &v[w], "RANK_GPU_MEMORY_IMBALANCE", "RANK GPU MEMORY IMBALANCE",
                  crit ? TML_SEV_CRITICAL : TML_SEV_WARNING, "rank_skew_percent", 100.0 * skew,
                  100.0 * (crit ? IMB_CRIT_SKEW : IMB_WARN_SKEW), why,

@@ -135,6 +135,20 @@ static void test_memory_gpu_imbalance(void)
         if (strcmp(t[i].kind, "IMBALANCE") == 0)
             CHECK_EQ_INT(d.primary.res.rank, 2);
     }
+    /* two ranks: the larger is compared with the other one (with a median
+     * that counted it, it was compared with itself and never fired) */
+    tml_mem_rank r2[2] = { series(0, 60, 10 * GIB, 0, 26 * GIB),
+                           series(1, 60, 13 * GIB, 0, 26 * GIB) };
+    for (size_t j = 0; j < 60; j++) {
+        vals[0][j] = 10.0 * GIB;
+        vals[1][j] = 13.0 * GIB;
+    }
+    tml_mem_input in2 = { 1, r2, 2 };
+    tml__diag_memory(&in2, NULL, &d);
+    CHECK_STR(d.primary.kind, "IMBALANCE");
+    CHECK_EQ_INT(d.primary.severity, TML_SEV_CRITICAL);
+    CHECK_EQ_INT(d.primary.res.rank, 1);
+    CHECK(strstr(d.primary.why, "30% above the other rank's 10.7 GB") != NULL);
 }
 
 static tml_sys_node node(void)
@@ -293,6 +307,10 @@ static void test_process_rules(void)
     tml__diag_process_rules(v, 3, NULL, &d);
     CHECK_STR(d.primary.kind, "RANK_GPU_MEMORY_IMBALANCE");
     CHECK_EQ_INT(d.primary.res.rank, 2);
+    /* two ranks: the other rank is the reference */
+    tml__diag_process_rules(&v[1], 2, NULL, &d);
+    CHECK_STR(d.primary.kind, "RANK_GPU_MEMORY_IMBALANCE");
+    CHECK(strstr(d.primary.why, "20% above the other rank's") != NULL);
     /* nothing sampled at all */
     tml_proc_rank e;
     memset(&e, 0, sizeof(e));
