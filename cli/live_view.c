@@ -614,6 +614,27 @@ static int has_steps(const tml_json *doc)
     return 0;
 }
 
+
+/* The findings named under the verdict (verdict.also: "Also: ..."), a
+ * line each in their severity's colour. Returns the lines used. */
+static int also_rows(const tml_json *doc, int y, int W)
+{
+    const tml_json *also = tml__json_path(doc, "verdict.also");
+    int n = 0;
+    for (size_t i = 0; also && also->type == TML_JSON_ARRAY && i < also->n; i++) {
+        const char *label = str_at(&also->items[i], "label");
+        const char *sev = str_at(&also->items[i], "severity");
+        const char *why = str_at(&also->items[i], "why");
+        int col = has_colors() ? sev_color(sev) : 0;
+        attron(col ? COLOR_PAIR(col) : 0);
+        putf(y + n, 1, W - 2, "Also: %s (%s): %s", label ? label : "?", sev ? sev : "INFO",
+             why ? why : "");
+        attroff(col ? COLOR_PAIR(col) : 0);
+        n++;
+    }
+    return n;
+}
+
 static void draw(tml_live_view *v)
 {
     frame_utf8 = v->utf8;
@@ -670,6 +691,7 @@ static void draw(tml_live_view *v)
         const char *why = str_at(doc, "verdict.why"), *next = str_at(doc, "verdict.next");
         y += 1 + put_wrapped(y + 1, 1, W - 2, "Why: ", why && *why ? why : "-", 2);
         y += put_wrapped(y, 1, W - 2, "Next: ", next && *next ? next : "-", 5);
+        y += also_rows(doc, y, W);
     }
     y += 1;
     int rest = H - y;

@@ -113,6 +113,10 @@
     el("span", { cls: "sev", text: verdict.severity || "" }),
     el("p", { text: "Why: " + (verdict.why || "") }),
     verdict.next ? el("p", { text: "Next: " + verdict.next }) : null);
+  (S.also || []).forEach(function (d, i) {
+    banner.appendChild(el("p", { cls: "also " + (d.severity || "INFO"), id: "also-" + i,
+      text: "Also: " + d.label + " (" + d.severity + "): " + d.why }));
+  });
   root.appendChild(banner);
 
   /* ---- phase breakdown -------------------------------------------- */

@@ -317,6 +317,16 @@ void tml__diag_system_rules(const tml_sys_node *nodes, size_t n, const tml_thres
                             tml_section_diag *out, double *gpu_util_out);
 void tml__diag_process_rules(const tml_proc_rank *ranks, size_t n, const tml_thresholds *th,
                              tml_section_diag *out);
+/* SPEC 4.4: the findings named under the run's verdict ("Also: ..."),
+ * whatever section they are in: each WARNING or CRITICAL finding, and a
+ * memory trend that projects the device or host RAM full (a run heading
+ * for an out-of-memory crash, whatever its severity). Ranked by severity,
+ * then the sooner projected full step, then the order of `sections`;
+ * never the verdict itself. Up to `max` pointers into the sections;
+ * returns how many. */
+#define TML_ALSO_MAX 3
+size_t tml__diag_also(const tml_diagnosis *verdict, const tml_section_diag *const *sections,
+                      size_t nsections, const tml_diagnosis **out, size_t max);
 /* Least-squares slope of v (per index step); NAN with fewer than 2. */
 double tml__slope(const double *v, size_t n);
 

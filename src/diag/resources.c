@@ -305,7 +305,7 @@ static void trend_rule(const tml_mem_input *in, const tml_thresholds *th, const 
                        tml_section_diag *out)
 {
     tml_diagnosis d;
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[64];
     int t = sc->creep >= 0 ? sc->creep : sc->rising;
 
     if (t < 0)
@@ -329,14 +329,13 @@ static void trend_rule(const tml_mem_input *in, const tml_thresholds *th, const 
     }
     tml__fmt_bytes(x->growth, a, sizeof(a));
     tml__fmt_bytes(x->slope, b, sizeof(b));
+    c[0] = '\0';
     if (!isnan(d.res.projected_full_step))
-        snprintf(c, sizeof(c), "step %.0f", d.res.projected_full_step);
-    else
-        snprintf(c, sizeof(c), "n/a");
-    snprintf(d.why, sizeof(d.why),
-             "%s of R%d/N%d grew by %s over %zu steps (%s/step); %s would be full at %s.",
+        snprintf(c, sizeof(c), "; %s would be full at step %.0f",
+                 in->gpu ? "the device" : "host RAM", d.res.projected_full_step);
+    snprintf(d.why, sizeof(d.why), "%s of R%d/N%d grew by %s over %zu steps (%s/step)%s.",
              in->gpu ? "Per-step peak reserved" : "Per-step RSS", (int)r->rank, (int)r->node,
-             a, r->n, b, in->gpu ? "the device" : "host RAM", c);
+             a, r->n, b, c);
     snprintf(d.next, sizeof(d.next), "%s",
              is_creep ? "Look for tensors kept across steps: losses or outputs appended to lists without .item()/.detach(), growing caches, logging references."
                       : "Watch the trend: if it keeps growing, look for tensors kept across steps.");
@@ -778,4 +777,48 @@ void tml__diag_process(const tml_proc_rank *ranks, size_t n,
     tml_section_diag s;
     tml__diag_process_rules(ranks, n, th, &s);
     *out = s.primary;
+}
+
+/* ---- across sections ------------------------------------------------ */
+
+static int heading_for_oom(const tml_diagnosis *d)
+{
+    return (strcmp(d->kind, "MEMORY_CREEP") == 0 || strcmp(d->kind, "MEMORY_RISING") == 0) &&
+           d->res.valid && !isnan(d->res.projected_full_step);
+}
+
+/* a before b under tml__diag_also's ranking */
+static int also_before(const tml_diagnosis *a, const tml_diagnosis *b)
+{
+    if (a->severity != b->severity)
+        return a->severity > b->severity;
+    int oa = heading_for_oom(a), ob = heading_for_oom(b);
+    if (oa && ob)
+        return a->res.projected_full_step < b->res.projected_full_step;
+    return oa > ob;
+}
+
+size_t tml__diag_also(const tml_diagnosis *verdict, const tml_section_diag *const *sections,
+                      size_t nsections, const tml_diagnosis **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < nsections; s++) {
+        for (size_t i = 0; sections[s] && i < sections[s]->nissues; i++) {
+            const tml_diagnosis *d = &sections[s]->issues[i];
+            if (!d->kind || (d->severity < TML_SEV_WARNING && !heading_for_oom(d)) ||
+                (verdict && verdict->kind && strcmp(d->kind, verdict->kind) == 0))
+                continue;
+            /* insertion into the ranked list, the last dropped when full */
+            size_t at = n;
+            while (at > 0 && also_before(d, out[at - 1]))
+                at--;
+            if (at >= max)
+                continue;
+            if (n < max)
+                n++;
+            memmove(&out[at + 1], &out[at], (n - 1 - at) * sizeof(*out));
+            out[at] = d;
+        }
+    }
+    return n;
 }

@@ -104,6 +104,8 @@ typedef struct tml_live_snap {
     int64_t first_step, last_step;   /* -1 without window steps */
     /* verdict (run verdict over the live window) */
     tml_diagnosis verdict;
+    tml_diagnosis also[TML_ALSO_MAX];   /* named under it (tml__diag_also) */
+    size_t nalso;
     double share[TML_M_COUNT];       /* fractions, NAN = unknown */
     double skew;
     int32_t median_rank, worst_rank; /* rank numbers, -1 none */

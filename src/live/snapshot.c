@@ -181,6 +181,8 @@ static int snap_model(tml_live_snap *snap, const tml_report_model *m)
     int s = tml__report_straggler(m);
     snap->straggler_rank = s >= 0 ? win->ranks[s].rank : -1;
     snap->verdict = m->verdict;
+    for (snap->nalso = 0; snap->nalso < m->nalso; snap->nalso++)
+        snap->also[snap->nalso] = *m->also[snap->nalso];
     section_from(&snap->mem, &m->mem);
     section_from(&snap->sys, &m->sys);
     section_from(&snap->proc, &m->proc);
@@ -367,6 +369,16 @@ static void j_verdict(jw *w, const tml_live_snap *s)
     jw_text(w, "why", d->why);
     jw_text(w, "next", d->next);
     tml__jw_str(w, "cause", d->cause >= 0 ? tml__metric_name((tml_metric)d->cause) : NULL);
+    tml__jw_open(w, "also", '[');
+    for (size_t i = 0; i < s->nalso; i++) {
+        tml__jw_open(w, NULL, '{');
+        jw_text(w, "kind", s->also[i].kind);
+        jw_text(w, "label", s->also[i].label);
+        tml__jw_str(w, "severity", tml__severity_name(s->also[i].severity));
+        jw_text(w, "why", s->also[i].why);
+        tml__jw_close(w, '}');
+    }
+    tml__jw_close(w, ']');
     tml__jw_close(w, '}');
     tml__jw_open(w, "shares_percent", '{');
     for (int m = 1; m < TML_M_COUNT; m++)

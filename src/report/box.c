@@ -838,6 +838,11 @@ static void verdict_rows(const tml_report_model *m, tml_strbuf *sb, int width)
     text_row(sb, width, "Why: ", m->verdict.why);
     if (m->verdict.next[0])
         text_row(sb, width, "Next: ", m->verdict.next);
+    for (size_t i = 0; i < m->nalso; i++) {
+        const tml_diagnosis *d = m->also[i];
+        snprintf(l, sizeof(l), "%s (%s): %s", d->label, tml__severity_name(d->severity), d->why);
+        text_row(sb, width, "Also: ", l);
+    }
     if (multi) {
         text_row(sb, width, "", "Scope: N = node · R = global rank · G = GPU index");
         missing_rows(m, sb, width);

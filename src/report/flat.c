@@ -9,6 +9,7 @@
  *   top-level scalars          traceml/<key>   (not text, generated_at)
  *   meta scalars               traceml/meta/<key>
  *   primary_diagnosis scalars  traceml/primary/<key>
+ *   also[i] kind, label, severity  traceml/also/<i>/<key>
  *   each section (step_time, step_memory, system, process):
  *     diagnosis label/kind/severity  traceml/<sec>/diagnosis, /kind, /severity
  *     the section's own scalars      traceml/<sec>/<key>
@@ -113,6 +114,14 @@ int tml__summary_flatten(const tml_json *doc, tml_strbuf *out)
     scalars(&f, "traceml/", doc, top_skip);
     scalars(&f, "traceml/meta/", tml__json_get(doc, "meta"), NULL);
     scalars(&f, "traceml/primary/", tml__json_get(doc, "primary_diagnosis"), NULL);
+    const tml_json *also = tml__json_get(doc, "also");
+    for (size_t i = 0; also && also->type == TML_JSON_ARRAY && i < also->n; i++) {
+        static const char *const keys[] = { "kind", "label", "severity" };
+        char prefix[48];
+        snprintf(prefix, sizeof(prefix), "traceml/also/%zu/", i);
+        for (size_t k = 0; k < 3; k++)
+            put(&f, prefix, keys[k], "", tml__json_get(&also->items[i], keys[k]));
+    }
     for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
         const tml_json *sec = tml__json_get(doc, sections[s]);
         char prefix[64];

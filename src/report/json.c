@@ -684,6 +684,10 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_close(&w, '}');
 
     diagnosis_obj(&w, "primary_diagnosis", &m->verdict, win);
+    tml__jw_open(&w, "also", '[');
+    for (size_t i = 0; i < m->nalso; i++)
+        diagnosis_obj(&w, NULL, m->also[i], win);
+    tml__jw_close(&w, ']');
     step_time_section(&w, m);
     tml_report_rows rows[TML_REPORT_ROWS];
     tml__report_rows(m, rows);

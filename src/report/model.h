@@ -60,6 +60,10 @@ typedef struct tml_report_model {
     tml_window win;
     tml_step_diag st;
     tml_diagnosis verdict;        /* the run's verdict (SPEC 4.4) */
+    /* What is named under it ("Also: ..."): pointers into mem_s, sys_s,
+     * proc_s (tml__diag_also). */
+    const tml_diagnosis *also[TML_ALSO_MAX];
+    size_t nalso;
     int32_t world_size;           /* expected ranks */
     int32_t ranks_reported;
     int32_t nodes_expected, nodes_reported;
@@ -108,6 +112,9 @@ typedef struct tml_report_model {
  * 0 or TML_ENOMEM; release it either way. */
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o);
 void tml__report_model_release(tml_report_model *m);
+/* Sets also/nalso from the verdict and the resource sections (none in a
+ * watch run): what the views name under the verdict. */
+void tml__report_also(tml_report_model *m);
 /* The box width for a requested one (tml_report_opts.width's rules). */
 int tml__report_width(int width);
 /* Appends the box to `text` and final_summary.json (the box as its

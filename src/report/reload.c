@@ -146,6 +146,7 @@ static int has_rank(const tml_report_model *m, int32_t r)
 int tml__rl_finish(tml_report_loaded *l)
 {
     tml_report_model *m = &l->m;
+    tml__report_also(m);
     for (size_t i = 0; i < m->win.nranks; i++) {
         const tml_rank_window *r = &m->win.ranks[i];
         tml_mem_row *row = &m->mem_rows[i];   /* the window's peaks, as report.c */

@@ -182,6 +182,12 @@ int tml__report_width(int width)
     return width < TML_REPORT_MIN_WIDTH ? TML_REPORT_MIN_WIDTH : width > 400 ? 400 : width;
 }
 
+void tml__report_also(tml_report_model *m)
+{
+    const tml_section_diag *sections[3] = { &m->mem_s, &m->sys_s, &m->proc_s };
+    m->nalso = m->watch ? 0 : tml__diag_also(&m->verdict, sections, 3, m->also, TML_ALSO_MAX);
+}
+
 int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
 {
     static const tml_run empty;   /* a NULL run reads as an empty one */
@@ -273,6 +279,7 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     tml__diag_run_verdict(&m->st, m->gpu_util_percent, &m->th, &m->verdict);
     if (m->watch)
         tml__diag_watch(&m->st.primary, &m->verdict);
+    tml__report_also(m);
     free(nodes);
     return 0;
 

@@ -153,6 +153,25 @@ def test_cpu_memory_creep_rate(traceml_run):
     assert "STEP MEMORY: MEMORY CREEP" in r.stdout
 
 
+def test_memory_trend_named_under_the_verdict(traceml_run):
+    """8 MiB kept per step (inside the step: the verdict is the step's own),
+    below the 1 GiB creep gate: MEMORY RISING (INFO), projecting host RAM
+    full at some step, is named under the verdict in the box and in the
+    JSON's also[] (SPEC 4.4), never the verdict itself."""
+    r = traceml_run(os.path.join(DIAG, "memory_creep.py"), "--steps", 100, "--mib-per-step", 8)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["primary_diagnosis"]["section"] == "step_time", json.dumps(s["primary_diagnosis"])
+    trend = [a for a in s["also"] if a["kind"] in ("MEMORY_RISING", "MEMORY_CREEP")]
+    assert trend, json.dumps(s["also"])
+    res = trend[0]["evidence"]["resource"]
+    assert res["projected_full_step"] is not None and res["projected_full_step"] > 99, res
+    assert abs(res["growth_bytes_per_step"] - 8 * MIB) <= 0.10 * 8 * MIB, res
+    line = "Also: %s (%s): " % (trend[0]["label"], trend[0]["severity"])
+    box = r.stdout[r.stdout.index("Verdict:"):r.stdout.index("STEP TIMING")]
+    assert line in box, box
+
+
 def test_cpu_healthy_balanced_no_gpu_util(traceml_run):
     r = traceml_run(os.path.join(DIAG, "healthy.py"), "--steps", 120,
                     launcher_args=["--interval", "0.2"])

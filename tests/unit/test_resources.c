@@ -351,7 +351,65 @@ static void test_thresholds_memory_keys(void)
     CHECK(isnan(tml__slope((const double[]){ 1 }, 1)));
 }
 
+/* SPEC 4.4's Also: every section's WARNING or CRITICAL findings and a
+ * memory trend heading for full, ranked by severity, then the sooner
+ * projected step; never the verdict; at most max. */
+static void test_also_across_sections(void)
+{
+    tml_section_diag mem, sys, proc;
+    memset(&mem, 0, sizeof(mem));
+    memset(&sys, 0, sizeof(sys));
+    memset(&proc, 0, sizeof(proc));
+    tml__diag_init(&mem.issues[mem.nissues++], "MEMORY_RISING", "MEMORY RISING", "step_memory",
+                   TML_SEV_INFO);
+    mem.issues[0].res.valid = 1;
+    mem.issues[0].res.projected_full_step = 2938;
+    tml__diag_init(&sys.issues[sys.nissues++], "LOW_GPU_UTIL", "LOW GPU UTIL", "system",
+                   TML_SEV_INFO);
+    tml__diag_init(&sys.issues[sys.nissues++], "HIGH_CPU", "HIGH CPU", "system",
+                   TML_SEV_WARNING);
+    tml__diag_init(&proc.issues[proc.nissues++], "HIGH_PROCESS_RSS", "HIGH PROCESS RSS",
+                   "process", TML_SEV_WARNING);
+    tml__diag_init(&proc.issues[proc.nissues++], "NORMAL", "NORMAL", "process", TML_SEV_INFO);
+    const tml_section_diag *secs[3] = { &mem, &sys, &proc };
+    tml_diagnosis verdict;
+    tml__diag_init(&verdict, "RESIDUAL_HEAVY", "RESIDUAL-HEAVY", "step_time", TML_SEV_CRITICAL);
+    const tml_diagnosis *out[TML_ALSO_MAX];
+    size_t n = tml__diag_also(&verdict, secs, 3, out, TML_ALSO_MAX);
+    CHECK_EQ_INT(n, 3);
+    CHECK_STR(out[0]->kind, "HIGH_CPU");                /* WARNINGs in section order */
+    CHECK_STR(out[1]->kind, "HIGH_PROCESS_RSS");
+    CHECK_STR(out[2]->kind, "MEMORY_RISING");           /* INFO, but heading for full */
+    /* a CRITICAL goes first; the list keeps the three gravest */
+    tml__diag_init(&proc.issues[proc.nissues++], "VERY_HIGH_PROCESS_GPU_MEMORY",
+                   "VERY HIGH PROCESS GPU MEMORY", "process", TML_SEV_CRITICAL);
+    n = tml__diag_also(&verdict, secs, 3, out, TML_ALSO_MAX);
+    CHECK_EQ_INT(n, 3);
+    CHECK_STR(out[0]->kind, "VERY_HIGH_PROCESS_GPU_MEMORY");
+    CHECK_STR(out[2]->kind, "HIGH_PROCESS_RSS");
+    /* among trends, the sooner full first; a trend without a projection
+     * and INFO findings are not named; nor is the verdict itself */
+    memset(&sys, 0, sizeof(sys));
+    memset(&proc, 0, sizeof(proc));
+    tml__diag_init(&mem.issues[mem.nissues++], "MEMORY_CREEP", "MEMORY CREEP", "step_memory",
+                   TML_SEV_INFO);
+    mem.issues[1].res.valid = 1;
+    mem.issues[1].res.projected_full_step = 500;
+    tml__diag_init(&mem.issues[mem.nissues++], "MEMORY_RISING", "MEMORY RISING", "step_memory",
+                   TML_SEV_INFO);
+    mem.issues[2].res.valid = 1;
+    mem.issues[2].res.projected_full_step = NAN;
+    n = tml__diag_also(&verdict, secs, 3, out, TML_ALSO_MAX);
+    CHECK_EQ_INT(n, 2);
+    CHECK_NEAR(out[0]->res.projected_full_step, 500, 0);
+    CHECK_NEAR(out[1]->res.projected_full_step, 2938, 0);
+    tml__diag_init(&verdict, "MEMORY_CREEP", "MEMORY CREEP", "step_memory", TML_SEV_WARNING);
+    n = tml__diag_also(&verdict, secs, 3, out, TML_ALSO_MAX);
+    CHECK_EQ_INT(n, 1);
+    CHECK_STR(out[0]->kind, "MEMORY_RISING");
+}
+
 #define TESTS X(test_memory_cpu_creep_and_rising) X(test_memory_gpu_pressure) \
     X(test_memory_gpu_imbalance) X(test_system_rules) X(test_process_rules) \
-    X(test_run_verdict_low_gpu_util) X(test_thresholds_memory_keys)
+    X(test_run_verdict_low_gpu_util) X(test_thresholds_memory_keys) X(test_also_across_sections)
 #include "harness.h"

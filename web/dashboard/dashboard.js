@@ -241,6 +241,14 @@
     $("v-window").textContent = "over the last " + d.window.window_steps + " steps";
     $("v-why").textContent = v.why || "–";
     $("v-next").textContent = v.next || "–";
+    var also = $("v-also");
+    while (also.firstChild) also.removeChild(also.firstChild);
+    (v.also || []).forEach(function (a) {
+      var div = document.createElement("div");
+      div.className = "also " + (a.severity || "INFO").toLowerCase();
+      div.textContent = "Also: " + a.label + " (" + a.severity + "): " + a.why;
+      also.appendChild(div);
+    });
   }
 
   function update(d) {
