@@ -133,7 +133,40 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median over ranks of x / Step Time, or x / (Step Time + x) of_wall. */
-static double median_share(const tml_window *w, tml_metric m, int of_wall)
+/* A rank's share of metric m: of its Step Time, or (of_wall) of its
+ * wall-clock, Step Time + m; NAN when unknown. */
+static double metric_share(const tml_rank_window *r, tml_metric m, int of_wall)
+{
+    double s = r->avg_ns[TML_M_STEP], x = r->avg_ns[m], d = of_wall ? s + x : s;
+    return isnan(s) || isnan(x) || !(s > 0) || !(d > 0) ? NAN : x / d;
+}
+
+/* The share of a rank's Step Time outside every phase it measured: its
+ * Residual, but also when Compute is unknown (a phase missing): the time
+ * of a missing Optimizer (a hand-written update) or of batches made in the
+ * step (no DataLoader) is in it. NAN without Forward and Backward. */
+static double outside_share(const tml_rank_window *r, tml_metric unused, int unused2)
+{
+    (void)unused;
+    (void)unused2;
+    const double *a = r->avg_ns;
+    double s = a[TML_M_STEP];
+    if (isnan(s) || !(s > 0) || isnan(a[TML_M_FORWARD]) || isnan(a[TML_M_BACKWARD]))
+        return NAN;
+    static const tml_metric known[] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_BACKWARD,
+                                        TML_M_OPTIMIZER, TML_M_COMM };
+    double out = s;
+    for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+        if (!isnan(a[known[k]]))
+            out -= a[known[k]];
+    return out > 0 ? out / s : 0.0;
+}
+
+/* The median over the ranks with steps of f(rank), NAN-valued ranks left
+ * out; NAN when none. */
+static double median_of(const tml_window *w,
+                        double (*f)(const tml_rank_window *, tml_metric, int), tml_metric m,
+                        int arg)
 {
     double v[64];
     double *buf = w->nranks <= 64 ? v : malloc(w->nranks * sizeof(*buf));
@@ -143,11 +176,9 @@ static double median_share(const tml_window *w, tml_metric m, int of_wall)
     if (!buf)
         return NAN;
     for (size_t i = 0; i < w->nranks; i++) {
-        const tml_rank_window *r = &w->ranks[i];
-        double s = r->avg_ns[TML_M_STEP], x = r->avg_ns[m], d = of_wall ? s + x : s;
-        if (r->nsteps == 0 || isnan(s) || isnan(x) || !(s > 0) || !(d > 0))
-            continue;
-        buf[n++] = x / d;
+        double x = w->ranks[i].nsteps ? f(&w->ranks[i], m, arg) : NAN;
+        if (!isnan(x))
+            buf[n++] = x;
     }
     if (n > 0) {
         qsort(buf, n, sizeof(*buf), cmp_double);
@@ -156,6 +187,11 @@ static double median_share(const tml_window *w, tml_metric m, int of_wall)
     if (buf != v)
         free(buf);
     return med;
+}
+
+static double median_share(const tml_window *w, tml_metric m, int of_wall)
+{
+    return median_of(w, metric_share, m, of_wall);
 }
 
 double tml__diag_share(const tml_window *w, tml_metric m)
@@ -682,23 +718,37 @@ static int insufficient_data(const tml_window *w, const tml_thresholds *th, size
     return 0;
 }
 
+/* Whether batches made without a DataLoader can matter: time in the step
+ * outside the measured phases, or between the steps, of a tenth of the
+ * step or more. Otherwise the step is explained without an Input Wait and
+ * the wrap_input() hint would send the user after nothing. */
+static int unseen_input_matters(const tml_window *w, const tml_thresholds *th)
+{
+    return ge(median_of(w, outside_share, TML_M_RESIDUAL, 0), th->residual_warn) ||
+           ge(median_share(w, TML_M_UNTRACED, 1), th->residual_warn);
+}
+
 /* The INCOMPLETE DATA issue when a required phase was never observed,
- * its Next line joining one hint per missing phase. */
-static int incomplete_data_issue(const tml_window *w, tml_diagnosis *d)
+ * its Next line joining one hint per missing phase that can apply (an
+ * Input Wait never observed is no gap when no time is left to explain). */
+static int incomplete_data_issue(const tml_window *w, const tml_thresholds *th,
+                                 tml_diagnosis *d)
 {
     uint32_t required = TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_FORWARD) |
                         TML_PHASE_BIT(TML_PHASE_BACKWARD) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
-    uint32_t missing = w->missing & required;
+    uint32_t missing = w->missing & required, hinted = missing;
     char names[128], hint[TML_DIAG_TEXT];
     size_t hl = 0;
     int n = 0;
 
-    if (!missing)
+    if ((missing & TML_PHASE_BIT(TML_PHASE_INPUT)) && !unseen_input_matters(w, th))
+        hinted &= ~TML_PHASE_BIT(TML_PHASE_INPUT);
+    if (!hinted)
         return 0;
     tml__phase_list(missing, names, sizeof(names));
     hint[0] = '\0';
     for (int p = 0; p < TML_PHASE_COUNT; p++) {
-        if (!(missing & TML_PHASE_BIT(p)))
+        if (!(hinted & TML_PHASE_BIT(p)))
             continue;
         const char *h = missing_hint(p);
         int wr = snprintf(hint + hl, sizeof(hint) - hl, "%s%c%s",
@@ -710,9 +760,32 @@ static int incomplete_data_issue(const tml_window *w, tml_diagnosis *d)
     diag_init(d, "INCOMPLETE_DATA", "INCOMPLETE DATA", TML_SEV_WARNING);
     d->missing = missing;
     snprintf(d->why, sizeof(d->why), "%s %s never observed in the window, so the step cannot be fully explained.",
-             names, n > 1 ? "were" : "was");
+             names, (missing & (missing - 1)) ? "were" : "was");
     snprintf(d->next, sizeof(d->next), "%s.", hint);
     return 1;
+}
+
+/* The caveat a verdict carries when a phase was never observed: what that
+ * leaves unknown, and the hints that apply (none for a RESIDUAL-HEAVY that
+ * already states what the unmeasured time holds). */
+static void add_caveat(tml_diagnosis *v, const tml_diagnosis *inc)
+{
+    uint32_t compute = TML_PHASE_BIT(TML_PHASE_FORWARD) | TML_PHASE_BIT(TML_PHASE_BACKWARD) |
+                       TML_PHASE_BIT(TML_PHASE_OPTIMIZER);
+    char names[128];
+    size_t n = strlen(v->why);
+    v->missing = inc->missing;
+    if (strcmp(v->kind, "RESIDUAL_HEAVY") == 0 && v->cause < 0)
+        return;
+    tml__phase_list(inc->missing, names, sizeof(names));
+    if (inc->missing & compute)
+        snprintf(v->why + n, sizeof(v->why) - n, " Caveat: %s %s never observed, so Compute "
+                 "and Residual are unknown. %s", names,
+                 (inc->missing & (inc->missing - 1)) ? "were" : "was", inc->next);
+    else
+        snprintf(v->why + n, sizeof(v->why) - n, " Caveat: Input Wait was never observed (no "
+                 "DataLoader was seen): batches made in the step are in Residual, between "
+                 "steps in Untraced. %s", inc->next);
 }
 
 /* COMPUTE-BOUND: compute dominates and no other share reaches its cap. */
@@ -733,6 +806,44 @@ static int compute_bound_issue(const tml_step_diag *st, const tml_thresholds *th
     snprintf(d->why, sizeof(d->why), "Compute took %d%% of Step Time%s.", pct(c), multi);
     snprintf(d->next, sizeof(d->next),
              "Speed up model compute: mixed precision, batch size, kernel-level profiling.");
+    return 1;
+}
+
+/* Input or Optimizer never observed, with Forward and Backward measured:
+ * what the time outside the measured phases holds besides the usual. */
+#define UNSEEN_INPUT_OPT (TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER))
+
+/* RESIDUAL-HEAVY: work in the step that no phase covers. With Optimizer
+ * missing, Residual is unknown (a hand-written update would hide in it),
+ * but the step is still measurable: the share outside the phases that
+ * were measured is the fact the verdict states, naming what is in it. */
+static int residual_issue(const tml_window *w, const tml_thresholds *th, double residual,
+                          const char *multi, tml_diagnosis *d)
+{
+    static const char look[] = "Look for work in the step outside traced phases: CPU stalls, "
+                               ".item() syncs, logging.";
+    if (!isnan(residual) || !(w->missing & UNSEEN_INPUT_OPT))
+        return share_issue(residual, th->residual_warn, th->residual_crit, "RESIDUAL_HEAVY",
+                           "RESIDUAL-HEAVY", TML_M_RESIDUAL, look, multi, d);
+    double share = median_of(w, outside_share, TML_M_RESIDUAL, 0);
+    if (!share_issue(share, th->residual_warn, th->residual_crit, "RESIDUAL_HEAVY",
+                     "RESIDUAL-HEAVY", TML_M_RESIDUAL, look, multi, d))
+        return 0;
+    int no_input = (w->missing & TML_PHASE_BIT(TML_PHASE_INPUT)) != 0;
+    int no_opt = (w->missing & TML_PHASE_BIT(TML_PHASE_OPTIMIZER)) != 0;
+    d->cause = -1;    /* Residual itself is n/a: the share is of what was not measured */
+    snprintf(d->why, sizeof(d->why), "%d%% of Step Time%s is outside the traced forward and "
+             "backward%s%s.", pct(share), multi,
+             no_opt ? ": no optimizer.step() ran, so a hand-written update is in it" : "",
+             no_input ? (no_opt ? ", and no DataLoader was seen, so batches made in the step "
+                                  "are too" : ": no DataLoader was seen, so batches made in the "
+                                              "step are in it") : "");
+    snprintf(d->next, sizeof(d->next), "%s%sthen look for the rest: CPU stalls, .item() "
+             "syncs, logging.",
+             no_input ? "If batches are made in the step, time them: get_batch = "
+                        "traceml.wrap_input(get_batch); " : "",
+             no_opt ? "a torch.optim optimizer's step() inside trace_step (or "
+                      "traceml.wrap_optimizer(optimizer)) is timed apart; " : "");
     return 1;
 }
 
@@ -768,9 +879,7 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
                     "H2D_BOUND", "H2D-BOUND", TML_M_H2D,
                     "Use pinned memory and non_blocking copies; make fewer, larger transfers.", multi, &d))
         out->issues[out->nissues++] = d;
-    if (share_issue(out->share[TML_M_RESIDUAL], th->residual_warn, th->residual_crit,
-                    "RESIDUAL_HEAVY", "RESIDUAL-HEAVY", TML_M_RESIDUAL,
-                    "Look for work in the step outside traced phases: CPU stalls, .item() syncs, logging.", multi, &d))
+    if (residual_issue(w, th, out->share[TML_M_RESIDUAL], multi, &d))
         out->issues[out->nissues++] = d;
     if (compute_bound_issue(out, th, multi, &d))
         out->issues[out->nissues++] = d;
@@ -872,17 +981,9 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
     /* A phase never observed does not hide a verdict the other figures
      * support: it becomes its caveat (and an issue of its own); without
      * one, INCOMPLETE DATA is the verdict (Compute and Residual unknown). */
-    if (incomplete_data_issue(w, &d)) {
-        if (out->nissues > 0) {
-            tml_diagnosis *v = &out->issues[0];
-            char names[128];
-            size_t n = strlen(v->why);
-            tml__phase_list(d.missing, names, sizeof(names));
-            snprintf(v->why + n, sizeof(v->why) - n, " Caveat: %s %s never observed, so Compute "
-                     "and Residual are unknown. %s", names,
-                     (d.missing & (d.missing - 1)) ? "were" : "was", d.next);
-            v->missing = d.missing;
-        }
+    if (incomplete_data_issue(w, th, &d)) {
+        if (out->nissues > 0)
+            add_caveat(&out->issues[0], &d);
         out->issues[out->nissues++] = d;
     }
     if (out->nissues > 0) {

@@ -144,6 +144,28 @@ def test_quickstart(traceml_run, slept):
     assert "INPUT-BOUND" in box and box.strip() in r.stdout
 
 
+def test_batches_made_in_the_step_without_a_dataloader(traceml_run, slept):
+    # the same loop with get_batch() unwrapped and called inside the step
+    # (nanoGPT's shape): Input Wait and Optimizer are never observed, yet
+    # the step is measurable: the time outside the traced forward and
+    # backward (the batch's sleep, the hand-written update) is the verdict,
+    # RESIDUAL-HEAVY naming both, not INCOMPLETE DATA; and its share of the
+    # step is what the script slept
+    r = traceml_run(os.path.join(EXAMPLES, "manual_update.py"), "--steps", 100,
+                    "--delay-ms", 15, "--in-step", env=slept.env())
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    p = primary(s)
+    assert (p["label"], p["severity"]) == ("RESIDUAL-HEAVY", "CRITICAL"), json.dumps(p)
+    assert "outside the traced forward and backward" in p["why"], json.dumps(p)
+    assert "hand-written update" in p["why"] and "no DataLoader" in p["why"], json.dumps(p)
+    assert "traceml.wrap_input(get_batch)" in p["next"], json.dumps(p)
+    assert sorted(p["evidence"]["missing_phases"]) == ["input_wait", "optimizer"], json.dumps(p)
+    outside = p["evidence"]["share_percent"] / 100.0 * step_metric_ms(s, "step_time")
+    ref = slept.mean(15)
+    assert covers(outside, ref), "outside the phases %.3f ms, slept %.3f ms" % (outside, ref)
+
+
 def test_no_dataloader_hand_written_update_two_models(traceml_run, slept):
     # batches from get_batch() (traceml.wrap_input), a hand-written SGD
     # update, trace_step(student, teacher): the verdict is not hidden by

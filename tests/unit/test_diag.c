@@ -436,8 +436,10 @@ static void test_incomplete_data_names_phases(void)
     tml__diag_step_time(&w, NULL, &d);
     CHECK_STR(d.primary.kind, "INCOMPLETE_DATA");
     CHECK(strstr(d.primary.why, "Input Wait and Optimizer were never observed") != NULL);
-    CHECK(strstr(d.primary.next, "wrap_dataloader_fetch()") != NULL);
     CHECK(strstr(d.primary.next, "optimizer.step()") != NULL);
+    /* 5% of the step outside the phases, nothing between steps: batches
+     * made without a DataLoader cost nothing measurable, no hint for them */
+    CHECK(strstr(d.primary.next, "wrap_dataloader_fetch()") == NULL);
 
     /* an input-bound run with forward missing: the verdict is not hidden,
      * the missing phase is its caveat (with the hint) and an issue too */
@@ -459,8 +461,39 @@ static void test_incomplete_data_names_phases(void)
     s.opt = NAN;
     w = window(1, &s, 100, TML_CLOCK_CPU);
     tml__diag_step_time(&w, NULL, &d);
-    CHECK(strstr(d.primary.next, "wrap_input()") != NULL);
+    CHECK(strstr(d.primary.next, "wrap_input()") == NULL);
     CHECK(strstr(d.primary.next, "hand-written update") != NULL);
+
+    /* a get_batch() loop (no DataLoader, batches made in the step) with a
+     * hand-written update: 83% of the step is measurably outside forward
+     * and backward; the verdict says so and what is in it, not INCOMPLETE
+     * DATA, and the hints fit the loop */
+    s = split(NAN, 0, 80, 20);
+    s.opt = NAN;
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "RESIDUAL_HEAVY");
+    CHECK_EQ_INT(d.primary.severity, TML_SEV_CRITICAL);
+    CHECK_EQ_INT(d.primary.cause, -1);
+    CHECK(strstr(d.primary.why, "83% of Step Time is outside the traced forward and backward: "
+                 "no optimizer.step() ran, so a hand-written update is in it, and no DataLoader "
+                 "was seen, so batches made in the step are too.") != NULL);
+    CHECK(strstr(d.primary.why, "Caveat") == NULL);
+    CHECK(strstr(d.primary.next, "traceml.wrap_input(get_batch)") != NULL);
+    CHECK_EQ_INT(d.primary.missing, TML_PHASE_BIT(TML_PHASE_INPUT) | TML_PHASE_BIT(TML_PHASE_OPTIMIZER));
+    CHECK_STR(d.issues[1].kind, "INCOMPLETE_DATA");
+    CHECK(strstr(d.issues[1].next, "wrap_input()") != NULL);
+
+    /* only Input missing: Compute and Residual are known; the caveat says
+     * where the batches' time is, not that the figures are unknown */
+    s = split(NAN, 0, 30, 70);
+    w = window(1, &s, 100, TML_CLOCK_CPU);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "RESIDUAL_HEAVY");
+    CHECK(strstr(d.primary.why, "Caveat: Input Wait was never observed (no DataLoader was "
+                 "seen): batches made in the step are in Residual") != NULL);
+    CHECK(strstr(d.primary.why, "unknown") == NULL);
+    CHECK(strstr(d.primary.why, "wrap_input()") != NULL);
 
     /* H2D missing is not incomplete: copies are optional */
     s = split(5, NAN, 5, 90);
