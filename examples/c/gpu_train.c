@@ -11,7 +11,8 @@
  * stream is idle, so its events complete as they are recorded and the GPU
  * clock matches the sleeps). After the forward and at the end of each step
  * it reports CUDA memory figures it makes up: --reserved-mb, growing by
- * --creep-mb per step, and --device-mb of device memory.
+ * --creep-mb per step, and --device-mb of device memory; under torchrun
+ * (--no-python), --rank1-reserved-mb for rank 1 instead.
  */
 #define _POSIX_C_SOURCE 200809L   /* nanosleep, clock_gettime under -std=c11 */
 #include <dlfcn.h>
@@ -66,7 +67,12 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--allocated-mb") == 0) alloc_mb = v;
         else if (strcmp(argv[i], "--creep-mb") == 0) creep_mb = v;
         else if (strcmp(argv[i], "--device-mb") == 0) device_mb = v;
-        else {
+        else if (strcmp(argv[i], "--rank1-reserved-mb") == 0) {
+            /* a rank that holds more than its peers (RANK from torchrun) */
+            const char *r = getenv("RANK");
+            if (r && strcmp(r, "1") == 0)
+                reserved_mb = v;
+        } else {
             fprintf(stderr, "gpu_train: unknown option %s\n", argv[i]);
             return 2;
         }

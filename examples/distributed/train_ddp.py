@@ -11,6 +11,10 @@ when several ranks share two CPU cores. Injected causes, all exact:
   --slow-input-rank K    rank K's DataLoader sleeps --delay-ms per batch
   --slow-input-all       every rank's DataLoader sleeps --delay-ms
   --slow-compute-rank K  rank K's forward takes --delay-ms longer
+  --slow-residual-rank K rank K computes matmuls for --delay-ms in the step
+                         after optimizer.step(), in no phase (a rank-only
+                         metric, extra work); it prints the time it spent
+                         ("rank K residual work X ms/step")
   --kill-rank K --kill-at-step S   rank K SIGKILLs itself at step S
   --rank-eval K --eval-every N   rank K alone spends --delay-ms between
                          steps every N steps (rank-0-only evaluation or
@@ -51,6 +55,7 @@ def parse():
     p.add_argument("--slow-input-rank", type=int, default=-1)
     p.add_argument("--slow-input-all", action="store_true")
     p.add_argument("--slow-compute-rank", type=int, default=-1)
+    p.add_argument("--slow-residual-rank", type=int, default=-1)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-at-step", type=int, default=10)
     p.add_argument("--rank-eval", type=int, default=-1)
@@ -104,6 +109,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
 
+    extra_work = []                        # --slow-residual-rank: what it spent
+    w = torch.randn(128, 128)
     for step, (x, y) in enumerate(loader):
         if rank == a.kill_rank and step == a.kill_at_step:
             print("rank %d: SIGKILL at step %d" % (rank, step), flush=True)
@@ -115,10 +122,18 @@ def main():
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
+            if rank == a.slow_residual_rank:   # CPU work, not a sleep
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < a.delay_ms / 1000.0:
+                    w = torch.tanh(w @ w)
+                extra_work.append(time.perf_counter() - t0)
             if a.all_reduce_loss:
                 dist.all_reduce(loss.detach())
         if a.print_loss and rank == 0:
             print("loss %.6f" % loss.item(), flush=True)
+    if extra_work:
+        print("rank %d residual work %.3f ms/step" % (rank, 1000 * sum(extra_work) / len(extra_work)),
+              flush=True)
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:

@@ -11,13 +11,15 @@ nothing; the verdict must name the cause and the rank.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 
 import pytest
 
-from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env, free_port_pair, host_saturated
+from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, covers, free_port_pair,
+                      host_saturated)
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
 
@@ -111,6 +113,45 @@ def test_ddp_scenario(tmp_path, name, ranks, args, kind, culprit):
     # per-step evidence: the same rank was the culprit in most window steps
     assert st["culprit_steps"] >= 0.8 * meta["window_steps"], st
     assert "%s was the straggler in" % label in p.out
+
+
+def test_residual_straggler_names_the_part(tmp_path):
+    """Rank 1 alone computes matmuls for 40 ms in the step after
+    optimizer.step(), in no phase (a rank-only metric, extra work): its
+    peer waits for it at the next all-reduce. Every phase of the slow rank
+    is compared with its peer's: a COMPUTE STRAGGLER whose Why names
+    Residual and how much more it took (within 10% of what rank 1 measured
+    it spent), not a STRAGGLER that no traced phase explains."""
+    p = launch(tmp_path / "logs", "ddp", 2, ["--steps", 60, "--slow-residual-rank", 1,
+                                             "--delay-ms", 40])
+    assert p.returncode == 0, explain(p)
+    s = summary(tmp_path / "logs", "ddp")
+    prim = s["primary_diagnosis"]
+    assert (prim["kind"], prim["severity"]) == ("COMPUTE_STRAGGLER", "CRITICAL"), prim
+    st = s["step_time"]["straggler"]
+    assert st["culprit"]["rank"] == 1 and st["component"] == "compute", st
+    assert st["coverage_percent"]["residual"] >= 80, st
+    m = re.match(r"R1/N0's Residual took ([0-9.]+) ms more than R0/N0's", prim["why"])
+    assert m, prim["why"]
+    spent = re.search(r"rank 1 residual work ([0-9.]+) ms/step", p.out)
+    assert spent, p.out[-2000:]
+    ref = float(spent.group(1))
+    assert covers(float(m.group(1)), ref), "Residual excess %s ms, spent %.3f ms" % (
+        m.group(1), ref)
+
+
+def test_one_host_communication_advice(tmp_path):
+    """2 ranks on this host all-reduce 16 MB of gradients a step over
+    loopback gloo against 5 ms of compute: COMMUNICATION-BOUND, and its
+    Next fits the topology: no network is involved, gloo reduces on the
+    cores the training needs; never "check the link between the nodes"."""
+    p = launch(tmp_path / "logs", "ddp", 2, ["--steps", 40, "--grad-mb", 16, "--device-ms", 5])
+    assert p.returncode == 0, explain(p)
+    s = summary(tmp_path / "logs", "ddp")
+    issue = [i for i in s["step_time"]["issues"] if i["kind"] == "COMMUNICATION_BOUND"]
+    assert issue, [i["kind"] for i in s["step_time"]["issues"]]
+    assert "Every rank is on this host and trains on its CPU" in issue[0]["next"], issue[0]
+    assert "link between the nodes" not in issue[0]["next"], issue[0]
 
 
 def test_rank_only_work_between_steps(tmp_path, slept):

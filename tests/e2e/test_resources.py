@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, DIAG, TRACEML, base_env, covers, primary, step_metric_ms
+from conftest import (BUILD, DIAG, PYTHON, TRACEML, base_env, covers, free_port_pair, primary,
+                      step_metric_ms)
 
 GPU_TRAIN = os.path.join(BUILD, "examples", "gpu_train")
 FAKES = os.path.join(BUILD, "fakes")
@@ -74,6 +75,33 @@ def test_fake_gpu_low_util_verdict(tmp_path):
     assert s["system"]["average"]["gpu_util_percent"] == 25.0
     # (the panel's label may be a graver finding on a busy host, e.g. HIGH CPU)
     assert "GPU util                         25%" in p.stdout
+
+
+def test_fake_gpu_two_ranks_memory_imbalance(tmp_path):
+    """Two ranks (torchrun --no-python), rank 1 holding 13 GB reserved of
+    26 GB against rank 0's 10 GB: IMBALANCE (CRITICAL, 30% at 50%
+    pressure) compared with the other rank (a median that counted the
+    larger of two ranks compared it with itself and never fired), and
+    named under the verdict (Also:)."""
+    logs = tmp_path / "logs"
+    p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "imb",
+                        "--interval", "0.1", "--", PYTHON, "-m", "torch.distributed.run",
+                        "--nproc_per_node", "2", "--master_port", str(free_port_pair()),
+                        "--no-python", GPU_TRAIN, "--steps", "80", "--reserved-mb", "10000",
+                        "--allocated-mb", "9000", "--rank1-reserved-mb", "13000",
+                        "--device-mb", "26000"],
+                       env=base_env(**fake_env()), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(logs / "imb" / "final_summary.json", encoding="utf-8") as f:
+        s = json.load(f)
+    assert s["meta"]["ranks_reported"] == 2, s["meta"]
+    mem = s["step_memory"]["diagnosis"]
+    assert (mem["label"], mem["severity"]) == ("IMBALANCE", "CRITICAL"), json.dumps(mem)
+    assert mem["evidence"]["resource"]["rank"] == 1
+    assert abs(mem["evidence"]["resource"]["value"] - 30.0) < 1.0, mem
+    assert "the other rank's" in mem["why"], mem["why"]
+    assert "IMBALANCE" in [a["kind"] for a in s["also"]], s["also"]
+    assert "Also: IMBALANCE (CRITICAL)" in p.stdout
 
 
 @pytest.mark.quick
