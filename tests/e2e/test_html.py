@@ -162,6 +162,10 @@ def test_run_html_report_renders(run_dir):
     banner = re.search(r'id="verdict"[^>]*>(.*?)</div>', shown, re.S).group(1)
     assert "Verdict: INPUT-BOUND" in banner and "CRITICAL" in banner
     assert summary["primary_diagnosis"]["why"] in banner
+    # what the box names under the verdict, the banner too (HIGH CPU on a
+    # busy host; nothing on a quiet one)
+    for i, a in enumerate(summary["also"]):
+        assert 'id="also-%d"' % i in banner and a["why"] in banner, (a, banner)
     phases = re.search(r'<table class="phases">(.*?)</table>', shown, re.S).group(1)
     assert "%.1f ms" % med["step_time_ms"] in phases
     assert "%.1f ms" % med["input_wait_ms"] in phases and "cause" in phases
