@@ -57,6 +57,10 @@
 #include "base/fmt.h"
 #include "base/strbuf.h"
 
+/* The rows the timing and resource panels need under the verdict: the
+ * timing panel (10), the resources in their compact form (5), 2 of
+ * training output. */
+#define PANELS_MIN_ROWS (10 + 5 + 2)
 #define OUT_LINES 1000
 #define OUT_COLS 400
 
@@ -268,6 +272,9 @@ static void putf(int y, int x, int w, const char *fmt, ...)
 
 /* prefix + text wrapped at spaces over at most maxlines lines (the last
  * one cut), continuation lines indented under the text. Lines used. */
+/* Draws prefix + text from row y, wrapped at word ends to width w over at
+ * most maxlines rows (the last one cut), later rows indented by the
+ * prefix; returns the rows it took. y < 0 measures without drawing. */
 static int put_wrapped(int y, int x, int w, const char *prefix, const char *text, int maxlines)
 {
     char buf[1024];
@@ -285,7 +292,8 @@ static int put_wrapped(int y, int x, int w, const char *prefix, const char *text
             if (take == 0)
                 take = avail;
         }
-        putf(y + n, x + (int)lead, w - (int)lead, "%.*s", (int)take, p);
+        if (y >= 0)
+            putf(y + n, x + (int)lead, w - (int)lead, "%.*s", (int)take, p);
         p += take;
         while (*p == ' ')
             p++;
@@ -616,12 +624,13 @@ static int has_steps(const tml_json *doc)
 
 
 /* The findings named under the verdict (verdict.also: "Also: ..."), a
- * line each in their severity's colour. Returns the lines used. */
-static int also_rows(const tml_json *doc, int y, int W)
+ * line each in their severity's colour, at most maxlines. Returns the
+ * lines used. */
+static int also_rows(const tml_json *doc, int y, int W, int maxlines)
 {
     const tml_json *also = tml__json_path(doc, "verdict.also");
     int n = 0;
-    for (size_t i = 0; also && also->type == TML_JSON_ARRAY && i < also->n; i++) {
+    for (size_t i = 0; also && also->type == TML_JSON_ARRAY && i < also->n && n < maxlines; i++) {
         const char *label = str_at(&also->items[i], "label");
         const char *sev = str_at(&also->items[i], "severity");
         const char *why = str_at(&also->items[i], "why");
@@ -689,13 +698,24 @@ static void draw(tml_live_view *v)
              W - 40, "over the last %.0f steps", num_at(doc, "window.window_steps"));
         attroff(A_DIM);
         const char *why = str_at(doc, "verdict.why"), *next = str_at(doc, "verdict.next");
-        y += 1 + put_wrapped(y + 1, 1, W - 2, "Why: ", why && *why ? why : "-", 2);
-        y += put_wrapped(y, 1, W - 2, "Next: ", next && *next ? next : "-", 5);
-        y += also_rows(doc, y, W);
+        why = why && *why ? why : "-";
+        next = next && *next ? next : "-";
+        /* Why, Next and what is named under the verdict share the rows the
+         * panels leave (PANELS_MIN_ROWS below them): Why first, then Next
+         * in full (up to 5 rows, its sentence ending on screen), then the
+         * Also lines; a small terminal shows fewer of them. */
+        int room = H - y - 2 - (W >= 60 ? PANELS_MIN_ROWS : 0);
+        int nwhy = put_wrapped(-1, 1, W - 2, "Why: ", why, 2);
+        int nnext = put_wrapped(-1, 1, W - 2, "Next: ", next, 5);
+        if (nnext > room - nwhy)
+            nnext = room - nwhy > 1 ? room - nwhy : 1;
+        y += 1 + put_wrapped(y + 1, 1, W - 2, "Why: ", why, 2);
+        y += put_wrapped(y, 1, W - 2, "Next: ", next, nnext);
+        y += also_rows(doc, y, W, room - nwhy - nnext);
     }
     y += 1;
     int rest = H - y;
-    if (doc && W >= 60 && rest >= 10 + 5 + 2) {
+    if (doc && W >= 60 && rest >= PANELS_MIN_ROWS) {
         int used;
         if (W >= 100 && rest >= 14 + 3) {
             int lw = W * 58 / 100;

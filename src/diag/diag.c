@@ -267,27 +267,39 @@ static double excess_ns(const tml_rank_window *cul, const tml_rank_window *vic, 
     return sum;
 }
 
-/* How much more CPU than the victim a culprit may use and still be said
- * to have done no more work: the process samples cover the whole run
- * (start-up included), so a little difference is noise. */
-#define CPU_SAME 0.10
+/* The part of the straggler's cost its extra wait for a core must explain
+ * to be called contention. */
+#define RUNQ_EXPLAINS 0.5
+
+/* A rank's time waiting for a core (run queue) per step: its share of
+ * wall time over the step and the time between steps; NAN unknown. */
+static double runq_wait_ns(const tml_rank_window *r)
+{
+    double wall = r->avg_ns[TML_M_STEP] + (isnan(r->avg_ns[TML_M_UNTRACED]) ? 0.0
+                                                                              : r->avg_ns[TML_M_UNTRACED]);
+    return r->runq_wait_percent / 100.0 * wall;
+}
 
 /* On a host whose CPU is saturated (HIGH CPU), a rank of a CPU training
  * falls behind its peers as much by waiting for a core as by computing
- * more; its phases run longer on the wall clock either way. The CPU it
- * used tells them apart: a rank that computes more uses more CPU (its
- * peers wait idle in the all-reduce), a rank that waited for a core does
- * not. Only where CPU time is the work: the CPU clock and no GPU. */
+ * more; its phases run longer on the wall clock either way. The kernel
+ * tells them apart: how long each rank's main thread was runnable but
+ * waiting on a run queue (/proc/self/schedstat, sampled). When the
+ * culprit waited for a core longer than the victim by at least half of
+ * what the others wait for it, it is contention. Only where CPU time is
+ * the work (the CPU clock, no GPU), and never guessed without the
+ * figure: the process CPU % cannot tell a rank that waited for a core
+ * from one that waited for something else (a sleep, I/O, a device). */
 static int waited_for_cpu(const tml_window *w, const tml_rank_window *cul,
-                          const tml_rank_window *vic)
+                          const tml_rank_window *vic, double cost_ns)
 {
-    if (!(w->host_cpu_busy > 0) || w->clock != TML_CLOCK_CPU)
+    if (!(w->host_cpu_busy > 0) || w->clock != TML_CLOCK_CPU || !(cost_ns > 0))
         return 0;
     for (size_t i = 0; i < w->nranks; i++)
         if (w->ranks[i].has_gpu)
             return 0;
-    return vic->cpu_percent > 0 && cul->cpu_percent >= 0 &&
-           cul->cpu_percent <= vic->cpu_percent * (1.0 + CPU_SAME);
+    double extra = runq_wait_ns(cul) - runq_wait_ns(vic);
+    return !isnan(extra) && extra >= RUNQ_EXPLAINS * cost_ns;
 }
 
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
@@ -346,7 +358,7 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     }
     if (best >= 0 && ge(out->coverage[best], th ? th->straggler_coverage : 0.80))
         out->component = best;
-    if ((out->component == 2 || out->component < 0) && waited_for_cpu(w, cul, vic)) {
+    if ((out->component == 2 || out->component < 0) && waited_for_cpu(w, cul, vic, out->cost_ns)) {
         out->cpu_contention = 1;
         out->component = -1;
     }
@@ -463,10 +475,10 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
         diag_init(d, "STRAGGLER", "STRAGGLER", sev);
         snprintf(d->why, sizeof(d->why),
                  "Peers waited %.1f ms per step for %s at the gradient all-reduce (%d%% of %s's "
-                 "Step Time), but %s used no more CPU than %s (%.0f%% vs %.0f%% of a core) while "
-                 "the host CPU averaged %.0f%% (HIGH CPU): it waited for a core, it did not "
-                 "compute more.", ms(s->cost_ns), cr, pct(s->score), vr, cr, vr, cul->cpu_percent,
-                 vic->cpu_percent, w->host_cpu_busy);
+                 "Step Time), and %s waited %.1f ms per step for a core (run queue), %s %.1f ms, "
+                 "while the host CPU averaged %.0f%% (HIGH CPU): it fell behind for want of "
+                 "CPU, not by computing more.", ms(s->cost_ns), cr, pct(s->score), vr, cr,
+                 ms(runq_wait_ns(cul)), vr, ms(runq_wait_ns(vic)), w->host_cpu_busy);
         snprintf(d->next, sizeof(d->next),
                  "Give each rank its cores: fewer ranks, threads (OMP_NUM_THREADS) or other "
                  "processes on this host; then look at %s again.", cr);
@@ -605,9 +617,9 @@ static void input_next(const tml_window *w, double share, char *out, size_t cap)
     if (w->host_cpu_busy > 0 && (workers == 0 || cores <= 0 || workers < cores)) {
         /* the cores more workers would need are taken already */
         snprintf(out, cap, "Input Wait %d%%, but the host CPU averaged %.0f%% (HIGH CPU): more "
-                 "DataLoader workers would compete with the training for it. Make each batch "
-                 "cheaper (transforms, decoding, collation) or prepare the data ahead of the "
-                 "run.", pct(share), w->host_cpu_busy);
+                 "DataLoader workers would compete with the training. Make batches cheaper "
+                 "(transforms, decoding, collation) or prepare them ahead.", pct(share),
+                 w->host_cpu_busy);
         return;
     }
     char on[32] = "";

@@ -107,6 +107,10 @@ typedef struct tml_rank_window {
      * samples; NAN unknown. Set by the report (the process section), for
      * the straggler rule on a saturated host. */
     double cpu_percent;
+    /* Of its wall time, how long its main thread waited for a core (run
+     * queue), from the same samples; NAN unknown (an older TraceML, a
+     * kernel without schedstat). */
+    double runq_wait_percent;
     int64_t overhead_ns_per_step;  /* from the rank's counters, -1 unknown */
     /* The rank's input pipeline as configured (see tml_rank_info). */
     int loader_known;
@@ -279,6 +283,7 @@ typedef struct tml_proc_rank {
     double rss_bytes, host_ram_total_bytes;
     double cuda_allocated_bytes, cuda_reserved_bytes, device_total_bytes;
     double cpu_percent;             /* 100 = one core */
+    double runq_wait_percent;       /* of wall time, waiting for a core; NAN unknown */
     double rss_peak_bytes;
     double cuda_reserved_peak_bytes;   /* the largest per-step peak */
     int32_t gpu;                    /* the GPU it samples, -1 unknown */

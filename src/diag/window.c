@@ -186,7 +186,7 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->step_stddev_ns = rw->step_mad_ns = NAN;
     rw->rss_bytes = rw->cuda_allocated_bytes = rw->cuda_reserved_bytes = NAN;
     rw->comm_bytes_per_step = rw->comm_bytes_per_s = rw->comm_collectives_per_step = NAN;
-    rw->cpu_percent = NAN;
+    rw->cpu_percent = rw->runq_wait_percent = NAN;
     rw->missing = TML_PHASES_ALL;
     rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
     rw->records_dropped = r->stats.records_dropped;

@@ -29,6 +29,9 @@ typedef enum tml_sample_metric {
     TML_S_PROC_CUDA_ALLOCATED = 13,    /* process.cuda_allocated_bytes (current) */
     TML_S_PROC_CUDA_RESERVED = 14,     /* process.cuda_reserved_bytes (current) */
     TML_S_PROC_CUDA_DEVICE_TOTAL = 15, /* process.cuda_device_total_bytes */
+    /* process.runqueue_wait_percent: of wall time, how long the main
+     * thread was runnable but waited for a core (/proc/self/schedstat) */
+    TML_S_PROC_RUNQ_WAIT_PERCENT = 16,
     TML_S_COUNT
 } tml_sample_metric;
 

@@ -68,6 +68,7 @@ static const tml_report_field proc_fields[] = {
     F(tml_proc_rank, "cuda_allocated_bytes", cuda_allocated_bytes, 0),
     F(tml_proc_rank, "cuda_reserved_bytes", cuda_reserved_bytes, 0),
     F(tml_proc_rank, "cpu_percent", cpu_percent, 2),
+    F(tml_proc_rank, "runqueue_wait_percent", runq_wait_percent, 2),
     F(tml_proc_rank, "rss_peak_bytes", rss_peak_bytes, 0),
     F(tml_proc_rank, "cuda_reserved_peak_bytes", cuda_reserved_peak_bytes, 0),
     F(tml_proc_rank, "device_total_bytes", device_total_bytes, 0),
@@ -122,8 +123,10 @@ static void step_rule_inputs(tml_report_model *m)
     for (size_t i = 0; i < m->sys_s.nissues; i++)
         if (strcmp(m->sys_s.issues[i].kind, "HIGH_CPU") == 0)
             m->win.host_cpu_busy = m->sys_s.issues[i].res.value;
-    for (size_t i = 0; i < m->win.nranks && i < m->nprocs; i++)
+    for (size_t i = 0; i < m->win.nranks && i < m->nprocs; i++) {
         m->win.ranks[i].cpu_percent = m->procs[i].cpu_percent;
+        m->win.ranks[i].runq_wait_percent = m->procs[i].runq_wait_percent;
+    }
 }
 
 /* A training that failed or was stopped before any step: NO DATA is then

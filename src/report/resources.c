@@ -220,6 +220,7 @@ int tml__report_resources(tml_report_model *m, const int32_t *nodes, size_t nnod
         p->samples = (cap ? cap->n : 0) + (rss ? rss->n : 0);
         p->cpu_capacity_percent = mean_or_nan(cap);
         p->cpu_percent = mean_or_nan(cpu);
+        p->runq_wait_percent = mean_or_nan(find(ss, node, rank, -1, TML_S_PROC_RUNQ_WAIT_PERCENT));
         p->rss_bytes = rss ? mean_or_nan(rss) : rw->rss_bytes;
         p->rss_peak_bytes = rss ? max_or_nan(rss) : NAN;
         p->host_ram_total_bytes = max_or_nan(find(ss, node, -1, -1, TML_S_HOST_RAM_TOTAL_BYTES));

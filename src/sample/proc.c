@@ -209,6 +209,17 @@ int tml__proc_parse_statm(const char *buf, size_t len, int64_t *rss_pages)
     return 0;
 }
 
+int tml__proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t *wait_ns)
+{
+    cur c = { buf, buf + len };
+    uint64_t run, wait;
+    if (take_u64(&c, &run) < 0 || take_u64(&c, &wait) < 0)
+        return TML_EPROTO;
+    *run_ns = run;
+    *wait_ns = wait;
+    return 0;
+}
+
 double tml__cpu_busy_percent(const tml_cpu_times *a, const tml_cpu_times *b)
 {
     if (b->total <= a->total || b->busy < a->busy)

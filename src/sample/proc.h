@@ -40,6 +40,10 @@ int tml__proc_parse_meminfo(const char *buf, size_t len, tml_meminfo *out);
 int tml__proc_parse_pid_stat(const char *buf, size_t len, tml_pid_stat *out);
 /* /proc/<pid>/statm: the second field, resident pages. */
 int tml__proc_parse_statm(const char *buf, size_t len, int64_t *rss_pages);
+/* /proc/<pid>/schedstat (the task's main thread): nanoseconds it ran on a
+ * CPU and waited on a run queue, runnable but not running (its wait for a
+ * core). */
+int tml__proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uint64_t *wait_ns);
 
 /* Host CPU % between two readings (100 = every logical core busy); NAN
  * when no tick passed or the counters went backwards. */

@@ -22,6 +22,7 @@ static const char *const names[TML_S_COUNT] = {
     [TML_S_PROC_CUDA_ALLOCATED] = "process.cuda_allocated_bytes",
     [TML_S_PROC_CUDA_RESERVED] = "process.cuda_reserved_bytes",
     [TML_S_PROC_CUDA_DEVICE_TOTAL] = "process.cuda_device_total_bytes",
+    [TML_S_PROC_RUNQ_WAIT_PERCENT] = "process.runqueue_wait_percent",
 };
 
 const char *tml__sample_metric_name(uint32_t m)

@@ -49,6 +49,9 @@ struct tml_sampler {
     tml_cpu_times host_prev;
     uint64_t proc_ticks_prev;
     int64_t proc_mono_prev_ns;
+    int have_runq_prev;
+    uint64_t runq_wait_prev_ns;
+    int64_t runq_mono_prev_ns;
 };
 
 double tml__sampler_interval_from_env(void)
@@ -146,6 +149,27 @@ static void sample_host(tml_sampler *s, batch *b)
     }
 }
 
+/* How long the training's main thread waited for a core since the last
+ * sample, of the wall time: on a saturated host, what tells a rank that
+ * falls behind for want of CPU from one that does more work (diag.c). */
+static void sample_runqueue(tml_sampler *s, batch *b, int64_t now)
+{
+    char buf[128];
+    size_t n;
+    uint64_t run, wait;
+    if (tml__proc_read("/proc/self/schedstat", buf, sizeof(buf), &n) < 0 ||
+        tml__proc_parse_schedstat(buf, n, &run, &wait) < 0)
+        return;
+    if (s->have_runq_prev && now > s->runq_mono_prev_ns && wait >= s->runq_wait_prev_ns) {
+        double pct = 100.0 * (double)(wait - s->runq_wait_prev_ns) /
+                     (double)(now - s->runq_mono_prev_ns);
+        add(b, TML_S_PROC_RUNQ_WAIT_PERCENT, -1, pct > 100.0 ? 100.0 : pct);
+    }
+    s->runq_wait_prev_ns = wait;
+    s->runq_mono_prev_ns = now;
+    s->have_runq_prev = 1;
+}
+
 static void sample_process(tml_sampler *s, batch *b)
 {
     char buf[2048];
@@ -171,6 +195,7 @@ static void sample_process(tml_sampler *s, batch *b)
         if (ps.rss_pages >= 0 && s->page > 0)
             add(b, TML_S_PROC_RSS_BYTES, -1, (double)ps.rss_pages * (double)s->page);
     }
+    sample_runqueue(s, b, now);
     if (s->o.cuda_bytes) {
         static const uint32_t m[3] = {
             TML_S_PROC_CUDA_ALLOCATED, TML_S_PROC_CUDA_RESERVED, TML_S_PROC_CUDA_DEVICE_TOTAL

@@ -264,7 +264,7 @@ def contention_straggler(diag):
     (evidence.straggler.cpu_contention, docs/diagnosis.md), and says so."""
     st = diag["evidence"]["straggler"] or {}
     if diag["kind"] == "STRAGGLER" and st.get("cpu_contention"):
-        assert "(HIGH CPU): it waited for a core" in diag["why"], diag
+        assert "(HIGH CPU): it fell behind for want of CPU" in diag["why"], diag
         return True
     return False
 

@@ -940,49 +940,53 @@ static void test_compute_straggler_in_optimizer(void)
 }
 
 /* A CPU training on a saturated host: a rank that waited for a core
- * falls behind as one that computes more would. The CPU each used tells
- * them apart: no more CPU than the victim (within 10%) is contention, a
- * plain STRAGGLER whose Why and Next say so; more is a COMPUTE STRAGGLER.
- * Only on the CPU clock without GPUs, and never for an input straggler. */
+ * falls behind as one that computes more would. The kernel's run-queue
+ * wait tells them apart: when the culprit waited for a core longer than
+ * the victim by half the cost or more, it is contention, a plain STRAGGLER
+ * whose Why and Next say so; otherwise (a rank that sleeps, waits for I/O
+ * or a device, or computes more) the component stands. Only on the CPU
+ * clock without GPUs, never without the figure, never for an input
+ * straggler. The victim's step is 170 ms, the cost 40 ms (20 ms: half). */
 static void test_straggler_cpu_contention(void)
 {
     static const struct {
         double busy;            /* host CPU % when HIGH CPU fired, else 0 */
         int comp;               /* straggler_window's component */
-        double cul, vic;        /* process CPU % of culprit (R0), victim (R1) */
+        double cul, vic;        /* run-queue wait, % of wall time, of R0 and R1 */
         tml_clock clock;
         int gpu;                /* a rank has GPU figures */
         const char *kind;
     } t[] = {
-        { 100, 2, 33.1, 31.7, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* the healthy demo */
-        { 100, 2, 35.2, 32.0, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* +10%: the same */
-        { 100, 2, 35.3, 32.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },
-        { 100, 2, 45.1, 16.1, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },  /* the straggler demo */
-        { 100, -1, 30.0, 30.0, TML_CLOCK_CPU, 0, "STRAGGLER" },
-        { 0, 2, 33.1, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },    /* host not saturated */
-        { 100, 2, 33.1, 31.7, TML_CLOCK_GPU, 0, "COMPUTE_STRAGGLER" },
-        { 100, 2, 33.1, 31.7, TML_CLOCK_CPU, 1, "COMPUTE_STRAGGLER" },
-        { 100, 2, NAN, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* never sampled */
-        { 100, 0, 25.0, 27.0, TML_CLOCK_CPU, 0, "INPUT_STRAGGLER" },    /* its input: sleeps */
+        { 100, 2, 20.0, 5.0, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* +25.5 ms: contention */
+        { 100, 2, 17.2, 5.0, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* +20.7 ms */
+        { 100, 2, 16.5, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },  /* +19.5 ms: below half */
+        { 100, 2, 5.0, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* it slept: no wait */
+        { 100, -1, 30.0, 5.0, TML_CLOCK_CPU, 0, "STRAGGLER" },
+        { 0, 2, 20.0, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },    /* host not saturated */
+        { 100, 2, 20.0, 5.0, TML_CLOCK_GPU, 0, "COMPUTE_STRAGGLER" },
+        { 100, 2, 20.0, 5.0, TML_CLOCK_CPU, 1, "COMPUTE_STRAGGLER" },
+        { 100, 2, NAN, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* never sampled */
+        { 100, 0, 20.0, 5.0, TML_CLOCK_CPU, 0, "INPUT_STRAGGLER" },    /* its input: sleeps */
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         tml_step_diag d;
         tml_window w = straggler_window(2, 40, t[i].comp, t[i].comp < 0 ? 0.0 : 1.0, 100);
         w.clock = t[i].clock;
         w.host_cpu_busy = t[i].busy;
-        ranks[0].cpu_percent = t[i].cul;
-        ranks[1].cpu_percent = t[i].vic;
+        ranks[0].runq_wait_percent = t[i].cul;
+        ranks[1].runq_wait_percent = t[i].vic;
         ranks[1].has_gpu = t[i].gpu;
         tml__diag_step_time(&w, NULL, &d);
         if (strcmp(d.primary.kind, t[i].kind) != 0)
             fprintf(stderr, "row %zu: got %s, want %s\n", i, d.primary.kind, t[i].kind);
         CHECK_STR(d.primary.kind, t[i].kind);
-        int contention = strcmp(t[i].kind, "STRAGGLER") == 0 && t[i].comp >= 0;
-        CHECK_EQ_INT(d.straggler.cpu_contention, contention || (t[i].comp < 0 && t[i].busy > 0));
+        int contention = strcmp(t[i].kind, "STRAGGLER") == 0;
+        CHECK_EQ_INT(d.straggler.cpu_contention, contention);
         if (d.straggler.cpu_contention) {
             CHECK_EQ_INT(d.primary.severity, CRIT);             /* the time is lost all the same */
-            CHECK(strstr(d.primary.why, "R0/N0 used no more CPU than R1/N0") != NULL);
-            CHECK(strstr(d.primary.why, "(HIGH CPU): it waited for a core") != NULL);
+            CHECK(strstr(d.primary.why, "and R0/N0 waited") != NULL);
+            CHECK(strstr(d.primary.why, "per step for a core (run queue)") != NULL);
+            CHECK(strstr(d.primary.why, "(HIGH CPU): it fell behind for want of CPU") != NULL);
             CHECK(strstr(d.primary.next, "Give each rank its cores") != NULL);
         }
     }

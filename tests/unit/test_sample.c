@@ -102,13 +102,21 @@ static void test_statm_and_live_files(void)
     CHECK_EQ_INT(tml__proc_parse_pid_stat(b, n, &s), 0);
     CHECK(s.rss_pages > 0);
     CHECK_EQ_INT(tml__proc_read("/nonexistent", b, sizeof(b), &n), TML_EIO);
+    /* schedstat: run and run-queue wait, in ns */
+    uint64_t run, wait;
+    n = fixture("schedstat", b, sizeof(b));
+    CHECK_EQ_INT(tml__proc_parse_schedstat(b, n, &run, &wait), 0);
+    CHECK(run == 1171580075ULL && wait == 3550002640ULL);
+    CHECK_EQ_INT(tml__proc_parse_schedstat("12", 2, &run, &wait), TML_EPROTO);
+    if (tml__proc_read("/proc/self/schedstat", b, sizeof(b), &n) == 0)   /* CONFIG_SCHED_INFO */
+        CHECK_EQ_INT(tml__proc_parse_schedstat(b, n, &run, &wait), 0);
 }
 
 /* Every prefix of every fixture: parsed or refused, never read past. */
 static void test_prefixes_never_overrun(void)
 {
     static const char *files[] = { "stat", "meminfo", "meminfo_old_kernel", "pid_stat_parens",
-                                   "pid_stat_spaces", "pid_stat_cat", "statm" };
+                                   "pid_stat_spaces", "pid_stat_cat", "statm", "schedstat" };
     for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
         char b[8192];
         size_t n = fixture(files[f], b, sizeof(b));
@@ -123,6 +131,8 @@ static void test_prefixes_never_overrun(void)
             (void)tml__proc_parse_meminfo(c, k, &m);
             (void)tml__proc_parse_pid_stat(c, k, &s);
             (void)tml__proc_parse_statm(c, k, &pg);
+            uint64_t run, wait;
+            (void)tml__proc_parse_schedstat(c, k, &run, &wait);
             free(c);
         }
     }
