@@ -268,8 +268,11 @@ static double excess_ns(const tml_rank_window *cul, const tml_rank_window *vic, 
 }
 
 /* The part of the straggler's cost its extra wait for a core must explain
- * to be called contention. */
+ * to be called contention; how much more CPU than the victim it may use
+ * and still be said to do no more work (the process samples cover the
+ * whole run, start-up included: a little difference is noise). */
 #define RUNQ_EXPLAINS 0.5
+#define CPU_SAME 0.10
 
 /* A rank's time waiting for a core (run queue) per step: its share of
  * wall time over the step and the time between steps; NAN unknown. */
@@ -282,14 +285,16 @@ static double runq_wait_ns(const tml_rank_window *r)
 
 /* On a host whose CPU is saturated (HIGH CPU), a rank of a CPU training
  * falls behind its peers as much by waiting for a core as by computing
- * more; its phases run longer on the wall clock either way. The kernel
- * tells them apart: how long each rank's main thread was runnable but
- * waiting on a run queue (/proc/self/schedstat, sampled). When the
- * culprit waited for a core longer than the victim by at least half of
- * what the others wait for it, it is contention. Only where CPU time is
- * the work (the CPU clock, no GPU), and never guessed without the
- * figure: the process CPU % cannot tell a rank that waited for a core
- * from one that waited for something else (a sleep, I/O, a device). */
+ * more; its phases run longer on the wall clock either way. Two figures
+ * tell them apart, and it takes both: a rank that waited for a core used
+ * no more CPU than its peers (one that computes more uses more), and its
+ * main thread waited on a run queue longer than theirs, by at least half
+ * of what the others wait for it (/proc/self/schedstat, sampled). The CPU
+ * alone cannot tell a rank that waited for a core from one that waited
+ * for something else (a sleep, I/O, a device); the run queue alone
+ * cannot tell it from one that computes more (on a saturated host extra
+ * work waits for a core in proportion). Only where CPU time is the work
+ * (the CPU clock, no GPU), and never guessed without the figures. */
 static int waited_for_cpu(const tml_window *w, const tml_rank_window *cul,
                           const tml_rank_window *vic, double cost_ns)
 {
@@ -299,7 +304,8 @@ static int waited_for_cpu(const tml_window *w, const tml_rank_window *cul,
         if (w->ranks[i].has_gpu)
             return 0;
     double extra = runq_wait_ns(cul) - runq_wait_ns(vic);
-    return !isnan(extra) && extra >= RUNQ_EXPLAINS * cost_ns;
+    return !isnan(extra) && extra >= RUNQ_EXPLAINS * cost_ns && vic->cpu_percent > 0 &&
+           cul->cpu_percent >= 0 && cul->cpu_percent <= vic->cpu_percent * (1.0 + CPU_SAME);
 }
 
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
@@ -476,9 +482,10 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
         snprintf(d->why, sizeof(d->why),
                  "Peers waited %.1f ms per step for %s at the gradient all-reduce (%d%% of %s's "
                  "Step Time), and %s waited %.1f ms per step for a core (run queue), %s %.1f ms, "
-                 "while the host CPU averaged %.0f%% (HIGH CPU): it fell behind for want of "
-                 "CPU, not by computing more.", ms(s->cost_ns), cr, pct(s->score), vr, cr,
-                 ms(runq_wait_ns(cul)), vr, ms(runq_wait_ns(vic)), w->host_cpu_busy);
+                 "using no more CPU (%.0f%% vs %.0f%% of a core) while the host CPU averaged "
+                 "%.0f%% (HIGH CPU): it fell behind for want of CPU, not by computing more.",
+                 ms(s->cost_ns), cr, pct(s->score), vr, cr, ms(runq_wait_ns(cul)), vr,
+                 ms(runq_wait_ns(vic)), cul->cpu_percent, vic->cpu_percent, w->host_cpu_busy);
         snprintf(d->next, sizeof(d->next),
                  "Give each rank its cores: fewer ranks, threads (OMP_NUM_THREADS) or other "
                  "processes on this host; then look at %s again.", cr);

@@ -940,33 +940,40 @@ static void test_compute_straggler_in_optimizer(void)
 }
 
 /* A CPU training on a saturated host: a rank that waited for a core
- * falls behind as one that computes more would. The kernel's run-queue
- * wait tells them apart: when the culprit waited for a core longer than
- * the victim by half the cost or more, it is contention, a plain STRAGGLER
- * whose Why and Next say so; otherwise (a rank that sleeps, waits for I/O
- * or a device, or computes more) the component stands. Only on the CPU
- * clock without GPUs, never without the figure, never for an input
- * straggler. The victim's step is 170 ms, the cost 40 ms (20 ms: half). */
+ * falls behind as one that computes more would. It takes two figures to
+ * tell them apart: it used no more CPU than the victim (within 10%), and
+ * its run-queue wait exceeds the victim's by half the cost or more; then
+ * it is contention, a plain STRAGGLER whose Why and Next say so.
+ * Otherwise (a rank that sleeps, waits for I/O or a device, or computes
+ * more and waits for a core in proportion) the component stands. Only on
+ * the CPU clock without GPUs, never without the figures, never for an
+ * input straggler. The victim's step is 170 ms, the cost 40 ms (20 ms:
+ * half). */
 static void test_straggler_cpu_contention(void)
 {
     static const struct {
         double busy;            /* host CPU % when HIGH CPU fired, else 0 */
         int comp;               /* straggler_window's component */
         double cul, vic;        /* run-queue wait, % of wall time, of R0 and R1 */
+        double cul_cpu, vic_cpu;   /* process CPU % */
         tml_clock clock;
         int gpu;                /* a rank has GPU figures */
         const char *kind;
     } t[] = {
-        { 100, 2, 20.0, 5.0, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* +25.5 ms: contention */
-        { 100, 2, 17.2, 5.0, TML_CLOCK_CPU, 0, "STRAGGLER" },          /* +20.7 ms */
-        { 100, 2, 16.5, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },  /* +19.5 ms: below half */
-        { 100, 2, 5.0, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* it slept: no wait */
-        { 100, -1, 30.0, 5.0, TML_CLOCK_CPU, 0, "STRAGGLER" },
-        { 0, 2, 20.0, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },    /* host not saturated */
-        { 100, 2, 20.0, 5.0, TML_CLOCK_GPU, 0, "COMPUTE_STRAGGLER" },
-        { 100, 2, 20.0, 5.0, TML_CLOCK_CPU, 1, "COMPUTE_STRAGGLER" },
-        { 100, 2, NAN, 5.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* never sampled */
-        { 100, 0, 20.0, 5.0, TML_CLOCK_CPU, 0, "INPUT_STRAGGLER" },    /* its input: sleeps */
+        { 100, 2, 20.0, 5.0, 33.1, 31.7, TML_CLOCK_CPU, 0, "STRAGGLER" },  /* +25.5 ms */
+        { 100, 2, 17.2, 5.0, 33.1, 31.7, TML_CLOCK_CPU, 0, "STRAGGLER" },  /* +20.7 ms */
+        { 100, 2, 16.5, 5.0, 33.1, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },  /* +19.5 */
+        { 100, 2, 5.0, 5.0, 20.1, 19.1, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* it slept */
+        { 100, 2, 20.0, 5.0, 35.2, 32.0, TML_CLOCK_CPU, 0, "STRAGGLER" },  /* CPU +10% */
+        { 100, 2, 20.0, 5.0, 35.3, 32.0, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },
+        { 100, 2, 40.0, 5.0, 45.1, 16.1, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },  /* real work */
+        { 100, -1, 30.0, 5.0, 30.0, 30.0, TML_CLOCK_CPU, 0, "STRAGGLER" },
+        { 0, 2, 20.0, 5.0, 33.1, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },    /* not saturated */
+        { 100, 2, 20.0, 5.0, 33.1, 31.7, TML_CLOCK_GPU, 0, "COMPUTE_STRAGGLER" },
+        { 100, 2, 20.0, 5.0, 33.1, 31.7, TML_CLOCK_CPU, 1, "COMPUTE_STRAGGLER" },
+        { 100, 2, NAN, 5.0, 33.1, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* no run queue */
+        { 100, 2, 20.0, 5.0, NAN, 31.7, TML_CLOCK_CPU, 0, "COMPUTE_STRAGGLER" },   /* no CPU */
+        { 100, 0, 20.0, 5.0, 25.0, 27.0, TML_CLOCK_CPU, 0, "INPUT_STRAGGLER" },    /* sleeps */
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         tml_step_diag d;
@@ -975,6 +982,8 @@ static void test_straggler_cpu_contention(void)
         w.host_cpu_busy = t[i].busy;
         ranks[0].runq_wait_percent = t[i].cul;
         ranks[1].runq_wait_percent = t[i].vic;
+        ranks[0].cpu_percent = t[i].cul_cpu;
+        ranks[1].cpu_percent = t[i].vic_cpu;
         ranks[1].has_gpu = t[i].gpu;
         tml__diag_step_time(&w, NULL, &d);
         if (strcmp(d.primary.kind, t[i].kind) != 0)
