@@ -6,7 +6,9 @@ Short epochs (--steps-per-epoch) make that start-up a large share of the
 run while the steady-state steps are fast. Expected: EPOCH START with the
 wait per epoch start close to the injected delay, the steady-state figures
 free of it (no INPUT-BOUND), and "persistent_workers=True" in Next;
---persistent: no EPOCH START.
+--persistent: no EPOCH START. It prints what each epoch's start took, from
+the previous epoch's last step (its workers shut down, the new ones
+start) to the new epoch's first batch ("epoch start ms: ...").
 """
 import argparse
 import time
@@ -44,14 +46,22 @@ def main():
     model = c.mlp(width=1024, depth=4)   # ~5 ms a step: the workers keep up
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
+    starts = []
+    last_step_end = time.perf_counter()
     for epoch in range(a.epochs):
+        first = True
         for x, y in loader:
+            if first:
+                starts.append(1000 * (time.perf_counter() - last_step_end))
+                first = False
             with traceml.trace_step(model):
                 loss = loss_fn(model(x), y)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+            last_step_end = time.perf_counter()
         print("epoch %d loss %.3f" % (epoch, loss.item()), flush=True)
+    print("epoch start ms: " + " ".join("%.3f" % s for s in starts), flush=True)
 
 
 if __name__ == "__main__":

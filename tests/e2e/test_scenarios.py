@@ -216,9 +216,14 @@ def test_epoch_start_spin_up_reported_apart(traceml_run):
     assert p["kind"] == "EPOCH_START", json.dumps(p)
     assert "persistent_workers=True" in p["next"], json.dumps(p)
     w = s["step_time"]["window"]
-    assert w["epoch_start_steps_excluded"] >= 4, w
-    # the injected 300 ms plus starting two worker processes (~60-100 ms here)
-    assert 300 <= w["epoch_start_wait_ms"] <= 450, w
+    n = w["epoch_start_steps_excluded"]
+    assert n >= 4, w
+    # the injected 300 ms plus starting two worker processes, as the script
+    # itself measured each epoch's start (the last n: the first epoch's may
+    # fall in the warm-up)
+    starts = [float(x) for x in r.stdout.split("epoch start ms: ", 1)[1].split()[:5]]
+    ref = sum(starts[-n:]) / n
+    assert covers(w["epoch_start_wait_ms"], ref), (w, starts)
     assert step_metric_ms(s, "input_wait") < 30, "steady-state Input Wait"
     assert "epoch starts:" in r.stdout
     r = traceml_run(script("epoch_start"), "--epochs", 5, "--steps-per-epoch", 15,
