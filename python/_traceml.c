@@ -22,7 +22,12 @@
  *              nn.Module.__call__ keeps its no-hook fast path (a forward
  *              hook costs 1.5-2 us per call in PyTorch 2.x); it deep-copies
  *              and pickles as the callable it wraps, so a copy of the model
- *              is exactly what it would be without TraceML.
+ *              is exactly what it would be without TraceML. COMM: a
+ *              blocking collective torch's own code calls (DDP's buffer
+ *              broadcast, dist._broadcast_coalesced(group, tensors, ...)),
+ *              with the bytes of its tensors; in C so that torch.compile,
+ *              which runs DDP's forward outside its graphs, never meets a
+ *              Python frame of TraceML's there.
  *   TimedIter  the manual-mode `wrap_dataloader_fetch()`: an iterator whose
  *              fetches are timed as INPUT.
  *   the step context returned by trace_step(): one shared object whose
@@ -55,7 +60,8 @@ enum {
     KIND_H2D = 2,     /* self -> result: recorded when non-CUDA -> CUDA */
     KIND_H2D_COPY = 3,/* dst.copy_(src): recorded when src non-CUDA, dst CUDA */
     KIND_PLAIN = 4,   /* no marker: used to measure the glue itself */
-    KIND_FORWARD = 5  /* a model's forward: then the memory probe */
+    KIND_FORWARD = 5, /* a model's forward: then the memory probe */
+    KIND_COMM = 6     /* fn(group, tensors, ...): a blocking collective, its bytes */
 };
 
 static PyObject *str_is_cuda;       /* interned "is_cuda" */
@@ -321,6 +327,37 @@ is_cuda(PyObject *obj)
     return r;
 }
 
+/* Bytes a broadcast of args[1]'s tensors sends in the group args[0]: their
+ * sizes when the group has more than one rank, else 0. Never raises. */
+static long long
+coalesced_bytes(PyObject *const *args, Py_ssize_t nargs)
+{
+    long long n = 0;
+    PyObject *size, *seq;
+
+    if (nargs < 2)
+        return 0;
+    size = PyObject_CallMethod(args[0], "size", NULL);
+    if (size == NULL || PyLong_AsLong(size) <= 1) {
+        Py_XDECREF(size);
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(size);
+    seq = PySequence_Fast(args[1], "tensors");
+    for (Py_ssize_t i = 0; seq != NULL && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *b = PyObject_GetAttrString(PySequence_Fast_GET_ITEM(seq, i), "nbytes");
+        long long v = b != NULL ? PyLong_AsLongLong(b) : -1;
+        Py_XDECREF(b);
+        if (v < 0)
+            PyErr_Clear();      /* not a tensor: counts nothing */
+        n += v > 0 ? v : 0;
+    }
+    Py_XDECREF(seq);
+    PyErr_Clear();
+    return n;
+}
+
 /* ------------------------------------------------------------------ */
 /* PhaseCall                                                           */
 
@@ -411,6 +448,13 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         if (r != NULL)
             probe_memory();     /* activations are alive: near the step's peak */
         return r;
+    case KIND_COMM:
+        tml_phase_begin(TML_PHASE_COMM);
+        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        tml_phase_end(TML_PHASE_COMM);
+        if (r != NULL)
+            tml_comm_bytes(coalesced_bytes(args, nargs));
+        return r;
     default:
         return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
     }
@@ -431,7 +475,7 @@ phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "PhaseCall: fn must be callable");
         return NULL;
     }
-    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_FORWARD) {
+    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_COMM) {
         PyErr_SetString(PyExc_ValueError, "PhaseCall: phase or kind out of range");
         return NULL;
     }
@@ -1500,6 +1544,7 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "KIND_H2D_COPY", KIND_H2D_COPY) < 0
         || PyModule_AddIntConstant(m, "KIND_PLAIN", KIND_PLAIN) < 0
         || PyModule_AddIntConstant(m, "KIND_FORWARD", KIND_FORWARD) < 0
+        || PyModule_AddIntConstant(m, "KIND_COMM", KIND_COMM) < 0
         || PyModule_AddIntConstant(m, "EDISABLED", TML_EDISABLED) < 0
         || PyModule_AddIntConstant(m, "ECONFIG", TML_ECONFIG) < 0
         || PyModule_AddStringConstant(m, "VERSION", TML_VERSION_STRING) < 0)

@@ -26,6 +26,12 @@ when several ranks share two CPU cores. Injected causes, all exact:
                          torch.distributed collective, as logging code does)
   --comm-hook fp16       the DDP model's gradients go through DDP's own
                          fp16_compress_hook (a user comm hook)
+  --batchnorm            the model holds buffers (a BatchNorm1d): DDP's
+                         forward broadcasts them from rank 0 every step,
+                         so a rank waits for a slower one there, in DDP's
+                         wrapper, before the model's own forward
+  --trace-inner          trace_step(model.module), as TraceML 0.5.0's
+                         examples do, instead of trace_step(model)
 
 Ranks are told apart by RANK (torchrun) or SLURM_PROCID (srun), like
 torch.distributed itself. Set OMP_NUM_THREADS=1 on small machines.
@@ -64,7 +70,16 @@ def parse():
     p.add_argument("--all-reduce-loss", action="store_true")
     p.add_argument("--comm-hook", choices=["fp16"], default=None)
     p.add_argument("--print-loss", action="store_true")
+    p.add_argument("--batchnorm", action="store_true")
+    p.add_argument("--trace-inner", action="store_true")
     return p.parse_args()
+
+
+def bn_mlp(dim=64, width=64, classes=10, seed=0):
+    """The MLP with a BatchNorm1d: running mean and variance are buffers."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(dim, width), nn.BatchNorm1d(width), nn.ReLU(),
+                         nn.Linear(width, classes))
 
 
 class Device(nn.Module):
@@ -102,7 +117,9 @@ def main():
     slow = a.slow_input_all or rank == a.slow_input_rank
     loader = slow_loader(ds, batch, a.delay_ms / 1000.0) if slow else fast_loader(ds, batch)
     extra = a.delay_ms if rank == a.slow_compute_rank else 0.0
-    model = DDP(Device(mlp(width=64), a.device_ms + extra, a.grad_mb))
+    net = bn_mlp() if a.batchnorm else mlp(width=64)
+    model = DDP(Device(net, a.device_ms + extra, a.grad_mb))
+    traced = model.module if a.trace_inner else model
     if a.comm_hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -117,7 +134,7 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)
         if rank == a.rank_eval and step % a.eval_every == a.eval_every - 1:
             sleep_ms(a.delay_ms)        # rank-only work between steps
-        with traceml.trace_step(model):
+        with traceml.trace_step(traced):
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
             loss.backward()

@@ -862,13 +862,19 @@ class _H2DProxy(object):
 
 def wrap_ddp(model):
     """Times a DistributedDataParallel model's gradient all-reduce (each
-    bucket: when it was launched, when it completed, its bytes) and returns
-    the model. auto mode does it for every DDP model; a comm hook the user
-    registers, before or after, keeps working inside TraceML's."""
+    bucket: when it was launched, when it completed, its bytes) and its
+    buffer broadcast (the wait in DDP's forward when the model has buffers),
+    and returns the model. auto mode does it for every DDP model; a comm
+    hook the user registers, before or after, keeps working inside
+    TraceML's."""
     if _running():
         from . import _comm
         _comm.setup(_c, _warn, _patch_with)
         _comm.attach(model)
+        try:
+            _comm.time_buffer_sync(_patch_with)
+        except Exception as e:
+            _warn("cannot time DDP's buffer broadcast (%s)" % (e,))
     return model
 
 

@@ -19,6 +19,13 @@ COMMUNICATION-BOUND):
   COMM phase around it plus its bytes; async_op=True gets the same
   callback on its Work's future (overlapped), as FSDP's all-gathers and
   reduce-scatters do.
+- torch.distributed._broadcast_coalesced, the C++ collective DDP's forward
+  calls to broadcast the model's buffers from rank 0 (BatchNorm's running
+  statistics) before the module's own forward: blocking, so it is where a
+  rank waits for a slower one when the model has buffers. Timed as a
+  blocking collective wherever it runs, whichever module the step names
+  (the DDP wrapper, whose Forward it then leaves, or the module inside,
+  around whose forward it runs).
 
 Bytes are what one rank sends by NCCL's bus-bandwidth count (an
 all-reduce of B bytes over n ranks: 2(n-1)/n B), so bytes over time is a
@@ -313,3 +320,18 @@ def install(c, warn, patch):
             continue
         w._traceml_collective = True
         patch(dist, name, w)
+    time_buffer_sync(patch)
+
+
+def time_buffer_sync(patch):
+    """DDP's buffer broadcast, torch.distributed._broadcast_coalesced (a C++
+    function DDP's forward calls), timed as a blocking collective with its
+    bytes by a C wrapper (python/_traceml.c, KIND_COMM): no Python frame,
+    so torch.compile, which runs DDP's forward outside its graphs, has
+    nothing new to see. Once; also for wrap_ddp() in manual mode: the wait
+    there is that DDP model's communication."""
+    import torch.distributed as dist
+    orig = getattr(dist, "_broadcast_coalesced", None)
+    if orig is None or isinstance(orig, _c.PhaseCall):
+        return
+    patch(dist, "_broadcast_coalesced", _c.PhaseCall(orig, _c.COMM, _c.KIND_COMM))

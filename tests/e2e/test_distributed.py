@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, covers, free_port_pair,
+from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, check_healthy, covers,
+                      free_port_pair,
                       host_saturated)
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
@@ -175,6 +176,76 @@ def test_rank_only_work_between_steps(tmp_path, slept):
     assert abs(outside - per_step) <= 2.0, per_rank[0]            # what rank 0 does
     assert "R0/N0 spends" in prim["why"] and "outside the step" in prim["why"], prim
     assert "rank-0-only evaluation" in prim["next"], prim
+
+
+@pytest.mark.parametrize("traced", ["inner", "wrapper"])
+def test_wait_in_ddp_buffer_broadcast(tmp_path, slept, traced):
+    """A model with buffers (BatchNorm): DDP's forward broadcasts them from
+    rank 0 before the module's own forward, so the fast rank waits for the
+    slow one there, not in the gradient all-reduce. Rank 1's loader sleeps
+    60 ms: INPUT STRAGGLER naming R1 (not INPUT-BOUND over the median),
+    whether the step names the module inside DDP (trace_step(model.module),
+    as TraceML 0.5.0's examples do: the broadcast runs around its forward)
+    or the DDP wrapper (it runs inside: Communication, not Forward); R1's
+    Input Wait exceeds R0's by what it really slept, within 10%."""
+    args = ["--batchnorm", "--slow-input-rank", 1] + (["--trace-inner"] if traced == "inner" else [])
+    p = launch(tmp_path / "logs", "bn", 2, args, env=slept.env())
+    assert p.returncode == 0, explain(p)
+    s = summary(tmp_path / "logs", "bn")
+    prim = s["primary_diagnosis"]
+    assert prim["kind"] == "INPUT_STRAGGLER" and prim["severity"] == "CRITICAL", prim
+    assert "R1/N0" in prim["why"], prim
+    st = s["step_time"]["straggler"]
+    assert st["culprit"]["rank"] == 1 and st["component"] == "input_wait", st
+    ranks = {r["rank"]: r for r in s["step_time"]["per_rank"]}
+    excess = ranks[1]["input_wait_ms"] - ranks[0]["input_wait_ms"]
+    ref = slept.mean(60)
+    assert abs(excess - ref) <= 0.1 * ref, (excess, ref)
+    # rank 0's wait is the broadcast's: Communication, neither Residual nor Forward
+    assert ranks[0]["communication_ms"] >= 0.8 * ref, ranks[0]
+    assert ranks[0]["residual_ms"] < 0.2 * ref and ranks[0]["forward_ms"] < 0.6 * ref, ranks[0]
+
+
+def test_ddp_batchnorm_healthy(tmp_path):
+    """The same model with buffers, nothing injected, the inner module
+    traced: the broadcast each step is no false alarm (60 ms of compute a
+    step, as row 42 of docs/diagnosis.md)."""
+    p = launch(tmp_path / "logs", "bn", 2, ["--batchnorm", "--trace-inner", "--device-ms", 60])
+    assert p.returncode == 0, explain(p)
+    s = summary(tmp_path / "logs", "bn")
+    kinds = [i["kind"] for i in s["step_time"]["issues"]]
+    assert not any(k in STRAGGLERS for k in kinds) and "RESIDUAL_HEAVY" not in kinds, kinds
+    check_healthy(s)
+    for r in s["step_time"]["per_rank"]:
+        assert r["communication_ms"] is not None and r["communication_ms"] > 0, r
+
+
+COMM_PATCHES = r'''
+import json, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+import traceml_ai as traceml
+names = ("_broadcast_coalesced", "all_reduce", "broadcast", "_register_comm_hook")
+before = {n: getattr(dist, n) for n in names}
+init = DDP.__dict__["__init__"]
+traceml.init(mode="auto")
+print("PATCHED " + json.dumps([n for n in names if getattr(dist, n) is not before[n]]
+                              + (["DDP.__init__"] if DDP.__dict__["__init__"] is not init else [])))
+'''
+
+
+@pytest.mark.parametrize("comm", ["1", "0"])
+def test_comm_off_leaves_ddp_alone(plain_python, comm):
+    """TRACEML_COMM=0: nothing of torch.distributed or DDP is touched (the
+    buffer broadcast included); by default all of it is timed."""
+    r = plain_python("patches", code=COMM_PATCHES, env={"TRACEML_COMM": comm})
+    assert r.rc == 0, r.explain()
+    line = [l for l in r.stdout.splitlines() if l.startswith("PATCHED ")][0]
+    patched = json.loads(line[len("PATCHED "):])
+    if comm == "0":
+        assert patched == [], patched
+    else:
+        assert patched == ["_broadcast_coalesced", "all_reduce", "broadcast",
+                           "_register_comm_hook", "DDP.__init__"], patched
 
 
 def test_sigkilled_rank(tmp_path):

@@ -28,8 +28,9 @@ def training_output(text):
 
 
 def normal(text):
-    # torch's own log lines carry a time and a pid
-    return re.sub(r"^[WIE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ", "", text, flags=re.M)
+    # torch's own log lines carry a time and a pid (after the rank, on a rank)
+    return re.sub(r"^(\[rank\d+\]:)?[WIE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ", r"\1", text,
+                  flags=re.M)
 
 
 class Pair(object):
@@ -90,7 +91,7 @@ class Pair(object):
 
 @pytest.mark.parametrize("how,fullgraph", [
     ("module", True), ("module", False), ("inplace", True), ("function", True),
-    ("hooked", True), ("allreduce", True), ("optimizer", False)])
+    ("hooked", True), ("allreduce", True), ("optimizer", False), ("ddp", False)])
 def test_compiled_graphs_are_the_same(tmp_path, how, fullgraph):
     args = ["--how", how] + (["--fullgraph"] if fullgraph else [])
     r = Pair(tmp_path, os.path.join(HERE, "compile_train.py"), args)
@@ -106,8 +107,9 @@ def test_compiled_graphs_are_the_same(tmp_path, how, fullgraph):
         return
     assert s["meta"]["step_detection"] == "automatic", s["meta"]
     assert s["meta"]["common_steps"] == 12, s["meta"]
-    if how in ("module", "inplace"):
-        # a compiled module is timed from outside its compiled call
+    if how in ("module", "inplace", "ddp"):
+        # a compiled module is timed from outside its compiled call (a
+        # compiled DDP model too, whose buffer broadcast stays DDP's)
         assert med["forward_ms"] > 0, med
     elif how in ("function", "hooked", "allreduce"):
         # a forward inside a compiled function cannot be seen: the step
@@ -163,16 +165,19 @@ ONCE = ("RuntimeError: register_comm_hook or register_builtin_comm_hook can only
         "once")
 
 
-@pytest.mark.parametrize("case", ["all", "tensor_hook"])
+@pytest.mark.parametrize("case", ["all", "tensor_hook", "batchnorm"])
 def test_ddp_checks_and_gradients(tmp_path, case):
     # "all": DDP's default all-reduce, an fp16 hook, the builtin FP16_COMPRESS
-    # and ALLREDUCE hooks, one DDP model after the other in one run
+    # and ALLREDUCE hooks, one DDP model after the other in one run;
+    # "batchnorm": a model with buffers, which DDP's forward broadcasts
+    # (timed as communication): the same parameters and buffers, and DDP's
+    # own error for a broadcast from a rank that does not exist
     r = Pair(tmp_path, os.path.join(HERE, "ddp_hooks.py"), ["--case", case],
              launcher_args=["--nproc-per-node", "2"], plain=False)
     r.assert_same(stderr=False)     # two ranks' stderr interleave differently
     res = r.result("with")
     for c, got in res.items():
-        if c == "default":      # the first hook registered, after training: accepted
+        if c in ("default", "batchnorm"):   # the first hook registered, after training
             assert got["second_hook"] == "accepted", res
         else:
             assert got["second_hook"].startswith(ONCE), res
@@ -181,6 +186,11 @@ def test_ddp_checks_and_gradients(tmp_path, case):
         return
     assert all(got["train"] == "ok" for got in res.values()), res
     s = r.summary()
+    if case == "batchnorm":
+        assert "invalid root rank" in res[case]["bad_broadcast"], res
+        assert s["meta"]["common_steps"] == 20, s["meta"]
+        assert s["step_time"]["median"]["communication_ms"] > 0, s["step_time"]["median"]
+        return
     assert s["meta"]["common_steps"] == 4 * 20, s["meta"]
     assert s["step_time"]["median"]["communication_bytes_per_step"], s["step_time"]["median"]
 

@@ -9,6 +9,8 @@ can be compared with a plain one.
     --how hooked      the same, the model having a forward hook
     --how allreduce   a compiled function calling dist.all_reduce (gloo, 1 rank)
     --how optimizer   torch.compile(optimizer.step)
+    --how ddp         torch.compile(DDP(model)), the model with a BatchNorm
+                      (DDP broadcasts its buffers in every forward; gloo, 1 rank)
 """
 import argparse
 import hashlib
@@ -27,7 +29,7 @@ p.add_argument("--steps", type=int, default=12)
 p.add_argument("--out", required=True)
 a = p.parse_args()
 
-if a.how == "allreduce":
+if a.how in ("allreduce", "ddp"):
     dist.init_process_group("gloo", init_method="file://" + a.out + ".rdzv", rank=0, world_size=1)
 
 graphs = []
@@ -42,10 +44,11 @@ class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.a = nn.Linear(16, 64)
+        self.norm = nn.BatchNorm1d(64) if a.how == "ddp" else nn.Identity()
         self.b = nn.Linear(64, 1)
 
     def forward(self, x):
-        return self.b(torch.relu(self.a(x.to(torch.float32))))
+        return self.b(torch.relu(self.norm(self.a(x.to(torch.float32)))))
 
 
 torch.manual_seed(0)
@@ -58,6 +61,9 @@ if a.how == "module":
     call = torch.compile(model, backend=backend, fullgraph=a.fullgraph)
 elif a.how == "inplace":
     model.compile(backend=backend, fullgraph=a.fullgraph)
+elif a.how == "ddp":
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    call = torch.compile(DDP(model), backend=backend, fullgraph=a.fullgraph)
 
 
 def loss_of(x, y):
@@ -83,10 +89,11 @@ for i in range(a.steps):
     loss.backward()
     opt_step()
     losses.append(round(loss.item(), 6))
-params = hashlib.sha1(b"".join(t.detach().numpy().tobytes() for t in model.parameters()))
+params = hashlib.sha1(b"".join(t.detach().numpy().tobytes()
+                              for t in list(model.parameters()) + list(model.buffers())))
 out = {"graphs": graphs, "losses": losses, "params": params.hexdigest()}
 print("graphs %d, final loss %.6f" % (len(graphs), losses[-1]))
 with open(a.out, "w") as f:
     json.dump(out, f)
-if a.how == "allreduce":
+if a.how in ("allreduce", "ddp"):
     dist.destroy_process_group()

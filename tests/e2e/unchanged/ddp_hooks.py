@@ -6,12 +6,15 @@
     --case builtin_fp16   DDP's builtin FP16_COMPRESS hook
     --case builtin        DDP's builtin ALLREDUCE hook
     --case tensor_hook    a hook that returns a Tensor instead of a Future
+    --case batchnorm      DDP's own all-reduce, a model with buffers (BatchNorm:
+                          DDP broadcasts them in every forward), then DDP's
+                          buffer broadcast from a rank that does not exist
     --case all            the first four, one after the other
 
 Each case trains a DDP model 20 steps (rank-dependent data), then tries to
 register a second hook. Rank 0 writes to --out, per case: a hash of the
-trained parameters, and what the second registration and the training
-raised (type and message).
+trained parameters (and buffers), and what the second registration and the
+training raised (type and message).
 """
 import argparse
 import hashlib
@@ -45,7 +48,8 @@ rank = dist.get_rank()
 def train(case):
     """One DDP model with the case's hook: what it gave and raised."""
     torch.manual_seed(0)
-    model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 4)),
+    norm = [nn.BatchNorm1d(256)] if case == "batchnorm" else []
+    model = DDP(nn.Sequential(nn.Linear(32, 256), *norm, nn.ReLU(), nn.Linear(256, 4)),
                 bucket_cap_mb=0.01)
     if case == "fp16":
         model.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
@@ -68,6 +72,14 @@ def train(case):
         out["train"] = error(e)
     params = b"".join(t.detach().numpy().tobytes() for t in model.parameters())
     out["params"] = hashlib.sha1(params).hexdigest()
+    if case == "batchnorm":
+        bufs = b"".join(t.detach().numpy().tobytes() for t in model.buffers())
+        out["buffers"] = hashlib.sha1(bufs).hexdigest()
+        try:
+            model._default_broadcast_coalesced(authoritative_rank=dist.get_world_size() + 3)
+            out["bad_broadcast"] = "accepted"
+        except Exception as e:
+            out["bad_broadcast"] = error(e)
     try:
         model.register_comm_hook(None, default_hooks.allreduce_hook)
         out["second_hook"] = "accepted"
