@@ -232,6 +232,16 @@ TML_API int tml_set_launcher(void);
  * after tml_init(), any time. */
 TML_API int tml_set_loader_config(int32_t num_workers, int pin_memory);
 
+/* Names the models whose forward TraceML times although the step did not
+ * name them (the Python package: a GAN traced as trace_step(D), whose
+ * generator it found from the optimizer that steps inside the step), so
+ * that the summary says so: "also timed: Generator". `names` is a
+ * comma-separated list of class names ("" or NULL: none), copied (at most
+ * TML_AUTO_MODELS_MAX - 1 bytes are kept); each call replaces the list.
+ * Call it after tml_init(), any time. */
+#define TML_AUTO_MODELS_MAX 128
+TML_API int tml_set_auto_models(const char *names);
+
 /* Tells TraceML what one call of the caller's own instrumentation glue
  * costs (e.g. a Python hook around a marker), measured by the caller. The
  * summary's overhead per step is then markers per step times (marker cost,

@@ -93,6 +93,11 @@ typedef struct tml_requests {
     _Atomic int64_t cuda_bytes[3];  /* allocated, reserved, device total; -1 unknown */
     _Atomic int hello_sent;      /* the sink knows who we are: too late for set_rank */
     _Atomic int launcher;        /* tml_set_launcher(): no hello without steps */
+    /* tml_set_auto_models(): a string, so under a mutex of its own (set
+     * once per model found, never on the hot path); new: not yet taken */
+    pthread_mutex_t auto_models_mu;
+    char auto_models[TML_AUTO_MODELS_MAX];
+    int auto_models_new;
 } tml_requests;
 
 /* The shipper thread's own state. */
@@ -120,6 +125,10 @@ extern tml_setup tml__setup;
 extern tml_rings tml__rings;
 extern tml_requests tml__req;
 extern tml_shipper tml__ship;
+
+/* markers.c: the names tml_set_auto_models() left for the shipper, into
+ * dst (cap bytes); 1 when they are new since the last call, else 0. */
+int tml__take_auto_models(char *dst, size_t cap);
 
 /* shipper.c */
 int tml__shipper_start(void);

@@ -24,6 +24,7 @@
  */
 #include "core/engine.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -362,6 +363,31 @@ int tml_set_loader_config(int32_t num_workers, int pin_memory)
         return TML_ESTATE;
     atomic_store(&tml__req.loader, (((int64_t)num_workers << 1) | (pin_memory ? 1 : 0)) + 1);
     return 0;
+}
+
+int tml_set_auto_models(const char *names)
+{
+    int st = atomic_load(&tml__setup.state);
+    if (st == TML_ST_DISABLED)
+        return TML_EDISABLED;
+    if (st != TML_ST_ON)
+        return TML_ESTATE;
+    pthread_mutex_lock(&tml__req.auto_models_mu);
+    snprintf(tml__req.auto_models, sizeof(tml__req.auto_models), "%s", names ? names : "");
+    tml__req.auto_models_new = 1;
+    pthread_mutex_unlock(&tml__req.auto_models_mu);
+    return 0;
+}
+
+int tml__take_auto_models(char *dst, size_t cap)
+{
+    pthread_mutex_lock(&tml__req.auto_models_mu);
+    int fresh = tml__req.auto_models_new;
+    if (fresh)
+        snprintf(dst, cap, "%s", tml__req.auto_models);
+    tml__req.auto_models_new = 0;
+    pthread_mutex_unlock(&tml__req.auto_models_mu);
+    return fresh;
 }
 
 int tml_count_glue_calls(uint32_t n)

@@ -24,7 +24,7 @@
 
 tml_setup tml__setup;
 tml_rings tml__rings;
-tml_requests tml__req;
+tml_requests tml__req = {.auto_models_mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- identity ----------------------------------------------------------- */
 

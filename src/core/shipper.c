@@ -83,17 +83,19 @@ static int say_hello(void)
     return 1;
 }
 
-/* New loader settings: in the next hello, or a hello again. */
+/* New loader settings or auto-timed models: in the next hello, or a
+ * hello again. */
 static void apply_loader(void)
 {
-    int64_t v = atomic_exchange(&tml__req.loader, 0) - 1;
-    if (v < 0)
-        return;
     tml_rank_info *i = &tml__setup.hello.info;
-    i->loader_known = 1;
-    i->loader_workers = (int32_t)(v >> 1);
-    i->loader_pin_memory = (int32_t)(v & 1);
-    if (atomic_load(&tml__req.hello_sent))
+    int64_t v = atomic_exchange(&tml__req.loader, 0) - 1;
+    int models = tml__take_auto_models(i->auto_models, sizeof(i->auto_models));
+    if (v >= 0) {
+        i->loader_known = 1;
+        i->loader_workers = (int32_t)(v >> 1);
+        i->loader_pin_memory = (int32_t)(v & 1);
+    }
+    if ((v >= 0 || models) && atomic_load(&tml__req.hello_sent))
         sink()->ops->hello(sink(), &tml__setup.hello);
 }
 
@@ -316,6 +318,7 @@ int tml__shipper_summary(char **out)
  * goodbye. */
 static void last_pass(void)
 {
+    apply_loader();
     say_hello();
     drain(0);
     int64_t deadline = tml__mono_ns() + GPU_FINAL_WAIT_NS;

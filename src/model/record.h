@@ -76,6 +76,9 @@ typedef struct tml_rank_info {
     int32_t loader_workers;
     int32_t loader_pin_memory;
     int32_t cpu_count;          /* logical cores this process may use, 0 unknown */
+    /* Models timed though the step did not name them (tml_set_auto_models):
+     * class names, comma-separated; "" none. */
+    char auto_models[TML_AUTO_MODELS_MAX];
 } tml_rank_info;
 
 /* A rank's own counters, sent in its goodbye (and kept current). */

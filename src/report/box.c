@@ -756,6 +756,18 @@ static void detection_row(const tml_report_model *m, tml_strbuf *sb, int width)
                  "parameters; wrap the step in traceml.trace_step() to mark it yourself");
 }
 
+/* Models the step did not name whose forward was timed too (a GAN traced
+ * as trace_step(D): its generator), named. */
+static void also_timed_row(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    char l[LINE_MAX_BYTES];
+    if (!m->also_timed[0])
+        return;
+    snprintf(l, sizeof(l), "also timed: %s (found running in the step; its forward is in "
+             "Forward)", m->also_timed);
+    text_row(sb, width, "Models: ", l);
+}
+
 /* Processes that claimed the same rank: never merged, named here. */
 static void conflict_rows(const tml_run *run, tml_strbuf *sb, int width)
 {
@@ -787,6 +799,7 @@ static void header_rows(const tml_report_model *m, tml_strbuf *sb, int width)
     text_row(sb, width, "", l);
     ended_row(m, sb, width);
     detection_row(m, sb, width);
+    also_timed_row(m, sb, width);
     if (m->source)
         text_row(sb, width, "Source: ", m->source);
     if (m->not_saved)

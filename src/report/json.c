@@ -632,6 +632,15 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
     tml__jw_str(&w, "partial", m->run->partial[0] ? m->run->partial : NULL);
     tml__jw_str(&w, "step_detection", m->step_detection);
+    tml__jw_open(&w, "also_timed_models", '[');
+    for (const char *p = m->also_timed; *p; p += strspn(p, ", ")) {
+        char name[TML_AUTO_MODELS_MAX];
+        size_t n = strcspn(p, ",");
+        snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), p);
+        tml__jw_str(&w, NULL, name);
+        p += n;
+    }
+    tml__jw_close(&w, ']');
     tml__jw_str(&w, "profile", m->watch ? "watch" : "run");
     tml__jw_open(&w, "rank_conflicts", '[');
     for (size_t i = 0; i < m->run->nconflicts && i < TML_MAX_CONFLICTS; i++) {

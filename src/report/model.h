@@ -98,6 +98,10 @@ typedef struct tml_report_model {
     /* How the steps were found ("automatic", "marked", NULL without
      * steps: tml__run_step_detection). */
     const char *step_detection;
+    /* Models whose forward was timed though the step did not name them
+     * (tml_set_auto_models, over every rank): class names joined by ", ";
+     * "" none. The box says "also timed: ..."; meta.also_timed_models. */
+    char also_timed[256];
     /* `traceml watch`: system and process metrics only, no step tracing;
      * the box shows those panels and says so instead of a verdict. */
     int watch;
@@ -115,6 +119,9 @@ void tml__report_model_release(tml_report_model *m);
 /* Sets also/nalso from the verdict and the resource sections (none in a
  * watch run): what the views name under the verdict. */
 void tml__report_also(tml_report_model *m);
+/* Adds each name of `list` (comma-separated) that `dst` (cap bytes, names
+ * joined by ", ") lacks; what does not fit is left out. */
+void tml__report_add_models(char *dst, size_t cap, const char *list);
 /* The box width for a requested one (tml_report_opts.width's rules). */
 int tml__report_width(int width);
 /* Appends the box to `text` and final_summary.json (the box as its

@@ -562,6 +562,10 @@ static int meta_ours(tml_report_loaded *l, const tml_json *meta)
     s = tml__json_str(tml__json_get(meta, "step_detection"));
     m->step_detection = s && strcmp(s, "automatic") == 0 ? "automatic"
                         : s && strcmp(s, "marked") == 0 ? "marked" : NULL;
+    const tml_json *at = tml__json_get(meta, "also_timed_models");
+    for (size_t i = 0; at && at->type == TML_JSON_ARRAY && i < at->n; i++)
+        tml__report_add_models(m->also_timed, sizeof(m->also_timed),
+                               tml__json_str(tml__json_at(at, i)));
     s = tml__json_str(tml__json_get(meta, "profile"));
     m->watch = s && strcmp(s, "watch") == 0;
     conflicts_ours(&l->run, tml__json_get(meta, "rank_conflicts"));

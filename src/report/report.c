@@ -178,6 +178,25 @@ static void rank_counters(tml_report_model *m, const tml_run *run)
                            ? m->overhead_us + bg / steps / 1000.0 : m->overhead_us;
 }
 
+void tml__report_add_models(char *dst, size_t cap, const char *list)
+{
+    while (list && *list) {
+        while (*list == ' ' || *list == ',')
+            list++;
+        size_t n = strcspn(list, ",");
+        while (n > 0 && list[n - 1] == ' ')
+            n--;
+        int have = 0;
+        for (const char *p = dst; n > 0 && !have && *p; p += strcspn(p, ","), p += *p ? 2 : 0)
+            have = strncmp(p, list, n) == 0 && (p[n] == ',' || p[n] == '\0');
+        size_t len = strlen(dst);
+        if (n > 0 && !have && len + n + 3 <= cap)
+            snprintf(dst + len, cap - len, "%s%.*s", len ? ", " : "", (int)n, list);
+        list += n;
+        list += strcspn(list, ",");
+    }
+}
+
 int tml__report_width(int width)
 {
     if (width <= 0)
@@ -202,6 +221,8 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
         run = &empty;
     m->run = run;
     m->step_detection = tml__run_step_detection(run);
+    for (size_t i = 0; i < run->nranks; i++)   /* every rank's, once */
+        tml__report_add_models(m->also_timed, sizeof(m->also_timed), run->ranks[i].info.auto_models);
     m->watch = run->watch;
     m->status = o && o->status ? o->status : "completed";
     m->exit_code = o ? o->exit_code : 0;

@@ -155,6 +155,7 @@ void tml__wire_identity(tml_strbuf *out, uint16_t type, const tml_hello *h)
     put_u32(out, (uint32_t)i->loader_workers);
     put_u32(out, (uint32_t)i->loader_pin_memory);
     put_u32(out, (uint32_t)i->cpu_count);
+    put_str(out, i->auto_models);
     end_frame(out, at);
 }
 
@@ -177,6 +178,7 @@ int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out)
     i->loader_workers = (int32_t)take_u32(&c);
     i->loader_pin_memory = (int32_t)take_u32(&c);
     i->cpu_count = (int32_t)take_u32(&c);
+    take_str(&c, i->auto_models, sizeof(i->auto_models));
     if (c.bad || i->rank < 0 || i->world_size < 0 || i->node_rank < 0 || i->cpu_count < 0 ||
         (i->loader_known && i->loader_workers < 0))
         return TML_EPROTO;

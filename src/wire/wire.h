@@ -21,7 +21,7 @@
 #include "base/strbuf.h"
 
 #define TML_WIRE_MAGIC   0x314c4d54u   /* "TML1" read as little-endian u32 */
-#define TML_WIRE_VERSION 2
+#define TML_WIRE_VERSION 3
 #define TML_WIRE_HEADER  12
 #define TML_WIRE_MAX_PAYLOAD (1u << 20)
 #define TML_WIRE_SECRET_MAX 64

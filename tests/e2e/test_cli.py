@@ -49,13 +49,14 @@ FAKE = r'''
 import os, socket, struct, sys, time, signal
 MAGIC = 0x314c4d54
 def frame(t, payload):
-    return struct.pack("<IHHI", MAGIC, 2, t, len(payload)) + payload   # wire version 2
+    return struct.pack("<IHHI", MAGIC, 3, t, len(payload)) + payload   # wire version 3
 def s16(b):
     return struct.pack("<H", len(b)) + b
 def hello(run_id, secret, rank=0):
     p = s16(run_id.encode()) + s16(secret.encode())
     p += struct.pack("<7I", rank, 0, 1, 0, 1, os.getpid(), 0x1f) + s16(b"fakehost")
     p += struct.pack("<4I", 0, 0, 0, 0)   # loader unknown, cores unknown
+    p += s16(b"")                          # no auto-timed models
     return frame(1, p)
 def steps(first, n, input_ms=20.0, fwd_ms=5.0):
     p = struct.pack("<I", n)

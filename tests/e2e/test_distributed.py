@@ -19,8 +19,7 @@ import time
 import pytest
 
 from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, check_healthy, covers,
-                      free_port_pair,
-                      host_saturated)
+                      free_port_pair, host_saturated)
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
 

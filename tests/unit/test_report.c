@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "model/run.h"
+#include "report/model.h"
 #include "report/report.h"
 #include "base/json.h"
 #include "base/utf8.h"
@@ -501,6 +502,37 @@ static void test_box_multi_rank(void)
     tml__run_release(&run);
 }
 
+/* Models timed though the step did not name them (tml_set_auto_models):
+ * every rank's, once, in the box and as meta.also_timed_models; none: no
+ * row, an empty array. */
+static void test_also_timed_models(void)
+{
+    tml_run run;
+    tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+
+    make_run(&run, 2, 40, 5, TML_PHASES_ALL);
+    CHECK(build(&run, 0, &text, &json) == 0);
+    CHECK(strstr(text.buf, "also timed") == NULL);
+    CHECK(json_is(json.buf, "meta.also_timed_models", "[]"));
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    snprintf(run.ranks[0].info.auto_models, TML_AUTO_MODELS_MAX, "Generator");
+    snprintf(run.ranks[1].info.auto_models, TML_AUTO_MODELS_MAX, " Generator,Teacher ,,");
+    CHECK(build(&run, 0, &text, &json) == 0);
+    CHECK(check_lines(text.buf, TML_REPORT_DEFAULT_WIDTH));
+    CHECK(strstr(text.buf, "| Models: also timed: Generator, Teacher (found running") != NULL);
+    CHECK(json_valid(json.buf));
+    const char *v = json_get(json.buf, "meta.also_timed_models");
+    const char *g = v ? strstr(v, "\"Generator\",") : NULL, *t = g ? strstr(g, "\"Teacher\"") : NULL;
+    CHECK(v && *v == '[' && g && t && t < strchr(v, ']'));
+    char names[16] = "";
+    tml__report_add_models(names, sizeof(names), "Generator, Critic, Teacher");
+    CHECK_STR(names, "Generator");     /* what does not fit is left out */
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    tml__run_release(&run);
+}
+
 static void test_json_valid_and_null_vs_zero(void)
 {
     tml_run run;
@@ -680,7 +712,8 @@ static void test_utf8_width(void)
 }
 
 #define TESTS X(test_box_layout_default_width) X(test_box_missing_is_na) X(test_box_narrow_stacks) \
-    X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_json_valid_and_null_vs_zero) \
+    X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_also_timed_models) \
+    X(test_json_valid_and_null_vs_zero) \
     X(test_json_empty_and_multi) X(test_overhead_and_background) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
 #include "harness.h"
 

@@ -17,6 +17,7 @@ static void test_hello_roundtrip(void)
     h.info.loader_pin_memory = 1;
     h.info.cpu_count = 16;
     snprintf(h.info.host, sizeof(h.info.host), "node-a");
+    snprintf(h.info.auto_models, sizeof(h.info.auto_models), "Generator, Teacher");
     tml_strbuf sb = TML_STRBUF_INIT;
     tml__wire_hello(&sb, &h);
     tml_frame_header fh;
@@ -35,6 +36,7 @@ static void test_hello_roundtrip(void)
     CHECK_EQ_INT(back.info.loader_workers, 4);
     CHECK_EQ_INT(back.info.loader_pin_memory, 1);
     CHECK_EQ_INT(back.info.cpu_count, 16);
+    CHECK_STR(back.info.auto_models, "Generator, Teacher");
     /* every truncation is rejected, never read past */
     for (size_t cut = 0; cut < fh.len; cut++) {
         uint8_t *p = malloc(cut ? cut : 1);
@@ -101,9 +103,11 @@ static void test_bad_headers(void)
     CHECK(tml__wire_header(http, sizeof(http) - 1, &fh) == TML_EPROTO);
     uint8_t shortb[5] = {0x54, 0x4d, 0x4c, 0x31, 1};
     CHECK(tml__wire_header(shortb, sizeof(shortb), &fh) == 1);
-    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 3, 0, 1, 0, 0, 0, 0, 0};   /* a later version */
+    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 4, 0, 1, 0, 0, 0, 0, 0};   /* a later version */
     CHECK(tml__wire_header(v2, 12, &fh) == TML_EPROTO);
-    uint8_t big[12] = {0x54, 0x4d, 0x4c, 0x31, 2, 0, 4, 0, 0, 0, 0x20, 0};
+    uint8_t v1[12] = {0x54, 0x4d, 0x4c, 0x31, 2, 0, 1, 0, 0, 0, 0, 0};   /* an earlier one */
+    CHECK(tml__wire_header(v1, 12, &fh) == TML_EPROTO);
+    uint8_t big[12] = {0x54, 0x4d, 0x4c, 0x31, 3, 0, 4, 0, 0, 0, 0x20, 0};
     CHECK(tml__wire_header(big, 12, &fh) == TML_EPROTO);
     /* random bytes never crash the decoders */
     srand(1);
