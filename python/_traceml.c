@@ -73,6 +73,15 @@ static PyObject *gpu_hook;          /* callable() -> True once the GPU clock is 
 static int gpu_hook_tries;
 static PyObject *mem_probe;         /* callable() -> 5 ints (tml_cuda_memory) or None */
 static PyObject *starter;           /* callable(): starts TraceML, once (deferred zero-edit) */
+/* The other models of a marked step (a GAN traced as trace_step(D): its
+ * generator). The package's finder (callable(optimizer)) is called when an
+ * optimizer not seen before steps inside a trace_step(model) bracket, in
+ * auto or selective mode with forward timing; it times the models that
+ * hold that optimizer's parameters and are not already timed, and names
+ * them in the summary (tml_set_auto_models): "also timed: Generator". */
+static PyObject *extra_finder;
+static _Thread_local int models_given;  /* the last trace_step() named a model */
+static _Thread_local int marked_open;   /* in a step whose trace_step() named one */
 
 #define GPU_HOOK_TRIES 50
 
@@ -211,17 +220,24 @@ auto_begin(int forward, int need_grad)
         auto_open = 1;
 }
 
-/* Hands obj (an optimizer, or None at the first backward) to the package's
- * discover(), which finds and times the models; its failures are its own. */
+/* fn(obj), if fn: the package's finders report their own failures. */
 static void
-call_discover(PyObject *obj)
+call_fn(PyObject *fn, PyObject *obj)
 {
-    if (discover != NULL) {
-        PyObject *r = PyObject_CallOneArg(discover, obj);
+    if (fn != NULL) {
+        PyObject *r = PyObject_CallOneArg(fn, obj);
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);
     }
+}
+
+/* Hands obj (an optimizer, or None at the first backward) to the package's
+ * discover(), which finds and times the models. */
+static void
+call_discover(PyObject *obj)
+{
+    call_fn(discover, obj);
 }
 
 static PyObject *
@@ -833,6 +849,8 @@ ctx_enter(PyObject *self, PyObject *unused)
             auto_end();
             auto_steps = 0;
         }
+        marked_open = models_given;
+        models_given = 0;
         tml_step_begin();
     }
     Py_INCREF(self);
@@ -849,6 +867,7 @@ ctx_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     probe_memory();
+    marked_open = 0;
     if (raised)
         tml_step_abort();
     else
@@ -1205,6 +1224,8 @@ mod_opt_begin(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         }
         auto_begin(0, 0);
         auto_opt_seen = 1;
+    } else if (marked_open && extra_finder != NULL && nargs >= 1 && !opt_known(args[0])) {
+        call_fn(extra_finder, args[0]);     /* a new optimizer: its models are the step's */
     }
     tml_phase_begin(TML_PHASE_OPTIMIZER);
     Py_RETURN_NONE;
@@ -1273,8 +1294,12 @@ mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     }
     nargs += nkw;
     call_starter();
+    models_given = 0;
     for (Py_ssize_t k = 0; hooks_enabled && k < nargs; k++) {
-        if (args[k] == Py_None || model_cached(args[k]))
+        if (args[k] == Py_None)
+            continue;
+        models_given = 1;
+        if (model_cached(args[k]))
             continue;
         PyObject *r = PyObject_CallOneArg(installer, args[k]);
 
@@ -1356,6 +1381,32 @@ mod_set_discover(PyObject *m, PyObject *fn)
         discover = fn;
     }
     Py_RETURN_NONE;
+}
+
+/* _set_extra_finder(fn): fn(optimizer) finds and times the other models
+ * of a trace_step(model) step (None: off). */
+static PyObject *
+mod_set_extra_finder(PyObject *m, PyObject *fn)
+{
+    (void)m;
+    Py_CLEAR(extra_finder);
+    if (fn != Py_None) {
+        Py_INCREF(fn);
+        extra_finder = fn;
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_auto_models(names) -> rc: the models timed though no trace_step()
+ * named them, for the summary (tml_set_auto_models). */
+static PyObject *
+mod_set_auto_models(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    const char *s = PyUnicode_AsUTF8(arg);
+    if (s == NULL)
+        return NULL;
+    return PyLong_FromLong(tml_set_auto_models(s));
 }
 
 /* _set_auto_steps(is_grad_enabled, h2d_opens): automatic step detection
@@ -1491,6 +1542,9 @@ static PyMethodDef mod_methods[] = {
     {"_set_gpu_hooks", (PyCFunction)(void (*)(void))mod_set_gpu_hooks, METH_FASTCALL, NULL},
     {"_set_auto_steps", (PyCFunction)(void (*)(void))mod_set_auto_steps, METH_FASTCALL, NULL},
     {"_set_discover", mod_set_discover, METH_O, NULL},
+    {"_set_extra_finder", mod_set_extra_finder, METH_O, NULL},
+    {"set_auto_models", mod_set_auto_models, METH_O,
+     "set_auto_models(names) -> rc: models timed though no trace_step() named them"},
     {"_set_starter", mod_set_starter, METH_O, NULL},
     {"_set_launcher", mod_set_launcher, METH_NOARGS,
      "_set_launcher() -> rc: this process launches the ranks (tml_set_launcher)"},

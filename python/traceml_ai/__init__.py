@@ -169,10 +169,49 @@ def _report_loader_settings(iter_cls):
     _patched.append((iter_cls, "__init__", orig))
 
 
+_timed = None           # weak set of the models whose forward is timed
+_also_timed = []        # class names of those found beside trace_step's (_announce)
+
+
+def _note_timed(model):
+    global _timed
+    try:
+        if _timed is None:
+            import weakref
+            _timed = weakref.WeakSet()
+        _timed.add(model)
+    except TypeError:
+        pass
+
+
+def _find_extra(opt):
+    """Called by the engine's glue (python/_traceml.c) when an optimizer
+    not seen before steps inside a trace_step(model) bracket: the other
+    models of the step get their forward timed (_zero_edit.find_extra)."""
+    from . import _zero_edit
+    _zero_edit.find_extra(opt, _timed if _timed is not None else (), _install_forward,
+                          _announce, _warn)
+
+
+def _announce(model):
+    """Names a model found beside trace_step's in the summary: "also timed:
+    Generator" (tml_set_auto_models)."""
+    from . import _zero_edit
+    name = _zero_edit.model_name(model)
+    if name in _also_timed:
+        return
+    _also_timed.append(name)
+    try:
+        _c.set_auto_models(", ".join(_also_timed))
+    except Exception:
+        pass
+
+
 def _install_forward(model):
     """Called by the C trace_step() the first time it sees `model`, and by
     zero-edit tracing for the models it finds: times the model's calls as
     Forward (python/_traceml.c, KIND_FORWARD)."""
+    _note_timed(model)
     _sync_identity()
     if _comm_on:
         from . import _comm
@@ -333,6 +372,7 @@ def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer, comm):
         except Exception as e:
             _warn("cannot time %s automatically (%s); use traceml.%s()" % (what, e, helper))
     _c._configure(_install_forward if forward else None, bool(forward))
+    _c._set_extra_finder(_find_extra if forward else None)
 
 
 # --------------------------------------------------------------------------
@@ -748,6 +788,7 @@ def _stop(*status):
         _c._configure(None, False)
         _c._set_gpu_hooks(None, None)
         _c._set_discover(None)
+        _c._set_extra_finder(None)
         _c._set_starter(None)
         text = _c.shutdown(*status)
     except Exception as e:

@@ -195,38 +195,99 @@ def discover(opt, install_forward, have_optimizer, warn):
     the parameters."""
     try:
         torch = sys.modules["torch"]
-        module_t, optim_t = torch.nn.Module, torch.optim.Optimizer
-        if opt is not None:
-            wanted = {id(p) for g in opt.param_groups for p in g["params"]}
-
-            def holds(m):
-                return any(id(p) in wanted for p in m.parameters())
-        else:
-            def holds(m):
-                return any(p.requires_grad for p in m.parameters())
-        found, saw_opt = [], False
-        seen = set()
-        for obj in _reachable(sys._getframe(1), module_t):
-            if id(obj) in seen:
-                continue
-            seen.add(id(obj))
-            if isinstance(obj, module_t):
-                if holds(obj):
-                    found.append(obj)
-            elif isinstance(obj, optim_t):
-                saw_opt = True
-        if not found:
-            found = _outermost([o for o in _gc_modules(module_t) if holds(o)])
-        compiled = _compiled_before(torch)
-        for m in _outside_compiled(found, torch):
-            if not (compiled and _has_hooks(m, torch)):
-                install_forward(m)
+        found, saw_opt = _holders(opt, torch, sys._getframe(1))
+        for m in _timeable(found, torch):
+            install_forward(m)
         if saw_opt:
             have_optimizer()
-        del found, seen
+        del found
     except Exception as e:
         warn("cannot find the models to time (%s); wrap the step in "
              "traceml.trace_step(model)" % (e,))
+
+
+def find_extra(opt, timed, install_forward, announce, warn):
+    """The models a step runs that trace_step() was not given (a GAN
+    traced as trace_step(D): the generator), found when an optimizer not
+    seen before steps inside a trace_step(model) bracket (auto or
+    selective mode with patch_forward; python/_traceml.c calls it): the
+    modules the running frames hold that hold opt's parameters, as
+    discover() finds them, less those that are, wrap or sit inside a
+    model already timed (`timed`: the DDP wrapper of trace_step(model.
+    module), a compiled model's original). Their forward is timed from
+    then on, and announce(model) names each in the summary ("also timed:
+    Generator")."""
+    try:
+        torch = sys.modules["torch"]
+        found, _ = _holders(opt, torch, sys._getframe(1))
+        known = list(timed)
+        near = {id(t) for t in known}
+        inside = set()
+        for t in known:
+            inside.update(id(x) for x in t.modules())
+        extra = [m for m in found if id(m) not in inside and
+                 not any(id(x) in near for x in m.modules())]
+        inner = set()
+        for m in extra:
+            inner.update(id(x) for x in m.modules() if x is not m)
+        extra = [m for m in extra if id(m) not in inner]
+        for m in _timeable(extra, torch):
+            install_forward(m)
+            announce(m)
+        del found, extra, known
+    except Exception as e:
+        warn("cannot find the other models of the step (%s); pass them to "
+             "traceml.trace_step(model, other)" % (e,))
+
+
+def model_name(m):
+    """The class name a user knows a model by: through a DDP/FSDP wrapper
+    (.module) and a torch.compile'd one (._orig_mod)."""
+    module_t = sys.modules["torch"].nn.Module
+    for _ in range(4):
+        inner = m._modules.get("_orig_mod") or m._modules.get("module")
+        if not isinstance(inner, module_t):
+            break
+        m = inner
+    return type(m).__name__
+
+
+def _holders(opt, torch, frame):
+    """The modules the running frames (from `frame` up) hold that hold
+    opt's parameters (opt None: any trainable parameter), else the
+    outermost such modules of the process (gc); and whether the frames
+    hold an optimizer."""
+    module_t, optim_t = torch.nn.Module, torch.optim.Optimizer
+    if opt is not None:
+        wanted = {id(p) for g in opt.param_groups for p in g["params"]}
+
+        def holds(m):
+            return any(id(p) in wanted for p in m.parameters())
+    else:
+        def holds(m):
+            return any(p.requires_grad for p in m.parameters())
+    found, saw_opt = [], False
+    seen = set()
+    for obj in _reachable(frame, module_t):
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, module_t):
+            if holds(obj):
+                found.append(obj)
+        elif isinstance(obj, optim_t):
+            saw_opt = True
+    if not found:
+        found = _outermost([o for o in _gc_modules(module_t) if holds(o)])
+    return found, saw_opt
+
+
+def _timeable(mods, torch):
+    """mods less what sits inside a compiled one of them, and less the
+    modules with hooks once torch.compile compiled something."""
+    compiled = _compiled_before(torch)
+    return [m for m in _outside_compiled(mods, torch)
+            if not (compiled and _has_hooks(m, torch))]
 
 
 def _reachable(frame, module_t):

@@ -282,6 +282,69 @@ print("LOSSES", json.dumps(losses), json.dumps([p.sum().item() for p in model.pa
 '''
 
 
+GAN_ONE_MODEL = PRELUDE + r'''
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 32))
+    def forward(self, z):
+        time.sleep(0.005)       # the heavier model
+        return self.net(z)
+
+class Wrapper(nn.Module):      # holds D, as DDP does: not another model
+    def __init__(self, inner):
+        super().__init__()
+        self.module = inner
+    def forward(self, x):
+        return self.module(x)
+
+mode, given = os.environ["MODE"], os.environ["GIVEN"]
+kw = {"patch_forward": False} if mode == "selective" else {}
+traceml.init(mode=mode, **kw)
+torch.manual_seed(0)
+G, D = Generator(), nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+W = Wrapper(D)
+og = torch.optim.Adam(G.parameters(), 1e-3)
+od = torch.optim.Adam(W.parameters(), 1e-3)
+if mode == "manual":
+    traceml.wrap_forward(D)
+    og, od = traceml.wrap_optimizer(og), traceml.wrap_optimizer(od)
+models = {"D": (D,), "none": ()}[given]
+for i in range(40):
+    real, z = torch.randn(16, 32), torch.randn(16, 8)
+    with traceml.trace_step(*models):
+        fake = G(z)
+        ld = W(real).mean() - W(fake.detach()).mean()
+        od.zero_grad(); ld.backward(); od.step()
+        lg = -W(fake).mean()
+        og.zero_grad(); lg.backward(); og.step()
+print("ok")
+'''
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("mode,given,found", [
+    ("auto", "D", ["Generator"]), ("auto", "none", []), ("selective", "D", []),
+    ("manual", "D", [])])
+def test_models_the_step_did_not_name(plain_python, mode, given, found):
+    """A GAN traced as trace_step(D): in auto mode the generator, whose
+    optimizer steps inside the bracket, gets its forward timed and named
+    ("also timed: Generator"); the wrapper around D that its optimizer
+    holds is D, not another model. Not without a model named
+    (trace_step()), not without forward timing (selective,
+    patch_forward=False), not in manual mode (what the user wraps)."""
+    r = plain_python("gan1", code=GAN_ONE_MODEL, env=dict(FAKE_TORCH, MODE=mode, GIVEN=given))
+    assert r.rc == 0 and "ok" in r.stdout, r.explain()
+    s = r.summary()
+    assert s["meta"]["also_timed_models"] == found, s["meta"]
+    assert ("also timed: Generator" in r.stdout) == bool(found), r.explain()
+    fwd = step_metric_ms(s, "forward")
+    if found:
+        assert fwd >= 4.5, fwd           # the generator's 5 ms sleep is Forward
+    elif mode == "manual":
+        assert fwd < 2.0, fwd            # D only: the generator stays Residual
+
+
 def test_results_identical_with_and_without_traceml(plain_python):
     a = plain_python("same", code=SAME, env={"USE": "0"})
     b = plain_python("same", code=SAME, env={"USE": "1"})

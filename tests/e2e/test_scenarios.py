@@ -232,3 +232,31 @@ def test_epoch_start_spin_up_reported_apart(traceml_run):
     s = r.summary()
     assert "EPOCH_START" not in [i["kind"] for i in s["step_time"]["issues"]]
     assert s["step_time"]["window"]["epoch_start_steps_excluded"] == 0
+
+
+def test_gan_generator_not_given_to_trace_step(traceml_run, tmp_path):
+    """A GAN traced as trace_step(D) on 2 DDP ranks: the generator's
+    forward runs in the step though no trace_step() named it. TraceML finds
+    it from the optimizer that steps inside the bracket and times it: no
+    RESIDUAL-HEAVY, Forward covers both models' forwards as the script
+    timed them (perf_counter around every call, rank 0) within 10%, and
+    the box says "also timed: Generator"."""
+    own = tmp_path / "own.json"
+    r = traceml_run(script("gan_one_model"), "--steps", 80, "--own-timings", own,
+                    launcher_args=["--nproc-per-node", "2"])
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    assert s["meta"]["ranks_reported"] == 2 and s["meta"]["common_steps"] == 80, s["meta"]
+    kinds = [i["kind"] for i in s["step_time"]["issues"]]
+    assert "RESIDUAL_HEAVY" not in kinds, (kinds, primary(s))
+    assert s["meta"]["also_timed_models"] == ["Generator"], s["meta"]
+    assert "also timed: Generator" in r.stdout, r.explain()
+    # rank 0's Forward per window step against the script's own sum
+    se = s["series"]
+    assert se["bucket_steps"] == 1, se["bucket_steps"]
+    first = se["window_first_step"] - se["first_step"]
+    got = [x for x in se["ranks"] if x["rank"] == 0][0]["forward_ms"][first:]
+    with open(own) as f:
+        mine = json.load(f)["forward_ms"][first:]
+    tml, ref = sum(got) / len(got), sum(mine) / len(mine)
+    assert abs(tml - ref) <= 0.1 * ref, (tml, ref)
