@@ -891,6 +891,7 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
         }
         out->issues[out->nissues++] = d;
     }
+    size_t comm_at = out->nissues;
     if (has_comm)
         out->issues[out->nissues++] = comm;
     if (w->clock == TML_CLOCK_GPU &&
@@ -900,6 +901,15 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
         out->issues[out->nissues++] = d;
     if (residual_issue(w, th, out->share[TML_M_RESIDUAL], multi, &d))
         out->issues[out->nissues++] = d;
+    /* communication (not in SPEC 4.1's order) yields to a graver H2D or
+     * Residual finding after it: a 16% all-reduce WARNING is not the cause
+     * of a run whose step is 57% Residual */
+    for (size_t i = comm_at; has_comm && i + 1 < out->nissues &&
+                             out->issues[i + 1].severity > out->issues[i].severity; i++) {
+        tml_diagnosis t = out->issues[i];
+        out->issues[i] = out->issues[i + 1];
+        out->issues[i + 1] = t;
+    }
     if (compute_bound_issue(out, th, multi, &d))
         out->issues[out->nissues++] = d;
 }

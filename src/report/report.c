@@ -210,20 +210,9 @@ void tml__report_also(tml_report_model *m)
     m->nalso = m->watch ? 0 : tml__diag_also(&m->verdict, sections, 3, m->also, TML_ALSO_MAX);
 }
 
-int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
+/* What the caller says of the run (NULL: defaults). */
+static void model_opts(tml_report_model *m, const tml_report_opts *o)
 {
-    static const tml_run empty;   /* a NULL run reads as an empty one */
-    int32_t *nodes = NULL;
-
-    memset(m, 0, sizeof(*m));
-    m->win.median_rank = m->win.worst_rank = -1;
-    if (!run)
-        run = &empty;
-    m->run = run;
-    m->step_detection = tml__run_step_detection(run);
-    for (size_t i = 0; i < run->nranks; i++)   /* every rank's, once */
-        tml__report_add_models(m->also_timed, sizeof(m->also_timed), run->ranks[i].info.auto_models);
-    m->watch = run->watch;
     m->status = o && o->status ? o->status : "completed";
     m->exit_code = o ? o->exit_code : 0;
     m->duration_s = o && o->duration_s >= 0 ? o->duration_s : NAN;
@@ -238,6 +227,23 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
         m->th = *o->th;
     else
         tml__thresholds_default(&m->th);
+}
+
+int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_report_opts *o)
+{
+    static const tml_run empty;   /* a NULL run reads as an empty one */
+    int32_t *nodes = NULL;
+
+    memset(m, 0, sizeof(*m));
+    m->win.median_rank = m->win.worst_rank = -1;
+    if (!run)
+        run = &empty;
+    m->run = run;
+    m->step_detection = tml__run_step_detection(run);
+    for (size_t i = 0; i < run->nranks; i++)   /* every rank's, once */
+        tml__report_add_models(m->also_timed, sizeof(m->also_timed), run->ranks[i].info.auto_models);
+    m->watch = run->watch;
+    model_opts(m, o);
 
     if (tml__window_compute(run, o ? o->window_steps : 0, &m->win) < 0)
         return TML_ENOMEM;

@@ -215,6 +215,8 @@ static void test_input_next_names_loader(void)
 }
 
 /* Priority: straggler, input, H2D, residual, compute; all are issues. */
+static void with_comm(tml_window *w, const double *comm_ms);
+
 static void test_priority_order(void)
 {
     tml_step_diag d;
@@ -236,6 +238,22 @@ static void test_priority_order(void)
     w = window(1, &s, 100, TML_CLOCK_GPU);
     tml__diag_step_time(&w, NULL, &d);
     CHECK_STR(d.primary.kind, "RESIDUAL_HEAVY");
+
+    /* COMMUNICATION-BOUND (WARNING) yields to a graver RESIDUAL-HEAVY
+     * behind it; as severe, it stays ahead */
+    shares c[2] = { split(0, 0, 40, 60), split(0, 0, 40, 60) };
+    w = window(2, c, 100, TML_CLOCK_CPU);
+    double comm[2] = { 15, 15 };
+    with_comm(&w, comm);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.issues[0].kind, "RESIDUAL_HEAVY");
+    CHECK_STR(d.issues[1].kind, "COMMUNICATION_BOUND");
+    c[0] = c[1] = split(0, 0, 25, 75);
+    w = window(2, c, 100, TML_CLOCK_CPU);
+    comm[0] = comm[1] = 22;
+    with_comm(&w, comm);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.issues[0].kind, "COMMUNICATION_BOUND");
 }
 
 static void test_shares_median_over_ranks(void)
