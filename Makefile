@@ -160,7 +160,8 @@ ubsan:
 # ASan+UBSan: make fuzz; scripts/fuzz runs them (tests/run: a short run).
 FUZZ_CC    ?= clang
 FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
-              -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc
+              -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc \
+              -MMD -MP
 FUZZ_OBJ   := $(LIB_SRC:%.c=build-fuzz/obj/%.o) build-fuzz/obj/gen/web_assets.o
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz: $(FUZZ_BINS)
@@ -191,3 +192,5 @@ clean:
 .SECONDARY: $(FUZZ_OBJ)
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+# the fuzz variant's own (make fuzz), so a changed header rebuilds its objects
+-include $(shell find build-fuzz -name '*.d' 2>/dev/null)
