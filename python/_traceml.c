@@ -47,10 +47,27 @@
  * Failures never reach the training loop: a marker that fails is ignored
  * (the engine counts what it drops), and anything that goes wrong while
  * installing hooks is reported by the package as a warning.
+ *
+ * The stable ABI: this file uses only the limited API of CPython 3.10
+ * (Py_LIMITED_API below), so one build, `_traceml.abi3.so`, loads into
+ * every CPython from 3.10 on and the wheel is tagged cp310-abi3. 3.10 is
+ * the floor because its limited API is the first with METH_FASTCALL (the
+ * per-step entries take their arguments without a tuple) and
+ * PyObject_CallNoArgs. What that costs: the types are heap types made
+ * from specs, and PhaseCall is called through tp_call (an argument tuple
+ * CPython makes, handed on unchanged to the wrapped callable) instead of
+ * vectorcall, whose limited API starts at 3.12: measured in
+ * docs/performance.md, within the noise. Its __module__ is answered in
+ * phasecall_getattro, since a heap type's own __module__ (a string in its
+ * dictionary) would otherwise hide the wrapped callable's.
  */
+#define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+
+/* Py_XSETREF is not in the limited API */
+#define XSETREF(dst, src) do { PyObject *old_ = (PyObject *)(dst); (dst) = (src); Py_XDECREF(old_); } while (0)
 
 #include "traceml/traceml.h"
 
@@ -102,9 +119,9 @@ probe_memory(void)
         Py_CLEAR(mem_probe);
         return;
     }
-    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 5) {
+    if (PyTuple_Check(r) && PyTuple_Size(r) == 5) {
         for (i = 0; i < 5; i++) {
-            v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(r, i));
+            v[i] = PyLong_AsLongLong(PyTuple_GetItem(r, i));
             if (v[i] == -1 && PyErr_Occurred()) {
                 PyErr_Clear();
                 v[i] = -1;
@@ -225,7 +242,7 @@ static void
 call_fn(PyObject *fn, PyObject *obj)
 {
     if (fn != NULL) {
-        PyObject *r = PyObject_CallOneArg(fn, obj);
+        PyObject *r = PyObject_CallFunctionObjArgs(fn, obj, NULL);
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);
@@ -263,7 +280,7 @@ opt_known(PyObject *opt)
     PyObject *ref = PyWeakref_NewRef(opt, NULL);
     if (ref == NULL)
         PyErr_Clear();
-    Py_XSETREF(known_opts[i], ref);
+    XSETREF(known_opts[i], ref);
     return 0;
 }
 
@@ -343,33 +360,36 @@ is_cuda(PyObject *obj)
     return r;
 }
 
-/* Bytes a broadcast of args[1]'s tensors sends in the group args[0]: their
- * sizes when the group has more than one rank, else 0. Never raises. */
+/* Bytes a broadcast of the tensors args[1] sends in the group args[0]
+ * (args: the call's tuple): their sizes when the group has more than one
+ * rank, else 0. Never raises. */
 static long long
-coalesced_bytes(PyObject *const *args, Py_ssize_t nargs)
+coalesced_bytes(PyObject *args)
 {
     long long n = 0;
     PyObject *size, *seq;
 
-    if (nargs < 2)
+    if (PyTuple_Size(args) < 2)
         return 0;
-    size = PyObject_CallMethod(args[0], "size", NULL);
+    size = PyObject_CallMethod(PyTuple_GetItem(args, 0), "size", NULL);
     if (size == NULL || PyLong_AsLong(size) <= 1) {
         Py_XDECREF(size);
         PyErr_Clear();
         return 0;
     }
     Py_DECREF(size);
-    seq = PySequence_Fast(args[1], "tensors");
-    for (Py_ssize_t i = 0; seq != NULL && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *b = PyObject_GetAttrString(PySequence_Fast_GET_ITEM(seq, i), "nbytes");
+    seq = PyTuple_GetItem(args, 1);
+    Py_ssize_t len = PySequence_Size(seq);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *t = PySequence_GetItem(seq, i);
+        PyObject *b = t != NULL ? PyObject_GetAttrString(t, "nbytes") : NULL;
         long long v = b != NULL ? PyLong_AsLongLong(b) : -1;
         Py_XDECREF(b);
+        Py_XDECREF(t);
         if (v < 0)
             PyErr_Clear();      /* not a tensor: counts nothing */
         n += v > 0 ? v : 0;
     }
-    Py_XDECREF(seq);
     PyErr_Clear();
     return n;
 }
@@ -379,7 +399,6 @@ coalesced_bytes(PyObject *const *args, Py_ssize_t nargs)
 
 typedef struct {
     PyObject_HEAD
-    vectorcallfunc vectorcall;
     PyObject *fn;
     PyObject *dict;
     PyObject *weaklist;
@@ -387,14 +406,24 @@ typedef struct {
     int kind;
 } phasecall;
 
-static PyTypeObject phasecall_type;
+static PyTypeObject *phasecall_type;
+static PyObject *str_module;        /* interned "__module__" */
 
+/* The argument at i of a call's tuple (borrowed), or NULL. */
 static PyObject *
-phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
-                     PyObject *kwnames)
+arg_at(PyObject *args, Py_ssize_t nargs, Py_ssize_t i)
+{
+    return i < nargs ? PyTuple_GetItem(args, i) : NULL;
+}
+
+/* tp_call: CPython made the argument tuple (and the keyword dict, if
+ * any); the wrapped callable gets both unchanged, so a wrapper adds no
+ * allocation of its own. */
+static PyObject *
+phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     phasecall *pc = (phasecall *)self;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nargs;
     PyObject *r;
 
     switch (pc->kind) {
@@ -408,7 +437,7 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
             auto_backward = 1;
         }
         tml_phase_begin((tml_phase)pc->phase);
-        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        r = PyObject_Call(pc->fn, args, kwargs);
         tml_phase_end((tml_phase)pc->phase);
         return r;
     case KIND_INPUT:
@@ -416,7 +445,7 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
          * the fetch's CUDA events; a fetch that raised is no fetch */
         tml_phase_begin(TML_PHASE_INPUT);
         auto_in_fetch++;
-        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        r = PyObject_Call(pc->fn, args, kwargs);
         auto_in_fetch--;
         if (r != NULL)
             tml_phase_end(TML_PHASE_INPUT);
@@ -426,14 +455,15 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     case KIND_H2D:
         /* a call that is no host-to-device copy records nothing, but the
          * training paid for the wrapper: counted (tml_count_glue_calls) */
-        if (nargs < 1 || is_cuda(args[0]) != 0) {
+        nargs = PyTuple_Size(args);
+        if (nargs < 1 || is_cuda(arg_at(args, nargs, 0)) != 0) {
             tml_count_glue_calls(1);
-            return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+            return PyObject_Call(pc->fn, args, kwargs);
         }
         if (auto_steps && !auto_open && auto_h2d)
             auto_begin(0, 1);
         tml_phase_begin(TML_PHASE_H2D);
-        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        r = PyObject_Call(pc->fn, args, kwargs);
         if (r != NULL && is_cuda(r) == 1) {
             tml_phase_end(TML_PHASE_H2D);
         } else {
@@ -442,14 +472,16 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         }
         return r;
     case KIND_H2D_COPY:
-        if (nargs < 2 || is_cuda(args[0]) != 1 || is_cuda(args[1]) != 0) {
+        nargs = PyTuple_Size(args);
+        if (nargs < 2 || is_cuda(arg_at(args, nargs, 0)) != 1
+            || is_cuda(arg_at(args, nargs, 1)) != 0) {
             tml_count_glue_calls(1);
-            return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+            return PyObject_Call(pc->fn, args, kwargs);
         }
         if (auto_steps && !auto_open && auto_h2d)
             auto_begin(0, 1);
         tml_phase_begin(TML_PHASE_H2D);
-        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        r = PyObject_Call(pc->fn, args, kwargs);
         if (r != NULL)
             tml_phase_end(TML_PHASE_H2D);
         else
@@ -459,20 +491,20 @@ phasecall_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         if (auto_steps)
             auto_begin(1, 1);
         tml_phase_begin(TML_PHASE_FORWARD);
-        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        r = PyObject_Call(pc->fn, args, kwargs);
         tml_phase_end(TML_PHASE_FORWARD);
         if (r != NULL)
             probe_memory();     /* activations are alive: near the step's peak */
         return r;
     case KIND_COMM:
         tml_phase_begin(TML_PHASE_COMM);
-        r = PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        r = PyObject_Call(pc->fn, args, kwargs);
         tml_phase_end(TML_PHASE_COMM);
         if (r != NULL)
-            tml_comm_bytes(coalesced_bytes(args, nargs));
+            tml_comm_bytes(coalesced_bytes(args));
         return r;
     default:
-        return PyObject_Vectorcall(pc->fn, args, nargsf, kwnames);
+        return PyObject_Call(pc->fn, args, kwargs);
     }
 }
 
@@ -495,20 +527,20 @@ phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "PhaseCall: phase or kind out of range");
         return NULL;
     }
-    pc = (phasecall *)type->tp_alloc(type, 0);
+    pc = (phasecall *)PyType_GenericAlloc(type, 0);
     if (pc == NULL)
         return NULL;
     Py_INCREF(fn);
     pc->fn = fn;
     pc->phase = phase;
     pc->kind = kind;
-    pc->vectorcall = phasecall_vectorcall;
     return (PyObject *)pc;
 }
 
 static int
 phasecall_traverse(phasecall *pc, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(pc));      /* a heap type: its instances own it */
     Py_VISIT(pc->fn);
     Py_VISIT(pc->dict);
     return 0;
@@ -525,16 +557,21 @@ phasecall_clear(phasecall *pc)
 static void
 phasecall_dealloc(phasecall *pc)
 {
+    PyTypeObject *type = Py_TYPE(pc);
+
     PyObject_GC_UnTrack(pc);
     if (pc->weaklist != NULL)
         PyObject_ClearWeakRefs((PyObject *)pc);
     phasecall_clear(pc);
-    Py_TYPE(pc)->tp_free((PyObject *)pc);
+    PyObject_GC_Del(pc);
+    Py_DECREF(type);
 }
 
 /* Binds like a function: through an instance it is a bound method (whose
  * __func__ is this wrapper, which lr_scheduler's step counter relies on),
  * through the class it is itself. */
+static PyObject *method_type;      /* types.MethodType (PyMethod_New is not limited API) */
+
 static PyObject *
 phasecall_descr_get(PyObject *self, PyObject *obj, PyObject *type)
 {
@@ -543,16 +580,27 @@ phasecall_descr_get(PyObject *self, PyObject *obj, PyObject *type)
         Py_INCREF(self);
         return self;
     }
-    return PyMethod_New(self, obj);
+    return PyObject_CallFunctionObjArgs(method_type, self, obj, NULL);
 }
 
 /* Attributes the wrapper does not have come from the wrapped callable (the
  * profiler's `hooked` flag on an optimizer step, `__self__` of a bound
- * method, ...). */
+ * method, ...), and so does __module__ unless it was set on the wrapper. */
 static PyObject *
 phasecall_getattro(PyObject *self, PyObject *name)
 {
-    PyObject *r = PyObject_GenericGetAttr(self, name);
+    phasecall *pc = (phasecall *)self;
+    PyObject *r;
+
+    if (name == str_module || PyUnicode_Compare(name, str_module) == 0) {
+        r = pc->dict != NULL ? PyDict_GetItemWithError(pc->dict, name) : NULL;
+        if (r != NULL) {
+            Py_INCREF(r);
+            return r;
+        }
+        return PyErr_Occurred() ? NULL : PyObject_GetAttr(pc->fn, name);
+    }
+    r = PyObject_GenericGetAttr(self, name);
 
     if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
         PyErr_Clear();
@@ -632,6 +680,8 @@ static PyMemberDef phasecall_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(phasecall, fn), READONLY, "the wrapped callable"},
     {"phase", T_INT, offsetof(phasecall, phase), READONLY, "the phase (TML_PHASE_*)"},
     {"kind", T_INT, offsetof(phasecall, kind), READONLY, "how the call is timed"},
+    {"__dictoffset__", T_PYSSIZET, offsetof(phasecall, dict), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(phasecall, weaklist), READONLY, NULL},
     {NULL, 0, 0, 0, NULL}
 };
 
@@ -639,7 +689,6 @@ static PyGetSetDef phasecall_getset[] = {
     {"__name__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__name__"},
     {"__qualname__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__qualname__"},
     {"__doc__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__doc__"},
-    {"__module__", phasecall_get_fnattr, phasecall_set_fnattr, NULL, "__module__"},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}
 };
@@ -650,28 +699,32 @@ static PyMethodDef phasecall_methods[] = {
     {NULL, NULL, 0, NULL}
 };
 
-static PyTypeObject phasecall_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "traceml_ai._traceml.PhaseCall",
-    .tp_basicsize = sizeof(phasecall),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
-              | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "PhaseCall(fn, phase, kind=0): fn, timed as a phase of the step.",
-    .tp_new = phasecall_new,
-    .tp_dealloc = (destructor)phasecall_dealloc,
-    .tp_traverse = (traverseproc)phasecall_traverse,
-    .tp_clear = (inquiry)phasecall_clear,
-    .tp_vectorcall_offset = offsetof(phasecall, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_descr_get = phasecall_descr_get,
-    .tp_getattro = phasecall_getattro,
-    .tp_setattro = PyObject_GenericSetAttr,
-    .tp_repr = phasecall_repr,
-    .tp_members = phasecall_members,
-    .tp_getset = phasecall_getset,
-    .tp_methods = phasecall_methods,
-    .tp_dictoffset = offsetof(phasecall, dict),
-    .tp_weaklistoffset = offsetof(phasecall, weaklist),
+/* No Py_tp_doc: the wrapper's __doc__ is the wrapped callable's (the
+ * getset above), as it was on the static type. */
+static PyType_Slot phasecall_slots[] = {
+    {Py_tp_new, phasecall_new},
+    {Py_tp_dealloc, phasecall_dealloc},
+    {Py_tp_traverse, phasecall_traverse},
+    {Py_tp_clear, phasecall_clear},
+    {Py_tp_call, phasecall_call},
+    {Py_tp_descr_get, phasecall_descr_get},
+    {Py_tp_getattro, phasecall_getattro},
+    {Py_tp_setattro, PyObject_GenericSetAttr},
+    {Py_tp_repr, phasecall_repr},
+    {Py_tp_members, phasecall_members},
+    {Py_tp_getset, phasecall_getset},
+    {Py_tp_methods, phasecall_methods},
+    {0, NULL}
+};
+
+/* METHOD_DESCRIPTOR: CPython's method calls (obj.step(), next(it)) call
+ * the wrapper with the instance first instead of binding a method. */
+static PyType_Spec phasecall_spec = {
+    .name = "traceml_ai._traceml.PhaseCall",
+    .basicsize = sizeof(phasecall),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR
+           | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = phasecall_slots,
 };
 
 /* ------------------------------------------------------------------ */
@@ -683,12 +736,12 @@ typedef struct {
     PyObject *it;       /* its iterator, NULL when src is a re-iterable */
 } timediter;
 
-static PyTypeObject timediter_type;
+static PyTypeObject *timediter_type;
 
 static PyObject *
 timediter_make(PyObject *src, PyObject *it)
 {
-    timediter *t = PyObject_GC_New(timediter, &timediter_type);
+    timediter *t = PyObject_GC_New(timediter, timediter_type);
 
     if (t == NULL)
         return NULL;
@@ -708,7 +761,7 @@ timediter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
     if (!PyArg_ParseTuple(args, "O:TimedIter", &src))
         return NULL;
-    if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
+    if (kwds != NULL && PyDict_Size(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "TimedIter takes no keyword arguments");
         return NULL;
     }
@@ -756,7 +809,7 @@ timediter_next(PyObject *self)
         return NULL;
     }
     t0 = tml_now_ns();
-    r = (*Py_TYPE(t->it)->tp_iternext)(t->it);
+    r = PyIter_Next(t->it);     /* NULL and no error at the end: StopIteration */
     if (r != NULL)
         tml_phase_span(TML_PHASE_INPUT, t0, tml_now_ns());
     return r;
@@ -783,6 +836,7 @@ timediter_getattro(PyObject *self, PyObject *name)
 static int
 timediter_traverse(timediter *t, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE(t));
     Py_VISIT(t->src);
     Py_VISIT(t->it);
     return 0;
@@ -799,35 +853,38 @@ timediter_clear(timediter *t)
 static void
 timediter_dealloc(timediter *t)
 {
+    PyTypeObject *type = Py_TYPE(t);
+
     PyObject_GC_UnTrack(t);
     timediter_clear(t);
     PyObject_GC_Del(t);
+    Py_DECREF(type);
 }
-
-static PySequenceMethods timediter_as_seq = {
-    .sq_length = timediter_len,
-};
 
 static PyMemberDef timediter_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(timediter, src), READONLY, "the wrapped loader or iterator"},
     {NULL, 0, 0, 0, NULL}
 };
 
-static PyTypeObject timediter_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "traceml_ai._traceml.TimedIter",
-    .tp_basicsize = sizeof(timediter),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "TimedIter(loader_or_iterator): its fetches are timed as input wait.",
-    .tp_new = timediter_new,
-    .tp_dealloc = (destructor)timediter_dealloc,
-    .tp_traverse = (traverseproc)timediter_traverse,
-    .tp_clear = (inquiry)timediter_clear,
-    .tp_iter = timediter_iter,
-    .tp_iternext = timediter_next,
-    .tp_getattro = timediter_getattro,
-    .tp_as_sequence = &timediter_as_seq,
-    .tp_members = timediter_members,
+static PyType_Slot timediter_slots[] = {
+    {Py_tp_doc, "TimedIter(loader_or_iterator): its fetches are timed as input wait."},
+    {Py_tp_new, timediter_new},
+    {Py_tp_dealloc, timediter_dealloc},
+    {Py_tp_traverse, timediter_traverse},
+    {Py_tp_clear, timediter_clear},
+    {Py_tp_iter, timediter_iter},
+    {Py_tp_iternext, timediter_next},
+    {Py_tp_getattro, timediter_getattro},
+    {Py_sq_length, timediter_len},
+    {Py_tp_members, timediter_members},
+    {0, NULL}
+};
+
+static PyType_Spec timediter_spec = {
+    .name = "traceml_ai._traceml.TimedIter",
+    .basicsize = sizeof(timediter),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = timediter_slots,
 };
 
 /* ------------------------------------------------------------------ */
@@ -888,20 +945,36 @@ static PyMethodDef ctx_methods[] = {
     {NULL, NULL, 0, NULL}
 };
 
-static PyTypeObject ctx_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "traceml_ai._traceml.StepContext",
-    .tp_basicsize = sizeof(ctxobj),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The context manager of one step (or of one manual H2D block).",
-    .tp_methods = ctx_methods,
-    .tp_repr = ctx_repr,
+static void
+ctx_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot ctx_slots[] = {
+    {Py_tp_doc, "The context manager of one step (or of one manual H2D block)."},
+    {Py_tp_dealloc, ctx_dealloc},
+    {Py_tp_methods, ctx_methods},
+    {Py_tp_repr, ctx_repr},
+    {0, NULL}
 };
+
+static PyType_Spec ctx_spec = {
+    .name = "traceml_ai._traceml.StepContext",
+    .basicsize = sizeof(ctxobj),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = ctx_slots,
+};
+
+static PyTypeObject *ctx_type;
 
 static PyObject *
 ctx_make(int h2d)
 {
-    ctxobj *c = PyObject_New(ctxobj, &ctx_type);
+    ctxobj *c = PyObject_New(ctxobj, ctx_type);
 
     if (c != NULL)
         c->h2d = h2d;
@@ -1268,7 +1341,7 @@ model_cached(PyObject *model)
     int i;
 
     for (i = 0; i < MODEL_CACHE; i++)
-        if (model_cache[i] != NULL && PyWeakref_GET_OBJECT(model_cache[i]) == model)
+        if (model_cache[i] != NULL && PyWeakref_GetObject(model_cache[i]) == model)
             return 1;
     return 0;
 }
@@ -1301,7 +1374,7 @@ mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         models_given = 1;
         if (model_cached(args[k]))
             continue;
-        PyObject *r = PyObject_CallOneArg(installer, args[k]);
+        PyObject *r = PyObject_CallFunctionObjArgs(installer, args[k], NULL);
 
         if (r == NULL) {
             PyErr_Clear();   /* the installer reports its own failures */
@@ -1311,7 +1384,7 @@ mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *k
             if (ref == NULL) {
                 PyErr_Clear();
             } else {
-                Py_XSETREF(model_cache[model_cache_next], ref);
+                XSETREF(model_cache[model_cache_next], ref);
                 model_cache_next = (model_cache_next + 1) % MODEL_CACHE;
             }
         }
@@ -1567,13 +1640,20 @@ static struct PyModuleDef moddef = {
 PyMODINIT_FUNC
 PyInit__traceml(void)
 {
-    PyObject *m = NULL;
+    PyObject *m = NULL, *types = NULL;
 
-    if (PyType_Ready(&phasecall_type) < 0 || PyType_Ready(&timediter_type) < 0
-        || PyType_Ready(&ctx_type) < 0)
-        return NULL;
+    phasecall_type = (PyTypeObject *)PyType_FromSpec(&phasecall_spec);
+    timediter_type = (PyTypeObject *)PyType_FromSpec(&timediter_spec);
+    ctx_type = (PyTypeObject *)PyType_FromSpec(&ctx_spec);
+    if (phasecall_type == NULL || timediter_type == NULL || ctx_type == NULL)
+        goto fail;
     str_is_cuda = PyUnicode_InternFromString("is_cuda");
-    if (str_is_cuda == NULL)
+    str_module = PyUnicode_InternFromString("__module__");
+    types = PyImport_ImportModule("types");
+    if (str_is_cuda == NULL || str_module == NULL || types == NULL)
+        goto fail;
+    method_type = PyObject_GetAttrString(types, "MethodType");
+    if (method_type == NULL)
         goto fail;
     step_ctx = ctx_make(0);
     h2d_ctx = ctx_make(1);
@@ -1582,9 +1662,9 @@ PyInit__traceml(void)
     m = PyModule_Create(&moddef);
     if (m == NULL)
         goto fail;
-    if (PyModule_AddObjectRef(m, "PhaseCall", (PyObject *)&phasecall_type) < 0
-        || PyModule_AddObjectRef(m, "TimedIter", (PyObject *)&timediter_type) < 0
-        || PyModule_AddObjectRef(m, "StepContext", (PyObject *)&ctx_type) < 0
+    if (PyModule_AddObjectRef(m, "PhaseCall", (PyObject *)phasecall_type) < 0
+        || PyModule_AddObjectRef(m, "TimedIter", (PyObject *)timediter_type) < 0
+        || PyModule_AddObjectRef(m, "StepContext", (PyObject *)ctx_type) < 0
         || PyModule_AddIntConstant(m, "INPUT", TML_PHASE_INPUT) < 0
         || PyModule_AddIntConstant(m, "H2D", TML_PHASE_H2D) < 0
         || PyModule_AddIntConstant(m, "FORWARD", TML_PHASE_FORWARD) < 0
@@ -1603,11 +1683,18 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "ECONFIG", TML_ECONFIG) < 0
         || PyModule_AddStringConstant(m, "VERSION", TML_VERSION_STRING) < 0)
         goto fail;
+    Py_DECREF(types);
     return m;
 fail:
     Py_XDECREF(m);
+    Py_XDECREF(types);
     Py_CLEAR(step_ctx);
     Py_CLEAR(h2d_ctx);
     Py_CLEAR(str_is_cuda);
+    Py_CLEAR(str_module);
+    Py_CLEAR(method_type);
+    Py_CLEAR(phasecall_type);
+    Py_CLEAR(timediter_type);
+    Py_CLEAR(ctx_type);
     return NULL;
 }
