@@ -33,11 +33,27 @@ endif
 WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Werror
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc -MMD -MP
-LDLIBS  = -lsqlite3 -lpthread -ldl -lm
-CLI_LDLIBS = -lncursesw   # the terminal view (cli/live_view.c)
+# SQLite and ncurses (the terminal view, cli/live_view.c) are linked
+# statically where their archives are found (Debian's libsqlite3-dev and
+# libncurses-dev ship them), so that the library, the binary and the
+# extension need nothing beyond glibc: the wheel is manylinux (setup.py
+# reads its tag off the binaries). Elsewhere, or with STATIC_DEPS=0, the
+# shared libraries. The archives' symbols stay inside (--exclude-libs):
+# a process that also loads the system's SQLite keeps its own.
+STATIC_DEPS ?= 1
+static_lib = $(if $(filter 1,$(STATIC_DEPS)),$(filter /%,$(shell $(CC) -print-file-name=$(1) 2>/dev/null)))
+SQLITE_A  := $(call static_lib,libsqlite3.a)
+NCURSES_A := $(call static_lib,libncursesw.a)
+TINFO_A   := $(call static_lib,libtinfo.a)
+LDLIBS  = $(or $(SQLITE_A),-lsqlite3) -lpthread -ldl -lm
+CLI_LDLIBS = $(if $(NCURSES_A),$(NCURSES_A) $(TINFO_A),-lncursesw)
+SO_LDFLAGS = -Wl,--exclude-libs,ALL
 
-PY_INC  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
-PY_EXT  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+# The extension uses CPython's stable ABI (Py_LIMITED_API, 3.10, in
+# python/_traceml.c): built with the headers of any CPython >= 3.10, the one
+# _traceml.abi3.so loads into every CPython from 3.10 on.
+PY_INC  := $(shell $(PYTHON) -c 'import sys, sysconfig; sys.version_info >= (3, 10) and print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT  := .abi3.so
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 CLI_SRC  := $(sort $(wildcard cli/*.c))
@@ -52,7 +68,7 @@ TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 EXAMPLES := $(EX_SRC:examples/c/%.c=$(B)/examples/%)
 PYDIR    := $(B)/lib/traceml/python/traceml_ai
-PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT)
+PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT) $(PYDIR)/lib/libtraceml.so
 
 # Fake NVIDIA libraries for the GPU paths' tests (tests/fakes/), loaded
 # through TRACEML_LIBCUDA / TRACEML_LIBNVML, and the sleep recorder the
@@ -113,11 +129,13 @@ $(B)/lib/libtraceml.a: $(LIB_OBJ)
 
 $(B)/lib/libtraceml.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(SANFLAGS) $(SO_LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# Not a PIE: with SQLite and ncurses inside, a PIE's relocations (50 kB)
+# took it past the 2 MB the wheel allows a binary.
 $(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SANFLAGS) -pthread -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS) $(CLI_LDLIBS)
+	$(CC) $(SANFLAGS) -pthread -no-pie -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS) $(CLI_LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
 	@mkdir -p $(dir $@)
@@ -131,11 +149,20 @@ $(B)/examples/%: examples/c/%.c $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
 
-# The Python extension: a client of the same engine, built for $(PYTHON).
-$(PYDIR)/_traceml$(PY_EXT): python/_traceml.c $(B)/lib/libtraceml.a
-	@test -n "$(PY_INC)" || { echo "error: $(PYTHON) not found (apt-get install python3-dev)"; exit 1; }
+# The Python extension: a client of the same engine, the public API of
+# libtraceml.so, found beside it (the package's lib/, as in the wheel; a
+# DT_RPATH, which LD_LIBRARY_PATH does not override). One engine per
+# process, shared with C code that links -ltraceml, and one copy of it
+# (and of SQLite) in the wheel.
+$(PYDIR)/_traceml$(PY_EXT): python/_traceml.c $(PYDIR)/lib/libtraceml.so
+	@test -n "$(PY_INC)" || { echo "error: $(PYTHON): no CPython >= 3.10 (apt-get install python3-dev)"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -I$(PY_INC) -shared -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -I$(PY_INC) -shared -o $@ $< \
+		-L$(PYDIR)/lib -ltraceml -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib'
+
+$(PYDIR)/lib/libtraceml.so: $(B)/lib/libtraceml.so
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(PYDIR)/%.py: python/traceml_ai/%.py
 	@mkdir -p $(dir $@)

@@ -4,24 +4,34 @@
 the CPython extension for this interpreter; build_ext then places them in
 the package:
 
-    traceml_ai/_traceml<EXT_SUFFIX>        the extension
+    traceml_ai/_traceml.abi3.so            the extension (CPython's stable ABI, 3.10+)
     traceml_ai/bin/traceml                 the command (run by the entry point, _cli.py)
     traceml_ai/include/traceml/traceml.h   the C API ...
-    traceml_ai/lib/libtraceml.so           ... for `traceml config --cflags --libs`
+    traceml_ai/lib/libtraceml.so           ... for `traceml config --cflags --libs`,
+                                           and the engine the extension links
+
+One wheel serves every CPython >= 3.10: its tag is cp310-abi3 and, where
+the binaries need nothing beyond glibc (the Makefile links SQLite and
+ncurses statically when their archives are there), manylinux_2_X for the
+newest glibc symbol version they use (bdist_wheel.get_tag below; the same
+reading as `auditwheel show`). Otherwise the plain linux_<arch> tag: a
+wheel for this machine only.
 
 The objects go to $TRACEML_BUILD_DIR (default build/, shared with a plain
 `make`, so a checkout that is built already installs in seconds).
 Everything is compiled here, at build time; importing traceml_ai never
 needs a compiler.
 """
+import glob
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 
 from setuptools import Extension, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,14 +54,16 @@ class MakeExt(build_ext):
     def place(self, pkg, ext_file):
         """Copies what make built into the package folder pkg, stripped."""
         b = self.build
-        suffix = sysconfig.get_config_var("EXT_SUFFIX")
         parts = [
-            (os.path.join(b, "lib", "traceml", "python", "traceml_ai", "_traceml" + suffix), ext_file),
+            (os.path.join(b, "lib", "traceml", "python", "traceml_ai", "_traceml.abi3.so"), ext_file),
             (os.path.join(b, "bin", "traceml"), os.path.join(pkg, "bin", "traceml")),
             (os.path.join(b, "lib", "libtraceml.so"), os.path.join(pkg, "lib", "libtraceml.so")),
             (os.path.join(HERE, "include", "traceml", "traceml.h"),
              os.path.join(pkg, "include", "traceml", "traceml.h")),
         ]
+        for old in glob.glob(os.path.join(pkg, "_traceml.*.so")):   # an earlier build's
+            if old != ext_file:
+                os.unlink(old)
         strip = shutil.which("strip")
         for src, dst in parts:
             os.makedirs(os.path.dirname(dst), exist_ok=True)
@@ -67,8 +79,65 @@ class MakeExt(build_ext):
         self.place(pkg, os.path.join(pkg, os.path.basename(self.get_ext_filename("_traceml"))))
 
 
+# What a manylinux wheel may need from the system (PEP 600: glibc's own
+# libraries, the loader, libgcc_s).
+MANYLINUX_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
+                  "libutil.so.1", "libresolv.so.2", "libnsl.so.1", "libgcc_s.so.1",
+                  "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+
+
+def glibc_needs(path):
+    """(libraries needed from the system, newest GLIBC_2.N version used) of
+    one ELF file, from objdump -p; None when it cannot be read."""
+    try:
+        out = subprocess.run(["objdump", "-p", path], capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    needed = set(re.findall(r"^\s*NEEDED\s+(\S+)", out, re.M))
+    minors = [int(m) for m in re.findall(r"\bGLIBC_2\.(\d+)", out)]
+    return needed, max(minors, default=17)
+
+
+def platform_tag(root):
+    """manylinux_2_N_<arch> for the ELF files under root when they need
+    nothing from the system beyond MANYLINUX_LIBS (those in the wheel
+    itself excepted), else linux_<arch>."""
+    arch = platform.machine()
+    plain = "linux_" + arch
+    if not sys.platform.startswith("linux") or arch not in ("x86_64", "aarch64"):
+        return plain
+    files, inside = [], set()
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    files.append(p)
+                    inside.add(n)
+    minor = 17
+    for p in files:
+        r = glibc_needs(p)
+        if r is None or r[0] - inside - MANYLINUX_LIBS:
+            return plain
+        minor = max(minor, r[1])
+    return "manylinux_2_%d_%s" % (minor, arch)
+
+
+class AbiWheel(bdist_wheel):
+    """cp310-abi3-<platform_tag()>: the extension uses the limited API of
+    CPython 3.10 (python/_traceml.c), the rest is Python and native code."""
+
+    def get_tag(self):
+        _, _, plat = super().get_tag()
+        if not self.plat_name_supplied and plat.startswith("linux_"):
+            plat = platform_tag(self.bdist_dir)
+        return "cp310", "abi3", plat
+
+
 setup(
     version=version(),
-    ext_modules=[Extension("traceml_ai._traceml", sources=["python/_traceml.c"])],
-    cmdclass={"build_ext": MakeExt},
+    ext_modules=[Extension("traceml_ai._traceml", sources=["python/_traceml.c"],
+                           py_limited_api=True)],
+    cmdclass={"build_ext": MakeExt, "bdist_wheel": AbiWheel},
 )
