@@ -4,6 +4,7 @@
 #   make SANITIZE=1      the same with ASan+UBSan into build-asan/
 #   make package         what the Python package ships (pip install . runs it
 #                        through setup.py): libtraceml.so, traceml, the extension
+#   make charts          web/gen/dygraphs.c, the chart library for the sdist
 #   make check           every test (tests/run)
 #   make install         the C API and the traceml binary into $(PREFIX)
 #                        (default /usr/local); Python users: pip install .
@@ -62,7 +63,7 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 EX_SRC   := $(sort $(wildcard examples/c/*.c))
 PY_SRC   := $(sort $(wildcard python/traceml_ai/*.py python/traceml_ai/integrations/*.py))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/web_assets.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/web_assets.o $(B)/obj/gen/dygraphs.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
@@ -112,14 +113,28 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(VISIBILITY) -c $< -o $@
 
-# The web assets of the HTML report and the dashboard: the chart library
-# (dygraphs, from Debian's libjs-dygraphs) and web/, embedded as C arrays
-# by scripts/gen-web-assets so that every report opens offline.
+# The web assets of the HTML report and the dashboard, embedded as C arrays
+# by scripts/gen-web-assets so that every report opens offline: web/ (ours,
+# into build/gen/) and the chart library, dygraphs, from Debian's
+# libjs-dygraphs (or TRACEML_DYGRAPHS_DIR), into web/gen/dygraphs.c: not
+# in git, but in the sdist, and regenerated only where the package is
+# present, so that a build from the sdist needs no more than a C compiler.
 WEB_GEN := build/gen/web_assets.c
 $(WEB_GEN): web/report.js web/report.css $(wildcard web/dashboard/*) scripts/gen-web-assets
 	scripts/gen-web-assets $@
 
+DYGRAPHS_DIR := $(or $(TRACEML_DYGRAPHS_DIR),/usr/share/javascript/dygraphs)
+CHARTS_GEN := web/gen/dygraphs.c
+$(CHARTS_GEN): $(wildcard $(DYGRAPHS_DIR)/dygraph.min.js $(DYGRAPHS_DIR)/dygraph.min.css)
+	TRACEML_DYGRAPHS_DIR=$(DYGRAPHS_DIR) scripts/gen-web-assets --charts $@
+
+charts: $(CHARTS_GEN)
+
 $(B)/obj/gen/web_assets.o: $(WEB_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(VISIBILITY) -c $< -o $@
+
+$(B)/obj/gen/dygraphs.o: $(CHARTS_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(VISIBILITY) -c $< -o $@
 
@@ -189,7 +204,8 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc \
               -MMD -MP
-FUZZ_OBJ   := $(LIB_SRC:%.c=build-fuzz/obj/%.o) build-fuzz/obj/gen/web_assets.o
+FUZZ_OBJ   := $(LIB_SRC:%.c=build-fuzz/obj/%.o) build-fuzz/obj/gen/web_assets.o \
+              build-fuzz/obj/gen/dygraphs.o
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz: $(FUZZ_BINS)
 
@@ -198,6 +214,10 @@ build-fuzz/obj/%.o: %.c
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 build-fuzz/obj/gen/web_assets.o: $(WEB_GEN)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+
+build-fuzz/obj/gen/dygraphs.o: $(CHARTS_GEN)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
 
@@ -214,7 +234,7 @@ install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 clean:
 	rm -rf build build-asan build-tsan build-ubsan build-fuzz
 
-.PHONY: all package check install clean tsan ubsan fuzz
+.PHONY: all package charts check install clean tsan ubsan fuzz
 .DELETE_ON_ERROR:
 .SECONDARY: $(FUZZ_OBJ)
 

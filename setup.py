@@ -33,6 +33,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -124,6 +125,16 @@ def platform_tag(root):
     return "manylinux_2_%d_%s" % (minor, arch)
 
 
+class SdistWithCharts(sdist):
+    """The sdist carries the chart library's generated source
+    (web/gen/dygraphs.c, `make charts`, from Debian's libjs-dygraphs), so
+    that a build from it needs only a C compiler and Python."""
+
+    def run(self):
+        subprocess.check_call(["make", "-C", HERE, "charts"])
+        super().run()
+
+
 class AbiWheel(bdist_wheel):
     """cp310-abi3-<platform_tag()>: the extension uses the limited API of
     CPython 3.10 (python/_traceml.c), the rest is Python and native code."""
@@ -139,5 +150,5 @@ setup(
     version=version(),
     ext_modules=[Extension("traceml_ai._traceml", sources=["python/_traceml.c"],
                            py_limited_api=True)],
-    cmdclass={"build_ext": MakeExt, "bdist_wheel": AbiWheel},
+    cmdclass={"build_ext": MakeExt, "bdist_wheel": AbiWheel, "sdist": SdistWithCharts},
 )
