@@ -1,9 +1,17 @@
 """TraceML installed the ways PyTorch users install packages, into fresh
 virtual environments beside the test venv (.venv/, which has torch):
 
-- `python -m build`: an sdist, and a wheel built from that sdist; the wheel
-  installed offline (--no-index) into a fresh venv works: `traceml`, the
-  import, and the C API through `traceml config --cflags --libs`;
+- the wheel as published (issue 27): an sdist made from the checkout
+  (`python -m build --sdist`), and the wheel built from that sdist with
+  `python -m build --wheel` where neither xxd nor Debian's libjs-dygraphs
+  can be found; it is cp310-abi3-manylinux_2_N_x86_64, and abi3audit and
+  `auditwheel show` agree; `pip wheel .` of the checkout gives the same
+  tags; installed into a fresh venv, its extension, library and binary need
+  no libsqlite3 or libncursesw (ldd), and with those hidden (a mount
+  namespace) `traceml run` trains the quickstart, the terminal view runs
+  under tmux and the dashboard serves;
+- the wheel installed offline (--no-index) into a fresh venv works:
+  `traceml`, the import, and the C API through `traceml config --cflags --libs`;
 - `pip install -e .` and `uv pip install .`;
 - the right interpreter: `traceml run` runs the Python of the venv it was
   installed in, also for `--nproc-per-node` (torch.distributed.run of that
@@ -11,17 +19,22 @@ virtual environments beside the test venv (.venv/, which has torch):
   torch, or none at all, is one line naming it and how to choose, exit 2.
 """
 import glob
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
+import time
+from shlex import quote as shlex_quote
+import urllib.request
 import zipfile
 
 import pytest
 
-from conftest import PYTHON, REPO, VENV, base_env
+from conftest import EXAMPLES, PYTHON, REPO, VENV, base_env
 
 # its tests share one fixture's runs: all on one pytest worker (tests/run), and the
 # fixture session-scoped there, so the worker's other tests in between do not
@@ -60,14 +73,46 @@ def one_error_line(p, *needles):
     return lines[0]
 
 
+def path_without(tool, where):
+    """A folder of links to every program on PATH but `tool`: a PATH on
+    which it cannot be found."""
+    os.makedirs(where, exist_ok=True)
+    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for n in os.listdir(d):
+            link = os.path.join(where, n)
+            if n != tool and not os.path.lexists(link) and os.access(os.path.join(d, n), os.X_OK):
+                os.symlink(os.path.join(d, n), link)
+    return where
+
+
+# cp310-abi3: one wheel for every CPython >= 3.10 (the stable ABI)
+WHEEL_RE = r"traceml_ai-[0-9.]+-cp310-abi3-manylinux_2_(\d+)_x86_64\.whl$"
+
+
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory):
-    """sdist + wheel (built from the sdist) with `python -m build`."""
+    """The sdist (`python -m build --sdist` of the checkout) and the wheel
+    built from it with `python -m build --wheel` as on a machine with only
+    a C compiler and Python: no xxd on PATH, and TRACEML_DYGRAPHS_DIR
+    pointing nowhere (Debian's libjs-dygraphs hidden): the sdist carries
+    the chart library's generated source."""
     out = tmp_path_factory.mktemp("dist")
-    ok(sh([PYTHON, "-m", "build", "--outdir", out, REPO], timeout=600))
+    ok(sh([PYTHON, "-m", "build", "--sdist", "--outdir", out, REPO], timeout=600))
     sdist = glob.glob(str(out / "traceml_ai-*.tar.gz"))
+    assert len(sdist) == 1, os.listdir(out)
+    src = tmp_path_factory.mktemp("sdist")
+    with tarfile.open(sdist[0]) as t:
+        t.extractall(src)
+    (tree,) = glob.glob(str(src / "traceml_ai-*"))
+    bare = path_without("xxd", str(tmp_path_factory.mktemp("bin")))
+    env = base_env(PATH=bare, TRACEML_DYGRAPHS_DIR="/nonexistent/dygraphs")
+    assert subprocess.run(["sh", "-c", "command -v xxd"], env=env).returncode != 0
+    p = ok(sh([PYTHON, "-m", "build", "--wheel", "--outdir", out, tree], timeout=900, env=env))
+    assert "gen-web-assets --charts" not in p.stdout, "the sdist's chart source was remade"
     wheel = glob.glob(str(out / "traceml_ai-*.whl"))
-    assert len(sdist) == 1 and len(wheel) == 1, os.listdir(out)
+    assert len(wheel) == 1, os.listdir(out)
     return sdist[0], wheel[0]
 
 
@@ -84,7 +129,8 @@ def test_sdist_and_wheel_contents(dist):
     with tarfile.open(sdist) as t:
         names = [n.split("/", 1)[1] for n in t.getnames() if "/" in n]
     for need in ("Makefile", "setup.py", "pyproject.toml", "scripts/gen-web-assets",
-                 "include/traceml/traceml.h", "python/_traceml.c", "web/report.js"):
+                 "include/traceml/traceml.h", "python/_traceml.c", "web/report.js",
+                 "web/gen/dygraphs.c"):
         assert need in names, need
     assert not [n for n in names if n.startswith(("build/", ".venv/")) or n.endswith((".o", ".so"))]
     with zipfile.ZipFile(wheel) as z:
@@ -92,9 +138,15 @@ def test_sdist_and_wheel_contents(dist):
     exe = info["traceml_ai/bin/traceml"]
     assert (exe.external_attr >> 16) & 0o111, "traceml is not executable in the wheel"
     for need in ("traceml_ai/__init__.py", "traceml_ai/_cli.py", "traceml_ai/lib/libtraceml.so",
-                 "traceml_ai/include/traceml/traceml.h"):
+                 "traceml_ai/include/traceml/traceml.h", "traceml_ai/_traceml.abi3.so"):
         assert need in info, need
-    assert [n for n in info if n.startswith("traceml_ai/_traceml.") and n.endswith(".so")]
+    assert [n for n in info if n.startswith("traceml_ai/_traceml.")] == ["traceml_ai/_traceml.abi3.so"]
+    # the library and the binary: at most 2 MB each, SQLite and ncurses inside
+    for big in ("traceml_ai/lib/libtraceml.so", "traceml_ai/bin/traceml"):
+        assert info[big].file_size <= 2 * 1024 * 1024, (big, info[big].file_size)
+    with zipfile.ZipFile(wheel) as z:
+        charts = z.read("traceml_ai/lib/libtraceml.so")
+    assert b"dygraphs 2." in charts, "the chart library is missing from the engine"
     entry = [n for n in info if n.endswith("entry_points.txt")]
     with zipfile.ZipFile(wheel) as z:
         assert "traceml = traceml_ai._cli:main" in z.read(entry[0]).decode()
@@ -110,6 +162,189 @@ def test_wheel_in_a_fresh_venv(wheel_venv, tmp_path):
     assert p.stdout.split()[0].startswith(str(v)) and p.stdout.split()[1] == "False"
     p = ok(sh([v / "bin" / "python", "-m", "traceml_ai", "--version"]))
     assert p.stdout.startswith("traceml ")
+
+
+def venv_tool(name):
+    path = os.path.join(VENV, "bin", name)
+    if not os.access(path, os.X_OK):
+        pytest.fail("%s is missing from %s (scripts/venv --test installs it)" % (name, VENV))
+    return path
+
+
+def test_wheel_tags_and_audits(dist):
+    """cp310-abi3 (abi3audit: only the limited API of 3.10) and manylinux
+    for the glibc the binaries really need (`auditwheel show` agrees)."""
+    wheel = dist[1]
+    m = re.search(WHEEL_RE, os.path.basename(wheel))
+    assert m, os.path.basename(wheel)
+    p = ok(sh([venv_tool("auditwheel"), "show", wheel]))
+    text = " ".join(p.stdout.split())
+    assert 'is consistent with the following platform tag: "manylinux_2_%s_x86_64"' % m.group(1) \
+        in text, p.stdout
+    assert "external shared libraries" not in text or "no external" in text, p.stdout
+    p = ok(sh([venv_tool("abi3audit"), "--strict", "--report", wheel]))
+    report = json.loads(p.stdout[p.stdout.index("{"):])
+    (spec,) = report["specs"].values()
+    ext = {r["name"]: r["result"] for r in spec["wheel"]}
+    assert ext["_traceml.abi3.so"]["is_abi3"] and ext["_traceml.abi3.so"]["baseline"] == "3.10"
+    for r in ext.values():
+        assert not r["non_abi3_symbols"] and not r["future_abi3_objects"], ext
+
+
+def test_pip_wheel_of_the_checkout(tmp_path):
+    """`pip wheel .` makes the same wheel as `python -m build --wheel`."""
+    ok(sh([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "w", REPO],
+          timeout=900))
+    (wheel,) = os.listdir(tmp_path / "w")
+    assert re.search(WHEEL_RE, wheel), wheel
+
+
+@pytest.fixture(scope="session")
+def wheel_torch_venv(dist, tmp_path_factory):
+    """A fresh venv with the wheel installed, and the test venv's torch
+    (a .pth file: traceml_ai comes from the wheel, torch from .venv)."""
+    v = venv(tmp_path_factory.mktemp("wheel_torch") / "venv")
+    ok(sh([v / "bin" / "python", "-m", "pip", "install", "--no-index", "--no-deps", dist[1]]))
+    torch_site = ok(sh([PYTHON, "-c", "import os, torch; "
+                        "print(os.path.dirname(os.path.dirname(torch.__file__)))"])).stdout.strip()
+    site = ok(sh([v / "bin" / "python", "-c", "import sysconfig; "
+                  "print(sysconfig.get_paths()['purelib'])"])).stdout.strip()
+    with open(os.path.join(site, "zz_test_venv_torch.pth"), "w") as f:
+        f.write(torch_site + "\n")
+    p = ok(sh([v / "bin" / "python", "-c", "import traceml_ai, torch; print(traceml_ai.__file__)"]))
+    assert p.stdout.startswith(str(v)), p.stdout
+    return v
+
+
+# the system libraries the wheel must not need, hidden from what follows
+HIDDEN = ("libsqlite3.so.0", "libncursesw.so.6", "libncurses.so.6", "libtinfo.so.6")
+
+# Run "$@" in a mount namespace where each of $HIDE_LIBS is an empty file,
+# after checking that none of HIDDEN loads any more.
+HIDE_SH = r"""
+set -e
+empty=$1; py=$2; shift 2
+for lib in $HIDE_LIBS; do mount --bind "$empty" "$lib"; done
+for n in %s; do
+    if "$py" -c "import ctypes; ctypes.CDLL('$n')" 2>/dev/null; then
+        echo "hide: $n still loads" >&2; exit 97
+    fi
+done
+exec "$@"
+""" % " ".join(HIDDEN)
+
+
+def hiding(v, tmp_path, argv):
+    """argv run with HIDDEN hidden, and the environment it needs."""
+    paths = set()
+    for line in ok(sh(["ldconfig", "-p"])).stdout.splitlines():
+        m = re.match(r"\s*(\S+) \(.*\) => (\S+)$", line)
+        if m and m.group(1) in HIDDEN:
+            paths.add(os.path.realpath(m.group(2)))
+    empty = tmp_path / "empty.so"
+    empty.write_bytes(b"")
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE_SH, "sh",
+           str(empty), str(v / "bin" / "python")] + [str(a) for a in argv]
+    return cmd, base_env(HIDE_LIBS=" ".join(sorted(paths)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(pred, timeout, step=0.25):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = pred()
+        if r:
+            return r
+        time.sleep(step)
+    return pred()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("tmux"),
+                    reason="needs root (a mount namespace), unshare and tmux (scripts/deps)")
+def test_wheel_runs_without_system_sqlite_or_ncurses(wheel_torch_venv, tmp_path):
+    v = wheel_torch_venv
+    pkg = ok(sh([v / "bin" / "python", "-c", "import os, traceml_ai; "
+                 "print(os.path.dirname(traceml_ai.__file__))"])).stdout.strip()
+    ext = glob.glob(os.path.join(pkg, "_traceml*.so"))
+    assert [os.path.basename(e) for e in ext] == ["_traceml.abi3.so"], ext
+    for f in ext + [os.path.join(pkg, "lib", "libtraceml.so"), os.path.join(pkg, "bin", "traceml")]:
+        ldd = ok(sh(["ldd", f])).stdout
+        assert "not found" not in ldd, ldd
+        for lib in ("libsqlite3", "libncurses", "libtinfo"):
+            assert lib not in ldd, (f, ldd)
+        # the extension finds the engine in the wheel, nowhere else
+        if f in ext:
+            assert re.search(r"libtraceml\.so => %s/lib/libtraceml\.so" % re.escape(pkg), ldd), ldd
+    traceml = v / "bin" / "traceml"
+    logs = tmp_path / "logs"
+
+    # summary mode: the quickstart trains and prints the box
+    cmd, env = hiding(v, tmp_path, [traceml, "run", "--logs-dir", logs, "--run-name", "qs",
+                                    os.path.join(EXAMPLES, "quickstart.py")])
+    p = ok(sh(cmd, env=env, cwd=str(tmp_path), timeout=300))
+    assert "TraceML Run Summary" in p.stdout and "Verdict: INPUT-BOUND" in p.stdout, p.stdout[-3000:]
+    assert json.loads((logs / "qs" / "final_summary.json").read_text())["meta"]["common_steps"] > 0
+
+    # the terminal view under tmux: ncurses linked in, the terminfo database
+    # (/usr/share/terminfo, /lib/terminfo, ...) found at run time for the
+    # TERM tmux sets
+    train = [os.path.join(REPO, "tests", "e2e", "live", "live_train.py"), "--steps", "900"]
+    cmd, env = hiding(v, tmp_path, [traceml, "run", "--mode", "cli", "--interval", "0.25",
+                                    "--logs-dir", logs, "--run-name", "cli"] + train)
+    done = tmp_path / "cli_exit"
+    line = "%s; echo $? > %s; sleep 600" % (" ".join(shlex_quote(c) for c in cmd), done)
+    sock = "traceml-wheel-%d" % os.getpid()
+    tmux_env = dict(env, TERM="xterm-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8")
+    envs = sum((["-e", "%s=%s" % kv] for kv in env.items() if kv[0] == "HIDE_LIBS"), [])
+    ok(sh(["tmux", "-L", sock, "-f", "/dev/null", "new-session", "-d", "-s", "w", "-x", "150",
+           "-y", "45"] + envs + [line], env=tmux_env))
+    try:
+        def screen():
+            return sh(["tmux", "-L", sock, "capture-pane", "-p", "-t", "w"]).stdout
+        s = wait_for(lambda: "STEP TIMING" in screen() and "Verdict: " in screen() and screen(), 90)
+        assert s and "TraceML live" in s, screen()
+        assert wait_for(done.exists, 180), screen()
+        hist = sh(["tmux", "-L", sock, "capture-pane", "-p", "-S", "-3000", "-t", "w"]).stdout
+        assert done.read_text().strip() == "0", hist[-3000:]
+        assert "TraceML Run Summary" in hist, hist[-3000:]
+    finally:
+        sh(["tmux", "-L", sock, "kill-server"])
+
+    # the dashboard serves its page and /metrics
+    port = free_port()
+    cmd, env = hiding(v, tmp_path, [traceml, "run", "--mode", "dashboard", "--dashboard-port",
+                                    port, "--interval", "0.5", "--logs-dir", logs,
+                                    "--run-name", "dash"] + train)
+    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        def get(path):
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+                    return r.status, r.read().decode()
+            except OSError:
+                return None
+        def metrics():
+            r = get("/metrics")
+            return r[1] if r and "traceml_steps_received_total" in r[1] else None
+        text = wait_for(metrics, 90)
+        assert text and re.search(r"^traceml_up(\{[^}]*\})? 1$", text, re.M), text
+        status, page = get("/")
+        assert status == 200 and "<html" in page.lower(), page[:300]
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out[-3000:]
+        assert "TraceML Run Summary" in out, out[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def test_two_venvs_side_by_side(wheel_venv, tmp_path):
