@@ -6,7 +6,8 @@ virtual environments beside the test venv (.venv/, which has torch):
   `python -m build --wheel` where neither xxd nor Debian's libjs-dygraphs
   can be found; it is cp310-abi3-manylinux_2_N_x86_64, and abi3audit and
   `auditwheel show` agree; `pip wheel .` of the checkout gives the same
-  tags; installed into a fresh venv, its extension, library and binary need
+  tags; it installs into CPython 3.10 and every later one here and traces
+  a training (on the fake torch); installed into a fresh venv, its extension, library and binary need
   no libsqlite3 or libncursesw (ldd), and with those hidden (a mount
   namespace) `traceml run` trains the quickstart, the terminal view runs
   under tmux and the dashboard serves;
@@ -345,6 +346,64 @@ def test_wheel_runs_without_system_sqlite_or_ncurses(wheel_torch_venv, tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def cpythons():
+    """{(3, N): interpreter} of the CPythons >= 3.10 this machine has (on
+    PATH, or pyenv's)."""
+    found = {}
+    for minor in range(10, 20):
+        name = "python3.%d" % minor
+        for cand in [shutil.which(name)] + sorted(glob.glob(os.path.expanduser(
+                "~/.pyenv/versions/3.%d.*/bin/%s" % (minor, name)))):
+            if not cand:
+                continue
+            p = subprocess.run([cand, "-c", "import sys, venv; print(*sys.version_info[:2])"],
+                               capture_output=True, text=True)
+            if p.returncode == 0 and p.stdout.split() == ["3", str(minor)]:
+                found[(3, minor)] = cand
+                break
+    return found
+
+
+FAKE_TRAIN = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import traceml_ai as traceml
+traceml.init(mode="auto")
+x, y = torch.randn(64, 8), torch.randint(0, 2, (64,))
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for xb, yb in DataLoader(TensorDataset(x, y), batch_size=4):
+    with traceml.trace_step(model):
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_the_wheel_on_every_cpython(dist, tmp_path):
+    """The one abi3 wheel installs into CPython 3.10 (the floor) and every
+    later CPython here, and traces a training (the glue on the fake torch,
+    tests/fakes/torch) through `traceml run`."""
+    pys = cpythons()
+    if (3, 10) not in pys:
+        pytest.skip("no CPython 3.10 here (the wheel's floor)")
+    script = tmp_path / "train.py"
+    script.write_text(FAKE_TRAIN)
+    for ver, interp in sorted(pys.items()):
+        v = tmp_path / ("venv%d%d" % ver)
+        ok(sh([interp, "-m", "venv", v]))
+        ok(sh([v / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+               dist[1]]))
+        p = ok(sh([v / "bin" / "traceml", "run", "--logs-dir", tmp_path / "logs", "--run-name",
+                   "py%d%d" % ver, script], cwd=str(tmp_path),
+                  env=base_env(PYTHONPATH=os.path.join(REPO, "tests", "fakes"))))
+        assert "TraceML Run Summary" in p.stdout, (ver, p.stdout[-2000:])
+        summary = json.loads((tmp_path / "logs" / ("py%d%d" % ver) / "final_summary.json")
+                             .read_text())
+        assert summary["meta"]["common_steps"] == 16, (ver, summary["meta"])
+    assert len(pys) >= 2, "only %s here: the wheel was tried on one CPython" % sorted(pys)
 
 
 def test_two_venvs_side_by_side(wheel_venv, tmp_path):
