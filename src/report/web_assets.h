@@ -2,7 +2,8 @@
  * web_assets.h - the web assets, compiled in: the chart library (dygraphs,
  * from Debian's libjs-dygraphs) and web/report.{js,css}. The
  * definitions are generated at build time by scripts/gen-web-assets into
- * build/gen/web_assets.c. Each array is NUL-terminated; _len excludes it.
+ * build/gen/web_assets.c (ours) and web/gen/dygraphs.c (the chart library,
+ * carried by the sdist). Each array is NUL-terminated; _len excludes it.
  */
 #ifndef TML_WEB_ASSETS_H
 #define TML_WEB_ASSETS_H
