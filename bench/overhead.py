@@ -1,6 +1,6 @@
 """What TraceML's auto mode costs per training step, on torch 2.x.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/overhead.py [--repeats 10] [--json OUT]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/overhead.py [--repeats 10] [--only probe] [--json OUT]
 
 Two workloads, the same loop (DataLoader fetch, forward, backward,
 optimizer step, all instrumented by auto mode):
@@ -269,6 +269,8 @@ def main():
     ap.add_argument("--inproc-blocks", type=int, default=30,
                     help="on/off block pairs in the in-process pairing [40]")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", choices=sorted(WORKLOADS),
+                    help="time this workload only [both]")
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -281,7 +283,7 @@ def main():
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="traceml-bench-") as logs:
-        for w in ("probe", "10ms") if args.repeats > 0 else ():
+        for w in [w for w in ("probe", "10ms") if args.only in (None, w)] if args.repeats > 0 else ():
             sub = argparse.Namespace(**vars(args))
             sub.blocks = args.inproc_blocks
             r = launch(sub, w, False, inproc_mode=True, logs=logs)
