@@ -1476,7 +1476,7 @@ static PyObject *
 mod_set_auto_models(PyObject *m, PyObject *arg)
 {
     (void)m;
-    const char *s = PyUnicode_AsUTF8(arg);
+    const char *s = PyUnicode_AsUTF8AndSize(arg, NULL);
     if (s == NULL)
         return NULL;
     return PyLong_FromLong(tml_set_auto_models(s));
