@@ -159,8 +159,9 @@ $(B)/lib/libtraceml.so: $(LIB_OBJ) $(SQLITE_O)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
-# Not a PIE: with SQLite inside, a PIE's relocations (50 kB) took it past
-# the 2 MB the wheel allows a binary.
+# Not a PIE: a PIE's relocations cost 50 kB, which once (with Debian's
+# SQLite, FTS and R*Tree included, and ncurses inside) took it past the
+# 2 MB the wheel allows a binary.
 $(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -pthread -no-pie -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
