@@ -33,22 +33,29 @@ endif
 
 WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Werror
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc -MMD -MP
-# SQLite and ncurses (the terminal view, cli/live_view.c) are linked
-# statically where their archives are found (Debian's libsqlite3-dev and
-# libncurses-dev ship them), so that the library, the binary and the
-# extension need nothing beyond glibc: the wheel is manylinux (setup.py
-# reads its tag off the binaries). Elsewhere, or with STATIC_DEPS=0, the
-# shared libraries. The archives' symbols stay inside (--exclude-libs):
-# a process that also loads the system's SQLite keeps its own.
-STATIC_DEPS ?= 1
-static_lib = $(if $(filter 1,$(STATIC_DEPS)),$(filter /%,$(shell $(CC) -print-file-name=$(1) 2>/dev/null)))
-SQLITE_A  := $(call static_lib,libsqlite3.a)
-NCURSES_A := $(call static_lib,libncursesw.a)
-TINFO_A   := $(call static_lib,libtinfo.a)
-LDLIBS  = $(or $(SQLITE_A),-lsqlite3) -lpthread -ldl -lm
-CLI_LDLIBS = $(if $(NCURSES_A),$(NCURSES_A) $(TINFO_A),-lncursesw)
-SO_LDFLAGS = -Wl,--exclude-libs,ALL
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SANFLAGS) -Iinclude -Isrc \
+             -Ithird_party/sqlite -MMD -MP
+
+# SQLite is the amalgamation in third_party/sqlite/ (its README says which
+# and how to update it), compiled here, always: the library, the binary and
+# the extension need nothing beyond glibc, so the wheel is manylinux
+# (setup.py reads its tag off the binaries) and a build from the sdist
+# needs only a C compiler. One object per build tree, made once with plain
+# optimisation: the sanitizer and fuzz variants link the normal tree's
+# object (build/), as they linked Debian's uninstrumented libsqlite3.a
+# before, rather than spending a minute compiling it again each. Its
+# symbols are hidden (-fvisibility=hidden): a process that also loads the
+# system's SQLite keeps its own. The options drop what TraceML never uses
+# (extensions, JSON, shared cache, deprecated calls) and the double-quoted
+# string literals SQLite accepts only for compatibility.
+SQLITE_DIR = $(if $(SANITIZE),build,$(B))
+SQLITE_O   = $(SQLITE_DIR)/obj/third_party/sqlite/sqlite3.o
+SQLITE_CFLAGS = -O2 -fPIC -pthread -fvisibility=hidden -DSQLITE_THREADSAFE=1 -DSQLITE_DQS=0 \
+                -DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_LIKE_DOESNT_MATCH_BLOBS \
+                -DSQLITE_MAX_EXPR_DEPTH=0 -DSQLITE_OMIT_DEPRECATED -DSQLITE_OMIT_DECLTYPE \
+                -DSQLITE_OMIT_PROGRESS_CALLBACK -DSQLITE_OMIT_SHARED_CACHE \
+                -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_JSON -DSQLITE_USE_ALLOCA
+LDLIBS  = -lpthread -ldl -lm
 
 # The extension uses CPython's stable ABI (Py_LIMITED_API, 3.10, in
 # python/_traceml.c): built with the headers of any CPython >= 3.10, the one
@@ -138,19 +145,26 @@ $(B)/obj/gen/dygraphs.o: $(CHARTS_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(VISIBILITY) -c $< -o $@
 
-$(B)/lib/libtraceml.a: $(LIB_OBJ)
+$(SQLITE_O): third_party/sqlite/sqlite3.c third_party/sqlite/sqlite3.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SQLITE_CFLAGS) -c $< -o $@
+
+# The static library carries SQLite too, as the shared one does: a program
+# linking either needs nothing more.
+$(B)/lib/libtraceml.a: $(LIB_OBJ) $(SQLITE_O)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/lib/libtraceml.so: $(LIB_OBJ)
+$(B)/lib/libtraceml.so: $(LIB_OBJ) $(SQLITE_O)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(SANFLAGS) $(SO_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
-# Not a PIE: with SQLite and ncurses inside, a PIE's relocations (50 kB)
-# took it past the 2 MB the wheel allows a binary.
+# Not a PIE: a PIE's relocations cost 50 kB, which once (with Debian's
+# SQLite, FTS and R*Tree included, and ncurses inside) took it past the
+# 2 MB the wheel allows a binary.
 $(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SANFLAGS) -pthread -no-pie -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS) $(CLI_LDLIBS)
+	$(CC) $(SANFLAGS) -pthread -no-pie -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
 	@mkdir -p $(dir $@)
@@ -203,7 +217,7 @@ ubsan:
 FUZZ_CC    ?= clang
 FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc \
-              -MMD -MP
+              -Ithird_party/sqlite -MMD -MP
 FUZZ_OBJ   := $(LIB_SRC:%.c=build-fuzz/obj/%.o) build-fuzz/obj/gen/web_assets.o \
               build-fuzz/obj/gen/dygraphs.o
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -221,8 +235,8 @@ build-fuzz/obj/gen/dygraphs.o: $(CHARTS_GEN)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
 
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) $(SQLITE_O)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(SQLITE_O) $(LDLIBS)
 
 install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml $(DESTDIR)$(PREFIX)/lib

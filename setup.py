@@ -11,11 +11,11 @@ the package:
                                            and the engine the extension links
 
 One wheel serves every CPython >= 3.10: its tag is cp310-abi3 and, where
-the binaries need nothing beyond glibc (the Makefile links SQLite and
-ncurses statically when their archives are there), manylinux_2_X for the
-newest glibc symbol version they use (bdist_wheel.get_tag below; the same
-reading as `auditwheel show`). Otherwise the plain linux_<arch> tag: a
-wheel for this machine only.
+the binaries need nothing beyond glibc (SQLite is compiled in, from
+third_party/sqlite; the terminal view needs no curses), manylinux_2_X for
+the newest glibc symbol version they use (bdist_wheel.get_tag below; the
+same reading as `auditwheel show`). Otherwise the plain linux_<arch> tag:
+a wheel for this machine only.
 
 The objects go to $TRACEML_BUILD_DIR (default build/, shared with a plain
 `make`, so a checkout that is built already installs in seconds).

@@ -95,7 +95,7 @@ static void drainer_signals(void)
     sigset_t none;
     for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
         signal(ignored[i], SIG_IGN);
-    signal(SIGWINCH, SIG_DFL);   /* curses' handler, inherited */
+    signal(SIGWINCH, SIG_DFL);   /* the screen's handler (screen.c), inherited */
     signal(SIGCHLD, SIG_DFL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

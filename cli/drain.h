@@ -45,7 +45,7 @@ typedef struct tml_drain {
     struct tml_drain_share *share;   /* one page shared with the drainer */
     int have_tty;
     struct termios tty_before;       /* the terminal's settings before full screen */
-    char leave_screen[256];          /* the bytes that leave full screen (terminfo) */
+    char leave_screen[256];          /* the bytes that leave full screen (screen.h) */
     char log_path[4200];
 } tml_drain;
 

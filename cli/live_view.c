@@ -8,10 +8,11 @@
  * it gets, so the terminal view and the browser dashboard show the very same
  * numbers, computed once, in C, by live/snapshot.c.
  *
- * Full screen uses ncursesw on stdscr only: each refresh erases and redraws
- * everything and curses sends the difference, which is what makes it cheap
- * over SSH; a resize (SIGWINCH, which curses turns into KEY_RESIZE) is just
- * the next redraw at the new size.
+ * Full screen draws on screen.c, the few escape sequences every ANSI
+ * terminal knows (no curses): each refresh erases and redraws everything
+ * and the screen sends the rows that changed, which is what makes it cheap
+ * over SSH; a resize (SIGWINCH, which the screen turns into
+ * TML_KEY_RESIZE) is just the next redraw at the new size.
  *
  * The training writes into a pseudo-terminal, so Python keeps its terminal
  * buffering and progress bars draw; but the view does not read that pty.
@@ -26,8 +27,8 @@
  * terminal's scrollback. When the view is hidden (q) the tail goes to the
  * terminal instead of the panel.
  *
- * When the terminal cannot do it (not a tty, TERM=dumb, terminfo unknown)
- * the view prints one plain line per interval instead and leaves the
+ * When the terminal cannot do it (not a tty, TERM unset or "dumb") the
+ * view prints one plain line per interval instead and leaves the
  * training's output alone.
  */
 #include "live_view.h"
@@ -50,9 +51,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curses.h>
-
 #include "cli.h"
+#include "screen.h"
 #include "base/json.h"
 #include "base/fmt.h"
 #include "base/strbuf.h"
@@ -70,7 +70,7 @@ struct tml_live_view {
     int hidden;           /* q was pressed */
     int ended;
     int utf8;
-    SCREEN *scr;
+    tml_screen *scr;      /* full screen (screen.h) */
     int draining;         /* the training's output comes through drain */
     tml_drain drain;      /* its pty, drainer and training_output.log (drain.h) */
     char run_name[128];
@@ -239,15 +239,27 @@ static void read_output(tml_live_view *v)
 
 /* ---- drawing ------------------------------------------------------- */
 
-enum { C_CRIT = 1, C_WARN, C_OK, C_HEAD, C_DIM };
+/* the view's screen while it draws (one view per process) */
+static tml_screen *screen;
+
+static void attron(int attrs)
+{
+    tml__screen_attron(screen, attrs);
+}
+
+static void attroff(int attrs)
+{
+    tml__screen_attroff(screen, attrs);
+}
 
 /* Writes s at (y, x), at most w columns (UTF-8 aware, one column each). */
 static void put(int y, int x, int w, const char *s)
 {
-    if (y < 0 || y >= LINES || x >= COLS || w <= 0 || !s)
+    int H = tml__screen_rows(screen), W = tml__screen_cols(screen);
+    if (y < 0 || y >= H || x >= W || w <= 0 || !s)
         return;
-    if (x + w > COLS)
-        w = COLS - x;
+    if (x + w > W)
+        w = W - x;
     const char *p = s;
     int cols = 0;
     while (*p && cols < w) {
@@ -256,7 +268,7 @@ static void put(int y, int x, int w, const char *s)
             p++;
         cols++;
     }
-    mvaddnstr(y, x, s, (int)(p - s));
+    tml__screen_put(screen, y, x, s, (size_t)(p - s));
 }
 
 static void putf(int y, int x, int w, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -320,72 +332,56 @@ static void sparkline(tml_live_view *v, int y, int x, int w, const tml_json *arr
     }
     if (mx <= 0)
         return;
-    move(y, x);
     for (size_t i = from; i < n; i++) {
         double d;
         if (!tml__json_num(&arr->items[i], &d)) {
-            addch(' ');
+            x = tml__screen_put(screen, y, x, " ", 1);
             continue;
         }
         int k = (int)(d / mx * 7.0 + 0.5);
         k = k < 0 ? 0 : k > 7 ? 7 : k;
         if (v->utf8)
-            addstr(blocks[k]);
+            x = tml__screen_put(screen, y, x, blocks[k], strlen(blocks[k]));
         else
-            addch((chtype)ascii[k]);
+            x = tml__screen_put(screen, y, x, &ascii[k], 1);
     }
 }
-
-static int frame_utf8;   /* box lines as UTF-8 text rather than the ACS charset */
 
 static void frame(int y, int x, int h, int w, const char *title)
 {
+    /* real box-drawing characters: the same on every UTF-8 terminal, and
+     * readable in a captured pane or a log of the screen; ASCII elsewhere */
+    static const char *const utf8[6] = {"\u250c", "\u2510", "\u2514", "\u2518", "\u2500",
+                                        "\u2502"};
+    static const char *const ascii[6] = {"+", "+", "+", "+", "-", "|"};
+    const char *const *g = tml__screen_utf8(screen) ? utf8 : ascii;
     if (h < 2 || w < 4)
         return;
-    if (frame_utf8) {
-        /* real box-drawing characters: the same on every UTF-8 terminal,
-         * and readable in a captured pane or a log of the screen */
-        move(y, x);
-        addstr("\u250c");
-        for (int i = 0; i < w - 2; i++)
-            addstr("\u2500");
-        addstr("\u2510");
-        for (int r = 1; r < h - 1; r++) {
-            mvaddstr(y + r, x, "\u2502");
-            mvaddstr(y + r, x + w - 1, "\u2502");
-        }
-        move(y + h - 1, x);
-        addstr("\u2514");
-        for (int i = 0; i < w - 2; i++)
-            addstr("\u2500");
-        addstr("\u2518");
-        attron(A_BOLD);
-        putf(y, x + 2, w - 4, " %s ", title);
-        attroff(A_BOLD);
-        return;
+    tml__screen_fill(screen, y, x, g[0], 1);
+    tml__screen_fill(screen, y, x + 1, g[4], w - 2);
+    tml__screen_fill(screen, y, x + w - 1, g[1], 1);
+    for (int r = 1; r < h - 1; r++) {
+        tml__screen_fill(screen, y + r, x, g[5], 1);
+        tml__screen_fill(screen, y + r, x + w - 1, g[5], 1);
     }
-    mvaddch(y, x, ACS_ULCORNER);
-    mvhline(y, x + 1, ACS_HLINE, w - 2);
-    mvaddch(y, x + w - 1, ACS_URCORNER);
-    mvvline(y + 1, x, ACS_VLINE, h - 2);
-    mvvline(y + 1, x + w - 1, ACS_VLINE, h - 2);
-    mvaddch(y + h - 1, x, ACS_LLCORNER);
-    mvhline(y + h - 1, x + 1, ACS_HLINE, w - 2);
-    mvaddch(y + h - 1, x + w - 1, ACS_LRCORNER);
-    attron(A_BOLD);
+    tml__screen_fill(screen, y + h - 1, x, g[2], 1);
+    tml__screen_fill(screen, y + h - 1, x + 1, g[4], w - 2);
+    tml__screen_fill(screen, y + h - 1, x + w - 1, g[3], 1);
+    attron(TML_ATTR_BOLD);
     putf(y, x + 2, w - 4, " %s ", title);
-    attroff(A_BOLD);
+    attroff(TML_ATTR_BOLD);
 }
 
+/* The colour of a severity (the terminal's own background). */
 static int sev_color(const char *sev)
 {
     if (!sev)
         return 0;
     if (strcmp(sev, "CRITICAL") == 0)
-        return C_CRIT;
+        return TML_ATTR_RED;
     if (strcmp(sev, "WARNING") == 0)
-        return C_WARN;
-    return C_OK;
+        return TML_ATTR_YELLOW;
+    return TML_ATTR_GREEN;
 }
 
 static const tml_json *series_rank_row(const tml_json *doc)
@@ -444,9 +440,9 @@ static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int 
              num_at(doc, "series.rank"), num_at(doc, "window.window_steps"));
     frame(y, x, h, w, title);
     const char *cause = str_at(doc, "verdict.cause");
-    attron(A_DIM);
+    attron(TML_ATTR_DIM);
     put(y + 1, x + 2, w - 4, "phase         avg      share  history");
-    attroff(A_DIM);
+    attroff(TML_ATTR_DIM);
     for (int i = 0, line = y + 2; i < n; i++) {
         char a[32], s[16];
         double val = num_at(r, rows[i].avg), step = num_at(r, "step_time_ms");
@@ -460,10 +456,10 @@ static int draw_timing(tml_live_view *v, const tml_json *doc, int y, int x, int 
         int is_cause = cause && strncmp(cause, rows[i].avg, strlen(cause)) == 0 &&
                        rows[i].avg[strlen(cause)] == '_';
         if (is_cause)
-            attron(A_BOLD);
+            attron(TML_ATTR_BOLD);
         putf(line, x + 2, w - 4, "%-11s %9s %7s", rows[i].label, a, s);
         if (is_cause)
-            attroff(A_BOLD);
+            attroff(TML_ATTR_BOLD);
         sparkline(v, line++, x + 33, w - 35, tml__json_path(doc, rows[i].series));
     }
     return h;
@@ -555,11 +551,11 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
     frame(y, x, h, w, "RANKS  live window averages");
     /* several nodes: each rank's node CPU, so every node's load is seen */
     int nodes = several_nodes(doc);
-    attron(A_DIM);
+    attron(TML_ATTR_DIM);
     putf(y + 1, x + 2, w - 4,
          "rank         steps    step      p90     input   forward  backward  optimizer%s",
          nodes ? "  node CPU" : "");
-    attroff(A_DIM);
+    attroff(TML_ATTR_DIM);
     /* the straggler of a straggler verdict, else the slowest rank */
     double strag = num_at(doc, "straggler_rank"), worst = num_at(doc, "worst_rank");
     const char *mark = strag >= 0 ? "  straggler" : "  worst";
@@ -576,7 +572,7 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
         tml__fmt_ms(num_at(r, "optimizer_ms"), s[5], 32);
         int is_worst = num_at(r, "rank") == worst;
         if (is_worst)
-            attron(A_BOLD);
+            attron(TML_ATTR_BOLD);
         const char *lab = str_at(r, "label");
         char cpu[32] = "";
         if (nodes) {
@@ -589,7 +585,7 @@ static int draw_ranks(const tml_json *doc, int y, int x, int w, int maxh)
              lab ? lab : "?", num_at(r, "steps_received"), s[0], s[1], s[2], s[3], s[4], s[5],
              cpu, is_worst ? mark : "");
         if (is_worst)
-            attroff(A_BOLD);
+            attroff(TML_ATTR_BOLD);
     }
     return h;
 }
@@ -634,11 +630,11 @@ static int also_rows(const tml_json *doc, int y, int W, int maxlines)
         const char *label = str_at(&also->items[i], "label");
         const char *sev = str_at(&also->items[i], "severity");
         const char *why = str_at(&also->items[i], "why");
-        int col = has_colors() ? sev_color(sev) : 0;
-        attron(col ? COLOR_PAIR(col) : 0);
+        int col = sev_color(sev);
+        attron(col);
         putf(y + n, 1, W - 2, "Also: %s (%s): %s", label ? label : "?", sev ? sev : "INFO",
              why ? why : "");
-        attroff(col ? COLOR_PAIR(col) : 0);
+        attroff(col);
         n++;
     }
     return n;
@@ -646,9 +642,9 @@ static int also_rows(const tml_json *doc, int y, int W, int maxlines)
 
 static void draw(tml_live_view *v)
 {
-    frame_utf8 = v->utf8;
-    erase();
-    int W = COLS, H = LINES;
+    screen = v->scr;
+    tml__screen_erase(screen);
+    int W = tml__screen_cols(screen), H = tml__screen_rows(screen);
     const tml_json *doc = v->doc;
     char hdr[512];
     /* no step yet (ranks still starting, records on their way): say so
@@ -679,24 +675,24 @@ static void draw(tml_live_view *v)
                 p[0] = ' ';
                 p[1] = '|';
             }
-    attron(A_REVERSE);
-    mvhline(0, 0, ' ', W);
+    attron(TML_ATTR_REVERSE);
+    tml__screen_fill(screen, 0, 0, " ", W);
     put(0, 0, W, hdr);
     put(0, W - 14 > 0 ? W - 14 : 0, 14, " q: hide view ");
-    attroff(A_REVERSE);
+    attroff(TML_ATTR_REVERSE);
 
     int y = 1;
     if (doc) {
         const char *label = str_at(doc, "verdict.label");
         const char *sev = str_at(doc, "verdict.severity");
-        int col = has_colors() ? sev_color(sev) : 0;
-        attron(A_BOLD | (col ? COLOR_PAIR(col) : 0));
+        int col = sev_color(sev);
+        attron(TML_ATTR_BOLD | col);
         putf(y, 1, W - 2, "Verdict: %s (%s)", label ? label : "NO DATA", sev ? sev : "INFO");
-        attroff(A_BOLD | (col ? COLOR_PAIR(col) : 0));
-        attron(A_DIM);
+        attroff(TML_ATTR_BOLD | col);
+        attron(TML_ATTR_DIM);
         putf(y, 1 + 14 + (int)strlen(label ? label : "NO DATA") + (int)strlen(sev ? sev : "INFO"),
              W - 40, "over the last %.0f steps", num_at(doc, "window.window_steps"));
-        attroff(A_DIM);
+        attroff(TML_ATTR_DIM);
         const char *why = str_at(doc, "verdict.why"), *next = str_at(doc, "verdict.next");
         why = why && *why ? why : "-";
         next = next && *next ? next : "-";
@@ -734,7 +730,7 @@ static void draw(tml_live_view *v)
         y += draw_ranks(doc, y, 0, W, maxh > 12 ? 12 : maxh);
     }
     draw_output(v, y, 0, W, H - y);
-    refresh();
+    tml__screen_refresh(screen);
 }
 
 /* ---- life cycle ---------------------------------------------------- */
@@ -750,36 +746,18 @@ static void size_pty(tml_live_view *v)
         return;
     struct winsize ws;
     memset(&ws, 0, sizeof(ws));
-    ws.ws_col = (unsigned short)(v->full && !v->hidden ? (COLS > 8 ? COLS - 4 : 4) : 80);
-    ws.ws_row = (unsigned short)(v->full && !v->hidden ? (LINES > 4 ? LINES : 4) : 24);
-    if (!v->full || v->hidden) {
+    if (v->full && !v->hidden) {
+        int cols = tml__screen_cols(v->scr), rows = tml__screen_rows(v->scr);
+        ws.ws_col = (unsigned short)(cols > 8 ? cols - 4 : 4);
+        ws.ws_row = (unsigned short)(rows > 4 ? rows : 4);
+    } else {
+        ws.ws_col = 80;
+        ws.ws_row = 24;
         struct winsize real;
         if (ioctl(1, TIOCGWINSZ, &real) == 0 && real.ws_col)
             ws = real;
     }
     tml__drain_resize(&v->drain, &ws);
-}
-
-/* The bytes that give the terminal back when the launcher is killed while
- * it draws (the drainer writes them): attributes off, the cursor shown,
- * the normal screen back; terminfo's padding ("$<5>") left out. */
-static void leave_screen_bytes(char *out, size_t cap)
-{
-    static const char *const caps[] = {"sgr0", "cnorm", "rmcup"};
-    size_t n = 0;
-    for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
-        const char *s = tigetstr(caps[k]);
-        if (!s || s == (char *)-1)
-            continue;
-        for (; *s && n + 1 < cap; s++) {
-            const char *end = s[0] == '$' && s[1] == '<' ? strchr(s, '>') : NULL;
-            if (end)
-                s = end;
-            else
-                out[n++] = *s;
-        }
-    }
-    out[n] = '\0';
 }
 
 /* Full screen, with the training's output through a pty and its drainer;
@@ -788,27 +766,12 @@ static void start_full_screen(tml_live_view *v)
 {
     struct termios before;
     int have_tty = tcgetattr(1, &before) == 0;
-    /* newterm, unlike initscr, returns NULL for an unknown TERM */
-    v->scr = newterm(NULL, stdout, stdin);
+    v->scr = tml__screen_new(0, 1, v->utf8);
     if (!v->scr)
         return;
-    cbreak();
-    noecho();
-    nodelay(stdscr, TRUE);
-    keypad(stdscr, TRUE);
-    curs_set(0);
-    if (has_colors()) {
-        start_color();
-        use_default_colors();
-        init_pair(C_CRIT, COLOR_RED, -1);
-        init_pair(C_WARN, COLOR_YELLOW, -1);
-        init_pair(C_OK, COLOR_GREEN, -1);
-    }
-    char leave[256];
-    leave_screen_bytes(leave, sizeof(leave));
-    if (tml__drain_start(&v->drain, v->out_path, have_tty ? &before : NULL, leave) < 0) {
-        endwin();
-        delscreen(v->scr);
+    if (tml__drain_start(&v->drain, v->out_path, have_tty ? &before : NULL,
+                         TML_SCREEN_LEAVE) < 0) {
+        tml__screen_free(v->scr);
         v->scr = NULL;
         return;
     }
@@ -915,10 +878,10 @@ void tml__view_poll(tml_live_view *v, int timeout_ms)
     int redraw = 0;
     if (v->full && !v->hidden) {
         int ch;
-        while ((ch = getch()) != ERR) {
+        while ((ch = tml__screen_key(v->scr)) != TML_KEY_NONE) {
             if (ch == 'q' || ch == 'Q') {
                 v->hidden = 1;
-                endwin();
+                tml__screen_end(v->scr);
                 if (v->draining)
                     tml__drain_set_screen(&v->drain, 0);
                 size_pty(v);
@@ -927,7 +890,7 @@ void tml__view_poll(tml_live_view *v, int timeout_ms)
                 write_all(1, msg, sizeof(msg) - 1);
                 return;
             }
-            if (ch == KEY_RESIZE) {
+            if (ch == TML_KEY_RESIZE) {
                 size_pty(v);
                 redraw = 1;
             }
@@ -964,7 +927,7 @@ void tml__view_end(tml_live_view *v)
         v->next_fetch_ms = 0;
         fetch(v);
         draw(v);
-        endwin();
+        tml__screen_end(v->scr);
     }
     v->ended = 1;
     if (v->full && !v->hidden) {
@@ -996,8 +959,7 @@ void tml__view_free(tml_live_view *v)
     if (!v)
         return;
     tml__view_end(v);
-    if (v->scr)
-        delscreen(v->scr);
+    tml__screen_free(v->scr);
     tml__json_free(v->doc);
     free(v->lines);
     free(v);

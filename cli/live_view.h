@@ -11,8 +11,9 @@
  *     tml__view_end(v);                          // terminal back as it was
  *     tml__view_free(v);
  *
- * Full screen (ncursesw) when stdout and stdin are terminals that terminfo
- * knows (TERM not "dumb"); otherwise plain text lines every interval. In
+ * Full screen (screen.h: any ANSI terminal) when stdout and stdin are
+ * terminals and TERM is set and not "dumb"; otherwise plain text lines
+ * every interval. In
  * full screen the training's output goes through a pseudo-terminal (so it
  * stays line-buffered, as on a terminal) that a drainer process empties
  * into <run_dir>/training_output.log (drain.h); the view tails that file

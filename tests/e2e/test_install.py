@@ -8,9 +8,12 @@ virtual environments beside the test venv (.venv/, which has torch):
   `auditwheel show` agree; `pip wheel .` of the checkout gives the same
   tags; it installs into CPython 3.10 and every later one here and traces
   a training (on the fake torch); installed into a fresh venv, its extension, library and binary need
-  no libsqlite3 or libncursesw (ldd), and with those hidden (a mount
+  no libsqlite3, libncursesw or libtinfo (ldd), and with those hidden (a mount
   namespace) `traceml run` trains the quickstart, the terminal view runs
   under tmux and the dashboard serves;
+- the sdist installed with pip into a fresh venv where the system's SQLite
+  and ncurses (headers, static and shared libraries) are hidden: it builds
+  with only a C compiler and Python, and `traceml run` trains the quickstart;
 - the wheel installed offline (--no-index) into a fresh venv works:
   `traceml`, the import, and the C API through `traceml config --cflags --libs`;
 - `pip install -e .` and `uv pip install .`;
@@ -131,7 +134,8 @@ def test_sdist_and_wheel_contents(dist):
         names = [n.split("/", 1)[1] for n in t.getnames() if "/" in n]
     for need in ("Makefile", "setup.py", "pyproject.toml", "scripts/gen-web-assets",
                  "include/traceml/traceml.h", "python/_traceml.c", "web/report.js",
-                 "web/gen/dygraphs.c"):
+                 "web/gen/dygraphs.c", "third_party/sqlite/sqlite3.c",
+                 "third_party/sqlite/sqlite3.h", "cli/screen.c"):
         assert need in names, need
     assert not [n for n in names if n.startswith(("build/", ".venv/")) or n.endswith((".o", ".so"))]
     with zipfile.ZipFile(wheel) as z:
@@ -142,7 +146,7 @@ def test_sdist_and_wheel_contents(dist):
                  "traceml_ai/include/traceml/traceml.h", "traceml_ai/_traceml.abi3.so"):
         assert need in info, need
     assert [n for n in info if n.startswith("traceml_ai/_traceml.")] == ["traceml_ai/_traceml.abi3.so"]
-    # the library and the binary: at most 2 MB each, SQLite and ncurses inside
+    # the library and the binary: at most 2 MB each, SQLite inside
     for big in ("traceml_ai/lib/libtraceml.so", "traceml_ai/bin/traceml"):
         assert info[big].file_size <= 2 * 1024 * 1024, (big, info[big].file_size)
     with zipfile.ZipFile(wheel) as z:
@@ -293,9 +297,8 @@ def test_wheel_runs_without_system_sqlite_or_ncurses(wheel_torch_venv, tmp_path)
     assert "TraceML Run Summary" in p.stdout and "Verdict: INPUT-BOUND" in p.stdout, p.stdout[-3000:]
     assert json.loads((logs / "qs" / "final_summary.json").read_text())["meta"]["common_steps"] > 0
 
-    # the terminal view under tmux: ncurses linked in, the terminfo database
-    # (/usr/share/terminfo, /lib/terminfo, ...) found at run time for the
-    # TERM tmux sets
+    # the terminal view under tmux: its own escape sequences, no curses and
+    # no terminal database
     train = [os.path.join(REPO, "tests", "e2e", "live", "live_train.py"), "--steps", "900"]
     cmd, env = hiding(v, tmp_path, [traceml, "run", "--mode", "cli", "--interval", "0.25",
                                     "--logs-dir", logs, "--run-name", "cli"] + train)
@@ -346,6 +349,97 @@ def test_wheel_runs_without_system_sqlite_or_ncurses(wheel_torch_venv, tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+# Building from the sdist needs only a C compiler and Python (issue 27):
+# SQLite's and ncurses' headers and libraries, development files and
+# run-time ones alike, hidden from the build and from what it built.
+SYSTEM_DEV = ("/usr/include/sqlite3*.h", "/usr/include/*curses*.h", "/usr/include/term.h",
+              "/usr/include/termcap.h", "/usr/include/unctrl.h", "/usr/include/*/sqlite3*.h",
+              "/usr/include/*/*curses*.h", "/usr/lib/*/libsqlite3.*", "/usr/lib/*/libncurses*",
+              "/usr/lib/*/libtinfo.*", "/lib/*/libsqlite3.*", "/lib/*/libncurses*",
+              "/lib/*/libtinfo.*")
+
+# Run "$@" in a mount namespace where each of $HIDE_FILES is an empty file
+# and each of $HIDE_DIRS an empty folder, after checking that a program
+# using SQLite, or curses, no longer compiles and links.
+HIDE_DEV_SH = r"""
+set -e
+empty=$1; emptydir=$2; probes=$3; shift 3
+for f in $HIDE_FILES; do mount --bind "$empty" "$f"; done
+for d in $HIDE_DIRS; do mount --bind "$emptydir" "$d"; done
+if cc -o "$probes/sqlite" "$probes/sqlite.c" -lsqlite3 2>/dev/null; then
+    echo "hide: SQLite still builds" >&2; exit 97
+fi
+if cc -o "$probes/curses" "$probes/curses.c" -lncursesw 2>/dev/null ||
+   cc -o "$probes/curses" "$probes/curses.c" -lncurses 2>/dev/null; then
+    echo "hide: ncurses still builds" >&2; exit 97
+fi
+exec "$@"
+"""
+
+
+def hiding_dev(tmp_path, argv, **env):
+    """argv run with SYSTEM_DEV hidden (and the environment it needs)."""
+    files, dirs = set(), {"/usr/include/ncursesw", "/usr/include/ncurses"}
+    for pattern in SYSTEM_DEV:
+        for f in glob.glob(pattern):
+            r = os.path.realpath(f)
+            (dirs if os.path.isdir(r) else files).add(r)
+    dirs = {d for d in dirs if os.path.isdir(d)}
+    probes = tmp_path / "probes"
+    probes.mkdir(exist_ok=True)
+    (probes / "sqlite.c").write_text("#include <sqlite3.h>\n"
+                                     "int main(void) { return sqlite3_libversion_number(); }\n")
+    (probes / "curses.c").write_text("#include <curses.h>\n"
+                                     "int main(void) { initscr(); return endwin(); }\n")
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    emptydir = tmp_path / "emptydir"
+    emptydir.mkdir(exist_ok=True)
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE_DEV_SH, "sh",
+           str(empty), str(emptydir), str(probes)] + [str(a) for a in argv]
+    return cmd, base_env(HIDE_FILES=" ".join(sorted(files)), HIDE_DIRS=" ".join(sorted(dirs)),
+                         **env)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="needs root (a mount namespace) and unshare")
+def test_sdist_builds_with_only_a_compiler(dist, tmp_path):
+    """`pip install traceml_ai-*.tar.gz` into a fresh venv where the system
+    has no SQLite and no ncurses, headers or libraries (nor xxd, nor the
+    chart library): it builds (SQLite from third_party/, the terminal view
+    on its own escape sequences), links neither, and `traceml run` trains
+    the quickstart to its box with them still hidden."""
+    sdist = dist[0]
+    v = venv(tmp_path / "venv")
+    bare = path_without("xxd", str(tmp_path / "bin"))
+    cmd, env = hiding_dev(tmp_path, [v / "bin" / "python", "-m", "pip", "install", "--no-deps",
+                                     "--no-cache-dir", sdist],
+                          PATH=bare, TRACEML_DYGRAPHS_DIR="/nonexistent/dygraphs")
+    ok(sh(cmd, env=env, cwd=str(tmp_path), timeout=1200))
+    pkg = ok(sh([v / "bin" / "python", "-c", "import os, traceml_ai; "
+                 "print(os.path.dirname(traceml_ai.__file__))"])).stdout.strip()
+    assert pkg.startswith(str(v)), pkg
+    for f in [os.path.join(pkg, "_traceml.abi3.so"), os.path.join(pkg, "lib", "libtraceml.so"),
+              os.path.join(pkg, "bin", "traceml")]:
+        ldd = ok(sh(["ldd", f])).stdout
+        assert "not found" not in ldd, ldd
+        for lib in ("libsqlite3", "libncurses", "libtinfo"):
+            assert lib not in ldd, (f, ldd)
+    # the test venv's torch (a .pth file), for the quickstart
+    torch_site = ok(sh([PYTHON, "-c", "import os, torch; "
+                        "print(os.path.dirname(os.path.dirname(torch.__file__)))"])).stdout.strip()
+    site = ok(sh([v / "bin" / "python", "-c", "import sysconfig; "
+                  "print(sysconfig.get_paths()['purelib'])"])).stdout.strip()
+    with open(os.path.join(site, "zz_test_venv_torch.pth"), "w") as f:
+        f.write(torch_site + "\n")
+    logs = tmp_path / "logs"
+    cmd, env = hiding_dev(tmp_path, [v / "bin" / "traceml", "run", "--logs-dir", logs,
+                                     "--run-name", "qs", os.path.join(EXAMPLES, "quickstart.py")])
+    p = ok(sh(cmd, env=env, cwd=str(tmp_path), timeout=300))
+    assert "TraceML Run Summary" in p.stdout and "Verdict: INPUT-BOUND" in p.stdout, p.stdout[-3000:]
+    assert json.loads((logs / "qs" / "final_summary.json").read_text())["meta"]["common_steps"] > 0
 
 
 def cpythons():
