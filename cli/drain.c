@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fs.h"
 
 enum { SCREEN_FULL, SCREEN_PLAIN, SCREEN_ENDED };
 
@@ -71,20 +72,6 @@ struct tml_drain_share {
 /* On a takeover, output the launcher had not shown is replayed up to this
  * much (a launcher stopped for an hour, then killed: the log has it all). */
 #define REPLAY_MAX_BYTES (64u * 1024u)
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* ---- the drainer (a forked child; never returns) ------------------- */
 
@@ -166,7 +153,7 @@ static int replay(const tml_drain *d, uint64_t from)
             cut = 0;
             p = nl + 1;
         }
-        if (write_all(1, p, (size_t)(buf + r - p)) < 0)
+        if (tml__write_all(1, p, (size_t)(buf + r - p)) < 0)
             return -1;
     }
     return 0;
@@ -183,7 +170,7 @@ static int take_over(const tml_drain *d, pid_t launcher, const struct termios *s
         struct termios now;
         if (d->have_tty && screen_tty && tcgetattr(1, &now) == 0 && same_tty(&now, screen_tty))
             tcsetattr(1, TCSANOW, &d->tty_before);
-        write_all(1, d->leave_screen, strlen(d->leave_screen));
+        tml__write_all(1, d->leave_screen, strlen(d->leave_screen));
     }
     if (screen != SCREEN_ENDED) {
         char note[4400];
@@ -191,7 +178,7 @@ static int take_over(const tml_drain *d, pid_t launcher, const struct termios *s
                          "training goes on and its output follows (all of it: %s)\n",
                          (int)launcher, d->log_path);
         if (n > 0)
-            write_all(1, note, (size_t)n < sizeof(note) ? (size_t)n : sizeof(note) - 1);
+            tml__write_all(1, note, (size_t)n < sizeof(note) ? (size_t)n : sizeof(note) - 1);
     }
     return replay(d, shown) < 0 ? -1 : 1;
 }
@@ -234,8 +221,8 @@ static void drainer(const tml_drain *d, int alive_rd)
         }
         if (r <= 0)
             break;   /* EIO: every writer has closed the slave */
-        write_all(d->log_wr, buf, (size_t)r);   /* a full disk costs the log, not the run */
-        if (term >= 0 && write_all(1, buf, (size_t)r) < 0)
+        tml__write_all(d->log_wr, buf, (size_t)r);   /* a full disk costs the log, not the run */
+        if (term >= 0 && tml__write_all(1, buf, (size_t)r) < 0)
             term = -1;   /* the terminal is gone (hung up) */
     }
     _exit(0);
@@ -364,7 +351,7 @@ static void pump_pty(tml_drain *d)
             return;
         }
         if (d->log_wr >= 0)
-            write_all(d->log_wr, buf, (size_t)r);
+            tml__write_all(d->log_wr, buf, (size_t)r);
     }
 }
 

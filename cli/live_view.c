@@ -55,6 +55,7 @@
 #include "screen.h"
 #include "base/json.h"
 #include "base/fmt.h"
+#include "base/fs.h"
 #include "base/strbuf.h"
 
 /* The rows the timing and resource panels need under the verdict: the
@@ -207,24 +208,11 @@ static void feed_output(tml_live_view *v, const char *p, size_t n)
     }
 }
 
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0 && fd >= 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 static void show_output(void *ctx, const char *p, size_t n)
 {
     tml_live_view *v = ctx;
     if (v->hidden || !v->full)
-        write_all(1, p, n);
+        tml__write_all(1, p, n);
     else
         feed_output(v, p, n);
 }
@@ -856,8 +844,8 @@ static void plain_line(tml_live_view *v)
     const char *line = str_at(v->doc, "line");
     if (line) {
         fflush(stdout);
-        write_all(1, line, strlen(line));
-        write_all(1, "\n", 1);
+        tml__write_all(1, line, strlen(line));
+        tml__write_all(1, "\n", 1);
     }
 }
 
@@ -887,7 +875,7 @@ void tml__view_poll(tml_live_view *v, int timeout_ms)
                 size_pty(v);
                 const char msg[] = "traceml: live view hidden; training continues, "
                                    "the summary follows at the end.\n";
-                write_all(1, msg, sizeof(msg) - 1);
+                tml__write_all(1, msg, sizeof(msg) - 1);
                 return;
             }
             if (ch == TML_KEY_RESIZE) {
@@ -944,7 +932,7 @@ void tml__view_end(tml_live_view *v)
                 tml__sb_addf(&sb, "  %s\n", v->lines[(v->head + OUT_LINES - back) % OUT_LINES]);
             }
             if (!sb.failed)
-                write_all(1, sb.buf, sb.len);
+                tml__write_all(1, sb.buf, sb.len);
             tml__sb_release(&sb);
         }
     }

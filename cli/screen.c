@@ -42,6 +42,7 @@
 #include <unistd.h>
 #include <wchar.h>
 
+#include "base/fs.h"
 #include "base/strbuf.h"
 
 #define ENTER "\033[?1049h\033[?7l\033[?25l\033[0m\033[H\033[2J"
@@ -72,19 +73,6 @@ struct tml_screen {
 static tml_screen *the_screen;   /* the one active, for the handlers */
 static volatile sig_atomic_t size_changed;
 
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 /* ---- signals ------------------------------------------------------- */
 
 static void on_winch(int sig)
@@ -100,7 +88,7 @@ static void on_tstp(int sig)
     tml_screen *s = the_screen;
     int saved_errno = errno;
     if (s && s->active) {
-        write_all(s->out, TML_SCREEN_LEAVE, sizeof(TML_SCREEN_LEAVE) - 1);
+        tml__write_all(s->out, TML_SCREEN_LEAVE, sizeof(TML_SCREEN_LEAVE) - 1);
         tcsetattr(s->in, TCSADRAIN, &s->saved);
     }
     struct sigaction dfl, mine;
@@ -115,7 +103,7 @@ static void on_tstp(int sig)
     sigaction(sig, &mine, NULL);
     if (s && s->active) {
         tcsetattr(s->in, TCSADRAIN, &s->raw);
-        write_all(s->out, ENTER, sizeof(ENTER) - 1);
+        tml__write_all(s->out, ENTER, sizeof(ENTER) - 1);
     }
     size_changed = 1;   /* a full redraw, at whatever size it now has */
     errno = saved_errno;
@@ -209,7 +197,7 @@ tml_screen *tml__screen_new(int in_fd, int out_fd, int utf8)
     s->active = 1;
     catch_signals(s);
     size_changed = 0;
-    write_all(s->out, ENTER, sizeof(ENTER) - 1);
+    tml__write_all(s->out, ENTER, sizeof(ENTER) - 1);
     return s;
 fail:
     free(s->frame);
@@ -227,7 +215,7 @@ void tml__screen_end(tml_screen *s)
     if (s->tstp_caught)
         sigaction(SIGTSTP, &s->old_tstp, NULL);
     s->tstp_caught = 0;
-    write_all(s->out, TML_SCREEN_LEAVE, sizeof(TML_SCREEN_LEAVE) - 1);
+    tml__write_all(s->out, TML_SCREEN_LEAVE, sizeof(TML_SCREEN_LEAVE) - 1);
     tcsetattr(s->in, TCSADRAIN, &s->saved);
     the_screen = NULL;
 }
@@ -391,7 +379,7 @@ void tml__screen_refresh(tml_screen *s)
         s->repaint = 1;
         return;
     }
-    write_all(s->out, sb->buf, sb->len);
+    tml__write_all(s->out, sb->buf, sb->len);
 }
 
 /* ---- keys ---------------------------------------------------------- */

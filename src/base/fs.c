@@ -79,18 +79,8 @@ int tml__write_file(const char *path, const char *data, size_t len, unsigned mod
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         return TML_EIO;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            goto fail;
-        }
-        off += (size_t)w;
-    }
+    if (tml__write_all(fd, data, len) < 0)
+        goto fail;
     if (close(fd) < 0) {
         fd = -1;
         goto fail;
@@ -118,4 +108,22 @@ int tml__write_file_atomic(const char *dir, const char *name, const char *data, 
         return TML_EIO;
     }
     return tml__write_file(dst, data, len, mode);
+}
+
+int tml__write_all(int fd, const void *data, size_t n)
+{
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }

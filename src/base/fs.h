@@ -19,5 +19,8 @@ int tml__write_file(const char *path, const char *data, size_t len, unsigned mod
 /* The same for dir/name. */
 int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
                            unsigned mode);
+/* All n bytes to fd, again after EINTR: 0, or -1 (errno set; EIO when
+ * write(2) wrote nothing). Only write(2): safe in a signal handler. */
+int tml__write_all(int fd, const void *data, size_t n);
 
 #endif
