@@ -204,18 +204,23 @@ def test_pip_wheel_of_the_checkout(tmp_path):
     assert re.search(WHEEL_RE, wheel), wheel
 
 
-@pytest.fixture(scope="session")
-def wheel_torch_venv(dist, tmp_path_factory):
-    """A fresh venv with the wheel installed, and the test venv's torch
-    (a .pth file: traceml_ai comes from the wheel, torch from .venv)."""
-    v = venv(tmp_path_factory.mktemp("wheel_torch") / "venv")
-    ok(sh([v / "bin" / "python", "-m", "pip", "install", "--no-index", "--no-deps", dist[1]]))
+def with_test_torch(v):
+    """The test venv's torch seen from venv v (a .pth file)."""
     torch_site = ok(sh([PYTHON, "-c", "import os, torch; "
                         "print(os.path.dirname(os.path.dirname(torch.__file__)))"])).stdout.strip()
     site = ok(sh([v / "bin" / "python", "-c", "import sysconfig; "
                   "print(sysconfig.get_paths()['purelib'])"])).stdout.strip()
     with open(os.path.join(site, "zz_test_venv_torch.pth"), "w") as f:
         f.write(torch_site + "\n")
+
+
+@pytest.fixture(scope="session")
+def wheel_torch_venv(dist, tmp_path_factory):
+    """A fresh venv with the wheel installed, and the test venv's torch
+    (a .pth file: traceml_ai comes from the wheel, torch from .venv)."""
+    v = venv(tmp_path_factory.mktemp("wheel_torch") / "venv")
+    ok(sh([v / "bin" / "python", "-m", "pip", "install", "--no-index", "--no-deps", dist[1]]))
+    with_test_torch(v)
     p = ok(sh([v / "bin" / "python", "-c", "import traceml_ai, torch; print(traceml_ai.__file__)"]))
     assert p.stdout.startswith(str(v)), p.stdout
     return v
@@ -427,13 +432,7 @@ def test_sdist_builds_with_only_a_compiler(dist, tmp_path):
         assert "not found" not in ldd, ldd
         for lib in ("libsqlite3", "libncurses", "libtinfo"):
             assert lib not in ldd, (f, ldd)
-    # the test venv's torch (a .pth file), for the quickstart
-    torch_site = ok(sh([PYTHON, "-c", "import os, torch; "
-                        "print(os.path.dirname(os.path.dirname(torch.__file__)))"])).stdout.strip()
-    site = ok(sh([v / "bin" / "python", "-c", "import sysconfig; "
-                  "print(sysconfig.get_paths()['purelib'])"])).stdout.strip()
-    with open(os.path.join(site, "zz_test_venv_torch.pth"), "w") as f:
-        f.write(torch_site + "\n")
+    with_test_torch(v)                        # for the quickstart
     logs = tmp_path / "logs"
     cmd, env = hiding_dev(tmp_path, [v / "bin" / "traceml", "run", "--logs-dir", logs,
                                      "--run-name", "qs", os.path.join(EXAMPLES, "quickstart.py")])
