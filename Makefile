@@ -168,7 +168,12 @@ $(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
 
 $(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(TEST_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
+
+# A unit test of a CLI file links that file's object too: test_config,
+# the project file's parser (cli/config_file.c, pure).
+$(B)/tests/test_config: TEST_OBJ = $(B)/obj/cli/config_file.o
+$(B)/tests/test_config: $(B)/obj/cli/config_file.o
 
 $(B)/bench/%: bench/%.c $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)

@@ -58,6 +58,14 @@ int tml__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void tml__cli_die(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void tml__cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One warning when the dashboard's address bind is not loopback (0.0.0.0:
+ * every interface), naming where the setting came from ("--dashboard-bind",
+ * "dashboard-bind in traceml.yaml:3"). */
+void tml__cli_warn_exposed(const char *bind, const char *from);
+/* While where is set ("traceml.yaml:3": the value being checked came from
+ * there), every error line names it first: "traceml: error: WHERE: ...".
+ * NULL clears it. The string must outlive the setting. */
+void tml__cli_origin(const char *where);
 
 /* Matches argv[*i] against option `name` ("--run-name"). Flags (value
  * NULL) match "--name" only. Valued options match "--name V" (advancing
@@ -78,11 +86,34 @@ int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *tab
 long tml__cli_long(const char *opt, const char *s, long min, long max);
 double tml__cli_double(const char *opt, const char *s, double min, double max);
 
-/* config_file.c: the defaults of ./traceml.yaml (or [tool.traceml] of
- * ./pyproject.toml) as "--option[=value]" strings (*n of them, NULL and
- * 0 without a file; *path its name); its thresholds go to
- * TRACEML_THRESHOLDS unless that is set. A malformed file dies (exit 2). */
-char **tml__cli_config_options(int *n, const char **path);
+/* config_file.c: the defaults of ./traceml.yaml (else ./traceml.yml, else
+ * the [tool.traceml] table of ./pyproject.toml), as "--key=value" options
+ * (the key normalized: "logs_dir" is "--logs-dir"; flags as "=true" or
+ * "=false") with the line of each. Owned by the struct: release it. */
+#define TML_CLI_CONFIG_MAX (1u << 20)   /* a bigger file is no options file */
+struct tml_cli_config_key;
+typedef struct tml_cli_config {
+    char path[32];            /* the file read; "" when there is none */
+    char **argv;              /* n options, NULL-terminated */
+    int *line;                /* line[k]: the file's line of argv[k], from 1 */
+    int n;
+    char thresholds[1024];    /* the thresholds map, "key=value,..."; "" */
+    int thresholds_line;      /* the map's first entry */
+    char err[512];            /* on failure: "FILE:LINE: why", one line */
+    struct tml_cli_config_key *keys;   /* private: every key, for duplicates */
+    size_t nkeys, kcap, cap, lcap;
+} tml_cli_config;
+/* Parses a file's text (len bytes; path decides the syntax: *.toml is a
+ * pyproject.toml, anything else YAML): pure, prints nothing. 0, or -1
+ * with c->err. Release c either way. */
+int tml__cli_config_parse(tml_cli_config *c, const char *path, const char *text, size_t len);
+/* Finds, reads and parses the file of the current folder; sets
+ * TRACEML_THRESHOLDS from its thresholds unless set. 0 (c->path "" when
+ * there is none), or -1 with c->err: a candidate that exists but is not
+ * a readable regular file of at most TML_CLI_CONFIG_MAX bytes is an
+ * error, never skipped for the next. */
+int tml__cli_config_load(tml_cli_config *c);
+void tml__cli_config_release(tml_cli_config *c);
 
 /* `__aggregate --launch WORD`: how `traceml run` ran the training
  * ("zero-edit", "no-auto-trace", "command"; anything else: unknown). */

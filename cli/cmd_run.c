@@ -44,6 +44,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,17 @@ static const tml_cli_legacy legacy_opts[] = {
     {"--no-dashboard-auto-open", 0, "nothing opens a browser by itself"},
 };
 
+/* The options without a value; a project file sets them true or false. */
+static const struct {
+    const char *name;
+    size_t off;   /* the int in run_opts it sets */
+} run_flags[] = {
+    {"--html-report", offsetof(run_opts, html)},
+    {"--disable-traceml", offsetof(run_opts, disabled)},
+    {"--disable_traceml", offsetof(run_opts, disabled)},   /* 0.5.0's alias */
+    {"--no-auto-trace", offsetof(run_opts, no_auto_trace)},
+};
+
 /* Consumes TraceML's option at argv[*i]: 1 taken, 0 not one of ours. */
 static int take_option(int argc, char **argv, int *i, run_opts *o)
 {
@@ -202,20 +214,78 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
         o->interval = tml__cli_double("--interval", v, 0.01, 3600.0);
     else if (tml__cli_opt(argc, argv, i, "--window-steps", &v) ||
              tml__cli_opt(argc, argv, i, "--summary-window-rows", &v))
-        o->window_steps = tml__cli_long(a, v, 2, 10000);
+        o->window_steps = tml__cli_long(strncmp(a, "--window-steps", 14) == 0
+                                            ? "--window-steps" : "--summary-window-rows",
+                                        v, 2, 10000);
     else if (tml__cli_opt(argc, argv, i, "--finalize-timeout-sec", &v))
         finalize_timeout_s = tml__cli_double("--finalize-timeout-sec", v, 0.1, 86400);
-    else if (tml__cli_opt(argc, argv, i, "--html-report", NULL))
-        o->html = 1;
-    else if (tml__cli_opt(argc, argv, i, "--disable-traceml", NULL) ||
-             tml__cli_opt(argc, argv, i, "--disable_traceml", NULL))   /* 0.5.0's alias */
-        o->disabled = 1;
-    else if (tml__cli_opt(argc, argv, i, "--no-auto-trace", NULL))
-        o->no_auto_trace = 1;
-    else
+    else {
+        for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
+            if (tml__cli_opt(argc, argv, i, run_flags[k].name, NULL)) {
+                *(int *)(void *)((char *)o + run_flags[k].off) = 1;
+                return 1;
+            }
         return tml__cli_legacy_opt(argc, argv, i, legacy_opts,
                                    sizeof(legacy_opts) / sizeof(legacy_opts[0]));
+    }
     return 1;
+}
+
+/* An option without a value ("--html-report"), ours or 0.5.0's. */
+static int is_flag(const char *name)
+{
+    for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
+        if (strcmp(name, run_flags[k].name) == 0)
+            return 1;
+    for (size_t k = 0; k < sizeof(legacy_opts) / sizeof(legacy_opts[0]); k++)
+        if (!legacy_opts[k].value && strcmp(name, legacy_opts[k].name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The project's file (config_file.c): its options, kept for the run's
+ * life, so that a value still pointing into them came from it. */
+static tml_cli_config project;
+
+/* "traceml.yaml:3" when value is the one that line gave, else NULL. */
+static const char *from_file(const char *value)
+{
+    static char where[64];
+    for (int k = 0; value && k < project.n; k++) {
+        const char *eq = strchr(project.argv[k], '=');
+        if (eq && value == eq + 1) {
+            snprintf(where, sizeof(where), "%s:%d", project.path, project.line[k]);
+            return where;
+        }
+    }
+    return NULL;
+}
+
+/* The file's options, parsed as if typed first; any error names its line. */
+static void take_file_options(run_opts *o)
+{
+    if (tml__cli_config_load(&project) < 0)
+        tml__cli_die(TML_EXIT_USAGE, "%s", project.err);
+    char where[64], name[80];
+    tml__cli_origin(where);
+    for (int k = 0; k < project.n; k++) {
+        char *opt = project.argv[k], *val = strchr(opt, '=') + 1;
+        int i = 0;
+        snprintf(where, sizeof(where), "%s:%d", project.path, project.line[k]);
+        snprintf(name, sizeof(name), "%.*s", (int)(val - 1 - opt), opt);
+        if (is_flag(name)) {
+            char *flag[] = {name, NULL};
+            if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)
+                tml__cli_die(TML_EXIT_USAGE, "'%s' is a flag: true or false, got '%s'",
+                             name + 2, val);
+            if (strcmp(val, "true") == 0)
+                take_option(1, flag, &i, o);
+        } else if (!take_option(1, project.argv + k, &i, o)) {
+            tml__cli_die(TML_EXIT_USAGE, "unknown key '%s' (the keys are the options of "
+                         "'traceml run', see 'traceml help run')", name + 2);
+        }
+    }
+    tml__cli_origin(NULL);
 }
 
 /* Splits --args "..." as a shell would split words: blanks separate, '...'
@@ -335,14 +405,7 @@ static void parse(int argc, char **argv, run_opts *o)
     o->dashboard_port = 8765;
     o->interval = 1.0;
     /* the project's defaults (traceml.yaml, pyproject.toml), then the command line */
-    const char *file = NULL;
-    int nf = 0;
-    char **fopts = tml__cli_config_options(&nf, &file);
-    for (int k = 0; k < nf; k++)
-        if (!take_option(nf, fopts, &k, o))
-            tml__cli_die(TML_EXIT_USAGE, "%s: unknown key '%.*s' (the keys are the options of "
-                         "'traceml run', see 'traceml help run')", file,
-                         (int)strcspn(fopts[k] + 2, "="), fopts[k] + 2);
+    take_file_options(o);
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -417,9 +480,11 @@ static int validate_dist(run_opts *o)
     return 0;
 }
 
-/* Everything that can be checked before creating anything. */
-static int validate(run_opts *o, char *prog, size_t cap)
+/* Everything that can be checked before creating anything; an error
+ * about a value from the project's file names its line. */
+static int check_all(run_opts *o, char *prog, size_t cap)
 {
+    tml__cli_origin(from_file(o->mode));
     if (strcmp(o->mode, "summary") != 0 && strcmp(o->mode, "cli") != 0 &&
         strcmp(o->mode, "dashboard") != 0)
         return tml__cli_error("--mode must be summary, cli or dashboard, got '%s'", o->mode);
@@ -427,8 +492,10 @@ static int validate(run_opts *o, char *prog, size_t cap)
     if (o->node_rank >= o->nnodes)
         return tml__cli_error("--node-rank %ld must be below --nnodes %ld", o->node_rank,
                               o->nnodes);
+    tml__cli_origin(from_file(o->master_addr));
     if (!*o->master_addr)
         return tml__cli_error("--master-addr must not be empty");
+    tml__cli_origin(NULL);
     if (validate_dist(o))
         return TML_EXIT_USAGE;
     if (o->ncmd == 0)
@@ -447,19 +514,34 @@ static int validate(run_opts *o, char *prog, size_t cap)
         if (access(script, R_OK) < 0)
             return tml__cli_error("script '%s' is not readable", script);
     }
+    tml__cli_origin(from_file(o->run_name));
     if (o->run_name && !tml__run_name_valid(o->run_name))
         return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",
                               o->run_name);
+    const char *where = from_file(o->logs_dir);
+    tml__cli_origin(where ? where : from_file(o->run_name));
     if (!o->disabled &&
         tml__cli_run_check(o->logs_dir, o->dist.host ? o->run_name : o->follower_dir))
         return TML_EXIT_USAGE;
     /* last: it starts the interpreter once (python.c) */
     if (!o->dashdash) {
-        if (tml__python_find(&o->py, o->python, 1))
+        static char from[80];   /* quoted by o->py for the run's life */
+        snprintf(from, sizeof(from), "--python");
+        if ((where = from_file(o->python)))
+            snprintf(from, sizeof(from), "'python' in %s", where);
+        tml__cli_origin(NULL);
+        if (tml__python_find(&o->py, o->python, from, 1))
             return TML_EXIT_USAGE;
         snprintf(prog, cap, "%s", o->py.path);
     }
     return 0;
+}
+
+static int validate(run_opts *o, char *prog, size_t cap)
+{
+    int rc = check_all(o, prog, cap);
+    tml__cli_origin(NULL);
+    return rc;
 }
 
 /* ---- environment of the training ---- */
@@ -1208,6 +1290,13 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
     if (strcmp(o->mode, "summary") != 0) {
         live_port_wanted = strcmp(o->mode, "dashboard") == 0 ? (int)o->dashboard_port : 0;
         live_interval_ms = (int)(o->interval * 1000.0);
+    }
+    if (live_port_wanted >= 0) {
+        const char *where = from_file(live_bind);
+        char from[96];
+        snprintf(from, sizeof(from), "%s%s", where ? "dashboard-bind in " : "--dashboard-bind",
+                 where ? where : "");
+        tml__cli_warn_exposed(live_bind, from);
     }
     if (start_aggregator(&ap, r, &o->dist) < 0) {
         tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "

@@ -177,8 +177,10 @@ int tml__cmd_serve(int argc, char **argv)
         return 1;
     }
     print_environment(&r, bind, tml__host_port(h));
-    if (dash)
+    if (dash) {
+        tml__cli_warn_exposed(dash_bind, "--dashboard-bind");
         print_dashboard(dash_bind, dash_port, tml__host_live_port(h), bind);
+    }
     tml_server_cmd cmd;
     tml__host_run(h, &cmd);
     tml__host_drain(h, 1500);

@@ -14,30 +14,58 @@
  *                                       input_warn = 0.15
  *
  * Only this flat shape is read (a YAML/TOML subset: no lists, no inline
- * tables, no multi-line values); anything else is one error line naming
- * the file and line. The command line wins over the file, and a
- * TRACEML_THRESHOLDS already set wins over the file's thresholds.
+ * tables, no multi-line values); anything else is one error naming the
+ * file and line. Every line counts (blank and comment lines too, as an
+ * editor numbers them), a UTF-8 byte order mark is skipped, and a key set
+ * twice is an error naming both lines: a file that says two things says
+ * neither.
  *
- * The file becomes options ("--mode=cli", "--html-report") that the
- * command parses as if typed first, so every value is checked the same way.
+ * The parser is pure (tml__cli_config_parse: bytes in, options or one
+ * message out, nothing printed, nothing exited) so that it can be fuzzed;
+ * tml__cli_config_load finds and reads the file. The options come out as
+ * "--key=value" strings, each with its line, which `traceml run` parses
+ * as if typed first, so every value is checked the same way and its error
+ * names the line (cmd_run.c).
  */
 #include "cli.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/array.h"
 #include "diag/diag.h"
 
-typedef struct cfg {
-    const char *path;
+typedef struct tml_cli_config_key {
+    char name[64];     /* normalized: '_' as '-' */
+    int map;           /* 1: inside the thresholds map */
     int line;
-    char **argv;             /* "--key=value" options, malloc'd */
-    size_t n, cap;
-    char thresholds[1024];   /* "key=value,..." */
+} tml_cli_config_key;
+
+/* The parse in progress: the result, the line being read, the map. */
+typedef struct cfg {
+    tml_cli_config *c;
+    int line;
+    int in_thresholds;
+    tml_thresholds th;
 } cfg;
+
+__attribute__((format(printf, 2, 3)))
+static int fail(cfg *p, const char *fmt, ...)
+{
+    tml_cli_config *c = p->c;
+    int n = snprintf(c->err, sizeof(c->err), "%s:%d: ", c->path, p->line);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof(c->err))
+        vsnprintf(c->err + n, sizeof(c->err) - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
 
 static char *trim(char *s)
 {
@@ -70,124 +98,229 @@ static char *value_of(char *v)
     return v;
 }
 
-static void add_option(cfg *c, const char *key, const char *val)
+/* A key set before in the same map: an error naming both lines. */
+static int remember_key(cfg *p, const char *key)
 {
-    char name[64], *opt;
-    snprintf(name, sizeof(name), "--%s", key);
-    for (char *p = name; *p; p++)
-        if (*p == '_')
-            *p = '-';
-    if (strcmp(val, "false") == 0)
-        return;
-    size_t n = strlen(name) + strlen(val) + 2;
-    if (!(opt = malloc(n)) || TML_GROW(c->argv, c->n + 2, c->cap) < 0)
-        tml__cli_die(1, "out of memory");
-    if (strcmp(val, "true") == 0)
-        snprintf(opt, n, "%s", name);
-    else
-        snprintf(opt, n, "%s=%s", name, val);
+    tml_cli_config *c = p->c;
+    tml_cli_config_key k;
+    memset(&k, 0, sizeof(k));
+    snprintf(k.name, sizeof(k.name), "%s", key);
+    for (char *s = k.name; *s; s++)
+        if (*s == '_' && !p->in_thresholds)
+            *s = '-';
+    k.map = p->in_thresholds;
+    k.line = p->line;
+    for (size_t i = 0; i < c->nkeys; i++)
+        if (c->keys[i].map == k.map && strcmp(c->keys[i].name, k.name) == 0)
+            return fail(p, "'%s' is set twice (also on %s:%d); say it once", key, c->path,
+                        c->keys[i].line);
+    if (TML_GROW(c->keys, c->nkeys + 1, c->kcap) < 0)
+        return fail(p, "out of memory");
+    c->keys[c->nkeys++] = k;
+    return 0;
+}
+
+static int add_option(cfg *p, const char *key, const char *val)
+{
+    tml_cli_config *c = p->c;
+    size_t n = strlen(key) + strlen(val) + 4;
+    char *opt = malloc(n);
+    if (!opt || TML_GROW(c->argv, (size_t)c->n + 2, c->cap) < 0 ||
+        TML_GROW(c->line, (size_t)c->n + 1, c->lcap) < 0) {
+        free(opt);
+        return fail(p, "out of memory");
+    }
+    snprintf(opt, n, "--%s=%s", key, val);
+    for (char *s = opt + 2; *s != '='; s++)
+        if (*s == '_')
+            *s = '-';
+    c->line[c->n] = p->line;
     c->argv[c->n++] = opt;
     c->argv[c->n] = NULL;
+    return 0;
 }
 
-static void add_threshold(cfg *c, const char *key, const char *val)
+static int add_threshold(cfg *p, const char *key, const char *val)
 {
+    tml_cli_config *c = p->c;
+    char item[160];
+    int w = snprintf(item, sizeof(item), "%s=%s", key, val);
+    if (w < 0 || (size_t)w >= sizeof(item) || tml__thresholds_set(&p->th, item, (size_t)w) < 0)
+        return fail(p, "threshold %s: '%s' is not a known key with a value in range "
+                    "(docs/diagnosis.md)", key, val);
     size_t len = strlen(c->thresholds);
-    if ((size_t)snprintf(c->thresholds + len, sizeof(c->thresholds) - len, "%s%s=%s",
-                         len ? "," : "", key, val) >= sizeof(c->thresholds) - len)
-        tml__cli_die(TML_EXIT_USAGE, "%s: too many thresholds", c->path);
+    if ((size_t)snprintf(c->thresholds + len, sizeof(c->thresholds) - len, "%s%s",
+                         len ? "," : "", item) >= sizeof(c->thresholds) - len)
+        return fail(p, "too many thresholds");
+    if (!c->thresholds_line)
+        c->thresholds_line = p->line;
+    return 0;
 }
 
-/* One "key<sep>value" line of a map; in_thresholds: the thresholds map. */
-static void entry(cfg *c, char *line, char sep, int in_thresholds)
+/* One "key<sep>value" line of a map. */
+static int entry(cfg *p, char *line, char sep)
 {
     char *at = strchr(line, sep);
     if (!at)
-        tml__cli_die(TML_EXIT_USAGE, "%s:%d: expected key %c value", c->path, c->line, sep);
+        return fail(p, "expected key %c value", sep);
     *at = '\0';
     char *key = trim(line), *val = value_of(at + 1);
     if (!*key)
-        tml__cli_die(TML_EXIT_USAGE, "%s:%d: a value without a key", c->path, c->line);
+        return fail(p, "a value without a key");
+    if (strlen(key) > 60 || strspn(key, "abcdefghijklmnopqrstuvwxyz"
+                                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != strlen(key))
+        return fail(p, "'%.60s' is not a key (letters, digits, '-' and '_')", key);
     if (*val == '[' || *val == '{')
-        tml__cli_die(TML_EXIT_USAGE, "%s:%d: '%s': lists and inline tables are not read "
-                     "here (one value per key)", c->path, c->line, key);
-    if (in_thresholds)
-        add_threshold(c, key, val);
-    else
-        add_option(c, key, val);
+        return fail(p, "'%s': lists and inline tables are not read here (one value per key)",
+                    key);
+    if (remember_key(p, key) < 0)
+        return -1;
+    return p->in_thresholds ? add_threshold(p, key, val) : add_option(p, key, val);
 }
 
-static void read_yaml(cfg *c, char *text)
+static int yaml_line(cfg *p, char *line)
 {
-    int in_thresholds = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        c->line++;
-        int indented = isspace((unsigned char)line[0]);
-        char *l = trim(line);
-        if (!*l || *l == '#' || strcmp(l, "---") == 0)
-            continue;
-        if (!indented) {
-            char *colon = strchr(l, ':');
-            in_thresholds = 0;
-            if (colon && (size_t)(colon - l) == 10 && strncmp(l, "thresholds", 10) == 0 &&
-                !*value_of(colon + 1)) {
-                in_thresholds = 1;
-                continue;
-            }
-        } else if (!in_thresholds) {
-            tml__cli_die(TML_EXIT_USAGE, "%s:%d: only 'thresholds' holds a map", c->path,
-                         c->line);
+    int indented = isspace((unsigned char)line[0]);
+    char *l = trim(line);
+    if (!*l || *l == '#' || strcmp(l, "---") == 0)
+        return 0;
+    if (!indented) {
+        char *colon = strchr(l, ':');
+        p->in_thresholds = 0;
+        if (colon && (size_t)(colon - l) == 10 && strncmp(l, "thresholds", 10) == 0 &&
+            !*value_of(colon + 1)) {
+            p->in_thresholds = 1;
+            return remember_key(p, "thresholds");
         }
-        entry(c, l, ':', in_thresholds);
+    } else if (!p->in_thresholds) {
+        return fail(p, "only 'thresholds' holds a map");
     }
+    return entry(p, l, ':');
 }
 
-static void read_toml(cfg *c, char *text)
+/* in: 0 outside, 1 in [tool.traceml], 2 in [tool.traceml.thresholds] */
+static int toml_line(cfg *p, char *line, int *in)
 {
-    int in = 0, in_thresholds = 0;   /* inside [tool.traceml] / its thresholds */
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        c->line++;
-        char *l = trim(line);
-        if (!*l || *l == '#')
-            continue;
-        if (*l == '[') {
-            char *v = value_of(l);
-            in = strcmp(v, "[tool.traceml]") == 0;
-            in_thresholds = strcmp(v, "[tool.traceml.thresholds]") == 0;
-            continue;
-        }
-        if (in || in_thresholds)
-            entry(c, l, '=', in_thresholds);
+    char *l = trim(line);
+    if (!*l || *l == '#')
+        return 0;
+    if (*l == '[') {
+        char *v = value_of(l);
+        *in = strcmp(v, "[tool.traceml]") == 0                ? 1
+              : strcmp(v, "[tool.traceml.thresholds]") == 0 ? 2
+                                                             : 0;
+        p->in_thresholds = *in == 2;
+        return 0;
     }
+    return *in ? entry(p, l, '=') : 0;
 }
 
-char **tml__cli_config_options(int *n_out, const char **path)
+static int parse_lines(cfg *p, char *text, int toml)
 {
-    static const char *const names[] = {"traceml.yaml", "traceml.yml", "pyproject.toml"};
-    cfg c;
-    memset(&c, 0, sizeof(c));
-    *n_out = 0;
-    char *text = NULL;
-    size_t len;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !text; i++)
-        if (tml__read_file(names[i], 1u << 20, &text, &len) == 0)
-            c.path = names[i];
-    if (!text)
-        return NULL;
-    *path = c.path;
-    if (strcmp(c.path, "pyproject.toml") == 0)
-        read_toml(&c, text);
-    else
-        read_yaml(&c, text);
-    free(text);
-    if (c.thresholds[0]) {
+    int in = 0;
+    for (char *line = text; line; p->line++) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if ((toml ? toml_line(p, line, &in) : yaml_line(p, line)) < 0)
+            return -1;
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+int tml__cli_config_parse(tml_cli_config *c, const char *path, const char *text, size_t len)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->path, sizeof(c->path), "%s", path);
+    cfg p;
+    memset(&p, 0, sizeof(p));
+    p.c = c;
+    p.line = 1;
+    tml__thresholds_default(&p.th);
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {   /* the UTF-8 BOM */
+        text += 3;
+        len -= 3;
+    }
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        for (const char *s = text; s < nul; s++)
+            p.line += *s == '\n';
+        return fail(&p, "a NUL byte: the file is not UTF-8 text (UTF-16? save it as UTF-8)");
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return fail(&p, "out of memory");
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    const char *dot = strrchr(path, '.');
+    int rc = parse_lines(&p, copy, dot && strcmp(dot, ".toml") == 0);
+    free(copy);
+    if (rc == 0 && c->thresholds[0]) {
         tml_thresholds th;
         tml__thresholds_default(&th);
-        if (tml__thresholds_parse(&th, c.thresholds) < 0)
-            tml__cli_die(TML_EXIT_USAGE, "%s: bad thresholds '%s' (keys and ranges: "
-                         "docs/diagnosis.md)", c.path, c.thresholds);
-        setenv("TRACEML_THRESHOLDS", c.thresholds, 0);
+        p.line = c->thresholds_line;
+        if (tml__thresholds_parse(&th, c->thresholds) < 0)
+            rc = fail(&p, "thresholds: each *_warn must be at most its *_crit (%s)",
+                      c->thresholds);
     }
-    *n_out = (int)c.n;
-    return c.argv;
+    return rc;
+}
+
+void tml__cli_config_release(tml_cli_config *c)
+{
+    for (int k = 0; k < c->n; k++)
+        free(c->argv[k]);
+    free(c->argv);
+    free(c->line);
+    free(c->keys);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Reads the file at name: 1 read, 0 none there, -1 with c->err. One that
+ * is there but cannot be read is an error, never a reason to read the
+ * next candidate instead. */
+static int read_config(tml_cli_config *c, const char *name, char **text, size_t *len)
+{
+    struct stat st;
+    if (lstat(name, &st) < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (stat(name, &st) < 0)
+        snprintf(c->err, sizeof(c->err), "%s: a link to nothing (%s)", name, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        snprintf(c->err, sizeof(c->err), "%s is not a regular file (a %s); TraceML reads its "
+                 "options from it", name, S_ISDIR(st.st_mode) ? "folder" : "special file");
+    else if (tml__read_file(name, TML_CLI_CONFIG_MAX, text, len) == 0)
+        return 1;
+    else if (errno == EFBIG)
+        snprintf(c->err, sizeof(c->err), "%s is over %u MiB: not an options file", name,
+                 TML_CLI_CONFIG_MAX >> 20);
+    else
+        snprintf(c->err, sizeof(c->err), "cannot read %s: %s", name, strerror(errno));
+    return -1;
+}
+
+int tml__cli_config_load(tml_cli_config *c)
+{
+    static const char *const names[] = {"traceml.yaml", "traceml.yml", "pyproject.toml"};
+    char *text = NULL;
+    size_t len = 0;
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        int rc = read_config(c, names[i], &text, &len);
+        if (rc < 0) {
+            if (!c->err[0])
+                snprintf(c->err, sizeof(c->err), "cannot read %s: %s", names[i],
+                         strerror(errno));
+            return -1;
+        }
+        if (rc == 0)
+            continue;
+        rc = tml__cli_config_parse(c, names[i], text, len);
+        free(text);
+        if (rc == 0 && c->thresholds[0])   /* a TRACEML_THRESHOLDS already set wins */
+            setenv("TRACEML_THRESHOLDS", c->thresholds, 0);
+        return rc;
+    }
+    return 0;
 }

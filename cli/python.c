@@ -127,11 +127,11 @@ static void parse_probe(tml_python *py, const char *line)
     py->torch_major = (int)strtol(ver, NULL, 10);
 }
 
-int tml__python_find(tml_python *py, const char *option, int need)
+int tml__python_find(tml_python *py, const char *option, const char *option_from, int need)
 {
     memset(py, 0, sizeof(*py));
     const char *name = option, *env;
-    py->source = "--python";
+    py->source = option_from ? option_from : "--python";
     if (!name || !*name) {
         name = getenv("TRACEML_PYTHON");
         py->source = "TRACEML_PYTHON";

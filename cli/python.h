@@ -15,9 +15,10 @@ typedef struct tml_python {
 
 /* Picks the interpreter: option (--python), $TRACEML_PYTHON, the
  * environment's Python ($TRACEML_ENV_PYTHON, set by the pip entry point),
- * python3 on PATH. With need, also checks that it runs and can import
- * torch and traceml_ai. Prints one error line and returns TML_EXIT_USAGE
+ * python3 on PATH; option_from says where option came from (NULL:
+ * "--python"; kept in py->source). With need, also checks that it runs
+ * and can import torch and traceml_ai. Prints one error line and returns TML_EXIT_USAGE
  * when it cannot be used; 0 otherwise. */
-int tml__python_find(tml_python *py, const char *option, int need);
+int tml__python_find(tml_python *py, const char *option, const char *option_from, int need);
 
 #endif

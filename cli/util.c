@@ -22,14 +22,24 @@
 #include <unistd.h>
 
 #include "base/json.h"
+#include "live/http.h"
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
+
+static const char *origin;
+
+void tml__cli_origin(const char *where)
+{
+    origin = where;
+}
 
 __attribute__((format(printf, 2, 0)))
 static void vline(const char *kind, const char *fmt, va_list ap)
 {
     fflush(stdout);
     fprintf(stderr, "traceml: %s: ", kind);
+    if (origin && strcmp(kind, "error") == 0)
+        fprintf(stderr, "%s: ", origin);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }
@@ -49,6 +59,18 @@ void tml__cli_warn(const char *fmt, ...)
     va_start(ap, fmt);
     vline("warning", fmt, ap);
     va_end(ap);
+}
+
+void tml__cli_warn_exposed(const char *bind, const char *from)
+{
+    if (!bind || !*bind || strcmp(bind, "::1") == 0 || tml__http_host_is_loopback(bind))
+        return;
+    tml__cli_warn("the dashboard listens on %s%s, set by %s: whoever can reach this machine "
+                  "can read the run's live data and summary (no password); the default, "
+                  "127.0.0.1, keeps it to this machine (reach it with ssh -L)", bind,
+                  strcmp(bind, "0.0.0.0") == 0 || strcmp(bind, "::") == 0 ? " (every interface)"
+                                                                        : "",
+                  from);
 }
 
 int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *table, size_t n)

@@ -43,8 +43,7 @@ static int is_space(char c)
     return c == ' ' || c == '\t';
 }
 
-/* Applies one "key=value" item of length n. */
-static int apply(tml_thresholds *t, const char *item, size_t n)
+int tml__thresholds_set(tml_thresholds *t, const char *item, size_t n)
 {
     char val[64];
     const char *eq;
@@ -107,7 +106,7 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec)
     for (;;) {
         const char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (apply(&c, p, n) < 0)
+        if (tml__thresholds_set(&c, p, n) < 0)
             return TML_EINVAL;
         if (!comma)
             break;

@@ -145,8 +145,76 @@ def test_project_defaults(tmp_path):
     # a bad file: one line naming it, nothing created
     (proj / "traceml.yaml").write_text("mode: summary\nlog-dir: x\n")
     p = launch(tmp_path, ["--run-name", "f", "SCRIPT"], cwd=proj)
-    assert p.returncode == 2 and "traceml.yaml: unknown key 'log-dir'" in p.stderr, p.stderr
+    assert p.returncode == 2 and "traceml.yaml:2: unknown key 'log-dir'" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_project_file_errors_name_file_and_line(tmp_path):
+    """Every line counts (blank and comment lines too), a UTF-8 BOM is no
+    part of the first key, a key set twice names both lines, every bad
+    value names its line, and a traceml.yaml that cannot be read is an
+    error, not a reason to read pyproject.toml instead."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text('[tool.traceml]\nlogs-dir = "tlogs"\n')
+    (proj / "afile").write_text("")
+    cases = [
+        (b"\xef\xbb\xbf# a BOM\n\nmode: bogus\n",
+         "traceml.yaml:3: --mode must be summary, cli or dashboard, got 'bogus'"),
+        (b"\xef\xbb\xbfmode: summary\n", None),   # the first key read as it is written
+        (b"mode: cli\n\n# again\nmode: summary\n",
+         "traceml.yaml:4: 'mode' is set twice (also on traceml.yaml:1)"),
+        (b"\n\nwindow_steps: 1\n",
+         "traceml.yaml:3: --window-steps expects an integer from 2 to 10000, got '1'"),
+        (b"\nhtml-report: yes\n", "traceml.yaml:2: 'html-report' is a flag: true or false"),
+        (b"\n\nlogs-dir: afile/x\n", "traceml.yaml:3: logs directory 'afile/x' is not usable"),
+        (b"\nrun-name: a b\n", "traceml.yaml:2: invalid run name 'a b'"),
+        (b"\n\npython: /no/such/python\n",
+         "Python interpreter '/no/such/python' (from 'python' in traceml.yaml:3) not found"),
+        (b"thresholds:\n\n  input_warn: 2\n", "traceml.yaml:3: threshold input_warn: '2'"),
+        (b"#" * ((1 << 20) + 1), "traceml.yaml is over 1 MiB: not an options file"),
+        (None, "traceml.yaml is not a regular file (a folder)"),
+    ]
+    for text, err in cases:
+        f = proj / "traceml.yaml"
+        if f.is_dir():
+            f.rmdir()
+        if text is None:
+            f.unlink()
+            f.mkdir()
+        else:
+            f.write_bytes(text)
+        p = launch(tmp_path, ["SCRIPT"] if err else ["--nproc-per-node", "0", "SCRIPT"],
+                   cwd=proj)
+        assert p.returncode == 2, (text, p.stderr)
+        if err is None:   # the file was read: the error is the command line's
+            assert p.stderr.startswith("traceml: error: --nproc-per-node expects"), p.stderr
+            continue
+        assert p.stderr == "traceml: error: " + err + p.stderr[16 + len(err):], (err, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (proj / "tlogs").exists()
+
+
+def test_dashboard_off_loopback_is_named(tmp_path):
+    """A dashboard bound beyond loopback is one warning naming where that
+    came from: the project's file and line, or the option."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "traceml.yaml").write_text("mode: cli\n\ndashboard-bind: 0.0.0.0\n")
+    p = launch(tmp_path, ["--run-name", "a", "SCRIPT"], cwd=proj, env={"STEPS": "3"})
+    assert p.returncode == 0, p.stderr
+    warn = [l for l in p.stderr.splitlines() if l.startswith("traceml: warning: the dashboard")]
+    assert len(warn) == 1 and "0.0.0.0 (every interface), set by dashboard-bind in " \
+        "traceml.yaml:3" in warn[0], p.stderr
+    p = launch(tmp_path, ["--run-name", "b", "--mode", "cli", "--dashboard-bind", "0.0.0.0",
+                          "SCRIPT"], env={"STEPS": "3"})
+    assert p.returncode == 0, p.stderr
+    assert "set by --dashboard-bind:" in p.stderr, p.stderr
+    # loopback, or no live view at all: nothing to say
+    for args in (["--mode", "cli", "--dashboard-bind", "127.0.0.2"],
+                 ["--dashboard-bind", "0.0.0.0"]):
+        p = launch(tmp_path, args + ["SCRIPT"], env={"STEPS": "3"})
+        assert p.returncode == 0 and "warning: the dashboard" not in p.stderr, p.stderr
 
 
 def test_box_says_how_the_run_ended(tmp_path):
