@@ -709,7 +709,7 @@ static void header_line(const tml_report_model *m, char *out, size_t cap)
     if (w > 0 && (size_t)w < cap - n) n += (size_t)w; } while (0)
     ADD("%s", m->run->name[0] ? m->run->name : "(unnamed run)");
     if (m->world_size <= 1 && m->ranks_reported <= 1)
-        ADD(" · %d rank", (int)m->ranks_reported);
+        ADD(" · %d rank%s", (int)m->ranks_reported, m->ranks_reported == 1 ? "" : "s");
     else
         ADD(" · %d/%d ranks", (int)m->ranks_reported, (int)m->world_size);
     if (m->gpus_observed > 0)

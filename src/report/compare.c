@@ -223,8 +223,8 @@ static void inconclusive(const tml_cmp_run *a, const tml_cmp_run *b, tml_cmp_res
                  which, run_name(bad, which), bad->primary[0] ? bad->primary : "no data");
     else
         snprintf(out->why, sizeof(out->why),
-                 "%s (%s) has %zu step in its window: too few to compare.", which,
-                 run_name(bad, which), bad->window_steps);
+                 "%s (%s) has %zu step%s in its window: too few to compare.", which,
+                 run_name(bad, which), bad->window_steps, bad->window_steps == 1 ? "" : "s");
 }
 
 static int cmp_dbl(const void *x, const void *y)

@@ -611,6 +611,7 @@ static void test_json_empty_and_multi(void)
     CHECK(json_is(json.buf, "step_time.median.rank", "null"));
     CHECK(json_is(json.buf, "step_time.window.first_step", "null"));
     CHECK(strstr(text.buf, "Verdict: INSUFFICIENT STEP-TIME DATA (INFO)") != NULL);
+    CHECK(strstr(text.buf, "| empty · 0 ranks · 0 common steps") != NULL);   /* not "0 rank" */
     tml__sb_release(&text);
     tml__sb_release(&json);
     tml__run_release(&run);
