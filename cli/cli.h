@@ -124,9 +124,8 @@ tml_launch tml__launch_kind(const char *word);
 int tml__cli_which(const char *name, char *out, size_t cap);
 /* Folder of the running binary (/proc/self/exe). 0 or -1. */
 int tml__cli_exe_dir(char *out, size_t cap);
-/* Terminal width of stdout, else $COLUMNS, else TML_CLI_LOG_WIDTH (the
+/* Terminal width of stdout, else $COLUMNS, else TML_REPORT_LOG_WIDTH (the
  * summary printed into a pipe: tee, Slurm and CI logs). */
-#define TML_CLI_LOG_WIDTH 120
 int tml__cli_term_width(void);
 
 /* A run folder being set up by `run` or `serve`. */

@@ -90,6 +90,7 @@ static int serve_and_finish(tml_host *h, const char *run_dir, int status_fd)
         code = cmd.exit_code;
         width = cmd.width;
     } else {
+        width = tml__cli_term_width();   /* no terminal here: a log's width, as the launcher's */
         tml__run_log(run_dir, "aggregator", "the launcher went away; finalizing");
         tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
                                                "training ended: this covers what had arrived");

@@ -16,13 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/json.h"
 #include "live/http.h"
+#include "report/report.h"
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 
@@ -188,18 +188,7 @@ int tml__cli_exe_dir(char *out, size_t cap)
 
 int tml__cli_term_width(void)
 {
-    struct winsize ws;
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
-        return ws.ws_col;
-    const char *c = getenv("COLUMNS");
-    if (c && *c) {
-        char *end;
-        long v = strtol(c, &end, 10);
-        if (!*end && v > 0 && v < 10000)
-            return (int)v;
-    }
-    /* a pipe (tee, Slurm and CI logs): a width that reads well there */
-    return TML_CLI_LOG_WIDTH;
+    return tml__report_term_width(STDOUT_FILENO);
 }
 
 /* The nearest existing folder at or above path must be writable. */

@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "report/report.h"
 
 /* ---- the in-process sink ------------------------------------------------- */
 
@@ -68,10 +68,7 @@ static int ls_summary(tml_sink *s, char **json)
 static int ls_close(tml_sink *s, const char *status, int exit_code, char **text)
 {
     local_sink *l = (local_sink *)s;
-    int width = 0;
-    struct winsize ws;
-    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
-        width = ws.ws_col;
+    int width = tml__report_term_width(STDOUT_FILENO);
     int rc = tml__host_finalize(l->host, status, exit_code, width, text);
     tml__host_free(l->host);
     free(l);

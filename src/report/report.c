@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 static int has_node(const int32_t *v, size_t n, int32_t x)
 {
@@ -195,6 +197,21 @@ void tml__report_add_models(char *dst, size_t cap, const char *list)
         list += n;
         list += strcspn(list, ",");
     }
+}
+
+int tml__report_term_width(int fd)
+{
+    struct winsize ws;
+    if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    if (c && *c) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (!*end && v > 0 && v < 10000)
+            return (int)v;
+    }
+    return TML_REPORT_LOG_WIDTH;
 }
 
 int tml__report_width(int width)

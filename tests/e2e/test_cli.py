@@ -449,9 +449,9 @@ def test_run_training_raises(tmp_path, fake):
     assert (tmp_path / "logs" / "boom" / "final_summary.json").exists()
 
 
-def start_launcher(tmp_path, args):
+def start_launcher(tmp_path, args, env=None):
     return subprocess.Popen([BIN] + args, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
 
 
 @pytest.mark.solo
@@ -532,7 +532,8 @@ def test_launcher_killed(tmp_path, fake):
     # the aggregator outlives a SIGKILLed launcher: it finalizes what
     # arrived, says PARTIAL, and the manifest does not stay "running"
     ctl = str(tmp_path / "ctl")
-    proc = start_launcher(tmp_path, ["run", "--run-name", "lost", fake, "aggkill", ctl])
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = start_launcher(tmp_path, ["run", "--run-name", "lost", fake, "aggkill", ctl], env=env)
     assert wait_for(ctl + ".ready")
     time.sleep(0.3)
     agg = [c for c in children(proc.pid)
@@ -554,6 +555,8 @@ def test_launcher_killed(tmp_path, fake):
     summary = json.loads((run_dir / "final_summary.json").read_text())
     assert summary["meta"]["partial"].startswith("the launcher went away"), summary["meta"]
     assert "PARTIAL: the launcher went away" in summary["text"]
+    # no terminal to take the width of: a log's width, as the launcher's own
+    assert {len(l) for l in summary["text"].splitlines()} == {120}, summary["text"]
 
 
 # ---- serve ----

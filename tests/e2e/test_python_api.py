@@ -119,7 +119,8 @@ for x, y in loader:
 
 
 def run_plain(plain_python, mode, kw=None, wrap="all", steps=40, real=False):
-    env = {"MODE": mode, "KW": json.dumps(kw or {}), "WRAP": wrap, "STEPS": steps}
+    env = {"MODE": mode, "KW": json.dumps(kw or {}), "WRAP": wrap, "STEPS": steps,
+           "COLUMNS": ""}
     return plain_python("train", code=TRAIN, env=env if real else dict(env, **FAKE_TORCH))
 
 
@@ -151,6 +152,8 @@ def test_manual_mode_with_wrap_helpers(plain_python):
         v = step_metric_ms(s, phase)
         assert v is not None and v >= 0, (phase, v)
     assert step_metric_ms(s, "forward") > 0 and step_metric_ms(s, "optimizer") > 0
+    # printed into a pipe: a log's width (120), as `traceml run` prints it there
+    assert {len(l) for l in s["text"].splitlines()} == {120}, s["text"]
 
 
 @pytest.mark.quick
