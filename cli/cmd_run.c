@@ -977,6 +977,10 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
     }
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
+    /* a KeyboardInterrupt raised in the script ends Python by SIGINT, as
+     * Ctrl-C does: interrupted either way */
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+        *interrupted = 1;
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return 1;

@@ -238,3 +238,13 @@ def test_box_says_how_the_run_ended(tmp_path):
                        capture_output=True, text=True, timeout=240)
     assert p.returncode == 7
     assert "Ended: FAILED with exit code 7" in p.stdout and "H2D" in p.stdout, p.stdout
+    # a KeyboardInterrupt raised in the script is Ctrl-C's end: interrupted, 130
+    crash.write_text(SCRIPT + "\nraise KeyboardInterrupt\n")
+    p = subprocess.run([TRACEML, "run", "--logs-dir", "logs", "--run-name", "k", str(crash)],
+                       cwd=str(tmp_path), env=base_env(TRACEML_PYTHON=PYTHON, **FAKE_TORCH),
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 130, p.stderr
+    assert "Ended: INTERRUPTED" in p.stdout and "H2D" in p.stdout, p.stdout
+    with open(tmp_path / "logs" / "k" / "manifest.json", encoding="utf-8") as f:
+        m = json.load(f)
+    assert (m["status"], m["exit_code"]) == ("interrupted", 130), m
