@@ -175,35 +175,16 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
 
 void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
 {
+    char path[4096];
     if (!run_dir)
         return;
-    tml_strbuf sb = TML_STRBUF_INIT;
-    char iso[64], path[4096];
     int n = snprintf(path, sizeof(path), "%s/traceml.log", run_dir);
     if (n < 0 || (size_t)n >= sizeof(path))
         return;
-    tml__iso_time(tml__unix_ms(), iso, sizeof(iso));
-    tml__sb_addf(&sb, "%s %s[%d]: ", iso, who ? who : "traceml", (int)getpid());
     va_list ap;
     va_start(ap, fmt);
-    tml__sb_vaddf(&sb, fmt, ap);
+    tml__log_vline(path, who ? who : "traceml", fmt, ap);
     va_end(ap);
-    /* one line per event, whatever the message held */
-    for (size_t i = 0; i < sb.len; i++)
-        if (sb.buf[i] == '\n' || sb.buf[i] == '\r')
-            sb.buf[i] = ' ';
-    tml__sb_addc(&sb, '\n');
-    if (!sb.failed) {
-        /* O_APPEND: one write(2) per line, so concurrent writers interleave
-         * whole lines */
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            ssize_t w = write(fd, sb.buf, sb.len);
-            (void)w;
-            close(fd);
-        }
-    }
-    tml__sb_release(&sb);
 }
 
 int tml__manifest_finish(const char *run_dir, const char *status, int exit_code)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include "base/array.h"
+#include "base/clock.h"
+#include "base/strbuf.h"
 #include "traceml/traceml.h"
 
 int tml__read_file(const char *path, size_t max, char **buf, size_t *len)
@@ -126,4 +129,35 @@ int tml__write_all(int fd, const void *data, size_t n)
         n -= (size_t)w;
     }
     return 0;
+}
+
+void tml__log_vline(const char *path, const char *who, const char *fmt, va_list ap)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    char iso[64];
+    tml__iso_time(tml__unix_ms(), iso, sizeof(iso));
+    tml__sb_addf(&sb, "%s %s[%d]: ", iso, who, (int)getpid());
+    tml__sb_vaddf(&sb, fmt, ap);
+    /* one line per event, whatever the message held */
+    for (size_t i = 0; i < sb.len; i++)
+        if (sb.buf[i] == '\n' || sb.buf[i] == '\r')
+            sb.buf[i] = ' ';
+    tml__sb_addc(&sb, '\n');
+    if (!sb.failed) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            ssize_t w = write(fd, sb.buf, sb.len);
+            (void)w;
+            close(fd);
+        }
+    }
+    tml__sb_release(&sb);
+}
+
+void tml__log_line(const char *path, const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tml__log_vline(path, who, fmt, ap);
+    va_end(ap);
 }

@@ -5,6 +5,7 @@
 #ifndef TML_FS_H
 #define TML_FS_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* The whole file into a malloc'd NUL-terminated buffer (caller frees);
@@ -19,6 +20,15 @@ int tml__write_file(const char *path, const char *data, size_t len, unsigned mod
 /* The same for dir/name. */
 int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
                            unsigned mode);
+/* Appends one line "<UTC ISO time> <who>[pid]: <message>" to the file at
+ * path (created 0644): one write(2) with O_APPEND, so processes writing
+ * the same log interleave whole lines; a newline inside the message
+ * becomes a space. Failures are ignored: logging must not break a run.
+ * TraceML's own log (traceml.log) is written only through this. */
+void tml__log_line(const char *path, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tml__log_vline(const char *path, const char *who, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* All n bytes to fd, again after EINTR: 0, or -1 (errno set; EIO when
  * write(2) wrote nothing). Only write(2): safe in a signal handler. */
 int tml__write_all(int fd, const void *data, size_t n);

@@ -135,7 +135,7 @@ int tml__shipper_start(void);
 void tml__shipper_stop(void);
 int tml__shipper_summary(char **out);     /* asks the shipper, waits <= 5 s */
 void tml__ship_record(const tml_step_record *r);
-/* One line "rank R pid P: what: why" in the run's traceml.log. */
+/* One line "<time> rank R[pid]: what: why" in the run's traceml.log. */
 void tml__engine_log(const char *what, const char *why);
 
 /* commbox.c: collectives completed off the step's thread, waiting for a

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/fs.h"
 #include "base/strbuf.h"
 
 #define SHIP_INTERVAL_NS 10000000L     /* 10 ms while steps stream in */
@@ -42,14 +43,10 @@ void tml__engine_log(const char *what, const char *why)
 {
     if (!tml__setup.run_dir[0])
         return;
-    char path[PATH_MAX + 16];
+    char path[PATH_MAX + 16], who[32];
     snprintf(path, sizeof(path), "%s/traceml.log", tml__setup.run_dir);
-    FILE *f = fopen(path, "a");
-    if (!f)
-        return;
-    fprintf(f, "rank %d pid %d: %s: %s\n", (int)tml__setup.hello.info.rank,
-            (int)tml__setup.pid, what, why);
-    fclose(f);
+    snprintf(who, sizeof(who), "rank %d", (int)tml__setup.hello.info.rank);
+    tml__log_line(path, who, "%s: %s", what, why);   /* timed, as every line there */
 }
 
 /* ---- who we are ------------------------------------------------------ */

@@ -471,7 +471,33 @@ static void test_comm_box(void)
     CHECK_EQ_INT(got[2], 20000);
 }
 
-#define TESTS X(test_comm_box) X(test_comm_from_another_thread) X(test_records_reach_aggregator) X(test_rejected_trains_on) \
+/* A rank's line in traceml.log carries the time, as every other line
+ * there: "<UTC ISO time> rank R[pid]: what: why". */
+static void test_engine_log_is_timed(void)
+{
+    char dir[] = "/tmp/tml_engine_logXXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    tml_setup saved = tml__setup;
+    snprintf(tml__setup.run_dir, sizeof(tml__setup.run_dir), "%s", dir);
+    tml__setup.hello.info.rank = 3;
+    tml__engine_log("lost the aggregator", "send failed");
+    tml__setup = saved;
+    snprintf(path, sizeof(path), "%s/traceml.log", dir);
+    char line[256] = "";
+    FILE *f = fopen(path, "r");
+    CHECK(f && fgets(line, sizeof(line), f));
+    if (f)
+        fclose(f);
+    char want[64];
+    snprintf(want, sizeof(want), " rank 3[%d]: lost the aggregator: send failed\n", (int)getpid());
+    /* 2026-12-02T16:20:00.123Z */
+    CHECK(strlen(line) > 20 && line[4] == '-' && line[7] == '-' && line[10] == 'T');
+    CHECK(strstr(line, want) != NULL);
+    unlink(path);
+    rmdir(dir);
+}
+
+#define TESTS X(test_engine_log_is_timed) X(test_comm_box) X(test_comm_from_another_thread) X(test_records_reach_aggregator) X(test_rejected_trains_on) \
     X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
     X(test_calibration_ignores_preemption)
 #include "harness.h"
