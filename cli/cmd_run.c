@@ -261,18 +261,41 @@ static const char *from_file(const char *value)
     return NULL;
 }
 
+/* An option's name in the file's option k ("--mode=x": "--mode"), 0.5.0's
+ * names as ours: the file that sets session-id and run-name sets one
+ * thing twice. */
+static void file_option_name(int k, char *out, size_t cap, int canonical)
+{
+    static const char *const aliases[][2] = {{"--session-id", "--run-name"},
+                                             {"--summary-window-rows", "--window-steps"}};
+    const char *opt = project.argv[k];
+    snprintf(out, cap, "%.*s", (int)strcspn(opt, "="), opt);
+    for (size_t a = 0; canonical && a < sizeof(aliases) / sizeof(aliases[0]); a++)
+        if (strcmp(out, aliases[a][0]) == 0)
+            snprintf(out, cap, "%s", aliases[a][1]);
+}
+
 /* The file's options, parsed as if typed first; any error names its line. */
 static void take_file_options(run_opts *o)
 {
     if (tml__cli_config_load(&project) < 0)
         tml__cli_die(TML_EXIT_USAGE, "%s", project.err);
-    char where[64], name[80];
+    char where[64], name[80], same[80], other[80];
     tml__cli_origin(where);
     for (int k = 0; k < project.n; k++) {
         char *opt = project.argv[k], *val = strchr(opt, '=') + 1;
         int i = 0;
         snprintf(where, sizeof(where), "%s:%d", project.path, project.line[k]);
-        snprintf(name, sizeof(name), "%.*s", (int)(val - 1 - opt), opt);
+        file_option_name(k, name, sizeof(name), 0);
+        file_option_name(k, same, sizeof(same), 1);
+        for (int j = 0; j < k; j++) {   /* one name twice: the parser said so */
+            file_option_name(j, other, sizeof(other), 1);
+            if (strcmp(other, same) == 0) {
+                file_option_name(j, other, sizeof(other), 0);
+                tml__cli_die(TML_EXIT_USAGE, "'%s' sets what '%s' on %s:%d sets; say it once",
+                             name + 2, other + 2, project.path, project.line[j]);
+            }
+        }
         if (is_flag(name)) {
             char *flag[] = {name, NULL};
             if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)

@@ -164,6 +164,8 @@ def test_project_file_errors_name_file_and_line(tmp_path):
         (b"\xef\xbb\xbfmode: summary\n", None),   # the first key read as it is written
         (b"mode: cli\n\n# again\nmode: summary\n",
          "traceml.yaml:4: 'mode' is set twice (also on traceml.yaml:1)"),
+        (b"session-id: a\nrun-name: b\n",
+         "traceml.yaml:2: 'run-name' sets what 'session-id' on traceml.yaml:1 sets; say it once"),
         (b"\n\nwindow_steps: 1\n",
          "traceml.yaml:3: --window-steps expects an integer from 2 to 10000, got '1'"),
         (b"\nhtml-report: yes\n", "traceml.yaml:2: 'html-report' is a flag: true or false"),
