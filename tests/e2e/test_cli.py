@@ -286,6 +286,24 @@ def test_serve_bad_input(tmp_path):
     assert not (tmp_path / "logs").exists()
 
 
+def test_serve_dashboard_off_loopback_warns(tmp_path):
+    """--dashboard-bind beyond loopback: one warning naming the option."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = start_launcher(tmp_path, ["serve", "--run-name", "wide", "--dashboard-bind",
+                                     "0.0.0.0", "--dashboard-port", str(port)])
+    try:
+        for _ in range(5):
+            if "Live dashboard" in proc.stdout.readline():
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    warn = [l for l in err.splitlines() if l.startswith("traceml: warning: the dashboard")]
+    assert len(warn) == 1 and "0.0.0.0 (every interface), set by --dashboard-bind" in warn[0], err
+
+
 def test_serve_port_taken(tmp_path):
     # one line that says why, and no run folder left behind
     with socket.socket() as taken:
