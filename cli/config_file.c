@@ -316,6 +316,13 @@ int tml__cli_config_load(tml_cli_config *c)
         }
         if (rc == 0)
             continue;
+        struct stat st;
+        if (i == 0 && lstat(names[1], &st) == 0) {   /* which would the user mean? */
+            free(text);
+            snprintf(c->err, sizeof(c->err), "both %s and %s are here: keep one", names[0],
+                     names[1]);
+            return -1;
+        }
         rc = tml__cli_config_parse(c, names[i], text, len);
         free(text);
         if (rc == 0 && c->thresholds[0])   /* a TRACEML_THRESHOLDS already set wins */

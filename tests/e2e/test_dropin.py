@@ -176,6 +176,7 @@ def test_project_file_errors_name_file_and_line(tmp_path):
         (b"thresholds:\n\n  input_warn: 2\n", "traceml.yaml:3: threshold input_warn: '2'"),
         (b"#" * ((1 << 20) + 1), "traceml.yaml is over 1 MiB: not an options file"),
         (None, "traceml.yaml is not a regular file (a folder)"),
+        (b"yml", "both traceml.yaml and traceml.yml are here: keep one"),
     ]
     for text, err in cases:
         f = proj / "traceml.yaml"
@@ -184,6 +185,9 @@ def test_project_file_errors_name_file_and_line(tmp_path):
         if text is None:
             f.unlink()
             f.mkdir()
+        elif text == b"yml":
+            f.write_text("mode: cli\n")
+            (proj / "traceml.yml").write_text("mode: cli\n")
         else:
             f.write_bytes(text)
         p = launch(tmp_path, ["SCRIPT"] if err else ["--nproc-per-node", "0", "SCRIPT"],
