@@ -83,6 +83,7 @@ typedef struct tml_store_rank_digest {
     double span_s;                         /* last - first step start, CPU clock; NAN */
     uint64_t records_dropped, events_dropped;
     int ended;                             /* said goodbye */
+    uint32_t incarnations;                 /* processes that sent its steps (restarts + 1) */
 } tml_store_rank_digest;
 
 typedef struct tml_store_digest {
