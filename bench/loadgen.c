@@ -210,17 +210,30 @@ static int connect_rank(sender *s, int32_t rank)
     h.info.instrumented = TML_PHASES_ALL;
     snprintf(h.info.host, sizeof(h.info.host), "node%d", (int)(rank / 8));
     tml_strbuf sb = TML_STRBUF_INIT;
-    tml__wire_hello(&sb, &h);
+    uint8_t buf[256], nonce[TML_WIRE_NONCE];
+    struct pollfd pf = {fd, POLLIN, 0};
+    tml_frame_header fh;
+    /* OPEN, the CHALLENGE (header + nonce, one small segment), the HELLO */
+    tml__wire_open(&sb);
     int rc = send_all(fd, sb.buf, sb.len);
+    if (rc < 0 || poll(&pf, 1, 5000) != 1 ||
+        recv(fd, buf, TML_WIRE_HEADER + TML_WIRE_NONCE, MSG_WAITALL) !=
+            TML_WIRE_HEADER + TML_WIRE_NONCE ||
+        tml__wire_header(buf, TML_WIRE_HEADER, &fh) < 0 || fh.type != TML_FRAME_CHALLENGE ||
+        tml__wire_parse_challenge(buf + TML_WIRE_HEADER, fh.len, nonce) < 0) {
+        tml__sb_release(&sb);
+        close(fd);
+        return -1;
+    }
+    tml__sb_reset(&sb);
+    tml__wire_hello(&sb, &h, nonce);
+    rc = send_all(fd, sb.buf, sb.len);
     tml__sb_release(&sb);
     /* the WELCOME frame: header + empty or short payload */
-    uint8_t buf[256];
-    struct pollfd pf = {fd, POLLIN, 0};
     if (rc < 0 || poll(&pf, 1, 5000) != 1 || recv(fd, buf, sizeof(buf), 0) < TML_WIRE_HEADER) {
         close(fd);
         return -1;
     }
-    tml_frame_header fh;
     if (tml__wire_header(buf, TML_WIRE_HEADER, &fh) < 0 || fh.type != TML_FRAME_WELCOME) {
         close(fd);
         return -1;
@@ -503,7 +516,7 @@ static int longrun(void)
         info.nnodes = (int32_t)((opt_ranks + 7) / 8);
         info.pid = 100000 + r;
         info.instrumented = TML_PHASES_ALL;
-        if (tml__agg_hello(agg, &info, NULL) < 0)
+        if (tml__agg_hello(agg, &info, 0, NULL) < 0)
             return 2;
     }
     printf("## long run: %ld ranks x %ld steps into one aggregator (with telemetry.sqlite)\n\n",

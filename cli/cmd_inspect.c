@@ -74,10 +74,13 @@ static void time_span(int64_t start, int64_t end)
 
 static void rank_line(const tml_store_rank_digest *r)
 {
-    char span[48] = "", steps[64] = "no steps";
+    char span[48] = "", steps[96] = "no steps";
     if (r->steps && r->first_step >= 0)
         snprintf(steps, sizeof(steps), "%llu step%s (%lld-%lld)", (unsigned long long)r->steps,
                  r->steps == 1 ? "" : "s", (long long)r->first_step, (long long)r->last_step);
+    if (r->steps && r->incarnations > 1)   /* the process restarted: step ids per process */
+        snprintf(steps + strlen(steps), sizeof(steps) - strlen(steps), " in %u incarnations",
+                 (unsigned)r->incarnations);
     if (!isnan(r->span_s))
         snprintf(span, sizeof(span), " over %.1f s", r->span_s);
     printf("    R%d/N%d  local %d  pid %d  host %s  %s%s%s%s\n", (int)r->rank, (int)r->node,

@@ -202,19 +202,22 @@ static void sane_identity(tml_agg *a, tml_rank_info *i)
         i->nnodes = a->run.nnodes > 0 ? a->run.nnodes : 1;
 }
 
-/* Another process holds info->rank: give this one a number of its own. */
-static void split_claim(tml_agg *a, const tml_rank *holder, tml_rank_info *info)
+/* Another process holds info->rank (another pid or host; or, kind
+ * SECOND_CONNECTION, another process image of the same pid and host with
+ * a connection still open): give this one a number of its own. */
+static void split_claim(tml_agg *a, const tml_rank *holder, tml_rank_info *info, int kind)
 {
     int32_t next = a->run.world_size > 0 ? a->run.world_size : 0;
     for (size_t i = 0; i < a->run.nranks; i++)
         if (a->run.ranks[i].info.rank >= next)
             next = a->run.ranks[i].info.rank + 1;
     tml__run_log(a->run_dir, "aggregator",
-                 "rank %d claimed by two processes: pid %d on %s, then pid %d on %s; "
+                 "rank %d claimed by two %s: pid %d on %s, then pid %d on %s; "
                  "the second is reported as rank %d", (int)info->rank,
+                 kind == TML_CONFLICT_CLAIMED ? "processes" : "live connections",
                  (int)holder->info.pid, holder->info.host, (int)info->pid, info->host, (int)next);
-    if (a->run.nconflicts < TML_MAX_CONFLICTS) {
-        tml_rank_conflict *c = &a->run.conflicts[a->run.nconflicts];
+    tml_rank_conflict *c = tml__run_add_conflict(&a->run, kind);
+    if (c) {
         c->claimed = info->rank;
         c->reported_as = next;
         c->pid = info->pid;
@@ -222,18 +225,44 @@ static void split_claim(tml_agg *a, const tml_rank *holder, tml_rank_info *info)
         snprintf(c->host, sizeof(c->host), "%s", info->host);
         snprintf(c->first_host, sizeof(c->first_host), "%s", holder->info.host);
     }
-    a->run.nconflicts++;
     info->rank = next;
 }
 
-int tml__agg_hello(tml_agg *a, const tml_rank_info *claimed, int32_t *reported_as)
+static int same_process(const tml_rank_info *x, const tml_rank_info *y)
+{
+    return x->pid == y->pid && strcmp(x->host, y->host) == 0 && x->instance == y->instance;
+}
+
+/* The rank this very process (pid, host, process image) already has,
+ * whatever it claims now: a reconnection keeps its number. */
+static const tml_rank *rank_of_process(const tml_agg *a, const tml_rank_info *info)
+{
+    if (!info->instance || info->pid <= 0)
+        return NULL;
+    for (size_t i = 0; i < a->run.nranks; i++)
+        if (same_process(&a->run.ranks[i].info, info))
+            return &a->run.ranks[i];
+    return NULL;
+}
+
+int tml__agg_hello(tml_agg *a, const tml_rank_info *claimed, int live_twin,
+                   int32_t *reported_as)
 {
     tml_rank_info sane = *claimed, *info = &sane;
+    int restarted = 0;
     sane_identity(a, info);
+    const tml_rank *mine = rank_of_process(a, info);
     const tml_rank *holder = tml__run_find(&a->run, info->rank);
-    if (holder && info->pid > 0 && holder->info.pid > 0 &&
-        (holder->info.pid != info->pid || strcmp(holder->info.host, info->host) != 0))
-        split_claim(a, holder, info);
+    if (mine) {
+        info->rank = mine->info.rank;
+    } else if (holder && info->pid > 0 && holder->info.pid > 0) {
+        if (holder->info.pid != info->pid || strcmp(holder->info.host, info->host) != 0)
+            split_claim(a, holder, info, TML_CONFLICT_CLAIMED);
+        else if (holder->info.instance != info->instance && live_twin)
+            split_claim(a, holder, info, TML_CONFLICT_SECOND_CONNECTION);
+        else if (holder->info.instance != info->instance)
+            restarted = 1;
+    }
     if (reported_as)
         *reported_as = info->rank;
     tml_rank *r = tml__run_rank(&a->run, info);
@@ -241,6 +270,13 @@ int tml__agg_hello(tml_agg *a, const tml_rank_info *claimed, int32_t *reported_a
         return TML_ENOMEM;
     r->ended = 0;
     r->lost = 0;
+    if (restarted) {
+        tml__run_restart(&a->run, r);
+        tml__run_log(a->run_dir, "aggregator", "rank %d restarted (a new process image, pid %d "
+                     "on %s): incarnation %u, its steps kept from step %llu on", (int)r->info.rank,
+                     (int)info->pid, info->host, (unsigned)r->incarnation,
+                     (unsigned long long)r->step_base);
+    }
     if (a->store)
         store_error(a, "write rank", tml__store_put_rank(a->store, info));
     return 0;
@@ -257,7 +293,8 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
     if (rc < 0)
         return rc;
     if (a->store) {
-        store_error(a, "queue steps", tml__store_put_steps(a->store, rank, recs, n));
+        store_error(a, "queue steps",
+                    tml__store_put_steps(a->store, rank, r->incarnation, recs, n));
         store_error(a, "write steps", tml__store_tick(a->store, mono_ms()));
     }
     return 0;

@@ -43,8 +43,14 @@ void tml__agg_free(tml_agg *a);
 /* A rank says who it is. A process claiming a rank another live or past
  * process of the run holds (another pid or host) is not merged into it: it
  * gets the next free rank number, *reported_as (NULL: not wanted), and the
- * conflict is kept for the summary and logged. */
-int tml__agg_hello(tml_agg *a, const tml_rank_info *info, int32_t *reported_as);
+ * conflict is kept for the summary and logged. The same pid and host with
+ * another process image (info->instance): with live_twin (the caller knows
+ * a connection of the other image is still open) a conflict as above;
+ * without, the rank's process restarted: a new incarnation of the same
+ * rank (tml__run_restart), noted as a conflict too. The same process image
+ * again (a reconnection, an IDENTITY update) keeps the rank it has. */
+int tml__agg_hello(tml_agg *a, const tml_rank_info *info, int live_twin,
+                   int32_t *reported_as);
 int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t n);
 /* Resource samples (SAMPLES frames, or the in-process sampler): kept in
  * memory for the rules and queued for telemetry.sqlite. */

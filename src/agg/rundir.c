@@ -13,6 +13,7 @@
  * version, never half of one.
  */
 #include "agg/rundir.h"
+#include "base/hmac.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,21 +81,8 @@ int tml__random_hex(char *out, size_t nbytes)
     unsigned char buf[256];
     if (nbytes > sizeof(buf))
         return TML_EINVAL;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (tml__random_bytes(buf, nbytes) < 0)
         return TML_EIO;
-    size_t got = 0;
-    while (got < nbytes) {
-        ssize_t r = read(fd, buf + got, nbytes - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            close(fd);
-            return TML_EIO;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
     for (size_t i = 0; i < nbytes; i++) {
         out[2 * i] = hex[buf[i] >> 4];
         out[2 * i + 1] = hex[buf[i] & 15];

@@ -18,7 +18,7 @@
 /* Creates logs_dir (and parents) and logs_dir/name. 0, TML_EEXIST, or TML_EIO
  * (errno kept). out receives the run folder path. */
 int tml__rundir_create(const char *logs_dir, const char *name, char *out, size_t cap);
-/* nbytes random bytes as 2*nbytes hex characters (from /dev/urandom). */
+/* nbytes random bytes as 2*nbytes hex characters (tml__random_bytes). */
 int tml__random_hex(char *out, size_t nbytes);
 
 typedef struct tml_manifest {

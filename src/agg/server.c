@@ -1,8 +1,9 @@
 /*
  * server.c - the aggregator's event loop.
  *
- * Ranks connect over TCP, say HELLO with the run id and the per-run secret
- * the launcher gave them, and then stream STEPS and STATS frames until BYE.
+ * Ranks connect over TCP, prove they hold the per-run secret the launcher
+ * gave them (OPEN, CHALLENGE, HELLO: docs/wire.md), and then stream STEPS
+ * and STATS frames until BYE.
  * The loop is a single poll(2) over the listener, the control pipe and every
  * connection, all non-blocking. Each connection owns a byte buffer; bytes
  * are appended as they arrive and whole frames are cut off the front, so a
@@ -10,9 +11,13 @@
  * the decoder. A connection may read at most READ_BUDGET bytes per turn, so
  * one fast rank cannot starve the others or the control pipe.
  *
- * Security is deliberately simple: loopback by default, a 32-byte random
- * secret per run compared in constant time, REJECT and close for anything
- * that does not open with a valid HELLO, and a cap on payload sizes. The
+ * Security is deliberately simple: loopback by default, a random secret
+ * per run that never crosses the wire (a HELLO carries an HMAC-SHA256 of a
+ * fresh nonce of this connection's, compared in constant time, so a
+ * captured HELLO cannot be replayed), REJECT and close for anything that
+ * does not open with OPEN and a valid HELLO, and a cap on payload sizes.
+ * A second live connection of the same rank, pid and host from another
+ * process image is not merged into the first: it is a CONFLICT (agg.h). The
  * port may be reachable from other hosts (multi-node runs), so what a
  * connection costs before it authenticates is bounded: a HELLO frame of at
  * most PREAUTH_MAX_FRAME bytes within HELLO_TIMEOUT_MS; past
@@ -44,6 +49,7 @@
 
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
+#include "base/hmac.h"
 #include "base/strbuf.h"
 #include "base/net.h"
 #include "wire/wire.h"
@@ -60,13 +66,18 @@
 #define READ_BUDGET (256 * 1024)
 #define CONTROL_LINE_MAX 256
 
-enum conn_state { C_HELLO = 0, C_AUTHED, C_BYE };
+/* OPEN, then HELLO, before the connection is authenticated */
+enum conn_state { C_OPEN = 0, C_HELLO, C_AUTHED, C_BYE };
 
 typedef struct conn {
     int fd;
     int state;
     int32_t rank;             /* its rank in the run (its own, or the one given on a clash) */
     int32_t claimed;          /* the rank it says it is */
+    int32_t pid;              /* who it is: pid, host, process image (its HELLO) */
+    char host[64];
+    uint64_t instance;
+    uint8_t nonce[TML_WIRE_NONCE];   /* its CHALLENGE */
     int64_t opened_ms;
     char peer[64];
     uint8_t *buf;
@@ -101,17 +112,6 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int secret_equal(const char *given, const char *expected)
-{
-    /* Time depends only on the expected secret's length. */
-    size_t n = strlen(expected);
-    size_t m = strnlen(given, TML_WIRE_SECRET_MAX);
-    unsigned char d = (unsigned char)(n != m);
-    for (size_t i = 0; i < n; i++)
-        d |= (unsigned char)(expected[i] ^ (i < m ? given[i] : 0));
-    return n > 0 && d == 0;
 }
 
 static void send_frame(conn *c, const tml_strbuf *sb)
@@ -177,6 +177,23 @@ static void reject(tml_server *s, conn *c, const char *reason)
     if (log_refusal(s))
         tml__run_log(s->run_dir, "aggregator", "rejected connection from %s: %s (%zu so far)",
                      c->peer, reason, s->rejected);
+}
+
+/* A peer of another TraceML version: refused in its own version's framing,
+ * so that it reads a REJECT (and a reason), not garbage. */
+static void reject_version(tml_server *s, conn *c, uint16_t version)
+{
+    char why[160];
+    tml_strbuf sb = TML_STRBUF_INIT;
+    snprintf(why, sizeof(why), "wire version %u, this aggregator speaks %u (another TraceML "
+             "version: install the same TraceML for the launcher and the training)",
+             (unsigned)version, (unsigned)TML_WIRE_VERSION);
+    tml__wire_reject_as(&sb, version, why);
+    send_frame(c, &sb);
+    tml__sb_release(&sb);
+    if (log_refusal(s))
+        tml__run_log(s->run_dir, "aggregator", "rejected connection from %s: %s (%zu so far)",
+                     c->peer, why, s->rejected);
 }
 
 int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
@@ -295,7 +312,7 @@ static size_t preauth_count(const tml_server *s, const char *ip, size_t *from_ip
     *oldest = SIZE_MAX;
     for (size_t i = 0; i < s->nconns; i++) {
         const conn *c = &s->conns[i];
-        if (c->state != C_HELLO)
+        if (c->state >= C_AUTHED)
             continue;
         n++;
         if (strncmp(c->peer, ip, iplen) == 0 && c->peer[iplen] == ':')
@@ -350,12 +367,47 @@ static void accept_all(tml_server *s)
     }
 }
 
-/* The first frame: a HELLO with this run's id and secret. -1: refused. */
+/* The first frame: OPEN. The answer is a CHALLENGE with a nonce of this
+ * connection's, which the HELLO's MAC must cover. -1: refused. */
+static int on_open(tml_server *s, conn *c, const tml_frame_header *h)
+{
+    if (h->type != TML_FRAME_OPEN) {
+        reject(s, c, h->type == TML_FRAME_HELLO ? "HELLO without a challenge (send OPEN first)"
+                                                : "expected OPEN first");
+        return -1;
+    }
+    if (tml__random_bytes(c->nonce, sizeof(c->nonce)) < 0) {
+        reject(s, c, "no random bytes for a challenge");
+        return -1;
+    }
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_challenge(&sb, c->nonce);
+    send_frame(c, &sb);
+    tml__sb_release(&sb);
+    c->state = C_HELLO;
+    return 0;
+}
+
+/* Another process image of the same rank, pid and host with a connection
+ * still open (not yet said goodbye). */
+static int live_twin(const tml_server *s, const conn *c, const tml_rank_info *i)
+{
+    for (size_t k = 0; k < s->nconns; k++) {
+        const conn *o = &s->conns[k];
+        if (o != c && o->state == C_AUTHED && o->claimed == i->rank && o->pid == i->pid &&
+            strcmp(o->host, i->host) == 0 && o->instance != i->instance)
+            return 1;
+    }
+    return 0;
+}
+
+/* The HELLO: this run's id, and the MAC of our nonce under this run's
+ * secret. -1: refused. */
 static int on_hello(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
 {
     tml_hello hello;
     if (h->type != TML_FRAME_HELLO) {
-        reject(s, c, "expected HELLO first");
+        reject(s, c, "expected HELLO after the challenge");
         return -1;
     }
     if (tml__wire_parse_hello(p, h->len, &hello) < 0) {
@@ -366,16 +418,20 @@ static int on_hello(tml_server *s, conn *c, const tml_frame_header *h, const uin
         reject(s, c, "wrong run id");
         return -1;
     }
-    if (!secret_equal(hello.secret, s->secret)) {
-        reject(s, c, "bad secret");
+    if (!tml__wire_hello_verify(p, h->len, c->nonce, s->secret)) {
+        reject(s, c, "bad secret (the HELLO's MAC does not match this connection's challenge)");
         return -1;
     }
-    if (tml__agg_hello(s->agg, &hello.info, &c->rank) < 0) {
+    const tml_rank_info *i = &hello.info;
+    if (tml__agg_hello(s->agg, i, live_twin(s, c, i), &c->rank) < 0) {
         reject(s, c, "aggregator out of memory");
         return -1;
     }
     c->state = C_AUTHED;
-    c->claimed = hello.info.rank;
+    c->claimed = i->rank;
+    c->pid = i->pid;
+    c->instance = i->instance;
+    snprintf(c->host, sizeof(c->host), "%s", i->host);
     tml_strbuf sb = TML_STRBUF_INIT;
     tml__wire_welcome(&sb);
     send_frame(c, &sb);
@@ -450,17 +506,24 @@ static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const
 {
     int rc = 1;   /* 1: unexpected or malformed */
 
+    if (c->state == C_OPEN)
+        return on_open(s, c, h);
     if (c->state == C_HELLO)
         return on_hello(s, c, h, p);
     if (c->state == C_AUTHED) {
         switch (h->type) {
         case TML_FRAME_IDENTITY: {
             /* A rank describing itself anew (its loader settings, ...): a
-             * rank speaks for itself only, so its number cannot change. */
+             * rank speaks for itself only, so its number and process
+             * (pid, host, image) cannot change. */
             tml_hello again;
-            if (tml__wire_parse_hello(p, h->len, &again) == 0 && again.info.rank == c->claimed) {
+            if (tml__wire_parse_identity(p, h->len, &again) == 0 &&
+                again.info.rank == c->claimed) {
                 again.info.rank = c->rank;
-                tml__agg_hello(s->agg, &again.info, NULL);
+                again.info.pid = c->pid;
+                again.info.instance = c->instance;
+                snprintf(again.info.host, sizeof(again.info.host), "%s", c->host);
+                tml__agg_hello(s->agg, &again.info, 0, NULL);
                 rc = 0;
             }
             break;
@@ -507,7 +570,7 @@ static int service(tml_server *s, conn *c)
     int eof = 0;
     while (budget > 0) {
         if (c->cap - c->len < 4096) {
-            size_t max = c->state == C_HELLO ? TML_WIRE_HEADER + PREAUTH_MAX_FRAME
+            size_t max = c->state < C_AUTHED ? TML_WIRE_HEADER + PREAUTH_MAX_FRAME
                                              : TML_WIRE_HEADER + TML_WIRE_MAX_PAYLOAD + 65536;
             size_t cap = c->cap ? c->cap * 2 : 16384;
             if (cap > max)
@@ -541,7 +604,9 @@ static int service(tml_server *s, conn *c)
         tml_frame_header h;
         int rc = tml__wire_header(c->buf + off, c->len - off, &h);
         if (rc < 0) {
-            if (c->state == C_HELLO)
+            if (c->state < C_AUTHED && h.version)
+                reject_version(s, c, h.version);
+            else if (c->state < C_AUTHED)
                 reject(s, c, "not a TraceML frame");
             else
                 tml__run_log(s->run_dir, "aggregator",
@@ -549,7 +614,7 @@ static int service(tml_server *s, conn *c)
                              c->peer, (int)c->rank);
             return -1;
         }
-        if (c->state == C_HELLO && h.len > PREAUTH_MAX_FRAME) {
+        if (c->state < C_AUTHED && h.len > PREAUTH_MAX_FRAME) {
             reject(s, c, "frame too large before HELLO");
             return -1;
         }
@@ -564,7 +629,7 @@ static int service(tml_server *s, conn *c)
         c->len -= off;
     }
     if (eof) {
-        if (c->state == C_HELLO && c->len)
+        if (c->state < C_AUTHED && c->len)
             tml__run_log(s->run_dir, "aggregator",
                          "connection from %s closed during the handshake", c->peer);
         else if (c->state == C_AUTHED) {
@@ -654,7 +719,7 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
     int64_t now = now_ms();
     for (size_t k = s->nconns; k-- > 0;) {
         conn *c = &s->conns[k];
-        if (c->state == C_HELLO && now - c->opened_ms > HELLO_TIMEOUT_MS) {
+        if (c->state < C_AUTHED && now - c->opened_ms > HELLO_TIMEOUT_MS) {
             reject(s, c, "no HELLO in time");
             close_conn(s, k);
         } else if (c->out.len > c->out_off && now - c->out_ms > OUT_STALL_MS) {

@@ -2,7 +2,8 @@
  * client.c - connecting to the aggregator.
  *
  * Everything here has a deadline: connect waits at most timeout_ms, sends
- * and the handshake reply at most a second (SO_SNDTIMEO / SO_RCVTIMEO), so
+ * and each of the handshake's two replies (CHALLENGE, then WELCOME) at most
+ * a second (SO_SNDTIMEO / SO_RCVTIMEO), so
  * a stalled aggregator costs the shipper thread a bounded wait and never
  * the training loop anything.
  *
@@ -105,9 +106,60 @@ static int recv_all(int fd, uint8_t *buf, size_t len)
     return 0;
 }
 
-int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms)
+/* One frame of the handshake (its payload at most cap bytes). A REJECT
+ * of another wire version still reads as a refusal: an aggregator of
+ * another TraceML version says no that way (*other_version set). */
+static int recv_frame(int fd, tml_frame_header *h, uint8_t *payload, size_t cap,
+                      int *other_version)
+{
+    uint8_t hdr[TML_WIRE_HEADER];
+    if (recv_all(fd, hdr, sizeof(hdr)) < 0)
+        return TML_ECONN;
+    int rc = tml__wire_header(hdr, sizeof(hdr), h);
+    if (rc != 0 && h->version && h->type == TML_FRAME_REJECT) {
+        *other_version = 1;
+        return TML_EAUTH;
+    }
+    if (rc != 0 || h->len > cap)
+        return TML_EPROTO;
+    if (recv_all(fd, payload, h->len) < 0)
+        return TML_ECONN;
+    return h->type == TML_FRAME_REJECT ? TML_EAUTH : 0;
+}
+
+/* OPEN, CHALLENGE, HELLO (the MAC of the nonce), WELCOME: docs/wire.md. */
+static int handshake(int fd, const tml_hello *hello, int *other_version)
+{
+    uint8_t payload[4096], nonce[TML_WIRE_NONCE];
+    tml_frame_header h;
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_open(&sb);
+    int rc = sb.failed ? TML_ENOMEM : tml__client_send(fd, sb.buf, sb.len);
+    if (rc == 0)
+        rc = recv_frame(fd, &h, payload, sizeof(payload), other_version);
+    if (rc == 0 && (h.type != TML_FRAME_CHALLENGE ||
+                    tml__wire_parse_challenge(payload, h.len, nonce) < 0))
+        rc = TML_EPROTO;
+    if (rc == 0) {
+        tml__sb_reset(&sb);
+        tml__wire_hello(&sb, hello, nonce);
+        rc = sb.failed ? TML_ENOMEM : tml__client_send(fd, sb.buf, sb.len);
+    }
+    if (rc == 0)
+        rc = recv_frame(fd, &h, payload, sizeof(payload), other_version);
+    if (rc == 0 && h.type != TML_FRAME_WELCOME)
+        rc = TML_EPROTO;
+    tml__sb_release(&sb);
+    return rc;
+}
+
+int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms,
+                        int *other_version)
 {
     char host[256], port[16];
+    int other = 0;
+    if (other_version)
+        *other_version = 0;
     if (split_addr(addr, host, sizeof(host), port, sizeof(port)) < 0)
         return TML_EINVAL;
     struct addrinfo hints, *res = NULL;
@@ -122,34 +174,11 @@ int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms
     freeaddrinfo(res);
     if (fd < 0)
         return TML_ECONN;
-
-    int rc = TML_ECONN;
-    tml_strbuf sb = TML_STRBUF_INIT;
-    tml__wire_hello(&sb, hello);
-    if (sb.failed || tml__client_send(fd, sb.buf, sb.len) < 0)
-        goto fail;
-    uint8_t hdr[TML_WIRE_HEADER];
-    tml_frame_header h;
-    if (recv_all(fd, hdr, sizeof(hdr)) < 0)
-        goto fail;
-    rc = TML_EPROTO;
-    if (tml__wire_header(hdr, sizeof(hdr), &h) != 0 || h.len > 4096)
-        goto fail;
-    uint8_t payload[4096];
-    if (recv_all(fd, payload, h.len) < 0) {
-        rc = TML_ECONN;
-        goto fail;
-    }
-    if (h.type == TML_FRAME_REJECT) {
-        rc = TML_EAUTH;
-        goto fail;
-    }
-    if (h.type != TML_FRAME_WELCOME)
-        goto fail;
-    tml__sb_release(&sb);
-    return fd;
-fail:
-    tml__sb_release(&sb);
+    int rc = handshake(fd, hello, &other);   /* each wait bounded by SO_RCVTIMEO */
+    if (other_version)
+        *other_version = other;
+    if (rc == 0)
+        return fd;
     close(fd);
     return rc;
 }
@@ -253,14 +282,17 @@ static int ws_connect(wire_sink *w)
     if (w->refused || !w->have_hello || now < w->next_connect_ns)
         return TML_ECONN;
     w->next_connect_ns = now + RECONNECT_NS;
-    int fd = tml__client_connect(w->addr, &w->hello, 1000);
+    int other_version;
+    int fd = tml__client_connect(w->addr, &w->hello, 1000, &other_version);
     if (fd >= 0) {
         w->fd = fd;
         return 0;
     }
     if (fd == TML_EAUTH || fd == TML_EPROTO) {
         w->refused = 1;
-        tml__engine_log("aggregator refused this process", tml_strerror(fd));
+        tml__engine_log("aggregator refused this process", other_version
+                        ? "it speaks another wire version (install the same TraceML "
+                          "version for the launcher and the training)" : tml_strerror(fd));
     }
     return TML_ECONN;
 }
@@ -287,7 +319,7 @@ static int ws_hello(tml_sink *s, const tml_hello *h)
     w->have_hello = 1;
     if (w->fd < 0)
         return ws_connect(w);    /* the handshake carries the hello */
-    tml__wire_identity(&w->out, TML_FRAME_IDENTITY, &w->hello);
+    tml__wire_identity(&w->out, &w->hello);
     return ws_flush(w);
 }
 

@@ -8,9 +8,13 @@
 #include <stddef.h>
 #include "wire/wire.h"
 
-/* Connects to "host:port" within timeout_ms and performs the handshake.
- * Returns a connected fd, or TML_ECONN / TML_EAUTH / TML_EPROTO. */
-int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms);
+/* Connects to "host:port" within timeout_ms and performs the handshake
+ * (OPEN, CHALLENGE, HELLO with the MAC of hello->secret, WELCOME; each
+ * reply waited for at most a second). Returns a connected fd, or
+ * TML_ECONN / TML_EAUTH (refused) / TML_EPROTO. *other_version (may be
+ * NULL) is set when the aggregator speaks another wire version. */
+int tml__client_connect(const char *addr, const tml_hello *hello, int timeout_ms,
+                        int *other_version);
 /* Sends all of buf; 0 or TML_ECONN (the caller closes the fd). */
 int tml__client_send(int fd, const void *buf, size_t len);
 /*

@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/env.h"
 #include "base/fs.h"
+#include "base/hmac.h"
 #include "model/run.h"
 
 tml_setup tml__setup;
@@ -67,6 +68,9 @@ static void fill_rank_info(tml_rank_info *i)
     gethostname(i->host, sizeof(i->host) - 1);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     i->cpu_count = cores > 0 && cores < INT32_MAX ? (int32_t)cores : 0;
+    /* this process image's: a re-exec under the same pid draws another */
+    if (tml__random_bytes(&i->instance, sizeof(i->instance)) < 0 || !i->instance)
+        i->instance = (uint64_t)tml__mono_ns() ^ ((uint64_t)getpid() << 40) ^ 1;
 }
 
 /* The script's stem from /proc/self/cmdline: "python3 train.py" -> "train". */

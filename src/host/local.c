@@ -36,7 +36,7 @@ static tml_agg *agg_of(tml_sink *s)
 
 static int ls_hello(tml_sink *s, const tml_hello *h)
 {
-    return tml__agg_hello(agg_of(s), &h->info, NULL);
+    return tml__agg_hello(agg_of(s), &h->info, 0, NULL);
 }
 
 static int ls_steps(tml_sink *s, int32_t rank, const tml_step_record *r, size_t n)

@@ -79,6 +79,10 @@ typedef struct tml_rank_info {
     /* Models timed though the step did not name them (tml_set_auto_models):
      * class names, comma-separated; "" none. */
     char auto_models[TML_AUTO_MODELS_MAX];
+    /* Which process image: a random number drawn when TraceML starts in
+     * the process (a process that re-executes itself draws a new one), so
+     * a restart under the same pid is told from a reconnection; 0 unknown. */
+    uint64_t instance;
 } tml_rank_info;
 
 /* A rank's own counters, sent in its goodbye (and kept current). */

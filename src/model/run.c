@@ -92,6 +92,17 @@ static int drop_middle(tml_rank *r)
     return 0;
 }
 
+/* The records just appended at steps[from..]: their ids moved on by the
+ * incarnation's base, the rank's next step id kept. */
+static void number_on(tml_rank *rank, size_t from)
+{
+    for (size_t i = from; i < rank->nsteps; i++) {
+        rank->steps[i].step += rank->step_base;
+        if (rank->steps[i].step + 1 > rank->next_step)
+            rank->next_step = rank->steps[i].step + 1;
+    }
+}
+
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -101,6 +112,7 @@ int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
             return TML_ENOMEM;
         memcpy(&rank->steps[rank->nsteps], recs, n * sizeof(*recs));
         rank->nsteps += n;
+        number_on(rank, rank->nsteps - n);
         return 0;
     }
     while (n > 0) {
@@ -114,10 +126,38 @@ int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
             return TML_ENOMEM;
         memcpy(&rank->steps[rank->nsteps], recs, k * sizeof(*recs));
         rank->nsteps += k;
+        number_on(rank, rank->nsteps - k);
         recs += k;
         n -= k;
     }
     return 0;
+}
+
+tml_rank_conflict *tml__run_add_conflict(tml_run *run, int kind)
+{
+    tml_rank_conflict *c = NULL;
+    if (run->nconflicts < TML_MAX_CONFLICTS) {
+        c = &run->conflicts[run->nconflicts];
+        memset(c, 0, sizeof(*c));
+        c->kind = kind;
+    }
+    run->nconflicts++;
+    return c;
+}
+
+void tml__run_restart(tml_run *run, tml_rank *rank)
+{
+    rank->incarnation++;
+    rank->step_base = rank->next_step;
+    tml_rank_conflict *c = tml__run_add_conflict(run, TML_CONFLICT_RESTARTED);
+    if (!c)
+        return;
+    c->claimed = c->reported_as = rank->info.rank;
+    c->pid = c->first_pid = rank->info.pid;
+    snprintf(c->host, sizeof(c->host), "%s", rank->info.host);
+    snprintf(c->first_host, sizeof(c->first_host), "%s", rank->info.host);
+    c->incarnation = rank->incarnation;
+    c->first_step = rank->step_base;
 }
 
 const char *tml__run_step_detection(const tml_run *run)

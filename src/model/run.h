@@ -44,15 +44,36 @@ typedef struct tml_rank {
     int lost;
     int keep_all;            /* the run's keep_all when the rank was added */
     uint64_t detected_steps; /* found by automatic step detection (TML_STEP_DETECTED) */
+    /* Incarnations: a rank whose process restarted (a re-exec under the
+     * same pid restarts its step ids) keeps every incarnation's steps, the
+     * later ones numbered on after the earlier (tml__run_restart). */
+    uint32_t incarnation;    /* 0 for the first process */
+    uint64_t step_base;      /* added to the current incarnation's step ids */
+    uint64_t next_step;      /* the highest step id kept + 1 (0 without steps) */
 } tml_rank;
 
-/* Two processes that claimed the same rank: never merged, the later one
- * is reported under a rank number of its own. */
+/* What a conflict is. */
+typedef enum tml_conflict_kind {
+    /* Two processes (another pid or host) claimed the same rank: never
+     * merged, the later one is reported under a rank number of its own. */
+    TML_CONFLICT_CLAIMED = 0,
+    /* A second live connection of the same rank, pid and host from another
+     * process image: not merged either, reported under a number of its own. */
+    TML_CONFLICT_SECOND_CONNECTION,
+    /* The rank's process restarted (a new process image under the same pid
+     * and host, its step ids started again): a new incarnation of the same
+     * rank, both incarnations' steps kept. */
+    TML_CONFLICT_RESTARTED,
+} tml_conflict_kind;
+
 typedef struct tml_rank_conflict {
+    int kind;                 /* tml_conflict_kind */
     int32_t claimed;          /* the rank both claimed */
-    int32_t reported_as;      /* the later process's own number */
+    int32_t reported_as;      /* the later process's own number (RESTARTED: claimed) */
     int32_t pid, first_pid;   /* the later and the first claimant */
     char host[64], first_host[64];
+    uint32_t incarnation;     /* RESTARTED: the incarnation that began (1, 2, ...) */
+    uint64_t first_step;      /* RESTARTED: the step id its first step is shown as */
 } tml_rank_conflict;
 
 #define TML_MAX_CONFLICTS 64
@@ -102,8 +123,17 @@ void tml__run_release(tml_run *run);
 tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info);
 tml_rank *tml__run_find(tml_run *run, int32_t rank);
 /* Appends a rank's records (dropping the oldest past the kept tail unless
- * the run keeps all). 0 or TML_ENOMEM. */
+ * the run keeps all), their step ids moved on by the rank's step_base. 0
+ * or TML_ENOMEM. */
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n);
+/* The rank's process restarted: a new incarnation begins, its steps are
+ * numbered on after those kept so far, and the run notes a RESTARTED
+ * conflict (pid and host: the rank's). The aggregator and the store's
+ * loader both call it, so a rebuilt run numbers steps the same way. */
+void tml__run_restart(tml_run *run, tml_rank *rank);
+/* Notes a conflict (counted past TML_MAX_CONFLICTS, not kept); returns
+ * the kept slot or NULL. */
+tml_rank_conflict *tml__run_add_conflict(tml_run *run, int kind);
 /* How the run's steps were found: "automatic" when any rank's were
  * detected (zero-edit tracing), "marked" when steps came only from
  * trace_step / the C API, NULL without steps. */

@@ -768,22 +768,37 @@ static void also_timed_row(const tml_report_model *m, tml_strbuf *sb, int width)
     text_row(sb, width, "Models: ", l);
 }
 
-/* Processes that claimed the same rank: never merged, named here. */
+/* One conflict's line: processes that claimed the same rank (never
+ * merged), a second live connection of one identity, a restarted rank. */
+static void conflict_line(const tml_rank_conflict *c, char *l, size_t cap)
+{
+    if (c->kind == TML_CONFLICT_RESTARTED)
+        snprintf(l, cap, "rank %d restarted: pid %d on %s is a new process (incarnation %u, "
+                 "e.g. after os.exec*); both processes' steps are kept, the new one's from "
+                 "step %llu on", (int)c->claimed, (int)c->pid, c->host, (unsigned)c->incarnation,
+                 (unsigned long long)c->first_step);
+    else if (c->kind == TML_CONFLICT_SECOND_CONNECTION)
+        snprintf(l, cap, "rank %d (pid %d on %s) connected twice at once from two process "
+                 "images; the second is shown as R%d", (int)c->claimed, (int)c->first_pid,
+                 c->first_host, (int)c->reported_as);
+    else
+        snprintf(l, cap, "rank %d was claimed by pid %d on %s and pid %d on %s; "
+                 "the second is shown as R%d (set RANK/WORLD_SIZE per process, or use "
+                 "traceml run --nproc-per-node)", (int)c->claimed, (int)c->first_pid,
+                 c->first_host, (int)c->pid, c->host, (int)c->reported_as);
+}
+
 static void conflict_rows(const tml_run *run, tml_strbuf *sb, int width)
 {
     char l[LINE_MAX_BYTES];
     size_t shown = run->nconflicts < 3 ? run->nconflicts : 3;
     for (size_t i = 0; i < shown; i++) {
-        const tml_rank_conflict *c = &run->conflicts[i];
-        snprintf(l, sizeof(l), "rank %d was claimed by pid %d on %s and pid %d on %s; "
-                 "the second is shown as R%d (set RANK/WORLD_SIZE per process, or use "
-                 "traceml run --nproc-per-node)", (int)c->claimed, (int)c->first_pid,
-                 c->first_host, (int)c->pid, c->host, (int)c->reported_as);
+        conflict_line(&run->conflicts[i], l, sizeof(l));
         text_row(sb, width, "CONFLICT: ", l);
     }
     if (run->nconflicts > shown) {
-        snprintf(l, sizeof(l), "%zu more processes claimed a rank already taken (traceml.log)",
-                 run->nconflicts - shown);
+        snprintf(l, sizeof(l), "%zu more conflicts: ranks claimed twice or restarted "
+                 "(traceml.log)", run->nconflicts - shown);
         text_row(sb, width, "CONFLICT: ", l);
     }
 }

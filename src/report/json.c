@@ -613,6 +613,28 @@ static void thresholds_obj(jw *w, const tml_thresholds *t)
     tml__jw_close(w, '}');
 }
 
+/* meta.rank_conflicts: ranks claimed twice, and ranks that restarted. */
+static void conflicts_json(jw *w, const tml_run *run)
+{
+    static const char *const kinds[] = {"claimed", "second_connection", "restarted"};
+    tml__jw_open(w, "rank_conflicts", '[');
+    for (size_t i = 0; i < run->nconflicts && i < TML_MAX_CONFLICTS; i++) {
+        const tml_rank_conflict *c = &run->conflicts[i];
+        tml__jw_open(w, NULL, '{');
+        tml__jw_str(w, "kind", kinds[c->kind >= 0 && c->kind <= 2 ? c->kind : 0]);
+        tml__jw_int(w, "claimed_rank", c->claimed);
+        tml__jw_int(w, "reported_as", c->reported_as);
+        tml__jw_int(w, "pid", c->pid);
+        tml__jw_str(w, "host", c->host);
+        tml__jw_int(w, "first_pid", c->first_pid);
+        tml__jw_str(w, "first_host", c->first_host);
+        tml__jw_int(w, "incarnation", c->incarnation);
+        tml__jw_int(w, "first_step", (long long)c->first_step);
+        tml__jw_close(w, '}');
+    }
+    tml__jw_close(w, ']');
+}
+
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
     jw w;
@@ -642,19 +664,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     }
     tml__jw_close(&w, ']');
     tml__jw_str(&w, "profile", m->watch ? "watch" : "run");
-    tml__jw_open(&w, "rank_conflicts", '[');
-    for (size_t i = 0; i < m->run->nconflicts && i < TML_MAX_CONFLICTS; i++) {
-        const tml_rank_conflict *c = &m->run->conflicts[i];
-        tml__jw_open(&w, NULL, '{');
-        tml__jw_int(&w, "claimed_rank", c->claimed);
-        tml__jw_int(&w, "reported_as", c->reported_as);
-        tml__jw_int(&w, "pid", c->pid);
-        tml__jw_str(&w, "host", c->host);
-        tml__jw_int(&w, "first_pid", c->first_pid);
-        tml__jw_str(&w, "first_host", c->first_host);
-        tml__jw_close(&w, '}');
-    }
-    tml__jw_close(&w, ']');
+    conflicts_json(&w, m->run);
     tml__jw_int(&w, "world_size", m->world_size);
     tml__jw_int(&w, "ranks_reported", m->ranks_reported);
     tml__jw_open(&w, "missing_ranks", '[');

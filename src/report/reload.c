@@ -482,7 +482,11 @@ static void conflicts_ours(tml_run *run, const tml_json *arr)
         const tml_json *o = tml__json_at(arr, i);
         if (run->nconflicts >= TML_MAX_CONFLICTS)
             break;
-        tml_rank_conflict *c = &run->conflicts[run->nconflicts++];
+        const char *kind = tml__json_str(tml__json_get(o, "kind"));
+        tml_rank_conflict *c = tml__run_add_conflict(run, !kind ? TML_CONFLICT_CLAIMED
+            : strcmp(kind, "restarted") == 0 ? TML_CONFLICT_RESTARTED
+            : strcmp(kind, "second_connection") == 0 ? TML_CONFLICT_SECOND_CONNECTION
+            : TML_CONFLICT_CLAIMED);
         const char *h = tml__json_str(tml__json_get(o, "host"));
         const char *fh = tml__json_str(tml__json_get(o, "first_host"));
         c->claimed = count32(o, "claimed_rank");
@@ -491,6 +495,8 @@ static void conflicts_ours(tml_run *run, const tml_json *arr)
         c->first_pid = (int32_t)count64(o, "first_pid");
         snprintf(c->host, sizeof(c->host), "%s", h ? h : "?");
         snprintf(c->first_host, sizeof(c->first_host), "%s", fh ? fh : "?");
+        c->incarnation = (uint32_t)count64(o, "incarnation");   /* absent before: 0 */
+        c->first_step = count64(o, "first_step");
     }
 }
 

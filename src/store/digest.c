@@ -125,6 +125,16 @@ static void rank_row(sqlite3_stmt *st, void *ctx)
     r->span_s = r->steps > 1 && b >= a ? ((double)b - (double)a) / 1e9 : NAN;
 }
 
+/* A rank whose process restarted (schema 3's steps.incarnation). */
+static void incarnations_row(sqlite3_stmt *st, void *ctx)
+{
+    tml_store_digest *d = ctx;
+    int64_t rank = col_i64(st, 0, 0, TML_MAX_WORLD_SIZE, -1);
+    for (size_t i = 0; i < d->nranks; i++)
+        if (d->ranks[i].rank == rank)
+            d->ranks[i].incarnations = (uint32_t)col_i64(st, 1, 1, UINT32_MAX, 1);
+}
+
 static const char sql_ranks[] =
     "SELECT r.rank, r.local_rank, r.node_rank, r.pid, r.host, r.records_dropped,"
     " r.events_dropped, r.ended, COUNT(s.step), MIN(s.step), MAX(s.step),"
@@ -150,6 +160,11 @@ static int tables(sqlite3 *db, tml_store_digest *d)
               " FROM samples", samples_row, d, 0) < 0 ||
         query(db, sql_ranks, rank_row, d, 1) < 0)
         return TML_EPROTO;
+    for (size_t i = 0; i < d->nranks; i++)
+        d->ranks[i].incarnations = 1;
+    /* files before schema 3 have no incarnation column: one each */
+    query(db, "SELECT rank, COUNT(DISTINCT incarnation) FROM steps GROUP BY rank",
+          incarnations_row, d, 1);
     return 0;
 }
 

@@ -13,9 +13,11 @@
  * What is in the queue when the aggregator is SIGKILLed is lost (at most one
  * flush interval); that is the price of batching and is documented.
  *
- * Steps are keyed by (rank, step). A record seen twice (a rank that
- * reconnected and resent) replaces the first, so the file never holds
- * duplicates.
+ * Steps are keyed by (rank, incarnation, step): a rank whose process
+ * restarted (a re-exec under the same pid starts its step ids again) is a
+ * new incarnation, and both incarnations' rows stay. A record seen twice
+ * within one incarnation (a rank that reconnected and resent) replaces the
+ * first, so the file never holds duplicates.
  */
 #include "store/store.h"
 #include "base/array.h"
@@ -94,7 +96,8 @@ const char tml__store_schema_sql[] =
     "    comm_ns                   INTEGER,\n"
     "    comm_bytes                INTEGER,\n"
     "    comm_count                INTEGER,\n"
-    "    PRIMARY KEY (rank, step)\n"
+    "    incarnation               INTEGER NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (rank, incarnation, step)\n"
     ") WITHOUT ROWID;\n"
     "CREATE TABLE samples (\n"
     "    ts_unix_ms INTEGER NOT NULL,\n"
@@ -106,25 +109,30 @@ const char tml__store_schema_sql[] =
     ");\n"
     "CREATE INDEX samples_by_metric ON samples (metric, ts_unix_ms);\n";
 
-#define STEP_COLS 26
+#define STEP_COLS 27
 
 static const char sql_insert_step[] =
-    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?)";
-static const char sql_select_steps[] = "SELECT * FROM steps ORDER BY rank, step";
+static const char sql_select_steps[] = "SELECT * FROM steps ORDER BY rank, incarnation, step";
 
-/* A version-1 file (before communication was measured) lacks the five
- * communication columns: it is read with them as not measured, and never
- * written to. */
+/* Older files are read, never written to: a version-2 file (before
+ * incarnations) has every step in incarnation 0; a version-1 file (before
+ * communication was measured) also lacks the five communication columns,
+ * read as not measured. */
+#define STEP_COLS_V2 26
 #define STEP_COLS_V1 21
+static const char sql_select_steps_v2[] = "SELECT *, 0 FROM steps ORDER BY rank, step";
 static const char sql_select_steps_v1[] =
     "SELECT rank, step, start_ns, traced_ns, input_ns, h2d_ns, forward_ns, backward_ns,"
     " optimizer_ns, NULL, gpu_traced_ns, gpu_input_ns, gpu_h2d_ns, gpu_forward_ns,"
     " gpu_backward_ns, gpu_optimizer_ns, NULL, gap_ns, rss_bytes, cuda_allocated_peak_bytes,"
-    " cuda_reserved_peak_bytes, observed, flags, NULL, NULL, NULL FROM steps ORDER BY rank, step";
+    " cuda_reserved_peak_bytes, observed, flags, NULL, NULL, NULL, 0 FROM steps"
+    " ORDER BY rank, step";
 
 typedef struct queued_step {
     int32_t rank;
+    uint32_t incarnation;
     tml_step_record rec;
 } queued_step;
 
@@ -178,7 +186,7 @@ const char *tml__store_error(const tml_store *s)
     return s && s->err[0] ? s->err : "unknown error";
 }
 
-/* The steps table's version from its width: 2, 1, or 0 (not ours). */
+/* The steps table's version from its width: 3, 2, 1, or 0 (not ours). */
 static int steps_version(sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
@@ -186,7 +194,7 @@ static int steps_version(sqlite3 *db)
     if (sqlite3_prepare_v2(db, "SELECT * FROM steps LIMIT 0", -1, &st, NULL) == SQLITE_OK)
         n = sqlite3_column_count(st);
     sqlite3_finalize(st);
-    return n == STEP_COLS ? 2 : n == STEP_COLS_V1 ? 1 : 0;
+    return n == STEP_COLS ? 3 : n == STEP_COLS_V2 ? 2 : n == STEP_COLS_V1 ? 1 : 0;
 }
 
 static void bind_opt(sqlite3_stmt *st, int col, int64_t v)
@@ -232,9 +240,11 @@ int tml__store_open(const char *path, int create, tml_store **out)
     }
     if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
-    if (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK &&
-        (create || steps_version(s->db) != 1 || exec(s, "PRAGMA query_only=1") < 0))
+    if (steps_version(s->db) == 3 &&
+        sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK)
         goto fail;
+    if (!s->ins_step && (create || !steps_version(s->db) || exec(s, "PRAGMA query_only=1") < 0))
+        goto fail;   /* an older version is read only; anything else is not ours */
     *out = s;
     return 0;
 fail: {
@@ -391,12 +401,13 @@ static void note_queued(tml_store *s)
         s->oldest_ms = 0;   /* stamped by the next tick */
 }
 
-int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs, size_t n)
+int tml__store_put_steps(tml_store *s, int32_t rank, uint32_t incarnation,
+                         const tml_step_record *recs, size_t n)
 {
     if (!s)
         return TML_EINVAL;
-    if (!s->ins_step) {      /* a version-1 file: read only */
-        snprintf(s->err, sizeof(s->err), "a version-1 telemetry.sqlite is read only");
+    if (!s->ins_step) {      /* an older version's file: read only */
+        snprintf(s->err, sizeof(s->err), "a telemetry.sqlite of an older version is read only");
         s->err_errno = EROFS;
         return TML_EIO;
     }
@@ -404,6 +415,7 @@ int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs
         return TML_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         s->steps[s->nsteps].rank = rank;
+        s->steps[s->nsteps].incarnation = incarnation;
         s->steps[s->nsteps].rec = recs[i];
         s->nsteps++;
     }
@@ -489,6 +501,7 @@ static int write_step(tml_store *s, const queued_step *q)
     bind_opt(st, c++, comm ? r->comm_ns : TML_MISSING);
     bind_opt(st, c++, comm ? r->comm_bytes : TML_MISSING);
     bind_opt(st, c++, comm ? (int64_t)r->comm_count : TML_MISSING);
+    sqlite3_bind_int64(st, c++, q->incarnation);
     return sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 }
 
@@ -592,8 +605,9 @@ static int load_steps(tml_store *s, tml_run *run)
     sqlite3_stmt *st = NULL;
     int rc = TML_EIO;
     int version = steps_version(s->db);
-    if (!version || sqlite3_prepare_v2(s->db, version == 1 ? sql_select_steps_v1 :
-                                       sql_select_steps, -1, &st, NULL) != SQLITE_OK)
+    const char *sql = version == 1 ? sql_select_steps_v1 : version == 2 ? sql_select_steps_v2
+                                                                        : sql_select_steps;
+    if (!version || sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         goto out;
     int step;
     tml_rank *cur = NULL;
@@ -639,6 +653,9 @@ static int load_steps(tml_store *s, tml_run *run)
             r.comm_ns = 0;
         if (r.comm_bytes < 0)
             r.comm_bytes = 0;
+        int64_t inc = sqlite3_column_int64(st, c++);
+        while (inc > (int64_t)cur->incarnation && cur->incarnation < UINT32_MAX)
+            tml__run_restart(run, cur);   /* numbered as the aggregator did */
         if (tml__run_add_steps(cur, &r, 1) < 0) {
             rc = TML_ENOMEM;
             goto out;

@@ -23,7 +23,7 @@
 #include "model/run.h"
 #include "model/record.h"
 
-#define TML_STORE_SCHEMA_VERSION 2
+#define TML_STORE_SCHEMA_VERSION 3
 #define TML_STORE_FLUSH_MS 200
 #define TML_STORE_BATCH 2048
 
@@ -33,7 +33,8 @@ typedef struct tml_store tml_store;
 extern const char tml__store_schema_sql[];
 
 /* create=1: makes a new database (the file must not exist) with the schema;
- * create=0: opens an existing one (TML_EIO when missing or not ours, with
+ * create=0: opens an existing one, read only when it is of an older schema
+ * version (TML_EIO when missing or not ours, with
  * errno saying why: ENOSPC on a full disk, EEXIST, ...). */
 int tml__store_open(const char *path, int create, tml_store **out);
 /* Flushes what is queued and closes. NULL is fine. */
@@ -45,8 +46,11 @@ int tml__store_put_meta(tml_store *s, const char *key, const char *value);
 int tml__store_put_rank(tml_store *s, const tml_rank_info *info);
 int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *st, int ended);
 
-/* Queued; written by tick/flush. */
-int tml__store_put_steps(tml_store *s, int32_t rank, const tml_step_record *recs, size_t n);
+/* Queued; written by tick/flush. incarnation: which process of the rank
+ * (0 for the first; a restarted one counts on), recs with that process's
+ * own step ids. */
+int tml__store_put_steps(tml_store *s, int32_t rank, uint32_t incarnation,
+                         const tml_step_record *recs, size_t n);
 /* rank or node -1: not rank/node specific (stored as NULL). */
 int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
                           const char *metric, double value);
@@ -79,6 +83,7 @@ typedef struct tml_store_rank_digest {
     double span_s;                         /* last - first step start, CPU clock; NAN */
     uint64_t records_dropped, events_dropped;
     int ended;                             /* said goodbye */
+    uint32_t incarnations;                 /* processes that sent its steps (restarts + 1) */
 } tml_store_rank_digest;
 
 typedef struct tml_store_digest {

@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "base/hmac.h"
 #include "model/sample.h"
 
 static void put_u16(tml_strbuf *sb, uint16_t v)
@@ -98,14 +99,19 @@ static void take_str(cursor *c, char *dst, size_t cap)
     dst[k] = '\0';
 }
 
-static size_t begin_frame(tml_strbuf *sb, uint16_t type)
+static size_t begin_frame_as(tml_strbuf *sb, uint16_t version, uint16_t type)
 {
     size_t at = sb->len;
     put_u32(sb, TML_WIRE_MAGIC);
-    put_u16(sb, TML_WIRE_VERSION);
+    put_u16(sb, version);
     put_u16(sb, type);
     put_u32(sb, 0);
     return at;
+}
+
+static size_t begin_frame(tml_strbuf *sb, uint16_t type)
+{
+    return begin_frame_as(sb, TML_WIRE_VERSION, type);
 }
 
 static void end_frame(tml_strbuf *sb, size_t at)
@@ -122,6 +128,7 @@ int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out)
 {
     if (len < TML_WIRE_HEADER)
         return 1;
+    memset(out, 0, sizeof(*out));
     if (get_u32(buf) != TML_WIRE_MAGIC)
         return TML_EPROTO;
     out->version = get_u16(buf + 4);
@@ -132,17 +139,11 @@ int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out)
     return 0;
 }
 
-void tml__wire_hello(tml_strbuf *out, const tml_hello *h)
+/* The identity fields, HELLO's and IDENTITY's. */
+static void put_identity(tml_strbuf *out, const tml_hello *h)
 {
-    tml__wire_identity(out, TML_FRAME_HELLO, h);
-}
-
-void tml__wire_identity(tml_strbuf *out, uint16_t type, const tml_hello *h)
-{
-    size_t at = begin_frame(out, type);
-    put_str(out, h->run_id);
-    put_str(out, h->secret);
     const tml_rank_info *i = &h->info;
+    put_str(out, h->run_id);
     put_u32(out, (uint32_t)i->rank);
     put_u32(out, (uint32_t)i->local_rank);
     put_u32(out, (uint32_t)i->world_size);
@@ -156,15 +157,72 @@ void tml__wire_identity(tml_strbuf *out, uint16_t type, const tml_hello *h)
     put_u32(out, (uint32_t)i->loader_pin_memory);
     put_u32(out, (uint32_t)i->cpu_count);
     put_str(out, i->auto_models);
+    put_u64(out, i->instance);
+}
+
+static void hello_mac(const uint8_t *ident, size_t len, const uint8_t nonce[TML_WIRE_NONCE],
+                      const char *secret, uint8_t mac[TML_WIRE_MAC])
+{
+    tml__hmac_sha256(secret, strlen(secret), nonce, TML_WIRE_NONCE, ident, len, mac);
+}
+
+void tml__wire_open(tml_strbuf *out)
+{
+    size_t at = begin_frame(out, TML_FRAME_OPEN);
+    put_u32(out, 0);
     end_frame(out, at);
 }
 
-int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out)
+void tml__wire_challenge(tml_strbuf *out, const uint8_t nonce[TML_WIRE_NONCE])
+{
+    size_t at = begin_frame(out, TML_FRAME_CHALLENGE);
+    tml__sb_add(out, nonce, TML_WIRE_NONCE);
+    end_frame(out, at);
+}
+
+int tml__wire_parse_challenge(const uint8_t *p, size_t len, uint8_t nonce[TML_WIRE_NONCE])
+{
+    if (len != TML_WIRE_NONCE)
+        return TML_EPROTO;
+    memcpy(nonce, p, TML_WIRE_NONCE);
+    return 0;
+}
+
+void tml__wire_hello(tml_strbuf *out, const tml_hello *h, const uint8_t nonce[TML_WIRE_NONCE])
+{
+    uint8_t mac[TML_WIRE_MAC];
+    size_t at = begin_frame(out, TML_FRAME_HELLO);
+    put_identity(out, h);
+    if (out->failed)
+        return;
+    size_t from = at + TML_WIRE_HEADER;
+    hello_mac((const uint8_t *)out->buf + from, out->len - from, nonce, h->secret, mac);
+    tml__sb_add(out, mac, sizeof(mac));
+    end_frame(out, at);
+}
+
+int tml__wire_hello_verify(const uint8_t *p, size_t len, const uint8_t nonce[TML_WIRE_NONCE],
+                           const char *secret)
+{
+    uint8_t mac[TML_WIRE_MAC];
+    if (len < TML_WIRE_MAC || !secret || !*secret)
+        return 0;
+    hello_mac(p, len - TML_WIRE_MAC, nonce, secret, mac);
+    return tml__bytes_equal(mac, p + len - TML_WIRE_MAC, TML_WIRE_MAC);
+}
+
+void tml__wire_identity(tml_strbuf *out, const tml_hello *h)
+{
+    size_t at = begin_frame(out, TML_FRAME_IDENTITY);
+    put_identity(out, h);
+    end_frame(out, at);
+}
+
+int tml__wire_parse_identity(const uint8_t *p, size_t len, tml_hello *out)
 {
     cursor c = {p, len, 0, 0};
     memset(out, 0, sizeof(*out));
     take_str(&c, out->run_id, sizeof(out->run_id));
-    take_str(&c, out->secret, sizeof(out->secret));
     tml_rank_info *i = &out->info;
     i->rank = (int32_t)take_u32(&c);
     i->local_rank = (int32_t)take_u32(&c);
@@ -179,10 +237,20 @@ int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out)
     i->loader_pin_memory = (int32_t)take_u32(&c);
     i->cpu_count = (int32_t)take_u32(&c);
     take_str(&c, i->auto_models, sizeof(i->auto_models));
+    i->instance = take_u64(&c);
     if (c.bad || i->rank < 0 || i->world_size < 0 || i->node_rank < 0 || i->cpu_count < 0 ||
         (i->loader_known && i->loader_workers < 0))
         return TML_EPROTO;
     return 0;
+}
+
+int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out)
+{
+    if (len < TML_WIRE_MAC) {
+        memset(out, 0, sizeof(*out));
+        return TML_EPROTO;
+    }
+    return tml__wire_parse_identity(p, len - TML_WIRE_MAC, out);
 }
 
 void tml__wire_welcome(tml_strbuf *out)
@@ -194,7 +262,12 @@ void tml__wire_welcome(tml_strbuf *out)
 
 void tml__wire_reject(tml_strbuf *out, const char *reason)
 {
-    size_t at = begin_frame(out, TML_FRAME_REJECT);
+    tml__wire_reject_as(out, TML_WIRE_VERSION, reason);
+}
+
+void tml__wire_reject_as(tml_strbuf *out, uint16_t version, const char *reason)
+{
+    size_t at = begin_frame_as(out, version, TML_FRAME_REJECT);
     put_str(out, reason);
     end_frame(out, at);
 }

@@ -6,8 +6,12 @@
  *
  *     u32 magic "TML1"   u16 version   u16 type   u32 payload length
  *
- * The first frame a client sends is HELLO (run id, per-run secret, who it
- * is). The aggregator answers WELCOME or REJECT and closes on anything else.
+ * The handshake proves the client knows the run's secret without sending
+ * it: the client opens with OPEN, the aggregator answers CHALLENGE (a fresh
+ * random nonce), the client sends HELLO (who it is, and HMAC-SHA256 keyed
+ * with the secret over the nonce and those identity bytes), and the
+ * aggregator answers WELCOME or REJECT and closes on anything else. A
+ * captured HELLO is worth nothing on another connection: its nonce differs.
  * Then the client sends STEPS batches, STATS from time to time and BYE last.
  * docs/wire.md is the reference; decoders take (buf, len) and never trust
  * lengths they were given.
@@ -21,11 +25,13 @@
 #include "base/strbuf.h"
 
 #define TML_WIRE_MAGIC   0x314c4d54u   /* "TML1" read as little-endian u32 */
-#define TML_WIRE_VERSION 3
+#define TML_WIRE_VERSION 4
 #define TML_WIRE_HEADER  12
 #define TML_WIRE_MAX_PAYLOAD (1u << 20)
 #define TML_WIRE_SECRET_MAX 64
 #define TML_WIRE_RUNID_MAX 40
+#define TML_WIRE_NONCE 32        /* CHALLENGE: random bytes, one connection's */
+#define TML_WIRE_MAC 32          /* HELLO: HMAC-SHA256, its last bytes */
 
 enum tml_frame_type {
     TML_FRAME_HELLO = 1,
@@ -39,6 +45,8 @@ enum tml_frame_type {
     TML_FRAME_SUMMARY_REQ = 8,   /* a rank asks for the summary so far */
     TML_FRAME_SUMMARY = 9,       /* the aggregator's answer: JSON text */
     TML_FRAME_IDENTITY = 10,     /* a rank's identity changed after hello */
+    TML_FRAME_OPEN = 11,         /* a client's first frame: a challenge, please */
+    TML_FRAME_CHALLENGE = 12,    /* the aggregator's nonce for this connection */
 };
 
 typedef struct tml_frame_header {
@@ -49,7 +57,7 @@ typedef struct tml_frame_header {
 
 typedef struct tml_hello {
     char run_id[TML_WIRE_RUNID_MAX];
-    char secret[TML_WIRE_SECRET_MAX];
+    char secret[TML_WIRE_SECRET_MAX];   /* the key of the HELLO's MAC; never sent */
     tml_rank_info info;
 } tml_hello;
 
@@ -57,16 +65,34 @@ typedef struct tml_hello {
 #define TML_WIRE_STEP_SIZE 192
 
 /* 0: header decoded; 1: need more bytes; TML_EPROTO: not a frame of ours
- * (bad magic, unsupported version, payload over TML_WIRE_MAX_PAYLOAD). */
+ * (bad magic, unsupported version, payload over TML_WIRE_MAX_PAYLOAD). A
+ * frame with our magic in another version sets out->version to it (else
+ * out->version is 0 on TML_EPROTO): a peer of another TraceML version. */
 int tml__wire_header(const uint8_t *buf, size_t len, tml_frame_header *out);
 
-void tml__wire_hello(tml_strbuf *out, const tml_hello *h);
-/* A HELLO-shaped frame of another type: IDENTITY (a rank's description
- * changed after the handshake: its loader settings, ...). Parse it with
- * tml__wire_parse_hello. */
-void tml__wire_identity(tml_strbuf *out, uint16_t type, const tml_hello *h);
+/* OPEN (u32 0): the client's first frame. CHALLENGE: TML_WIRE_NONCE
+ * random bytes; parse_challenge copies them out (0 or TML_EPROTO). */
+void tml__wire_open(tml_strbuf *out);
+void tml__wire_challenge(tml_strbuf *out, const uint8_t nonce[TML_WIRE_NONCE]);
+int tml__wire_parse_challenge(const uint8_t *p, size_t len, uint8_t nonce[TML_WIRE_NONCE]);
+
+/* HELLO: h's identity fields, then HMAC-SHA256(key = h->secret, message =
+ * nonce || the identity fields' bytes) as the payload's last TML_WIRE_MAC
+ * bytes. The secret itself is never on the wire. */
+void tml__wire_hello(tml_strbuf *out, const tml_hello *h, const uint8_t nonce[TML_WIRE_NONCE]);
+/* 1 when a HELLO payload's MAC is that of nonce and its identity bytes
+ * under secret (compared in constant time), else 0. */
+int tml__wire_hello_verify(const uint8_t *p, size_t len, const uint8_t nonce[TML_WIRE_NONCE],
+                           const char *secret);
+/* IDENTITY: the identity fields alone (a rank's description changed after
+ * the handshake: its loader settings, ...); the connection is already
+ * authenticated. Parse it with tml__wire_parse_identity. */
+void tml__wire_identity(tml_strbuf *out, const tml_hello *h);
 void tml__wire_welcome(tml_strbuf *out);
 void tml__wire_reject(tml_strbuf *out, const char *reason);
+/* A REJECT framed in another wire version: what a peer of that version
+ * reads as a refusal (REJECT's payload is the same in every version). */
+void tml__wire_reject_as(tml_strbuf *out, uint16_t version, const char *reason);
 /* Appends one STEPS frame holding n records (n * TML_WIRE_STEP_SIZE must fit
  * TML_WIRE_MAX_PAYLOAD; callers batch at most TML_WIRE_MAX_STEPS). */
 #define TML_WIRE_MAX_STEPS 4096
@@ -93,8 +119,11 @@ void tml__wire_summary(tml_strbuf *out, int32_t status, const char *json, size_t
 int tml__wire_parse_summary(const uint8_t *p, size_t len, int32_t *status,
                             const char **json, size_t *json_len);
 
-/* Payload decoders: 0 or TML_EPROTO. */
+/* Payload decoders: 0 or TML_EPROTO. parse_hello reads a HELLO (identity
+ * fields and MAC; check the MAC with tml__wire_hello_verify), parse_identity
+ * an IDENTITY; neither fills out->secret. */
 int tml__wire_parse_hello(const uint8_t *p, size_t len, tml_hello *out);
+int tml__wire_parse_identity(const uint8_t *p, size_t len, tml_hello *out);
 /* Sets *n to the record count; decode record i with parse_step. */
 int tml__wire_parse_steps(const uint8_t *p, size_t len, size_t *n);
 void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *out);

@@ -46,18 +46,28 @@ def one_error_line(p):
 # ---- a fake training: speaks the wire protocol of src/wire/wire.c ----
 
 FAKE = r'''
-import os, socket, struct, sys, time, signal
+import hashlib, hmac, os, socket, struct, sys, time, signal
 MAGIC = 0x314c4d54
 def frame(t, payload):
-    return struct.pack("<IHHI", MAGIC, 3, t, len(payload)) + payload   # wire version 3
+    return struct.pack("<IHHI", MAGIC, 4, t, len(payload)) + payload   # wire version 4
 def s16(b):
     return struct.pack("<H", len(b)) + b
-def hello(run_id, secret, rank=0):
-    p = s16(run_id.encode()) + s16(secret.encode())
+def challenge(s):
+    """OPEN, then the CHALLENGE's 32-byte nonce (docs/wire.md, Handshake)."""
+    s.sendall(frame(11, struct.pack("<I", 0)))
+    h = b""
+    while len(h) < 44:
+        h += s.recv(44 - len(h))
+    assert struct.unpack("<IHHI", h[:12])[2] == 12, "no CHALLENGE"
+    return h[12:]
+def hello(run_id, secret, nonce, rank=0):
+    p = s16(run_id.encode())
     p += struct.pack("<7I", rank, 0, 1, 0, 1, os.getpid(), 0x1f) + s16(b"fakehost")
     p += struct.pack("<4I", 0, 0, 0, 0)   # loader unknown, cores unknown
     p += s16(b"")                          # no auto-timed models
-    return frame(1, p)
+    p += struct.pack("<Q", 1)              # process image
+    mac = hmac.new(secret.encode(), nonce + p, hashlib.sha256).digest()
+    return frame(1, p + mac)
 def steps(first, n, input_ms=20.0, fwd_ms=5.0):
     p = struct.pack("<I", n)
     for i in range(first, first + n):
@@ -76,7 +86,7 @@ def stats(t, sent):
 def connect():
     host, port = os.environ["TRACEML_ADDR"].rsplit(":", 1)
     s = socket.create_connection((host, int(port)))
-    s.sendall(hello(os.environ["TRACEML_RUN_ID"], os.environ["TRACEML_SECRET"]))
+    s.sendall(hello(os.environ["TRACEML_RUN_ID"], os.environ["TRACEML_SECRET"], challenge(s)))
     h = s.recv(12)
     assert struct.unpack("<IHHI", h)[2] == 2, "no WELCOME"
     s.recv(struct.unpack("<IHHI", h)[3])
@@ -596,7 +606,7 @@ def test_serve_rejects_and_accepts(tmp_path):
     exec(FAKE.split("mode = sys.argv[1]")[0], ns)
     # wrong secret: REJECT, logged
     s = socket.create_connection((host, int(port)))
-    s.sendall(ns["hello"](env["TRACEML_RUN_ID"], "0" * 48))
+    s.sendall(ns["hello"](env["TRACEML_RUN_ID"], "0" * 48, ns["challenge"](s)))
     hdr = s.recv(12)
     assert struct.unpack("<IHHI", hdr)[2] == 3
     s.close()

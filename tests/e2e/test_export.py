@@ -92,26 +92,47 @@ def test_bad_input(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("traceml: error: "), p.stderr
 
 
-V1_DROPPED = ("comm_exposed_ns", "gpu_comm_exposed_ns", "comm_ns", "comm_bytes", "comm_count")
+V1_DROPPED = ("comm_exposed_ns", "gpu_comm_exposed_ns", "comm_ns", "comm_bytes", "comm_count",
+              "incarnation")
+V2_DROPPED = ("incarnation",)
 
 
-def test_version_1_file_still_exports(run_dir, tmp_path):
-    """A run folder written before communication was measured (schema
-    version 1: the steps table without its five comm_* columns) exports
-    the same steps, and the file is left as it was."""
+def older_file(run_dir, tmp_path, dropped, version):
+    """A copy of the run's telemetry.sqlite as an older schema wrote it."""
     import sqlite3
-    old = tmp_path / "old"
+    old = tmp_path / ("v%d" % version)
     old.mkdir()
     db = old / "telemetry.sqlite"
     src = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
     src.backup(sqlite3.connect(str(db)))
     src.close()
     con = sqlite3.connect(str(db))
-    cols = [r[1] for r in con.execute("PRAGMA table_info(steps)") if r[1] not in V1_DROPPED]
+    cols = [r[1] for r in con.execute("PRAGMA table_info(steps)") if r[1] not in dropped]
     con.executescript(
-        "CREATE TABLE v1 AS SELECT %s FROM steps; DROP TABLE steps; ALTER TABLE v1 RENAME TO "
-        "steps; UPDATE run SET schema_version = 1;" % ", ".join(cols))
+        "CREATE TABLE old AS SELECT %s FROM steps; DROP TABLE steps; ALTER TABLE old RENAME TO "
+        "steps; UPDATE run SET schema_version = %d;" % (", ".join(cols), version))
     con.close()
+    return old, db
+
+
+def test_version_2_file_still_exports(run_dir, tmp_path):
+    """A run folder written before incarnations (schema version 2: no
+    steps.incarnation) exports the same steps, and is left as it was."""
+    old, db = older_file(run_dir, tmp_path, V2_DROPPED, 2)
+    before = db.read_bytes()
+    p = export(["--chrome-trace", str(old), "-o", str(tmp_path / "t.json")], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "%d steps" % STEPS in p.stderr, p.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert len([e for e in doc["traceEvents"] if e.get("cat") == "step"]) == STEPS
+    assert db.read_bytes() == before
+
+
+def test_version_1_file_still_exports(run_dir, tmp_path):
+    """A run folder written before communication was measured (schema
+    version 1: the steps table without its five comm_* columns) exports
+    the same steps, and the file is left as it was."""
+    old, db = older_file(run_dir, tmp_path, V1_DROPPED, 1)
     before = db.read_bytes()
     p = export(["--chrome-trace", str(old), "-o", str(tmp_path / "t.json")], tmp_path)
     assert p.returncode == 0, p.stderr

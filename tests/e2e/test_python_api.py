@@ -455,3 +455,53 @@ def test_spawned_children_claiming_rank_0_are_not_merged(tmp_path):
     counts = sorted(n for _, n in db.execute("SELECT rank, COUNT(*) FROM steps GROUP BY rank"))
     db.close()
     assert counts == [12, 16]                 # each process's own steps, none merged
+
+
+REEXEC = r'''
+import os, sys
+import torch
+import traceml_ai as traceml
+
+gen = int(os.environ.get("REEXEC_GEN", "0"))
+traceml.init()
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(5 + 2 * gen):
+    with traceml.trace_step(model):
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+print("gen %d pid %d" % (gen, os.getpid()), flush=True)
+if gen == 0:
+    traceml.summary()       # the steps so far reach the aggregator before the exec
+    os.environ["REEXEC_GEN"] = "1"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+'''
+
+
+def test_reexec_same_pid_is_a_new_incarnation(tmp_path, traceml_run):
+    # a script that os.execv's itself keeps its pid and starts its step ids
+    # again: both processes' steps count (5 + 7), telemetry.sqlite keeps
+    # both (no row replaced), and the summary names the restart
+    script = tmp_path / "reexec.py"
+    script.write_text(REEXEC)
+    r = traceml_run(str(script), run_name="reexec")
+    assert r.rc == 0, r.explain()
+    pids = {line.split()[-1] for line in r.stdout.splitlines() if line.startswith("gen ")}
+    assert len(pids) == 1, r.stdout                       # the same pid, exec'd
+    s = r.summary()
+    assert s["meta"]["common_steps"] == 12, s["meta"]
+    assert s["meta"]["ranks_reported"] == 1
+    conflicts = s["meta"]["rank_conflicts"]
+    assert len(conflicts) == 1, conflicts
+    c = conflicts[0]
+    assert (c["kind"], c["claimed_rank"], c["reported_as"], c["incarnation"], c["first_step"]) == \
+        ("restarted", 0, 0, 1, 5), c
+    assert str(c["pid"]) in pids
+    assert "CONFLICT: rank 0 restarted" in r.stdout
+    import sqlite3
+    db = sqlite3.connect(r.artifact("telemetry.sqlite"))
+    rows = db.execute("SELECT incarnation, COUNT(*), MIN(step), MAX(step) FROM steps"
+                      " WHERE rank = 0 GROUP BY incarnation ORDER BY incarnation").fetchall()
+    db.close()
+    assert rows == [(0, 5, 0, 4), (1, 7, 0, 6)], rows

@@ -6,8 +6,10 @@
  *     STATS, SUMMARY payloads);
  *   - the aggregator's own frame handling: the input is written into a
  *     connection of a real server and aggregator (through a socketpair
- *     adopted by the server), after a valid HELLO when the first byte is
- *     odd, so that the frames after the handshake are reached too.
+ *     adopted by the server), after a valid handshake when the first byte
+ *     is odd (OPEN, the server's CHALLENGE read back, a HELLO with the MAC
+ *     of its nonce), so that the frames after the handshake are reached
+ *     too.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static tml_agg *agg;
 static tml_server *srv;
-static tml_strbuf hello;
+static tml_hello hello;
 
 static char dir[] = "/tmp/traceml-fuzz-XXXXXX";
 
@@ -53,14 +55,39 @@ static void setup(void)
     so.control_fd = -1;
     if (tml__agg_new(&ao, &agg) < 0 || tml__server_new(&so, agg, &srv) < 0)
         abort();
-    tml_hello h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.run_id, sizeof(h.run_id), "%s", RUN_ID);
-    snprintf(h.secret, sizeof(h.secret), "%s", SECRET);
-    h.info.world_size = 4;
-    h.info.nnodes = 1;
-    h.info.pid = 1;
-    tml__wire_hello(&hello, &h);
+    tml_hello *h = &hello;
+    memset(h, 0, sizeof(*h));
+    snprintf(h->run_id, sizeof(h->run_id), "%s", RUN_ID);
+    snprintf(h->secret, sizeof(h->secret), "%s", SECRET);
+    h->info.world_size = 4;
+    h->info.nnodes = 1;
+    h->info.pid = 1;
+    h->info.instance = 1;
+}
+
+/* The client's side of the handshake on fd: OPEN, the server turns and
+ * answers CHALLENGE, then the HELLO with the MAC of that nonce. */
+static int handshake(int fd)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml_server_cmd cmd;
+    uint8_t buf[TML_WIRE_HEADER + TML_WIRE_NONCE], nonce[TML_WIRE_NONCE];
+    tml_frame_header fh;
+    int rc = -1;
+    tml__wire_open(&sb);
+    if (write(fd, sb.buf, sb.len) != (ssize_t)sb.len)
+        goto out;
+    tml__server_poll(srv, 0, &cmd);
+    if (read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf) ||
+        tml__wire_header(buf, sizeof(buf), &fh) != 0 || fh.type != TML_FRAME_CHALLENGE ||
+        tml__wire_parse_challenge(buf + TML_WIRE_HEADER, fh.len, nonce) < 0)
+        goto out;
+    tml__sb_reset(&sb);
+    tml__wire_hello(&sb, &hello, nonce);
+    rc = write(fd, sb.buf, sb.len) == (ssize_t)sb.len ? 0 : -1;
+out:
+    tml__sb_release(&sb);
+    return rc;
 }
 
 static void parsers(const uint8_t *p, size_t n)
@@ -74,6 +101,9 @@ static void parsers(const uint8_t *p, size_t n)
     size_t jlen;
     tml__wire_header(p, n, &fh);
     tml__wire_parse_hello(p, n, &h);
+    tml__wire_parse_identity(p, n, &h);
+    uint8_t nonce[TML_WIRE_NONCE];
+    tml__wire_parse_challenge(p, n, nonce);
     tml__wire_parse_stats(p, n, &st);
     tml__wire_parse_summary(p, n, &status, &json, &jlen);
     if (tml__wire_parse_steps(p, n, &k) == 0)
@@ -101,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(sv[1]);
         return 0;
     }
-    if (size && (data[0] & 1) && write(sv[1], hello.buf, hello.len) < 0)
+    if (size && (data[0] & 1) && handshake(sv[1]) < 0)
         size = 0;
     size_t off = size ? 1 : 0;
     while (off < size) {

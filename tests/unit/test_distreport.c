@@ -153,7 +153,16 @@ static void test_lost_rank_named(void)
 
 /* ---- the server marks ranks that vanish without a goodbye ------------- */
 
-static int connect_hello(int port, int32_t rank)
+static void pump(tml_server *srv, int ms)
+{
+    tml_server_cmd cmd;
+    for (int i = 0; i < ms / 10; i++)
+        tml__server_poll(srv, 10, &cmd);
+}
+
+/* Connects as rank, shakes hands (the server pumped here: it runs on
+ * this thread) and sends one step. */
+static int connect_hello(tml_server *srv, int port, int32_t rank)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sin;
@@ -172,7 +181,18 @@ static int connect_hello(int port, int32_t rank)
     h.info.rank = rank;
     h.info.world_size = 3;
     tml_strbuf sb = TML_STRBUF_INIT;
-    tml__wire_hello(&sb, &h);
+    uint8_t nonce[TML_WIRE_NONCE], buf[TML_WIRE_HEADER + TML_WIRE_NONCE];
+    tml__wire_open(&sb);
+    send(fd, sb.buf, sb.len, 0);
+    pump(srv, 50);
+    if (recv(fd, buf, sizeof(buf), MSG_WAITALL) != (ssize_t)sizeof(buf) ||
+        tml__wire_parse_challenge(buf + TML_WIRE_HEADER, TML_WIRE_NONCE, nonce) < 0) {
+        tml__sb_release(&sb);
+        close(fd);
+        return -1;
+    }
+    tml__sb_reset(&sb);
+    tml__wire_hello(&sb, &h, nonce);
     tml_step_record rec;
     step(&rec, 0, 1, 10);
     tml__wire_steps(&sb, &rec, 1);
@@ -181,12 +201,6 @@ static int connect_hello(int port, int32_t rank)
     return w > 0 ? fd : -1;
 }
 
-static void pump(tml_server *srv, int ms)
-{
-    tml_server_cmd cmd;
-    for (int i = 0; i < ms / 10; i++)
-        tml__server_poll(srv, 10, &cmd);
-}
 
 static void test_server_marks_lost(void)
 {
@@ -204,7 +218,7 @@ static void test_server_marks_lost(void)
     so.control_fd = -1;
     CHECK_EQ_INT(tml__server_new(&so, agg, &srv), 0);
     int port = tml__server_port(srv);
-    int a = connect_hello(port, 0), b = connect_hello(port, 1), c = connect_hello(port, 2);
+    int a = connect_hello(srv, port, 0), b = connect_hello(srv, port, 1), c = connect_hello(srv, port, 2);
     CHECK(a >= 0 && b >= 0 && c >= 0);
     pump(srv, 200);
     /* rank 0 says goodbye, rank 1 vanishes, rank 2 stays silent */
@@ -227,7 +241,7 @@ static void test_server_marks_lost(void)
     CHECK_EQ_INT(run->ranks[2].lost, 1);
     CHECK_EQ_INT(run->ranks[0].lost, 0);
     /* a rank that comes back says hello again: no longer lost */
-    int b2 = connect_hello(port, 1);
+    int b2 = connect_hello(srv, port, 1);
     pump(srv, 200);
     CHECK_EQ_INT(tml__agg_run(agg)->ranks[1].lost, 0);
     close(a);

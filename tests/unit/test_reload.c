@@ -317,7 +317,7 @@ static void test_store_digest(void)
     for (int i = 0; i < 5; i++) {
         rec.step = (uint64_t)(3 + i);
         rec.start_ns = (int64_t)i * 500000000;
-        CHECK_EQ_INT(tml__store_put_steps(s, 1, &rec, 1), 0);
+        CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, &rec, 1), 0);
     }
     CHECK_EQ_INT(tml__store_put_sample(s, 1700000000100, 0, -1, "host_cpu_percent", 5), 0);
     tml__store_close(s);

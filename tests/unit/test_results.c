@@ -450,7 +450,7 @@ static void test_store_full_is_not_silent(void)
         info.world_size = 1;
         info.pid = 7;
         info.instrumented = TML_PHASES_ALL;
-        tml__agg_hello(agg, &info, NULL);
+        tml__agg_hello(agg, &info, 0, NULL);
         tml_step_record r[100];
         for (uint64_t b = 0; b < 100; b++) {
             for (int i = 0; i < 100; i++) {
@@ -489,7 +489,7 @@ static void feed_steps(tml_agg *agg, uint64_t n)
     info.world_size = 1;
     info.pid = 7;
     info.instrumented = TML_PHASES_ALL;
-    tml__agg_hello(agg, &info, NULL);
+    tml__agg_hello(agg, &info, 0, NULL);
     tml_step_record r;
     for (uint64_t i = 0; i < n; i++) {
         memset(&r, 0, sizeof(r));
@@ -615,7 +615,7 @@ static void test_server_answers_summary(void)
     snprintf(hello.secret, sizeof(hello.secret), "sekrit");
     hello.info.world_size = 1;
     hello.info.instrumented = TML_PHASES_ALL;
-    int fd = tml__client_connect(addr, &hello, 1000);
+    int fd = tml__client_connect(addr, &hello, 1000, NULL);
     CHECK(fd >= 0);
     /* many steps first, so the answer (with per-rank rows) is sizeable and
      * the request is served after them */

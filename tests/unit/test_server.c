@@ -19,10 +19,12 @@
 
 #include "agg/agg.h"
 #include "agg/server.h"
+#include "core/client.h"
 #include "traceml/traceml.h"
 #include "base/strbuf.h"
 #include "wire/wire.h"
 
+#include "handshake.h"
 #include "harness.h"
 
 #define RUN_ID "run0123456789"
@@ -182,19 +184,28 @@ static int closed_by_peer(int fd)
     }
 }
 
-static void hello(tml_strbuf *sb, const char *run_id, const char *secret, int rank)
+static void hello_of(tml_hello *h, const char *run_id, const char *secret, int rank)
+{
+    memset(h, 0, sizeof(*h));
+    snprintf(h->run_id, sizeof(h->run_id), "%s", run_id);
+    snprintf(h->secret, sizeof(h->secret), "%s", secret);
+    h->info.rank = rank;
+    h->info.world_size = 1;
+    h->info.nnodes = 1;
+    h->info.pid = 99;
+    h->info.instrumented = TML_PHASES_ALL;
+    snprintf(h->info.host, sizeof(h->info.host), "testhost");
+}
+
+/* OPEN on fd, the CHALLENGE read, then a HELLO answering it into sb (to
+ * be sent, with what follows it). */
+static void hello(int fd, tml_strbuf *sb, const char *run_id, const char *secret, int rank)
 {
     tml_hello h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.run_id, sizeof(h.run_id), "%s", run_id);
-    snprintf(h.secret, sizeof(h.secret), "%s", secret);
-    h.info.rank = rank;
-    h.info.world_size = 1;
-    h.info.nnodes = 1;
-    h.info.pid = 99;
-    h.info.instrumented = TML_PHASES_ALL;
-    snprintf(h.info.host, sizeof(h.info.host), "testhost");
-    tml__wire_hello(sb, &h);
+    uint8_t nonce[TML_WIRE_NONCE];
+    hello_of(&h, run_id, secret, rank);
+    CHECK_EQ_INT(th_challenge(fd, nonce), 0);
+    tml__wire_hello(sb, &h, nonce);
 }
 
 static int log_has(const fixture *f, const char *needle)
@@ -236,7 +247,7 @@ static void test_bad_secret_rejected_and_logged(void)
     int fd = dial(&f);
     CHECK(fd >= 0);
     tml_strbuf sb = TML_STRBUF_INIT;
-    hello(&sb, RUN_ID, "s3cr3t-0123456789abcdeX", 0);   /* last byte differs */
+    hello(fd, &sb, RUN_ID, "s3cr3t-0123456789abcdeX", 0);   /* last byte differs */
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
     CHECK(closed_by_peer(fd));
@@ -244,14 +255,14 @@ static void test_bad_secret_rejected_and_logged(void)
     /* a secret that is a prefix of the right one */
     fd = dial(&f);
     tml__sb_reset(&sb);
-    hello(&sb, RUN_ID, "s3cr3t", 0);
+    hello(fd, &sb, RUN_ID, "s3cr3t", 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
     close(fd);
     /* the right secret for another run */
     fd = dial(&f);
     tml__sb_reset(&sb);
-    hello(&sb, "otherrun", SECRET, 0);
+    hello(fd, &sb, "otherrun", SECRET, 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_REJECT);
     close(fd);
@@ -286,7 +297,7 @@ static void test_frames_before_hello_and_garbage(void)
     /* an oversized frame after a good hello: closed, no REJECT needed */
     fd = dial(&f);
     tml__sb_reset(&sb);
-    hello(&sb, RUN_ID, SECRET, 0);
+    hello(fd, &sb, RUN_ID, SECRET, 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
     uint8_t big[12] = {'T', 'M', 'L', '1', TML_WIRE_VERSION, 0, TML_FRAME_STEPS, 0, 0xff, 0xff, 0xff, 0x7f};
@@ -296,7 +307,7 @@ static void test_frames_before_hello_and_garbage(void)
     /* a malformed STEPS payload (count does not match length) */
     fd = dial(&f);
     tml__sb_reset(&sb);
-    hello(&sb, RUN_ID, SECRET, 1);
+    hello(fd, &sb, RUN_ID, SECRET, 1);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
     uint8_t bad[16] = {'T', 'M', 'L', '1', TML_WIRE_VERSION, 0, TML_FRAME_STEPS, 0, 4, 0, 0, 0, 9, 0, 0, 0};
@@ -306,7 +317,7 @@ static void test_frames_before_hello_and_garbage(void)
     tml__sb_release(&sb);
     stop_loop(&f);
     CHECK_EQ_INT(tml__server_rejected(f.srv), 2);
-    CHECK(log_has(&f, "expected HELLO first"));
+    CHECK(log_has(&f, "expected OPEN first"));
     CHECK(log_has(&f, "not a TraceML frame"));
     CHECK(log_has(&f, "malformed frame"));
     /* the server still works */
@@ -349,7 +360,7 @@ static void test_preauth_bounded(void)
     usleep(700000);
     fd = dial(&f);                                 /* a rank, at last */
     tml_strbuf sb = TML_STRBUF_INIT;
-    hello(&sb, RUN_ID, SECRET, 0);
+    hello(fd, &sb, RUN_ID, SECRET, 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
     close(fd);
@@ -425,11 +436,14 @@ static void test_duplicate_rank_not_merged(void)
         h.info.world_size = 1;
         h.info.nnodes = 1;
         h.info.pid = k == 2 ? 100 : 100 + k;   /* the third: process 100 again */
+        h.info.instance = (uint64_t)h.info.pid * 7;
         h.info.instrumented = TML_PHASES_ALL;
         snprintf(h.info.host, sizeof(h.info.host), "testhost");
-        tml__wire_hello(&sb, &h);
-        steps(&sb, 0, 3 + (size_t)k);
         fd[k] = dial(&f);
+        uint8_t nonce[TML_WIRE_NONCE];
+        CHECK_EQ_INT(th_challenge(fd[k], nonce), 0);
+        tml__wire_hello(&sb, &h, nonce);
+        steps(&sb, 0, 3 + (size_t)k);
         send_all(fd[k], sb.buf, sb.len);
         CHECK_EQ_INT(read_frame_type(fd[k]), TML_FRAME_WELCOME);
         tml__sb_release(&sb);
@@ -459,6 +473,217 @@ static void test_duplicate_rank_not_merged(void)
     finish(&f);
 }
 
+/* The payload of the next frame on fd (its type in *type); bytes read. */
+static size_t read_frame(int fd, int *type, uint8_t *payload, size_t cap)
+{
+    uint8_t hdr[TML_WIRE_HEADER];
+    size_t n = 0;
+    *type = 0;
+    while (n < sizeof(hdr)) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 3000) <= 0)
+            return 0;
+        ssize_t r = recv(fd, hdr + n, sizeof(hdr) - n, 0);
+        if (r <= 0)
+            return 0;
+        n += (size_t)r;
+    }
+    uint16_t version = (uint16_t)(hdr[4] | hdr[5] << 8);
+    uint32_t len = (uint32_t)hdr[8] | (uint32_t)hdr[9] << 8 | (uint32_t)hdr[10] << 16;
+    *type = (int)(hdr[6] | hdr[7] << 8) | (version != TML_WIRE_VERSION ? version << 16 : 0);
+    for (n = 0; n < len && n < cap;) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 3000) <= 0)
+            break;
+        ssize_t r = recv(fd, payload + n, cap - n < len - n ? cap - n : len - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    return n;
+}
+
+/* A HELLO captured from a rank's connection and sent again on another is
+ * refused: the MAC covers that connection's nonce, never this one's. A
+ * HELLO without OPEN first, and a peer of an older wire version, are
+ * refused too (the old one in its own framing, with the reason); the real
+ * client still gets in. */
+static void test_replayed_hello_refused(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "replay"), 0);
+    tml_strbuf captured = TML_STRBUF_INIT, sb = TML_STRBUF_INIT;
+    int fd = dial(&f);
+    hello(fd, &captured, RUN_ID, SECRET, 0);      /* the rank's genuine HELLO */
+    send_all(fd, captured.buf, captured.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    /* the same bytes after another challenge: the rank is still connected */
+    int thief = dial(&f);
+    uint8_t nonce[TML_WIRE_NONCE];
+    CHECK_EQ_INT(th_challenge(thief, nonce), 0);
+    steps(&captured, 0, 8);
+    send_all(thief, captured.buf, captured.len);
+    CHECK_EQ_INT(read_frame_type(thief), TML_FRAME_REJECT);
+    CHECK(closed_by_peer(thief));
+    close(thief);
+    /* the same bytes with no OPEN first */
+    thief = dial(&f);
+    send_all(thief, captured.buf, captured.len);
+    CHECK_EQ_INT(read_frame_type(thief), TML_FRAME_REJECT);
+    close(thief);
+    /* a wire-version-3 peer: a REJECT it can read, in version 3, saying why */
+    uint8_t v3[12] = {'T', 'M', 'L', '1', 3, 0, TML_FRAME_HELLO, 0, 0, 0, 0, 0};
+    thief = dial(&f);
+    send_all(thief, v3, sizeof(v3));
+    uint8_t why[512] = {0};
+    int type;
+    size_t n = read_frame(thief, &type, why, sizeof(why) - 1);
+    CHECK_EQ_INT(type, TML_FRAME_REJECT | 3 << 16);
+    CHECK(n > 2 && strstr((char *)why + 2, "wire version 3, this aggregator speaks 4"));
+    close(thief);
+    /* the real client gets in */
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", tml__server_port(f.srv));
+    tml_hello h;
+    hello_of(&h, RUN_ID, SECRET, 1);
+    h.info.pid = 98;
+    int other = -1, cfd = tml__client_connect(addr, &h, 1000, &other);
+    CHECK(cfd >= 0);
+    CHECK_EQ_INT(other, 0);
+    snprintf(h.secret, sizeof(h.secret), "not-the-secret");
+    CHECK_EQ_INT(tml__client_connect(addr, &h, 1000, NULL), TML_EAUTH);
+    close(fd);
+    if (cfd >= 0)
+        close(cfd);
+    usleep(100000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, 2);                 /* rank 0 and the client's rank 1 */
+    CHECK_EQ_INT(run->ranks[0].nsteps, 0);        /* none of the thief's 8 steps */
+    CHECK_EQ_INT(run->nconflicts, 0);
+    CHECK(log_has(&f, "bad secret"));
+    CHECK(log_has(&f, "HELLO without a challenge"));
+    CHECK(log_has(&f, "wire version 3"));
+    tml__sb_release(&captured);
+    tml__sb_release(&sb);
+    finish(&f);
+}
+
+/* Connects as rank 0, pid 100 on testhost, process image `instance`, and
+ * sends steps first..first+n-1; returns the fd (WELCOME checked). */
+static int connect_as(fixture *f, uint64_t instance, uint64_t first, size_t n)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml_hello h;
+    uint8_t nonce[TML_WIRE_NONCE];
+    hello_of(&h, RUN_ID, SECRET, 0);
+    h.info.pid = 100;
+    h.info.instance = instance;
+    int fd = dial(f);
+    CHECK_EQ_INT(th_challenge(fd, nonce), 0);
+    tml__wire_hello(&sb, &h, nonce);
+    steps(&sb, first, n);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    tml__sb_release(&sb);
+    return fd;
+}
+
+/* Two live connections of one identity (rank 0, pid 100, testhost) from
+ * two process images: the second is a CONFLICT with a rank of its own,
+ * its steps never merged into the first's. The same image connecting
+ * again (a reconnection) is no conflict and keeps its rank. */
+static void test_second_live_connection_conflict(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "twin"), 0);
+    int a = connect_as(&f, 11, 0, 4);
+    usleep(100000);
+    int b = connect_as(&f, 22, 0, 6);
+    usleep(100000);
+    int a2 = connect_as(&f, 11, 4, 2);             /* process 11 reconnects */
+    usleep(100000);
+    close(a);
+    close(b);
+    close(a2);
+    usleep(100000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, 2);
+    CHECK_EQ_INT(run->nconflicts, 1);
+    if (run->nranks == 2) {
+        CHECK_EQ_INT(run->ranks[0].nsteps, 6);    /* 4 + 2 of process 11 */
+        CHECK_EQ_INT(run->ranks[1].nsteps, 6);    /* process 22's, apart */
+        CHECK_EQ_INT(run->ranks[0].incarnation, 0);
+    }
+    CHECK_EQ_INT(run->conflicts[0].kind, TML_CONFLICT_SECOND_CONNECTION);
+    CHECK_EQ_INT(run->conflicts[0].reported_as, 1);
+    tml_strbuf json = TML_STRBUF_INIT;
+    CHECK_EQ_INT(tml__agg_summary_json(f.agg, &json), 0);
+    CHECK(json.buf && strstr(json.buf, "\"kind\": \"second_connection\""));
+    CHECK(json.buf && strstr(json.buf, "CONFLICT: rank 0 (pid 100 on testhost) connected twice"));
+    tml__sb_release(&json);
+    CHECK(log_has(&f, "rank 0 claimed by two live connections"));
+    finish(&f);
+}
+
+/* A rank's process that re-executes itself (same pid and host, a new
+ * process image, its step ids from 0 again) is a new incarnation: both
+ * processes' steps are counted, telemetry.sqlite keeps both (no row
+ * replaced), the summary names it, and a run rebuilt from the file says
+ * the same. */
+static void test_restart_is_a_new_incarnation(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "reexec"), 0);
+    int a = connect_as(&f, 11, 0, 5);
+    close(a);                                      /* the old image is gone */
+    for (int i = 0; i < 300 && atomic_load(&f.nconns) != 0; i++)
+        usleep(10000);
+    int b = connect_as(&f, 22, 0, 3);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml_rank_stats st;
+    memset(&st, 0, sizeof(st));
+    tml__wire_stats(&sb, TML_FRAME_BYE, &st);
+    send_all(b, sb.buf, sb.len);
+    tml__sb_release(&sb);
+    CHECK(closed_by_peer(b) || 1);
+    close(b);
+    usleep(100000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, 1);
+    CHECK_EQ_INT(run->nconflicts, 1);
+    if (run->nranks == 1) {
+        CHECK_EQ_INT(run->ranks[0].nsteps, 8);
+        CHECK_EQ_INT(run->ranks[0].incarnation, 1);
+        for (size_t i = 0; i < run->ranks[0].nsteps; i++)
+            CHECK_EQ_INT(run->ranks[0].steps[i].step, i);   /* numbered on: 0..7 */
+    }
+    CHECK_EQ_INT(run->conflicts[0].kind, TML_CONFLICT_RESTARTED);
+    CHECK_EQ_INT(run->conflicts[0].incarnation, 1);
+    CHECK_EQ_INT(run->conflicts[0].first_step, 5);
+    char *text = NULL;
+    tml__agg_finalize(f.agg, "completed", 0, 0, &text);
+    CHECK(text && strstr(text, "CONFLICT: rank 0 restarted: pid 100 on testhost"));
+    CHECK(text && strstr(text, "8 common steps"));
+    free(text);
+    CHECK(log_has(&f, "rank 0 restarted"));
+    /* the run again, from telemetry.sqlite alone */
+    tml_agg *again = NULL;
+    tml_agg_opts ao = {"reexec", RUN_ID, f.run_dir, 0, 0, 0};
+    CHECK_EQ_INT(tml__agg_open_existing(&ao, &again), 0);
+    const tml_run *back = tml__agg_run(again);
+    CHECK_EQ_INT(back->nranks, 1);
+    if (back->nranks == 1)
+        CHECK_EQ_INT(back->ranks[0].nsteps, 8);
+    CHECK_EQ_INT(back->nconflicts, 1);
+    CHECK_EQ_INT(back->conflicts[0].kind, TML_CONFLICT_RESTARTED);
+    CHECK_EQ_INT(back->conflicts[0].first_step, 5);
+    tml__agg_free(again);
+    finish(&f);
+}
+
 /* A rank that asks for summaries without reading the answers loses its
  * own connection; the others keep theirs and their data. */
 static void test_summary_requests_one_at_a_time(void)
@@ -466,11 +691,11 @@ static void test_summary_requests_one_at_a_time(void)
     fixture f;
     CHECK_EQ_INT(start(&f, "sumreq"), 0);
     tml_strbuf sb = TML_STRBUF_INIT;
-    hello(&sb, RUN_ID, SECRET, 0);
-    steps(&sb, 0, 8);
     /* a small receive window, set before connecting: answers pile up in
      * the server's buffer after a few */
     int greedy = dial_port(tml__server_port(f.srv), NULL, 4096);
+    hello(greedy, &sb, RUN_ID, SECRET, 0);
+    steps(&sb, 0, 8);
     send_all(greedy, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(greedy), TML_FRAME_WELCOME);
     tml__sb_reset(&sb);
@@ -478,9 +703,9 @@ static void test_summary_requests_one_at_a_time(void)
         tml__wire_summary_req(&sb);
     send_all(greedy, sb.buf, sb.len);
     tml__sb_reset(&sb);
-    hello(&sb, RUN_ID, SECRET, 1);
-    steps(&sb, 0, 5);
     int other = dial(&f);
+    hello(other, &sb, RUN_ID, SECRET, 1);
+    steps(&sb, 0, 5);
     send_all(other, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(other), TML_FRAME_WELCOME);
     /* the greedy one is closed: after the answers it did get, EOF */
@@ -512,7 +737,7 @@ static void test_good_session(void)
     CHECK_EQ_INT(start(&f, "good"), 0);
     int fd = dial(&f);
     tml_strbuf sb = TML_STRBUF_INIT;
-    hello(&sb, RUN_ID, SECRET, 0);
+    hello(fd, &sb, RUN_ID, SECRET, 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
     tml__sb_reset(&sb);
@@ -583,7 +808,7 @@ static void test_control_and_drain(void)
     CHECK_EQ_INT(start(&f, "control"), 0);
     int fd = dial(&f);
     tml_strbuf sb = TML_STRBUF_INIT;
-    hello(&sb, RUN_ID, SECRET, 0);
+    hello(fd, &sb, RUN_ID, SECRET, 0);
     send_all(fd, sb.buf, sb.len);
     CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
     const char *line = "finalize interrupted 130 88\n";
@@ -646,6 +871,8 @@ static void test_bind_errors(void)
 
 #define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
     X(test_preauth_bounded) X(test_out_of_descriptors_does_not_spin) \
-    X(test_duplicate_rank_not_merged) X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
+    X(test_duplicate_rank_not_merged) X(test_replayed_hello_refused) \
+    X(test_second_live_connection_conflict) X(test_restart_is_a_new_incarnation) \
+    X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
     X(test_bind_errors)
 #include "harness.h"

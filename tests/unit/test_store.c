@@ -120,10 +120,10 @@ static void test_roundtrip(void)
     tml_step_record recs[10];
     for (int i = 0; i < 10; i++)
         recs[i] = make_step((uint64_t)i, i % 2);
-    CHECK_EQ_INT(tml__store_put_steps(s, 0, recs, 10), 0);
-    CHECK_EQ_INT(tml__store_put_steps(s, 1, recs, 4), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, recs, 10), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, recs, 4), 0);
     /* a resent record replaces, never duplicates */
-    CHECK_EQ_INT(tml__store_put_steps(s, 1, recs + 3, 1), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, recs + 3, 1), 0);
     CHECK_EQ_INT(tml__store_put_sample(s, 1700000000500, 0, -1, "host.cpu_percent", 42.5), 0);
 
     tml_rank_stats st = {3, 2, 14, 850, TML_MISSING};
@@ -228,7 +228,7 @@ static void test_batching(void)
     memset(&a, 0, sizeof(a));
     tml__store_put_rank(s, &a);
     tml_step_record r = make_step(0, 0);
-    CHECK_EQ_INT(tml__store_put_steps(s, 0, &r, 1), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, &r, 1), 0);
     CHECK_EQ_INT(tml__store_tick(s, 1000), 0);   /* stamps the batch */
     CHECK_EQ_INT(tml__store_tick(s, 1000 + TML_STORE_FLUSH_MS - 1), 0);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 0);
@@ -238,7 +238,7 @@ static void test_batching(void)
     tml_step_record *many = malloc(TML_STORE_BATCH * sizeof(*many));
     for (int i = 0; i < TML_STORE_BATCH; i++)
         many[i] = make_step((uint64_t)i + 1, 0);
-    CHECK_EQ_INT(tml__store_put_steps(s, 0, many, TML_STORE_BATCH), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, many, TML_STORE_BATCH), 0);
     CHECK_EQ_INT(tml__store_tick(s, 5000), 0);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), TML_STORE_BATCH + 1);
     free(many);
@@ -387,7 +387,7 @@ static void test_reads_version_1(void)
         CHECK_EQ_INT((long long)x->comm_count, 0);
     }
     tml_step_record more = make_step(8, 0);
-    CHECK_EQ_INT(tml__store_put_steps(s, 0, &more, 1), TML_EIO);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, &more, 1), TML_EIO);
     CHECK_EQ_INT(tml__store_put_meta(s, "status", "completed"), TML_EIO);
     tml__store_close(s);
     tml__run_release(&run);
@@ -396,5 +396,83 @@ static void test_reads_version_1(void)
     free(n);
 }
 
-#define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_batching) X(test_doc_matches_schema)
+/* A version-2 file (before incarnations: no incarnation column, steps
+ * keyed by (rank, step)) still loads, every step in incarnation 0, and is
+ * never written to. */
+static void test_reads_version_2(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "v2.sqlite");
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+        "CREATE TABLE s2 AS SELECT * FROM steps;"
+        "ALTER TABLE s2 DROP COLUMN incarnation;"
+        "DROP TABLE steps; ALTER TABLE s2 RENAME TO steps;"
+        "INSERT INTO run VALUES ('id2', 'old2', 1, 1, 1700000000000, NULL, '0.1.0', 2);"
+        "INSERT INTO steps (rank, step, observed, flags) VALUES (0, 0, 31, 0), (0, 1, 31, 0);",
+        NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
+    if (!s)
+        return;
+    tml_run run;
+    tml__run_init(&run, "", "");
+    CHECK_EQ_INT(tml__store_load(s, &run), 0);
+    CHECK_EQ_INT((long long)run.nranks, 1);
+    if (run.nranks == 1) {
+        CHECK_EQ_INT((long long)run.ranks[0].nsteps, 2);
+        CHECK_EQ_INT((long long)run.ranks[0].incarnation, 0);
+    }
+    CHECK_EQ_INT((long long)run.nconflicts, 0);
+    tml_step_record more = make_step(2, 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, &more, 1), TML_EIO);
+    tml__store_close(s);
+    tml__run_release(&run);
+}
+
+/* Two incarnations of one rank with the same step ids: both kept on
+ * disk, and loaded back numbered on (0..2, then 3..4) with the restart
+ * noted. */
+static void test_incarnations_kept(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "inc.sqlite");
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), 0);
+    if (!s)
+        return;
+    tml_rank_info info;
+    memset(&info, 0, sizeof(info));
+    info.world_size = 1;
+    info.pid = 7;
+    CHECK_EQ_INT(tml__store_put_rank(s, &info), 0);
+    tml_step_record r[3] = {make_step(0, 0), make_step(1, 0), make_step(2, 0)};
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, r, 3), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 1, r, 2), 0);
+    CHECK_EQ_INT(tml__store_flush(s), 0);
+    tml_run run;
+    tml__run_init(&run, "", "");
+    CHECK_EQ_INT(tml__store_load(s, &run), 0);
+    CHECK_EQ_INT((long long)run.nranks, 1);
+    if (run.nranks == 1) {
+        CHECK_EQ_INT((long long)run.ranks[0].nsteps, 5);
+        CHECK_EQ_INT((long long)run.ranks[0].incarnation, 1);
+        for (size_t i = 0; i < run.ranks[0].nsteps; i++)
+            CHECK_EQ_INT((long long)run.ranks[0].steps[i].step, (long long)i);
+    }
+    CHECK_EQ_INT((long long)run.nconflicts, 1);
+    CHECK_EQ_INT(run.conflicts[0].kind, TML_CONFLICT_RESTARTED);
+    CHECK_EQ_INT((long long)run.conflicts[0].first_step, 3);
+    tml__store_close(s);
+    tml__run_release(&run);
+    char *n = query_text(path, "SELECT count(*) FROM steps");
+    CHECK_STR(n ? n : "", "5");
+    free(n);
+}
+
+#define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_reads_version_2) \
+    X(test_incarnations_kept) X(test_batching) X(test_doc_matches_schema)
 #include "harness.h"

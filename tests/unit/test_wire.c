@@ -18,8 +18,14 @@ static void test_hello_roundtrip(void)
     h.info.cpu_count = 16;
     snprintf(h.info.host, sizeof(h.info.host), "node-a");
     snprintf(h.info.auto_models, sizeof(h.info.auto_models), "Generator, Teacher");
+    h.info.instance = 0x0123456789abcdefULL;
+    uint8_t nonce[TML_WIRE_NONCE], other[TML_WIRE_NONCE];
+    for (int i = 0; i < TML_WIRE_NONCE; i++) {
+        nonce[i] = (uint8_t)i;
+        other[i] = (uint8_t)(i + (i == 31));
+    }
     tml_strbuf sb = TML_STRBUF_INIT;
-    tml__wire_hello(&sb, &h);
+    tml__wire_hello(&sb, &h, nonce);
     tml_frame_header fh;
     CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
     CHECK_EQ_INT(fh.type, TML_FRAME_HELLO);
@@ -27,7 +33,22 @@ static void test_hello_roundtrip(void)
     tml_hello back;
     CHECK(tml__wire_parse_hello((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len, &back) == 0);
     CHECK_STR(back.run_id, "abc");
-    CHECK_STR(back.secret, "s3cret");
+    CHECK_STR(back.secret, "");                   /* never on the wire */
+    CHECK(memmem(sb.buf, sb.len, "s3cret", 6) == NULL);
+    CHECK_EQ_INT(back.info.instance, 0x0123456789abcdefULL);
+    /* the MAC: this nonce and this secret only, every identity byte covered */
+    const uint8_t *pl = (const uint8_t *)sb.buf + TML_WIRE_HEADER;
+    CHECK_EQ_INT(tml__wire_hello_verify(pl, fh.len, nonce, "s3cret"), 1);
+    CHECK_EQ_INT(tml__wire_hello_verify(pl, fh.len, other, "s3cret"), 0);
+    CHECK_EQ_INT(tml__wire_hello_verify(pl, fh.len, nonce, "s3creT"), 0);
+    CHECK_EQ_INT(tml__wire_hello_verify(pl, fh.len, nonce, ""), 0);
+    for (size_t i = 0; i < fh.len; i++) {
+        uint8_t *q = malloc(fh.len);
+        memcpy(q, pl, fh.len);
+        q[i] ^= 0x40;
+        CHECK_EQ_INT(tml__wire_hello_verify(q, fh.len, nonce, "s3cret"), 0);
+        free(q);
+    }
     CHECK_STR(back.info.host, "node-a");
     CHECK_EQ_INT(back.info.rank, 3);
     CHECK_EQ_INT(back.info.nnodes, 2);
@@ -103,11 +124,11 @@ static void test_bad_headers(void)
     CHECK(tml__wire_header(http, sizeof(http) - 1, &fh) == TML_EPROTO);
     uint8_t shortb[5] = {0x54, 0x4d, 0x4c, 0x31, 1};
     CHECK(tml__wire_header(shortb, sizeof(shortb), &fh) == 1);
-    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 4, 0, 1, 0, 0, 0, 0, 0};   /* a later version */
+    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 5, 0, 1, 0, 0, 0, 0, 0};   /* a later version */
     CHECK(tml__wire_header(v2, 12, &fh) == TML_EPROTO);
-    uint8_t v1[12] = {0x54, 0x4d, 0x4c, 0x31, 2, 0, 1, 0, 0, 0, 0, 0};   /* an earlier one */
+    uint8_t v1[12] = {0x54, 0x4d, 0x4c, 0x31, 3, 0, 1, 0, 0, 0, 0, 0};   /* an earlier one */
     CHECK(tml__wire_header(v1, 12, &fh) == TML_EPROTO);
-    uint8_t big[12] = {0x54, 0x4d, 0x4c, 0x31, 3, 0, 4, 0, 0, 0, 0x20, 0};
+    uint8_t big[12] = {0x54, 0x4d, 0x4c, 0x31, 4, 0, 4, 0, 0, 0, 0x20, 0};
     CHECK(tml__wire_header(big, 12, &fh) == TML_EPROTO);
     /* random bytes never crash the decoders */
     srand(1);
@@ -127,5 +148,49 @@ static void test_bad_headers(void)
     }
 }
 
-#define TESTS X(test_hello_roundtrip) X(test_steps_roundtrip) X(test_stats_roundtrip) X(test_bad_headers)
+/* OPEN, CHALLENGE, IDENTITY (no MAC, no secret), and a peer of another
+ * version: told apart from garbage by the header's version. */
+static void test_handshake_frames(void)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml_frame_header fh;
+    uint8_t nonce[TML_WIRE_NONCE], back[TML_WIRE_NONCE];
+    for (int i = 0; i < TML_WIRE_NONCE; i++)
+        nonce[i] = (uint8_t)(200 - i);
+    tml__wire_open(&sb);
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.type, TML_FRAME_OPEN);
+    tml__sb_reset(&sb);
+    tml__wire_challenge(&sb, nonce);
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.type, TML_FRAME_CHALLENGE);
+    CHECK_EQ_INT(tml__wire_parse_challenge((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len, back), 0);
+    CHECK(memcmp(back, nonce, sizeof(nonce)) == 0);
+    CHECK_EQ_INT(tml__wire_parse_challenge((uint8_t *)sb.buf + TML_WIRE_HEADER, 31, back),
+                 TML_EPROTO);
+    tml_hello h = {.run_id = "abc", .secret = "s3cret"}, got;
+    h.info.rank = 5;
+    h.info.world_size = 8;
+    h.info.instance = 42;
+    tml__sb_reset(&sb);
+    tml__wire_identity(&sb, &h);
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.type, TML_FRAME_IDENTITY);
+    CHECK(memmem(sb.buf, sb.len, "s3cret", 6) == NULL);
+    CHECK_EQ_INT(tml__wire_parse_identity((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len, &got), 0);
+    CHECK_EQ_INT(got.info.rank, 5);
+    CHECK_EQ_INT(got.info.instance, 42);
+    /* a version-3 REJECT: ours, another version, readable as a refusal */
+    tml__sb_reset(&sb);
+    tml__wire_reject_as(&sb, 3, "old");
+    CHECK_EQ_INT(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh), TML_EPROTO);
+    CHECK_EQ_INT(fh.version, 3);
+    CHECK_EQ_INT(fh.type, TML_FRAME_REJECT);
+    uint8_t junk[12] = {'X', 'M', 'L', '1', 4, 0, 1, 0, 0, 0, 0, 0};
+    CHECK_EQ_INT(tml__wire_header(junk, sizeof(junk), &fh), TML_EPROTO);
+    CHECK_EQ_INT(fh.version, 0);
+    tml__sb_release(&sb);
+}
+
+#define TESTS X(test_hello_roundtrip) X(test_handshake_frames) X(test_steps_roundtrip) X(test_stats_roundtrip) X(test_bad_headers)
 #include "harness.h"
