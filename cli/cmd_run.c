@@ -658,7 +658,7 @@ typedef struct aggproc {
     int port;
     int alive;
     char lost[96];   /* what happened to it ("was killed by signal 9"), "" */
-    int64_t lost_unix_ms;
+    int64_t lost_ns;  /* when (tml__mono_ns), 0 not lost */
 } aggproc;
 
 __attribute__((format(printf, 2, 3)))
@@ -668,7 +668,7 @@ static void aggregator_lost(aggproc *ap, const char *fmt, ...)
     va_start(va, fmt);
     vsnprintf(ap->lost, sizeof(ap->lost), fmt, va);
     va_end(va);
-    ap->lost_unix_ms = tml__unix_ms();
+    ap->lost_ns = tml__mono_ns();
 }
 
 /* In the forked child: the aggregator process, `traceml __aggregate`, with
@@ -1005,9 +1005,9 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
 static void partial_reason(const aggproc *ap, const tml_cli_run *r, tml_agg *agg, char *out,
                            size_t cap)
 {
-    int64_t end = tml__unix_ms(), lost = ap->lost_unix_ms ? ap->lost_unix_ms : end;
-    double into = (double)(lost - r->start_unix_ms) / 1000.0;
-    double ran = (double)(end - r->start_unix_ms) / 1000.0;
+    int64_t end = tml__mono_ns(), lost = ap->lost_ns ? ap->lost_ns : end;
+    double into = (double)(lost - r->start_mono_ns) / 1e9;
+    double ran = (double)(end - r->start_mono_ns) / 1e9;
     uint64_t seen = tml__agg_steps_seen(agg);
     int n = snprintf(out, cap, "the aggregator %s %.1f s into the run",
                      ap->lost[0] ? ap->lost : "was lost", into > 0 ? into : 0.0);
@@ -1030,7 +1030,7 @@ static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *
     tml_agg *agg = NULL;
     char *text = NULL;
     tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
-                       d->enabled ? (int32_t)d->nnodes : 0, 0};
+                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns};
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
         char why[256];
@@ -1189,6 +1189,7 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
     m.status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     m.exit_code = code;
     m.end_unix_ms = tml__unix_ms();
+    m.duration_s = tml__mono_s_since(r->start_mono_ns);
     tml__manifest_write(r->dir, &m);
     tml__run_log(r->dir, "launcher", "ended: %s, exit code %d", m.status, code);
     if (!d->slurm)
@@ -1252,6 +1253,7 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
     m->status = status;
     m->exit_code = code;
     m->end_unix_ms = tml__unix_ms();
+    m->duration_s = tml__mono_s_since(r->start_mono_ns);
     int mrc = tml__manifest_write(r->dir, m);
     if (mrc < 0)   /* a failed write leaves the manifest as it was (running) */
         tml__cli_warn("could not update %s/manifest.json: %s", r->dir,

@@ -54,13 +54,6 @@ static void note_cpu(tml_agg *a)
         a->run.aggregator_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Why a call failed: the system's reason for a file error when errno
  * (saved by the caller right after it) has one. */
 static const char *why_failed(int rc, int saved_errno)
@@ -108,6 +101,7 @@ static int agg_alloc(const tml_agg_opts *o, tml_agg **out)
     a->run.world_size = o->world_size;
     a->run.nnodes = o->nnodes;
     a->own_process = o->own_process;
+    a->run.start_mono_ns = o->start_mono_ns > 0 ? o->start_mono_ns : tml__mono_ns();
     *out = a;
     return 0;
 }
@@ -258,7 +252,7 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
         return rc;
     if (a->store) {
         store_error(a, "queue steps", tml__store_put_steps(a->store, rank, recs, n));
-        store_error(a, "write steps", tml__store_tick(a->store, mono_ms()));
+        store_error(a, "write steps", tml__store_tick(a->store, tml__mono_ms()));
     }
     return 0;
 }
@@ -271,7 +265,7 @@ int tml__agg_samples(tml_agg *a, const tml_sample *v, size_t n)
     tml__timeline_add(&a->run.timeline, v, n);   /* the report's chart; best-effort */
     if (a->store) {
         store_error(a, "queue samples", tml__store_put_samples(a->store, v, n));
-        store_error(a, "write samples", tml__store_tick(a->store, mono_ms()));
+        store_error(a, "write samples", tml__store_tick(a->store, tml__mono_ms()));
     }
     return rc;
 }
@@ -312,7 +306,7 @@ int tml__agg_tick(tml_agg *a)
 {
     if (!a || !a->store)
         return 0;
-    int rc = tml__store_tick(a->store, mono_ms());
+    int rc = tml__store_tick(a->store, tml__mono_ms());
     store_error(a, "write steps", rc);
     return rc;
 }
@@ -468,9 +462,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     memset(&ro, 0, sizeof(ro));
     ro.status = status;
     ro.exit_code = exit_code;
-    ro.duration_s = (double)(a->run.end_unix_ms - a->run.start_unix_ms) / 1000.0;
-    if (ro.duration_s < 0)
-        ro.duration_s = 0;
+    ro.duration_s = tml__agg_elapsed_s(a);
     ro.json_path = json_path;
     ro.width = width;
     ro.th = &th;
@@ -510,13 +502,18 @@ int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
     tml__iso_time(now, generated, sizeof(generated));
     memset(&ro, 0, sizeof(ro));
     ro.status = "running";
-    ro.duration_s = a->run.start_unix_ms > 0 && now >= a->run.start_unix_ms
-                    ? (double)(now - a->run.start_unix_ms) / 1000.0 : -1;
+    ro.duration_s = tml__agg_elapsed_s(a);
     ro.json_path = json_path;
     ro.th = &th;
     ro.window_steps = window_steps();
     ro.generated_at = generated;
     return tml__report_build(&a->run, &ro, NULL, json);
+}
+
+double tml__agg_elapsed_s(const tml_agg *a)
+{
+    double s = tml__mono_s_since(a->run.start_mono_ns);
+    return s > 0 ? s : 0;
 }
 
 void tml__agg_set_html_report(tml_agg *a, int on)

@@ -23,12 +23,12 @@ static int64_t mono_us(void)
 }
 
 void tml__live_feed_init(tml_live_feed *f, tml_live_server *srv, int interval_ms,
-                         int64_t start_unix_ms)
+                         int64_t start_mono_ns)
 {
     memset(f, 0, sizeof(*f));
     f->srv = srv;
     f->interval_ms = interval_ms > 0 ? interval_ms : 1000;
-    f->start_unix_ms = start_unix_ms;
+    f->start_mono_ns = start_mono_ns;
 }
 
 int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const char *status)
@@ -45,7 +45,7 @@ int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const c
     memset(&o, 0, sizeof(o));
     o.seq = ++f->seq;
     o.status = status;
-    o.start_unix_ms = f->start_unix_ms;
+    o.start_mono_ns = f->start_mono_ns;
     int rc = tml__live_snap_build(run, &o, &snap, &summary);
     if (rc == 0) {
         tml__live_json(&snap, &live);

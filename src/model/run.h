@@ -73,6 +73,9 @@ typedef struct tml_run {
     int32_t nnodes;          /* expected nodes; 0 = as many as reported */
     int64_t start_unix_ms;   /* wall clock, for the manifest and report */
     int64_t end_unix_ms;
+    /* tml__mono_ns() of this process's host at the start, 0 unknown: the
+     * run's duration (a wall-clock jump must not stretch it) */
+    int64_t start_mono_ns;
     tml_rank *ranks;         /* sorted by info.rank */
     size_t nranks, cap;
     int keep_all;            /* keep every step record in memory (export) */

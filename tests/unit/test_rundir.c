@@ -139,7 +139,7 @@ static void test_manifest(void)
     snprintf(run, sizeof(run), "%s/m", tmp());
     mkdir(run, 0755);
     char *argv[] = {"/usr/bin/python3", "train.py", "--lr", "1e-3 \"quoted\""};
-    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, 4, argv, 1, 1, NULL};
+    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, -1, 4, argv, 1, 1, NULL};
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     size_t len;
@@ -170,6 +170,7 @@ static void test_manifest(void)
     m.status = "failed";
     m.exit_code = 3;
     m.end_unix_ms = 1700000002623;
+    m.duration_s = 7.25;   /* the monotonic clock's, not end - start (2.5) */
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     buf = slurp(path, &len);
@@ -181,7 +182,7 @@ static void test_manifest(void)
         CHECK_STR(tml__json_str(tml__json_get(doc, "status")), "failed");
         CHECK(tml__json_num(tml__json_get(doc, "exit_code"), &d) && d == 3);
         CHECK(tml__json_num(tml__json_get(doc, "duration_s"), &d));
-        CHECK_NEAR(d, 2.5, 1e-9);
+        CHECK_NEAR(d, 7.25, 1e-9);
         const tml_json *art = tml__json_get(doc, "artifacts");
         CHECK(art && art->n == 2);
         CHECK_STR(tml__json_str(tml__json_at(art, 1)), "final_summary.txt");
@@ -217,7 +218,7 @@ static void test_failed_write_keeps_the_old_file(void)
     pid_t pid = fork();
     if (pid == 0) {
         char *argv[] = {"train.py"};
-        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, 1, argv, 1, 1, NULL};
+        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, -1, 1, argv, 1, 1, NULL};
         static char big[64 * 1024];
         size_t before_len, after_len;
         memset(big, 'x', sizeof(big));
