@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/progress.h"
 #include "model/run.h"
 #include "agg/rundir.h"
 #include "model/timeline.h"
@@ -451,6 +452,9 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
         status = "completed";
     a->run.end_unix_ms = tml__unix_ms();
     note_cpu(a);
+    tml_progress_sum ps;
+    tml__progress_read(a->run_dir, &ps);
+    a->run.steps_traced_here = ps.steps;
     store_finish(a, status, exit_code);
     if (tml__thresholds_from_env(&th) < 0)
         tml__run_log(a->run_dir, "aggregator",

@@ -24,7 +24,9 @@ from conftest import BUILD, REPO, TRACEML, base_env, free_port_pair
 # OUT.mark (its own monotonic time since it started, and the step), at
 # --jump1 / --jump2 it moves the wall clock by +1 day / -1 hour, and after
 # --jump2 it waits (up to 60 s) for OUT.go before going on. At the end,
-# OUT.done: the steps it did and how long it ran.
+# OUT.done: the steps it did and how long it ran. --empty: steps of no
+# work, started by traceml.init(mode="manual"); --crash-after K: SIGSEGV
+# right after step K.
 TRAIN = r'''
 import json, os, sys, time
 t0 = time.monotonic()
@@ -38,6 +40,7 @@ ap.add_argument("--mark", type=int, default=-1)
 ap.add_argument("--jump1", type=int, default=-1)
 ap.add_argument("--jump2", type=int, default=-1)
 ap.add_argument("--crash-after", type=int, default=-1)
+ap.add_argument("--empty", action="store_true")
 a = ap.parse_args()
 import torch
 from torch import nn
@@ -55,20 +58,25 @@ time.sleep(a.start_s)
 model = nn.Linear(64, 64)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(32, 64)
+if a.empty:
+    traceml.init(mode="manual")   # under --no-auto-trace: the start; nothing patched
+    time.sleep(0.3)               # the shipper idles: a pass every 80 ms
 done = 0
 for i in range(a.steps):
     with traceml.trace_step(model):
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        time.sleep(a.step_ms / 1000.0)
+        if not a.empty:           # empty: 20 steps take well under a millisecond
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            time.sleep(a.step_ms / 1000.0)
     done += 1
     if i == a.crash_after:
         import signal
         os.kill(os.getpid(), signal.SIGSEGV)
     if i == a.mark:
-        write(a.out + ".mark", {"step": i, "elapsed_s": time.monotonic() - t0})
+        write(a.out + ".mark", {"step": i, "elapsed_s": time.monotonic() - t0,
+                                "pid": os.getpid()})
     if i == a.jump1:
         jump(86400)
     if i == a.jump2:
@@ -174,3 +182,78 @@ def test_wall_clock_jumps_leave_durations_alone(tmp_path):
     # CPU, less than one core (a day-long duration made it ~1e-6 %, a
     # zero one n/a)
     assert bg is not None and 0.01 < bg < 100, bg
+
+
+def partial_of(tmp_path, name):
+    s = json.loads((tmp_path / "logs" / name / "final_summary.json").read_text())
+    return s["meta"]["partial"]
+
+
+def test_killed_aggregator_counts_the_steps_traced(tmp_path):
+    """Node 0's aggregator SIGKILLed mid-run of a training with a slow
+    start-up (3 s before its first step): the PARTIAL line says how many
+    steps the training did, as the training itself counted them (the old
+    estimate, at the rate since the process started, was ~60% short)."""
+    proc, out = start(tmp_path, "killed", ["--steps", "400", "--start-s", "3", "--mark", "60"])
+    wait_file(out + ".mark", proc)
+    time.sleep(0.5)                            # > one store flush (200 ms)
+    os.kill(aggregator_of(proc.pid), signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    done = json.loads(open(out + ".done").read())
+    partial = partial_of(tmp_path, "killed")
+    assert partial.startswith("the aggregator was killed by signal 9 "), partial
+    assert partial.endswith(", of %d traced on this node" % done["steps"]), (partial, done)
+    assert "PARTIAL: the aggregator was killed by signal 9" in stdout
+    assert not (tmp_path / "logs" / "killed" / "progress").exists()
+
+
+def test_stopped_aggregator_dated_and_counted(tmp_path):
+    """A SIGSTOPped aggregator: dated by the last step it stored (between
+    the training's own time at the mark and this test's time at the stop,
+    0.05 s either side for the one decimal), not by the launcher's giving
+    up at the end; and the steps counted like a killed one's."""
+    t_launch = time.monotonic()
+    proc, out = start(tmp_path, "stopped", ["--steps", "400", "--start-s", "2", "--mark", "60"],
+                      ["--finalize-timeout-sec", "2"])
+    mark = wait_file(out + ".mark", proc)
+    time.sleep(0.5)                            # > one store flush (200 ms)
+    agg = aggregator_of(proc.pid)
+    os.kill(agg, signal.SIGSTOP)
+    t_stop = time.monotonic() - t_launch
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        try:
+            os.kill(agg, signal.SIGKILL)
+        except OSError:
+            pass
+    assert proc.returncode == 0, stderr
+    done = json.loads(open(out + ".done").read())
+    partial = partial_of(tmp_path, "stopped")
+    assert partial.startswith("the aggregator stopped answering "), partial
+    at = float(partial.split("stopped answering ")[1].split(" s into")[0])
+    assert mark["elapsed_s"] - 0.05 <= at <= t_stop + 0.05, (partial, mark, t_stop)
+    assert "did not finish the summary within 2 s" in partial, partial
+    assert partial.endswith(", of %d traced on this node" % done["steps"]), (partial, done)
+
+
+def test_crash_before_any_step_reached_the_aggregator(tmp_path):
+    """A training that SIGSEGVs itself right after 20 quick steps, before
+    the shipper's next pass: "before any step reached the aggregator (20
+    were traced)", never "before any step was traced". A pass may still
+    come in between (rarely: microseconds out of 80 ms): then steps did
+    arrive, and the run is tried again, at most five times."""
+    for attempt in range(5):
+        name = "crash%d" % attempt
+        proc, out = start(tmp_path, name, ["--steps", "100", "--empty", "--crash-after", "19"],
+                          ["--no-auto-trace"])
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 139, stderr
+        s = json.loads((tmp_path / "logs" / name / "final_summary.json").read_text())
+        if s["meta"]["ranks_reported"] == 0:      # no step arrived
+            break
+    why = s["primary_diagnosis"]["why"]
+    assert why == ("The training exited with code 139 before any step reached the aggregator "
+                   "(20 were traced)."), why
+    assert "before any step reached the aggregator (20 were traced)" in stdout, stdout

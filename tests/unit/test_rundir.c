@@ -1,6 +1,6 @@
 /* test_rundir.c - run names (both sides of every rule), run folders (never
  * reused), secrets, the manifest's content, a write that fails leaving the
- * file it would have replaced, TraceML's own log. */
+ * file it would have replaced, TraceML's own log, the progress files. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 #include "base/json.h"
+#include "model/progress.h"
 
 #include "harness.h"
 
@@ -283,6 +284,62 @@ static void test_run_log(void)
     tml__run_log(NULL, "x", "ignored");   /* no folder: no crash */
 }
 
+/* The progress files: what a process stored is read after it died of a
+ * signal, the one that got furthest counts, and they go at the end. */
+static void test_progress(void)
+{
+    char run[512], path[600];
+    snprintf(run, sizeof(run), "%s/prog", tmp());
+    CHECK_EQ_INT(mkdir(run, 0755), 0);
+    tml_progress_sum sum;
+    tml__progress_read(run, &sum);
+    CHECK(sum.processes == 0 && sum.steps == 0);
+    tml_progress *p = tml__progress_create(run);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    atomic_store(&p->steps, 5);
+    atomic_store(&p->last_end_ns, 1000);
+    pid_t child = fork();
+    if (child == 0) {
+        tml_progress *c = tml__progress_create(run);
+        if (c) {
+            atomic_store(&c->steps, 20);
+            atomic_store(&c->last_end_ns, 2000);
+        }
+        raise(SIGKILL);   /* no exit handler, no unmap */
+    }
+    int st = 0;
+    CHECK(waitpid(child, &st, 0) == child && WIFSIGNALED(st));
+    tml__progress_read(run, &sum);
+    CHECK_EQ_INT(sum.processes, 2);
+    CHECK(sum.steps == 20 && sum.last_end_ns == 2000);
+    tml__progress_release(p);
+    /* ours but no progress file; another host's (a shared run folder) */
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    for (int k = 0; k < 2; k++) {
+        if (k == 0)
+            snprintf(path, sizeof(path), "%s/progress/%s.junk", run, host);
+        else
+            snprintf(path, sizeof(path), "%s/progress/other-host.1", run);
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    tml__progress_read(run, &sum);
+    CHECK_EQ_INT(sum.processes, 2);
+    tml__progress_remove(run);
+    snprintf(path, sizeof(path), "%s/progress/other-host.1", run);
+    CHECK(access(path, F_OK) == 0);   /* its host removes it */
+    unlink(path);
+    tml__progress_remove(run);
+    snprintf(path, sizeof(path), "%s/progress", run);
+    CHECK(access(path, F_OK) != 0);
+    CHECK(tml__progress_create("") == NULL);
+}
+
 #define TESTS X(test_name_valid) X(test_name_generate) X(test_rundir_create) \
-    X(test_random_hex) X(test_manifest) X(test_failed_write_keeps_the_old_file) X(test_run_log)
+    X(test_random_hex) X(test_manifest) X(test_failed_write_keeps_the_old_file) X(test_run_log) \
+    X(test_progress)
 #include "harness.h"
