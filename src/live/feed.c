@@ -9,6 +9,7 @@
  * host (host/host.c) makes the tick a timer of the server's loop.
  */
 #include "live/feed.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,7 @@
 
 static int64_t mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return tml__mono_ns() / 1000;
 }
 
 void tml__live_feed_init(tml_live_feed *f, tml_live_server *srv, int interval_ms,
