@@ -80,9 +80,10 @@ PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT) 
 
 # Fake NVIDIA libraries for the GPU paths' tests (tests/fakes/), loaded
 # through TRACEML_LIBCUDA / TRACEML_LIBNVML, and the sleep recorder the
-# accuracy tests preload into C trainings; never installed.
+# accuracy tests preload into C trainings, and the wall clock that jumps
+# (clockjump.c); never installed.
 FAKES    := $(B)/fakes/libcuda.so.1 $(B)/fakes/libnvidia-ml.so.1 $(B)/fakes/libnvidia-ml-min.so.1 \
-            $(B)/fakes/libslept.so
+            $(B)/fakes/libslept.so $(B)/fakes/libclockjump.so
 
 # ROOT/bin/traceml, ROOT/include/traceml/traceml.h, ROOT/lib/libtraceml.so:
 # the shape `traceml config` expects, in the build tree as once installed.
@@ -109,6 +110,10 @@ $(B)/fakes/libnvidia-ml-min.so.1: tests/fakes/fake_nvml.c
 	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -DFAKE_MINIMAL -o $@ $<
 
 $(B)/fakes/libslept.so: tests/fakes/slept.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -o $@ $< -ldl
+
+$(B)/fakes/libclockjump.so: tests/fakes/clockjump.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -fPIC -shared $(WARN) -O2 -o $@ $< -ldl
 

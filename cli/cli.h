@@ -136,7 +136,8 @@ typedef struct tml_cli_run {
     char logs_dir[4096];
     char id[TML_WIRE_RUNID_MAX];
     char secret[TML_WIRE_SECRET_MAX];
-    int64_t start_unix_ms;
+    int64_t start_unix_ms;   /* for people (the manifest) */
+    int64_t start_mono_ns;   /* for durations (tml__mono_ns) */
 } tml_cli_run;
 
 /* Checks (nothing created) that logs_dir can hold a new run folder and

@@ -106,9 +106,11 @@ static int serve_and_finish(tml_host *h, const char *run_dir, int status_fd)
     char *text = NULL;
     /* TML_EIO with a box: files not written, the summary whole (NOT SAVED) */
     tml__host_finalize(h, status, code, width, &text);
+    double duration_s = tml__agg_elapsed_s(tml__host_agg(h));
     tml__host_free(h);
     /* the launcher completes the manifest; without it, so do we */
-    rc = cmd.event != TML_SERVER_FINALIZE ? tml__manifest_finish(run_dir, status, -1) : 0;
+    rc = cmd.event != TML_SERVER_FINALIZE
+         ? tml__manifest_finish(run_dir, status, -1, duration_s) : 0;
     if (rc < 0)
         tml__run_log(run_dir, "aggregator", "could not complete manifest.json: %s",
                      rc == TML_EIO ? strerror(errno) : tml_strerror(rc));

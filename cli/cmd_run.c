@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -57,6 +58,7 @@
 #include "base/fs.h"
 #include "base/array.h"
 #include "agg/rundir.h"
+#include "model/progress.h"
 #include "traceml/traceml.h"
 
 extern char **environ;
@@ -763,7 +765,8 @@ typedef struct aggproc {
     int port;
     int alive;
     char lost[96];   /* what happened to it ("was killed by signal 9"), "" */
-    int64_t lost_unix_ms;
+    int64_t lost_ns;  /* when (tml__mono_ns), 0 not lost */
+    int hung;         /* alive but did not answer: lost_ns is when we gave up */
 } aggproc;
 
 __attribute__((format(printf, 2, 3)))
@@ -773,7 +776,7 @@ static void aggregator_lost(aggproc *ap, const char *fmt, ...)
     va_start(va, fmt);
     vsnprintf(ap->lost, sizeof(ap->lost), fmt, va);
     va_end(va);
-    ap->lost_unix_ms = tml__unix_ms();
+    ap->lost_ns = tml__mono_ns();
 }
 
 /* In the forked child: the aggregator process, `traceml __aggregate`, with
@@ -1088,6 +1091,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
                      "building the summary from telemetry.sqlite");
         aggregator_lost(ap, "did not finish the summary within %g s",
                         interrupted ? 1.0 : finalize_timeout_s);
+        ap->hung = 1;
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
         ap->alive = 0;
@@ -1108,42 +1112,80 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     return text;
 }
 
-/* Why a summary rebuilt from telemetry.sqlite is partial: what happened
- * to the aggregator, when, and how much of the run the telemetry covers
- * (the steps after its death estimated at the rate it had seen). */
-static void partial_reason(const aggproc *ap, const tml_cli_run *r, tml_agg *agg, char *out,
-                           size_t cap)
+/* How much of the run telemetry.sqlite covers, after "the aggregator
+ * ...": of the steps this node's processes traced (their progress files:
+ * a count, not an estimate), else of an estimate at the pace of the last
+ * steps, from the moment the last stored one began on a rank of this
+ * host (here: the same monotonic clock), else from the loss. */
+static void coverage(const tml_cli_run *r, tml_agg *agg, const tml_run_pace *pace, int here,
+                     int64_t lost, int64_t ended_ns, char *out, size_t cap)
 {
-    int64_t end = tml__unix_ms(), lost = ap->lost_unix_ms ? ap->lost_unix_ms : end;
-    double into = (double)(lost - r->start_unix_ms) / 1000.0;
-    double ran = (double)(end - r->start_unix_ms) / 1000.0;
     uint64_t seen = tml__agg_steps_seen(agg);
-    int n = snprintf(out, cap, "the aggregator %s %.1f s into the run",
-                     ap->lost[0] ? ap->lost : "was lost", into > 0 ? into : 0.0);
-    if (n < 0 || (size_t)n >= cap)
-        return;
-    if (seen == 0)
-        snprintf(out + n, cap - (size_t)n, "; telemetry.sqlite holds no step");
-    else if (into >= 1.0 && ran - into >= 1.0)
-        snprintf(out + n, cap - (size_t)n,
-                 "; telemetry covers steps 0-%llu, of ~%.0f at the rate it had",
-                 (unsigned long long)(seen - 1), (double)seen * ran / into);
+    tml_progress_sum ps;
+    tml__progress_read(r->dir, &ps);
+    int counted = ps.steps > seen && ps.last_end_ns >= r->start_mono_ns &&
+                  ps.last_end_ns <= ended_ns;
+    double est = NAN;
+    if (!isnan(pace->steps_per_s) && here)
+        est = (double)pace->last_step + 1 +
+              pace->steps_per_s * (double)(ended_ns - pace->last_start_ns) / 1e9;
+    else if (!isnan(pace->steps_per_s) && ended_ns > lost)
+        est = (double)seen + pace->steps_per_s * (double)(ended_ns - lost) / 1e9;
+    if (seen == 0 && counted)
+        snprintf(out, cap, "; telemetry.sqlite holds none of the %llu steps traced on this node",
+                 (unsigned long long)ps.steps);
+    else if (seen == 0)
+        snprintf(out, cap, "; telemetry.sqlite holds no step");
+    else if (counted)
+        snprintf(out, cap, "; telemetry covers steps 0-%llu, of %llu traced on this node",
+                 (unsigned long long)(seen - 1), (unsigned long long)ps.steps);
+    else if (est >= (double)seen + 1)
+        snprintf(out, cap, "; telemetry covers steps 0-%llu, of ~%.0f at the pace of its last "
+                 "steps", (unsigned long long)(seen - 1), est);
     else
-        snprintf(out + n, cap - (size_t)n, "; telemetry covers steps 0-%llu",
-                 (unsigned long long)(seen - 1));
+        snprintf(out, cap, "; telemetry covers steps 0-%llu", (unsigned long long)(seen - 1));
+}
+
+/* Why a summary rebuilt from telemetry.sqlite is partial: what happened
+ * to the aggregator, when, and how much of the run the telemetry covers.
+ * A hung aggregator is dated by the last step it stored (on a rank of
+ * this host), not by our giving up on it. ended_ns: when the training
+ * ended (tml__mono_ns). */
+static void partial_reason(const aggproc *ap, const tml_cli_run *r, tml_agg *agg,
+                           int64_t ended_ns, char *out, size_t cap)
+{
+    char host[64] = "";
+    tml_run_pace pace;
+    gethostname(host, sizeof(host) - 1);
+    tml__run_pace(tml__agg_run(agg), host, &pace);
+    int here = pace.rank >= 0 && pace.last_start_ns >= r->start_mono_ns &&
+               pace.last_start_ns <= ended_ns;
+    if (!here)   /* only its pace then: its clock is another host's */
+        tml__run_pace(tml__agg_run(agg), NULL, &pace);
+    int64_t lost = ap->lost_ns ? ap->lost_ns : ended_ns;
+    if (ap->hung && here)
+        lost = pace.last_start_ns;
+    double into = (double)(lost - r->start_mono_ns) / 1e9;
+    int n = ap->hung && here
+            ? snprintf(out, cap, "the aggregator stopped answering %.1f s into the run (its "
+                       "last step reached it then; it %s)", into > 0 ? into : 0.0, ap->lost)
+            : snprintf(out, cap, "the aggregator %s %.1f s into the run",
+                       ap->lost[0] ? ap->lost : "was lost", into > 0 ? into : 0.0);
+    if (n > 0 && (size_t)n < cap)
+        coverage(r, agg, &pace, here, lost, ended_ns, out + n, cap - (size_t)n);
 }
 
 static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *status, int code,
-                           int width, const tml_dist *d)
+                           int width, const tml_dist *d, int64_t ended_ns)
 {
     tml_agg *agg = NULL;
     char *text = NULL;
     tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
-                       d->enabled ? (int32_t)d->nnodes : 0, 0};
+                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns};
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
         char why[256];
-        partial_reason(ap, r, agg, why, sizeof(why));
+        partial_reason(ap, r, agg, ended_ns, why, sizeof(why));
         tml__agg_set_partial(agg, why);
         tml__agg_set_launch(agg, launch_kind);
         tml__agg_set_watch(agg, watch_profile);
@@ -1298,7 +1340,9 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
     m.status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     m.exit_code = code;
     m.end_unix_ms = tml__unix_ms();
+    m.duration_s = tml__mono_s_since(r->start_mono_ns);
     tml__manifest_write(r->dir, &m);
+    tml__progress_remove(r->dir);
     tml__run_log(r->dir, "launcher", "ended: %s, exit code %d", m.status, code);
     if (!d->slurm)
         fprintf(stderr, "traceml: node %ld done (exit code %d); the run summary is printed "
@@ -1349,6 +1393,7 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
         return 1;
     }
     int code = supervise(pid, &ap, r->dir, &interrupted);
+    int64_t ended_ns = tml__mono_ns();
     tml__view_free(live_view);   /* the terminal back as it was, before the summary */
     live_view = NULL;
     const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
@@ -1358,7 +1403,7 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
 
     char *text = finalize_via_aggregator(&ap, r, status, code, width);
     if (!text)
-        text = finalize_here(&ap, r, status, code, width, &o->dist);
+        text = finalize_here(&ap, r, status, code, width, &o->dist, ended_ns);
     if (text)
         tml__cli_print_summary(text);
     else
@@ -1368,7 +1413,9 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
     m->status = status;
     m->exit_code = code;
     m->end_unix_ms = tml__unix_ms();
+    m->duration_s = tml__mono_s_since(r->start_mono_ns);
     int mrc = tml__manifest_write(r->dir, m);
+    tml__progress_remove(r->dir);   /* read by the summary; its job is done */
     if (mrc < 0)   /* a failed write leaves the manifest as it was (running) */
         tml__cli_warn("could not update %s/manifest.json: %s", r->dir,
                       mrc == TML_EIO ? strerror(errno) : tml_strerror(mrc));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "host/host.h"
+#include "model/progress.h"
 #include "traceml/traceml.h"
 
 const char tml__usage_serve[] =
@@ -187,6 +188,7 @@ int tml__cmd_serve(int argc, char **argv)
     char *text = NULL;
     rc = tml__host_finalize(h, "completed", 0, tml__cli_term_width(), &text);
     tml__host_free(h);
+    tml__progress_remove(r.dir);   /* the ranks' progress files (model/progress.h) */
     if (text)
         tml__cli_print_summary(text);
     free(text);

@@ -260,6 +260,7 @@ int tml__cli_run_create(tml_cli_run *r, const char *logs_dir, const char *name,
     memset(r, 0, sizeof(*r));
     snprintf(r->logs_dir, sizeof(r->logs_dir), "%s", logs_dir);
     r->start_unix_ms = tml__unix_ms();
+    r->start_mono_ns = tml__mono_ns();
     int rc = TML_EEXIST;
     if (name) {
         snprintf(r->name, sizeof(r->name), "%s", name);

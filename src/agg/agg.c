@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/progress.h"
 #include "model/run.h"
 #include "agg/rundir.h"
 #include "model/timeline.h"
@@ -52,13 +53,6 @@ static void note_cpu(tml_agg *a)
     struct timespec ts;
     if (a->own_process && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
         a->run.aggregator_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Why a call failed: the system's reason for a file error when errno
@@ -108,6 +102,7 @@ static int agg_alloc(const tml_agg_opts *o, tml_agg **out)
     a->run.world_size = o->world_size;
     a->run.nnodes = o->nnodes;
     a->own_process = o->own_process;
+    a->run.start_mono_ns = o->start_mono_ns > 0 ? o->start_mono_ns : tml__mono_ns();
     *out = a;
     return 0;
 }
@@ -295,7 +290,7 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
     if (a->store) {
         store_error(a, "queue steps",
                     tml__store_put_steps(a->store, rank, r->incarnation, recs, n));
-        store_error(a, "write steps", tml__store_tick(a->store, mono_ms()));
+        store_error(a, "write steps", tml__store_tick(a->store, tml__mono_ms()));
     }
     return 0;
 }
@@ -308,7 +303,7 @@ int tml__agg_samples(tml_agg *a, const tml_sample *v, size_t n)
     tml__timeline_add(&a->run.timeline, v, n);   /* the report's chart; best-effort */
     if (a->store) {
         store_error(a, "queue samples", tml__store_put_samples(a->store, v, n));
-        store_error(a, "write samples", tml__store_tick(a->store, mono_ms()));
+        store_error(a, "write samples", tml__store_tick(a->store, tml__mono_ms()));
     }
     return rc;
 }
@@ -349,7 +344,7 @@ int tml__agg_tick(tml_agg *a)
 {
     if (!a || !a->store)
         return 0;
-    int rc = tml__store_tick(a->store, mono_ms());
+    int rc = tml__store_tick(a->store, tml__mono_ms());
     store_error(a, "write steps", rc);
     return rc;
 }
@@ -494,6 +489,9 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
         status = "completed";
     a->run.end_unix_ms = tml__unix_ms();
     note_cpu(a);
+    tml_progress_sum ps;
+    tml__progress_read(a->run_dir, &ps);
+    a->run.steps_traced_here = ps.steps;
     store_finish(a, status, exit_code);
     if (tml__thresholds_from_env(&th) < 0)
         tml__run_log(a->run_dir, "aggregator",
@@ -505,9 +503,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     memset(&ro, 0, sizeof(ro));
     ro.status = status;
     ro.exit_code = exit_code;
-    ro.duration_s = (double)(a->run.end_unix_ms - a->run.start_unix_ms) / 1000.0;
-    if (ro.duration_s < 0)
-        ro.duration_s = 0;
+    ro.duration_s = tml__agg_elapsed_s(a);
     ro.json_path = json_path;
     ro.width = width;
     ro.th = &th;
@@ -547,13 +543,18 @@ int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
     tml__iso_time(now, generated, sizeof(generated));
     memset(&ro, 0, sizeof(ro));
     ro.status = "running";
-    ro.duration_s = a->run.start_unix_ms > 0 && now >= a->run.start_unix_ms
-                    ? (double)(now - a->run.start_unix_ms) / 1000.0 : -1;
+    ro.duration_s = tml__agg_elapsed_s(a);
     ro.json_path = json_path;
     ro.th = &th;
     ro.window_steps = window_steps();
     ro.generated_at = generated;
     return tml__report_build(&a->run, &ro, NULL, json);
+}
+
+double tml__agg_elapsed_s(const tml_agg *a)
+{
+    double s = tml__mono_s_since(a->run.start_mono_ns);
+    return s > 0 ? s : 0;
 }
 
 void tml__agg_set_html_report(tml_agg *a, int on)

@@ -33,11 +33,16 @@ typedef struct tml_agg_opts {
     /* The aggregator is a process of its own (traceml run's, serve): the
      * summary counts its CPU time in TraceML's background cost. */
     int own_process;
+    /* When the run started on this host's monotonic clock (tml__mono_ns);
+     * 0: now. The run's duration is measured from it. */
+    int64_t start_mono_ns;
 } tml_agg_opts;
 
 int tml__agg_new(const tml_agg_opts *opts, tml_agg **out);
 /* Reopens a run folder whose aggregator died: loads telemetry.sqlite. */
 int tml__agg_open_existing(const tml_agg_opts *opts, tml_agg **out);
+/* Seconds since the run started, on the monotonic clock (opts.start_mono_ns). */
+double tml__agg_elapsed_s(const tml_agg *a);
 void tml__agg_free(tml_agg *a);
 
 /* A rank says who it is. A process claiming a rank another live or past

@@ -130,9 +130,8 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
     tml__sb_adds(&sb, "  \"traceml_version\": \"" TML_VERSION_STRING "\",\n");
     add_time(&sb, "start", m->start_unix_ms);
     add_time(&sb, "end", running ? 0 : m->end_unix_ms);
-    if (m->start_unix_ms > 0 && !running && m->end_unix_ms >= m->start_unix_ms)
-        tml__sb_addf(&sb, "  \"duration_s\": %.3f,\n",
-                     (double)(m->end_unix_ms - m->start_unix_ms) / 1000.0);
+    if (!running && m->duration_s >= 0)
+        tml__sb_addf(&sb, "  \"duration_s\": %.3f,\n", m->duration_s);
     else
         tml__sb_adds(&sb, "  \"duration_s\": null,\n");
     tml__sb_adds(&sb, "  \"host\": ");
@@ -175,7 +174,8 @@ void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
     va_end(ap);
 }
 
-int tml__manifest_finish(const char *run_dir, const char *status, int exit_code)
+int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
+                         double duration_s)
 {
     char path[4200], *buf = NULL;
     size_t len;
@@ -210,6 +210,7 @@ int tml__manifest_finish(const char *run_dir, const char *status, int exit_code)
         .run_id = tml__json_str(tml__json_get(doc, "run_id")),
         .status = status, .exit_code = exit_code,
         .start_unix_ms = (int64_t)start, .end_unix_ms = tml__unix_ms(),
+        .duration_s = duration_s,
         .argc = argv ? (int)argc : 0, .argv = argv,
         .world_size = (int32_t)ws, .nnodes = (int32_t)nn,
         .profile = tml__json_str(tml__json_get(doc, "profile")),

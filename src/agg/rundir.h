@@ -27,6 +27,9 @@ typedef struct tml_manifest {
     const char *status;        /* running, completed, failed, interrupted */
     int exit_code;             /* meaningful unless status is running */
     int64_t start_unix_ms, end_unix_ms;   /* end 0 while running */
+    /* the run's length on the monotonic clock, not end - start (a
+     * wall-clock jump); negative: unknown. Written once it ended. */
+    double duration_s;
     int argc;                  /* the command that was run */
     char **argv;
     int32_t world_size, nnodes;
@@ -37,9 +40,11 @@ typedef struct tml_manifest {
  * artifacts that exist in run_dir at the time of writing. */
 int tml__manifest_write(const char *run_dir, const tml_manifest *m);
 /* Ends the manifest.json another process started (the launcher's, when
- * the launcher is gone): its status, exit code (negative: null) and end
- * time, the rest as it was. 0, TML_EIO or TML_EPROTO. */
-int tml__manifest_finish(const char *run_dir, const char *status, int exit_code);
+ * the launcher is gone): its status, exit code (negative: null), end
+ * time and duration (negative: null), the rest as it was. 0, TML_EIO or
+ * TML_EPROTO. */
+int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
+                         double duration_s);
 
 /* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
  * run_dir/traceml.log, TraceML's own log (never the user's stdout or

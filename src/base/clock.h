@@ -23,6 +23,13 @@ static inline int64_t tml__mono_ms(void)
     return tml__mono_ns() / 1000000;
 }
 
+/* Seconds since start_ns, a tml__mono_ns() reading of this host (the
+ * monotonic clock is one per host: never subtract another host's). */
+static inline double tml__mono_s_since(int64_t start_ns)
+{
+    return (double)(tml__mono_ns() - start_ns) / 1e9;
+}
+
 /* Wall clock, ms since the epoch: for manifests, logs and reports. */
 int64_t tml__unix_ms(void);
 /* "2026-11-30T18:04:02.123Z" into out. */

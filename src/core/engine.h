@@ -32,6 +32,7 @@
 #include "core/ring.h"
 #include "core/sink.h"
 #include "gpu/cuda.h"
+#include "model/progress.h"
 #include "sample/sampler.h"
 
 #define TML_MAX_RINGS 64
@@ -83,6 +84,7 @@ typedef struct tml_setup {
     int64_t pair_cost_ns;        /* one begin/end pair through the API */
     tml_sink *sink;
     char *summary_text;          /* the box a closing in-process sink wrote */
+    tml_progress *progress;      /* run_dir/progress/<host>.<pid> under a launcher, else NULL */
 } tml_setup;
 
 /* Requests to the shipper from any thread. */
@@ -166,6 +168,10 @@ int64_t tml__calibrate_pair(void);
 /* Where a sink puts the run's identity (before start). */
 void tml__engine_set_run(const char *run_name, const char *run_dir, const char *run_id,
                          const char *secret);
+/* Under a launcher: the markers keep run_dir/progress/<host>.<pid> (progress.h)
+ * up to date, so that it knows the steps this process traced however it
+ * ends. After set_run; a failure only means no such file. */
+void tml__engine_track_progress(void);
 
 /* client.c: the wire sink to the aggregator at "host:port". */
 int tml__wire_sink_open(const char *addr, tml_sink **out);

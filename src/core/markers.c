@@ -5,7 +5,9 @@
  * reads the clock and writes one event into the calling thread's ring;
  * nesting depth and the start of the outermost call live in thread-local
  * storage, so a begin/end pair becomes a single "span" event written at the
- * end. No allocation, lock or system call besides the clock (vDSO).
+ * end. No allocation, lock or system call besides the clock (vDSO); under
+ * a launcher a step's end also stores its count and time into the
+ * process's progress page (model/progress.h), plain stores.
  *
  * Rings come from a fixed pool claimed once per thread with a CAS; a thread
  * that exits gives its ring back through a pthread key destructor and the
@@ -160,6 +162,11 @@ static int step_end(uint32_t flags)
         push(TML_EV_GPU_STEP, 0, T.gstep, tml__gpu_pool_record(T.gpu, T.stream));
     flags |= T.next_flags;
     T.next_flags = 0;
+    tml_progress *p = tml__setup.progress;   /* two plain stores into a shared page */
+    if (p) {
+        atomic_store_explicit(&p->steps, T.next_step, memory_order_relaxed);
+        atomic_store_explicit(&p->last_end_ns, t, memory_order_relaxed);
+    }
     return push(TML_EV_STEP_END, flags, t, 0);
 }
 

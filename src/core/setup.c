@@ -135,6 +135,7 @@ static void on_fork_child(void)
      * must not write to its parent's sink: its markers become no-ops. */
     atomic_store(&tml__setup.state, TML_ST_DONE);
     tml__setup.sink = NULL;
+    tml__setup.progress = NULL;   /* the parent's file (its mapping stays, unused) */
     tml__ship.started = 0;
     tml__ship.sampler = NULL;
 }
@@ -223,6 +224,13 @@ void tml__engine_set_run(const char *run_name, const char *run_dir, const char *
         snprintf(c->hello.run_id, sizeof(c->hello.run_id), "%s", run_id);
     if (secret)
         snprintf(c->hello.secret, sizeof(c->hello.secret), "%s", secret);
+}
+
+void tml__engine_track_progress(void)
+{
+    tml_setup *c = &tml__setup;
+    if (!c->progress)
+        c->progress = tml__progress_create(c->run_dir);
 }
 
 int tml__engine_start(tml_sink *sink)

@@ -123,7 +123,7 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
         write_manifest(h);
     /* a host with a socket server is its own process: its CPU is TraceML's */
     tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes,
-                       o->serve};
+                       o->serve, 0};
     int rc = tml__agg_new(&ao, &h->agg);
     if (rc < 0)
         goto fail;
@@ -227,6 +227,7 @@ int tml__host_finalize(tml_host *h, const char *status, int exit_code, int width
         h->manifest->status = status;
         h->manifest->exit_code = exit_code;
         h->manifest->end_unix_ms = tml__unix_ms();
+        h->manifest->duration_s = tml__agg_elapsed_s(h->agg);
         write_manifest(h);
     }
     return rc;

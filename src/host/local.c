@@ -136,6 +136,7 @@ int tml_init(const tml_options *opts)
     if (addr && *addr) {
         tml__engine_set_run(NULL, getenv("TRACEML_RUN_DIR"), getenv("TRACEML_RUN_ID"),
                             getenv("TRACEML_SECRET"));
+        tml__engine_track_progress();
         rc = tml__wire_sink_open(addr, &sink);
     } else {
         rc = local_sink_open(&sink);

@@ -9,6 +9,7 @@
  * host (host/host.c) makes the tick a timer of the server's loop.
  */
 #include "live/feed.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,18 +18,16 @@
 
 static int64_t mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return tml__mono_ns() / 1000;
 }
 
 void tml__live_feed_init(tml_live_feed *f, tml_live_server *srv, int interval_ms,
-                         int64_t start_unix_ms)
+                         int64_t start_mono_ns)
 {
     memset(f, 0, sizeof(*f));
     f->srv = srv;
     f->interval_ms = interval_ms > 0 ? interval_ms : 1000;
-    f->start_unix_ms = start_unix_ms;
+    f->start_mono_ns = start_mono_ns;
 }
 
 int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const char *status)
@@ -45,7 +44,7 @@ int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const c
     memset(&o, 0, sizeof(o));
     o.seq = ++f->seq;
     o.status = status;
-    o.start_unix_ms = f->start_unix_ms;
+    o.start_mono_ns = f->start_mono_ns;
     int rc = tml__live_snap_build(run, &o, &snap, &summary);
     if (rc == 0) {
         tml__live_json(&snap, &live);

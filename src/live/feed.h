@@ -2,7 +2,7 @@
  * feed.h - publishing live snapshots from the aggregator's loop.
  *
  *     tml_live_feed feed;
- *     tml__live_feed_init(&feed, live_srv, interval_ms, start_unix_ms);
+ *     tml__live_feed_init(&feed, live_srv, interval_ms, start_mono_ns);
  *     ... every interval, on the aggregator's loop (a timer of the server):
  *     tml__live_feed_tick(&feed, tml__agg_run(agg), 0, "running");
  *     ... at the end:
@@ -24,7 +24,7 @@
 typedef struct tml_live_feed {
     tml_live_server *srv;      /* NULL: every call does nothing */
     int interval_ms;
-    int64_t start_unix_ms;
+    int64_t start_mono_ns;       /* 0: the run's */
     int64_t next_ms;
     uint64_t seq;
     int64_t build_us;          /* how long the last snapshot took */
@@ -35,7 +35,7 @@ typedef struct tml_live_feed {
 } tml_live_feed;
 
 void tml__live_feed_init(tml_live_feed *f, tml_live_server *srv, int interval_ms,
-                         int64_t start_unix_ms);
+                         int64_t start_mono_ns);
 /* Builds and publishes a snapshot when the interval has passed (or force).
  * status NULL: "running". 0 or TML_ENOMEM. */
 int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const char *status);

@@ -129,8 +129,10 @@ typedef struct tml_live_snap {
 typedef struct tml_live_build_opts {
     uint64_t seq;
     const char *status;              /* NULL: "running" */
-    int64_t start_unix_ms;           /* 0: unknown */
-    int64_t now_unix_ms;             /* 0: read the clock */
+    int64_t now_unix_ms;             /* the time shown; 0: read the clock */
+    /* elapsed_s, on this host's monotonic clock (tml__mono_ns): from
+     * start (0: the run's start_mono_ns) to now (0: read the clock) */
+    int64_t start_mono_ns, now_mono_ns;
     const tml_thresholds *th;        /* NULL: defaults */
 } tml_live_build_opts;
 

@@ -291,8 +291,9 @@ int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
     copy_str(snap->run_id, sizeof(snap->run_id), run->id);
     copy_str(snap->status, sizeof(snap->status), o->status ? o->status : "running");
     snap->unix_ms = o->now_unix_ms ? o->now_unix_ms : tml__unix_ms();
-    int64_t start = o->start_unix_ms ? o->start_unix_ms : run->start_unix_ms;
-    snap->elapsed_s = start > 0 ? (double)(snap->unix_ms - start) / 1000.0 : NAN;
+    int64_t start = o->start_mono_ns ? o->start_mono_ns : run->start_mono_ns;
+    int64_t now = o->now_mono_ns ? o->now_mono_ns : tml__mono_ns();
+    snap->elapsed_s = start > 0 && now >= start ? (double)(now - start) / 1e9 : NAN;
     snap->gpu_util_percent = NAN;
     snap->median_rank = snap->worst_rank = snap->series_rank = snap->straggler_rank = -1;
     snap->first_step = snap->last_step = -1;

@@ -8,6 +8,7 @@
 #include "base/array.h"
 #include "model/timeline.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -169,6 +170,41 @@ const char *tml__run_step_detection(const tml_run *run)
         any |= run->ranks[i].nsteps > 0;
     }
     return any ? "marked" : NULL;
+}
+
+/* The steps per second over the last PACE_STEPS intervals, leaving out
+ * the first step (compilation, allocator and cache warm-up). */
+#define PACE_STEPS 100
+
+void tml__run_pace(const tml_run *run, const char *host, tml_run_pace *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->rank = -1;
+    out->steps_per_s = NAN;
+    const tml_rank *best = NULL;
+    for (size_t i = 0; i < run->nranks; i++) {
+        const tml_rank *r = &run->ranks[i];
+        if (r->nsteps == 0 || (host && strcmp(r->info.host, host) != 0))
+            continue;
+        if (!best || r->steps[r->nsteps - 1].step > best->steps[best->nsteps - 1].step)
+            best = r;
+    }
+    if (!best)
+        return;
+    size_t n = best->nsteps;
+    const tml_step_record *last = &best->steps[n - 1];
+    out->rank = best->info.rank;
+    out->last_step = last->step;
+    out->last_start_ns = last->start_ns;
+    if (n < 2)
+        return;
+    size_t from = n - 1 > PACE_STEPS ? n - 1 - PACE_STEPS : 0;
+    if (from == 0 && n >= 3)
+        from = 1;
+    const tml_step_record *first = &best->steps[from];
+    if (last->step > first->step && last->start_ns > first->start_ns)
+        out->steps_per_s = (double)(last->step - first->step) /
+                           ((double)(last->start_ns - first->start_ns) / 1e9);
 }
 
 /* ---- run names ------------------------------------------------------- */

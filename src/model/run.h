@@ -94,6 +94,9 @@ typedef struct tml_run {
     int32_t nnodes;          /* expected nodes; 0 = as many as reported */
     int64_t start_unix_ms;   /* wall clock, for the manifest and report */
     int64_t end_unix_ms;
+    /* tml__mono_ns() of this process's host at the start, 0 unknown: the
+     * run's duration (a wall-clock jump must not stretch it) */
+    int64_t start_mono_ns;
     tml_rank *ranks;         /* sorted by info.rank */
     size_t nranks, cap;
     int keep_all;            /* keep every step record in memory (export) */
@@ -109,6 +112,10 @@ typedef struct tml_run {
     /* CPU time of an aggregator that is a process of its own, 0 unknown
      * (in-process, its work is in the shipper thread's time). */
     int64_t aggregator_cpu_ns;
+    /* Steps this host's training processes ended, from their progress
+     * files (model/progress.h): some may never have reached the
+     * aggregator. 0 none or unknown. */
+    uint64_t steps_traced_here;
     /* Resource samples (host, GPU, process), aggregated per place. */
     tml_series_set samples;
     /* Host/GPU metrics over time, bounded (model/timeline.h); NULL until the
@@ -138,6 +145,21 @@ tml_rank_conflict *tml__run_add_conflict(tml_run *run, int kind);
  * detected (zero-edit tracing), "marked" when steps came only from
  * trace_step / the C API, NULL without steps. */
 const char *tml__run_step_detection(const tml_run *run);
+/* How far a rank had got and at what pace, from its records in memory:
+ * what a summary rebuilt after the aggregator died estimates the rest of
+ * the run from. */
+typedef struct tml_run_pace {
+    int32_t rank;            /* -1: no rank (on that host) with a step */
+    uint64_t last_step;      /* its last step */
+    int64_t last_start_ns;   /* when that step began, on its host's monotonic clock */
+    double steps_per_s;      /* over its last steps (never its first: start-up
+                              * is not the pace); NAN under two steps */
+} tml_run_pace;
+
+/* The pace of the rank that got furthest, among those on `host` (the
+ * hello's host name; NULL: any): its timestamps compare with this host's
+ * tml__mono_ns() only when it ran here. */
+void tml__run_pace(const tml_run *run, const char *host, tml_run_pace *out);
 /* Records the rank sent, kept or not. */
 static inline uint64_t tml__rank_received(const tml_rank *r)
 {

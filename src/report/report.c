@@ -140,13 +140,22 @@ static void ended_early(tml_report_model *m)
     if (strcmp(d->kind, "NO_DATA") != 0 || m->active_ranks > 0 ||
         (!failed && strcmp(m->status, "interrupted") != 0))
         return;
+    /* steps traced that never arrived (a crash between two shipper
+     * passes) are not "no step" */
+    char when[96] = "was traced";
+    if (m->run->steps_traced_here > 0)
+        snprintf(when, sizeof(when), "reached the aggregator (%llu %s traced)",
+                 (unsigned long long)m->run->steps_traced_here,
+                 m->run->steps_traced_here == 1 ? "was" : "were");
     if (failed) {
         snprintf(d->why, sizeof(d->why), "The training exited with code %d before any step "
-                 "was traced.", m->exit_code);
+                 "%s.", m->exit_code, when);
         snprintf(d->next, sizeof(d->next), "Fix the error the training printed above (its "
-                 "traceback or message), then run again; TraceML had nothing to measure yet.");
+                 "traceback or message), then run again; %s",
+                 m->run->steps_traced_here > 0 ? "its steps ended with it before they were "
+                 "sent." : "TraceML had nothing to measure yet.");
     } else {
-        snprintf(d->why, sizeof(d->why), "The run was interrupted before any step was traced.");
+        snprintf(d->why, sizeof(d->why), "The run was interrupted before any step %s.", when);
         snprintf(d->next, sizeof(d->next), "Let the training run past its first steps.");
     }
 }

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "gpu/nvml.h"
 #include "sample/proc.h"
 #include "traceml/traceml.h"
@@ -65,20 +66,6 @@ double tml__sampler_interval_from_env(void)
     if (errno || end == v || *end || !(x >= 0.01) || !(x <= 3600.0))
         return 1.0;
     return x;
-}
-
-static int64_t unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int64_t tml__rss_bytes(void)
@@ -175,7 +162,7 @@ static void sample_process(tml_sampler *s, batch *b)
     char buf[2048];
     size_t n;
     tml_pid_stat ps;
-    int64_t now = mono_ns();
+    int64_t now = tml__mono_ns();
 
     if (tml__proc_read("/proc/self/stat", buf, sizeof(buf), &n) == 0 &&
         tml__proc_parse_pid_stat(buf, n, &ps) == 0) {
@@ -230,7 +217,7 @@ static void sample_gpu(tml_sampler *s, batch *b)
 
 static void tick(tml_sampler *s)
 {
-    batch b = { .n = 0, .ts = unix_ms(), .s = s };
+    batch b = { .n = 0, .ts = tml__unix_ms(), .s = s };   /* a sample's "when" */
     if (s->o.host)
         sample_host(s, &b);
     sample_process(s, &b);

@@ -224,8 +224,11 @@ static void test_json(void)
     tml_live_build_opts o;
     memset(&o, 0, sizeof(o));
     o.seq = 42;
-    o.start_unix_ms = 1000;
-    o.now_unix_ms = 6000;
+    /* elapsed on the monotonic clock; the wall clock (a day ahead) is the
+     * time shown, never a duration */
+    o.start_mono_ns = 1000000000;
+    o.now_mono_ns = 6000000000;
+    o.now_unix_ms = 1700000000000 + 86400000;
     CHECK_EQ_INT(tml__live_snap_build(&run, &o, &snap, NULL), 0);
     tml_strbuf js = TML_STRBUF_INIT;
     tml__live_json(&snap, &js);
@@ -235,6 +238,7 @@ static void test_json(void)
     double d = 0;
     CHECK(tml__json_num(tml__json_get(doc, "seq"), &d) && d == 42);
     CHECK(tml__json_num(tml__json_get(doc, "elapsed_s"), &d) && d == 5.0);
+    CHECK(tml__json_num(tml__json_get(doc, "unix_ms"), &d) && d == 1700086400000.0);
     CHECK_STR(tml__json_str(tml__json_get(doc, "schema")), "traceml.live/1");
     CHECK_STR(tml__json_str(tml__json_path(doc, "verdict.kind")), "INPUT_BOUND");
     CHECK_STR(tml__json_str(tml__json_path(doc, "verdict.cause")), "input_wait");

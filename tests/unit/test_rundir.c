@@ -1,6 +1,6 @@
 /* test_rundir.c - run names (both sides of every rule), run folders (never
  * reused), secrets, the manifest's content, a write that fails leaving the
- * file it would have replaced, TraceML's own log. */
+ * file it would have replaced, TraceML's own log, the progress files. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
 #include "base/json.h"
+#include "model/progress.h"
 
 #include "harness.h"
 
@@ -139,7 +140,7 @@ static void test_manifest(void)
     snprintf(run, sizeof(run), "%s/m", tmp());
     mkdir(run, 0755);
     char *argv[] = {"/usr/bin/python3", "train.py", "--lr", "1e-3 \"quoted\""};
-    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, 4, argv, 1, 1, NULL};
+    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, -1, 4, argv, 1, 1, NULL};
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     size_t len;
@@ -170,6 +171,7 @@ static void test_manifest(void)
     m.status = "failed";
     m.exit_code = 3;
     m.end_unix_ms = 1700000002623;
+    m.duration_s = 7.25;   /* the monotonic clock's, not end - start (2.5) */
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     buf = slurp(path, &len);
@@ -181,7 +183,7 @@ static void test_manifest(void)
         CHECK_STR(tml__json_str(tml__json_get(doc, "status")), "failed");
         CHECK(tml__json_num(tml__json_get(doc, "exit_code"), &d) && d == 3);
         CHECK(tml__json_num(tml__json_get(doc, "duration_s"), &d));
-        CHECK_NEAR(d, 2.5, 1e-9);
+        CHECK_NEAR(d, 7.25, 1e-9);
         const tml_json *art = tml__json_get(doc, "artifacts");
         CHECK(art && art->n == 2);
         CHECK_STR(tml__json_str(tml__json_at(art, 1)), "final_summary.txt");
@@ -217,7 +219,7 @@ static void test_failed_write_keeps_the_old_file(void)
     pid_t pid = fork();
     if (pid == 0) {
         char *argv[] = {"train.py"};
-        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, 1, argv, 1, 1, NULL};
+        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, -1, 1, argv, 1, 1, NULL};
         static char big[64 * 1024];
         size_t before_len, after_len;
         memset(big, 'x', sizeof(big));
@@ -282,6 +284,62 @@ static void test_run_log(void)
     tml__run_log(NULL, "x", "ignored");   /* no folder: no crash */
 }
 
+/* The progress files: what a process stored is read after it died of a
+ * signal, the one that got furthest counts, and they go at the end. */
+static void test_progress(void)
+{
+    char run[512], path[600];
+    snprintf(run, sizeof(run), "%s/prog", tmp());
+    CHECK_EQ_INT(mkdir(run, 0755), 0);
+    tml_progress_sum sum;
+    tml__progress_read(run, &sum);
+    CHECK(sum.processes == 0 && sum.steps == 0);
+    tml_progress *p = tml__progress_create(run);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    atomic_store(&p->steps, 5);
+    atomic_store(&p->last_end_ns, 1000);
+    pid_t child = fork();
+    if (child == 0) {
+        tml_progress *c = tml__progress_create(run);
+        if (c) {
+            atomic_store(&c->steps, 20);
+            atomic_store(&c->last_end_ns, 2000);
+        }
+        raise(SIGKILL);   /* no exit handler, no unmap */
+    }
+    int st = 0;
+    CHECK(waitpid(child, &st, 0) == child && WIFSIGNALED(st));
+    tml__progress_read(run, &sum);
+    CHECK_EQ_INT(sum.processes, 2);
+    CHECK(sum.steps == 20 && sum.last_end_ns == 2000);
+    tml__progress_release(p);
+    /* ours but no progress file; another host's (a shared run folder) */
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    for (int k = 0; k < 2; k++) {
+        if (k == 0)
+            snprintf(path, sizeof(path), "%s/progress/%s.junk", run, host);
+        else
+            snprintf(path, sizeof(path), "%s/progress/other-host.1", run);
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    tml__progress_read(run, &sum);
+    CHECK_EQ_INT(sum.processes, 2);
+    tml__progress_remove(run);
+    snprintf(path, sizeof(path), "%s/progress/other-host.1", run);
+    CHECK(access(path, F_OK) == 0);   /* its host removes it */
+    unlink(path);
+    tml__progress_remove(run);
+    snprintf(path, sizeof(path), "%s/progress", run);
+    CHECK(access(path, F_OK) != 0);
+    CHECK(tml__progress_create("") == NULL);
+}
+
 #define TESTS X(test_name_valid) X(test_name_generate) X(test_rundir_create) \
-    X(test_random_hex) X(test_manifest) X(test_failed_write_keeps_the_old_file) X(test_run_log)
+    X(test_random_hex) X(test_manifest) X(test_failed_write_keeps_the_old_file) X(test_run_log) \
+    X(test_progress)
 #include "harness.h"

@@ -468,9 +468,52 @@ static void test_duplicate_and_unsorted_ids(void)
     tml__run_release(&run);
 }
 
+/* The pace a rebuilt summary estimates the rest of a run from: that of
+ * the last steps, not of a slow first step; per host. */
+static void test_pace_leaves_start_up_out(void)
+{
+    tml_run run;
+    tml_run_pace p;
+    tml__run_init(&run, "x", "id");
+    tml__run_pace(&run, NULL, &p);
+    CHECK(p.rank == -1 && isnan(p.steps_per_s));
+    tml_rank *a = add_rank(&run, 0, 0, TML_PHASES_ALL);
+    snprintf(a->info.host, sizeof(a->info.host), "here");
+    tml_step_record s = rec(0);
+    s.start_ns = 1000 * MS;
+    add(a, s);
+    tml__run_pace(&run, NULL, &p);
+    CHECK(p.rank == 0 && p.last_step == 0 && isnan(p.steps_per_s));
+    for (uint64_t k = 1; k <= 40; k++) {   /* step 0 took 5 s; then 20 ms each */
+        s = rec(k);
+        s.start_ns = 6000 * MS + (int64_t)(k - 1) * 20 * MS;
+        add(a, s);
+    }
+    tml__run_pace(&run, NULL, &p);
+    CHECK_EQ_INT(p.last_step, 40);
+    CHECK(p.last_start_ns == 6000 * MS + 39 * 20 * MS);
+    CHECK_NEAR(p.steps_per_s, 50.0, 1e-9);
+    tml_rank *b = add_rank(&run, 1, 1, TML_PHASES_ALL);
+    snprintf(b->info.host, sizeof(b->info.host), "there");
+    for (uint64_t k = 0; k <= 50; k++) {   /* further on, on another host */
+        s = rec(k);
+        s.start_ns = (int64_t)k * 10 * MS;
+        add(b, s);
+    }
+    tml__run_pace(&run, NULL, &p);
+    CHECK(p.rank == 1 && p.last_step == 50);
+    CHECK_NEAR(p.steps_per_s, 100.0, 1e-9);
+    tml__run_pace(&run, "here", &p);
+    CHECK(p.rank == 0 && p.last_step == 40);
+    tml__run_pace(&run, "elsewhere", &p);
+    CHECK(p.rank == -1);
+    tml__run_release(&run);
+}
+
 #define TESTS X(test_empty_run) X(test_single_rank_averages) X(test_common_steps_across_ranks) \
     X(test_three_ranks_median_and_skew) X(test_window_cap_takes_last_steps) X(test_warmup_rule) \
     X(test_warmup_excluded_from_window) X(test_aborted_steps_excluded) X(test_epoch_starts_excluded) \
     X(test_missing_vs_measured_zero) X(test_residual_floor_and_untraced) \
-    X(test_clock_selection) X(test_rank_without_steps) X(test_duplicate_and_unsorted_ids)
+    X(test_clock_selection) X(test_rank_without_steps) X(test_duplicate_and_unsorted_ids) \
+    X(test_pace_leaves_start_up_out)
 #include "harness.h"

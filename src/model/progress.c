@@ -1,0 +1,121 @@
+/*
+ * progress.c - the progress files (progress.h): one page per training
+ * process, shared with the file, so that what the markers stored is on
+ * the file whatever way the process ends.
+ */
+#include "model/progress.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DIR_NAME "progress"
+
+/* "<host>.": this host's files. Several nodes may share a run folder (a
+ * shared file system); each reads and removes only its own. */
+static void host_prefix(char *out, size_t cap)
+{
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(out, cap, "%s.", host);
+}
+
+static int is_ours(const char *name, const char *prefix)
+{
+    return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+tml_progress *tml__progress_create(const char *run_dir)
+{
+    char path[4200];
+    if (!run_dir || !*run_dir)
+        return NULL;
+    snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
+    mkdir(path, 0755);   /* EEXIST: another rank made it */
+    char prefix[80];
+    host_prefix(prefix, sizeof(prefix));
+    snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s%d", run_dir, prefix, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, (off_t)sizeof(tml_progress)) == 0)
+        m = mmap(NULL, sizeof(tml_progress), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return NULL;
+    tml_progress *p = m;
+    p->pid = (int32_t)getpid();
+    atomic_store(&p->steps, 0);
+    atomic_store(&p->last_end_ns, 0);
+    p->magic = TML_PROGRESS_MAGIC;
+    return p;
+}
+
+void tml__progress_release(tml_progress *p)
+{
+    if (p)
+        munmap(p, sizeof(*p));
+}
+
+/* One file's numbers; 0 when it is not a progress file. */
+static int read_one(const char *path, tml_progress *out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, out, sizeof(*out));
+    close(fd);
+    return n == (ssize_t)sizeof(*out) && out->magic == TML_PROGRESS_MAGIC;
+}
+
+void tml__progress_read(const char *run_dir, tml_progress_sum *out)
+{
+    char path[4200], prefix[80];
+    memset(out, 0, sizeof(*out));
+    host_prefix(prefix, sizeof(prefix));
+    snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        tml_progress p;
+        if (!is_ours(e->d_name, prefix))
+            continue;
+        snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s", run_dir, e->d_name);
+        if (!read_one(path, &p))
+            continue;
+        out->processes++;
+        uint64_t steps = atomic_load(&p.steps);
+        if (steps > out->steps) {
+            out->steps = steps;
+            out->last_end_ns = atomic_load(&p.last_end_ns);
+        }
+    }
+    closedir(d);
+}
+
+void tml__progress_remove(const char *run_dir)
+{
+    char path[4200], prefix[80];
+    host_prefix(prefix, sizeof(prefix));
+    snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_ours(e->d_name, prefix))
+            continue;
+        snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s", run_dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
+    rmdir(path);   /* fails while another host's files are there */
+}
