@@ -352,6 +352,28 @@ def test_view_drops_control_sequences(tmp_path):
     assert p.stdout == "a?]52;c;ZXZpbA==?b?[2Jc?31md\tok ◀\n"
 
 
+# ---- compare ----
+
+def test_compare_out_of_range_figure(tmp_path):
+    # a window of 3e19 steps was cast from double to size_t: undefined
+    # behaviour (clang UBSan, found by tests/fuzz/fuzz_compare.c); a figure
+    # outside its range now refuses the file, naming it and the field
+    good = os.path.join(ROOT, "tests", "fuzz", "corpus", "summary", "ours_straggler")
+    doc = json.load(open(good, encoding="utf-8"))
+    doc["step_time"]["window"]["window_steps"] = "@WS@"
+    text = json.dumps(doc, indent=1)
+    shutil.copy(good, tmp_path / "a.json")
+    for value, shown in (("3e19", "3e+19"), ("1.55556e37", "1.55556e+37"), ("-1", "-1")):
+        (tmp_path / "b.json").write_text(text.replace('"@WS@"', value))
+        for args in (["a.json", "b.json"], ["b.json", "a.json"]):
+            line = one_error_line(run(["compare"] + args + ["-o", "out"], tmp_path))
+            assert "'b.json'" in line and "step_time.window.window_steps is " + shown in line, line
+    assert not (tmp_path / "out.json").exists()
+    p = run(["compare", "a.json", "a.json", "-o", "out"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "out.json").read_text())["verdict"] == "EQUIVALENT"
+
+
 def test_outputs_replace_links_and_respect_umask(tmp_path):
     # `view --html` and `export --chrome-trace` write through a temporary
     # file and rename(2): a planted symlink is replaced, its target kept
