@@ -232,6 +232,29 @@ def test_run_bad_input(tmp_path, args, needle):
     assert not (tmp_path / "logs").exists()
 
 
+BAD_CONFIG = [
+    # the line an editor shows: blank lines count (they were skipped)
+    ("traceml.yaml", "mode: cli\n\n\nnot a pair\n", "traceml.yaml:4: expected key : value"),
+    # no second option or threshold smuggled in through a key or a value
+    ("traceml.yaml", "mode=summary: cli\n", "traceml.yaml:1: 'mode=summary': not an option name"),
+    ("traceml.yaml", "thresholds:\n  input_warn: 0.1,input_crit=0.9\n",
+     "traceml.yaml:2: 'input_warn': a threshold is one number"),
+    ("pyproject.toml", "[tool.traceml]\n\n\nmode: cli\n", "pyproject.toml:4: expected key = value"),
+    ("traceml.yaml", "mode: summary\nlog-dir: x\n", "traceml.yaml: unknown key 'log-dir'"),
+    ("traceml.yaml", "thresholds:\n  input_warn: 2\n", "traceml.yaml: bad thresholds"),
+]
+
+
+@pytest.mark.parametrize("name,text,needle", BAD_CONFIG)
+def test_run_bad_project_file(tmp_path, name, text, needle):
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    (tmp_path / name).write_text(text)
+    before = sorted(os.listdir(tmp_path))
+    line = one_error_line(run(["run", "train.py"], tmp_path))
+    assert needle in line, line
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 def test_run_logs_dir_read_only():
     """A --logs-dir under a folder the user cannot write: one error line,
     nothing made, the script not run. Root may write anywhere, so as root
