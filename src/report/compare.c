@@ -244,6 +244,46 @@ int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_
     return 0;
 }
 
+/* A TraceML 0.5.0 summary in this TraceML's schema (reload.h maps it onto
+ * the report model, json.c prints that), so that both kinds go through one
+ * reader; *conv is the converted tree, freed by the caller. */
+static int from_v05(const tml_json *doc, tml_json **conv, char *source, size_t scap,
+                    char *why, size_t cap)
+{
+    tml_report_loaded *l;
+    int rc = tml__report_load(doc, NULL, 0, &l, why, cap);
+    if (rc < 0)
+        return rc;
+    tml_strbuf js = TML_STRBUF_INIT;
+    tml__report_json(&l->m, "", &js);
+    snprintf(source, scap, "TraceML 0.5.0 summary (schema %s): no step-to-step noise, "
+             "Untraced time or communication in it", l->schema);
+    tml__report_loaded_free(l);
+    rc = js.failed ? TML_ENOMEM : tml__json_parse(js.buf, js.len, conv, NULL);
+    tml__sb_release(&js);
+    if (rc < 0)
+        snprintf(why, cap, "%s", rc == TML_ENOMEM ? "out of memory"
+                 : "could not be mapped onto this TraceML's summary");
+    return rc < 0 ? (rc == TML_ENOMEM ? rc : TML_EPROTO) : 0;
+}
+
+int tml__cmp_run_load(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap)
+{
+    tml_json *conv = NULL;
+    char source[sizeof(r->source)] = "";
+    int rc = 0;
+    if (tml__summary_is_v05(doc))
+        rc = from_v05(doc, &conv, source, sizeof(source), why, cap);
+    if (rc == 0)
+        rc = tml__cmp_run_from_json(conv ? conv : doc, r, why, cap);
+    else
+        tml__cmp_run_init(r);
+    tml__json_free(conv);
+    if (rc == 0)
+        snprintf(r->source, sizeof(r->source), "%s", source);
+    return rc;
+}
+
 /* ---- the verdict ------------------------------------------------------ */
 
 static const char *run_name(const tml_cmp_run *r, const char *which)
