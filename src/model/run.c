@@ -120,6 +120,23 @@ int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
     return 0;
 }
 
+static int in(int64_t v, int64_t max, int missing_ok)
+{
+    return (v >= 0 && v <= max) || (missing_ok && v == TML_MISSING);
+}
+
+int tml__record_possible(const tml_step_record *r)
+{
+    const int64_t ns = TML_RECORD_MAX_NS, bytes = TML_RECORD_MAX_BYTES;
+    int ok = in(r->start_ns, ns * 4096, 0) && in(r->traced_ns, ns, 0) &&
+             in(r->gpu_traced_ns, ns, 1) && in(r->gap_ns, ns, 1) && in(r->comm_ns, ns, 0) &&
+             in(r->rss_bytes, bytes, 1) && in(r->cuda_allocated_peak_bytes, bytes, 1) &&
+             in(r->cuda_reserved_peak_bytes, bytes, 1) && in(r->comm_bytes, bytes, 0);
+    for (int k = 0; k < TML_PHASE_COUNT; k++)
+        ok = ok && in(r->phase_ns[k], ns, 0) && in(r->gpu_phase_ns[k], ns, 1);
+    return ok;
+}
+
 const char *tml__run_step_detection(const tml_run *run)
 {
     int any = 0;
