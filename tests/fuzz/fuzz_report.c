@@ -77,7 +77,9 @@ static void cleanup(void)
 }
 
 /* The run folders live in memory where there is /dev/shm: a run's SQLite
- * store and files cost a few syscalls, not disk writes. */
+ * store and files cost a few syscalls, not disk writes. They go at exit;
+ * a crash (abort, a sanitizer report) leaves the one being written, in
+ * /dev/shm/traceml-fuzz-report-XXXXXX, to remove by hand. */
 static void setup(void)
 {
     struct stat st;
