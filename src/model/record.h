@@ -57,7 +57,7 @@ typedef struct tml_step_record {
 
 /* What a record may hold. A duration beyond TML_RECORD_MAX_NS (11.6
  * days; the reports read figures up to 1e9 ms back, report/reload.h) or
- * negative where -1 does not mean "missing", a byte count beyond
+ * negative (-1, missing, is fine but for traced_ns), a byte count beyond
  * TML_RECORD_MAX_BYTES, a start beyond TML_RECORD_MAX_NS * 4096 (146
  * years of monotonic clock): no rank measures that. */
 #define TML_RECORD_MAX_NS 1000000000000000LL

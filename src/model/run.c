@@ -128,12 +128,14 @@ static int in(int64_t v, int64_t max, int missing_ok)
 int tml__record_possible(const tml_step_record *r)
 {
     const int64_t ns = TML_RECORD_MAX_NS, bytes = TML_RECORD_MAX_BYTES;
+    /* -1 is missing wherever a figure may be (a phase of an older file,
+     * communication not measured); the step itself and its start are not */
     int ok = in(r->start_ns, ns * 4096, 0) && in(r->traced_ns, ns, 0) &&
-             in(r->gpu_traced_ns, ns, 1) && in(r->gap_ns, ns, 1) && in(r->comm_ns, ns, 0) &&
+             in(r->gpu_traced_ns, ns, 1) && in(r->gap_ns, ns, 1) && in(r->comm_ns, ns, 1) &&
              in(r->rss_bytes, bytes, 1) && in(r->cuda_allocated_peak_bytes, bytes, 1) &&
-             in(r->cuda_reserved_peak_bytes, bytes, 1) && in(r->comm_bytes, bytes, 0);
+             in(r->cuda_reserved_peak_bytes, bytes, 1) && in(r->comm_bytes, bytes, 1);
     for (int k = 0; k < TML_PHASE_COUNT; k++)
-        ok = ok && in(r->phase_ns[k], ns, 0) && in(r->gpu_phase_ns[k], ns, 1);
+        ok = ok && in(r->phase_ns[k], ns, 1) && in(r->gpu_phase_ns[k], ns, 1);
     return ok;
 }
 

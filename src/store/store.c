@@ -639,6 +639,8 @@ static int load_steps(tml_store *s, tml_run *run)
             r.comm_ns = 0;
         if (r.comm_bytes < 0)
             r.comm_bytes = 0;
+        if (!tml__record_possible(&r))
+            continue;   /* a hand-made file: what the aggregator would have dropped */
         if (tml__run_add_steps(cur, &r, 1) < 0) {
             rc = TML_ENOMEM;
             goto out;
