@@ -246,7 +246,12 @@ build-fuzz/obj/gen/dygraphs.o: $(CHARTS_GEN)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
 
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) $(SQLITE_O)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(SQLITE_O) $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(FUZZ_CLI) $(SQLITE_O) $(LDLIBS)
+
+# fuzz_config reads the project file as the CLI does: its parser's object
+# (cli/config_file.c, pure) too, as test_config links it.
+build-fuzz/fuzz_config: FUZZ_CLI = build-fuzz/obj/cli/config_file.o
+build-fuzz/fuzz_config: build-fuzz/obj/cli/config_file.o
 
 install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/traceml $(DESTDIR)$(PREFIX)/lib

@@ -20,7 +20,6 @@
 
 #include "agg/rundir.h"
 #include "report/compare.h"
-#include "report/reload.h"
 #include "traceml/traceml.h"
 #include "base/json.h"
 #include "base/strbuf.h"
@@ -54,36 +53,12 @@ static void copy_str(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-/* A TraceML 0.5.0 summary in this TraceML's schema (reload.h maps it onto
- * the report model, json.c prints that), so that compare reads both kinds
- * through one reader; *conv is the converted tree, freed by the caller. */
-static int from_v05(const char *path, const tml_json *doc, tml_json **conv, char *source,
-                    size_t cap)
-{
-    tml_report_loaded *l;
-    char why[256];
-    int rc = tml__report_load(doc, path, 0, &l, why, sizeof(why));
-    if (rc < 0)
-        return tml__cli_error("'%s': %s", path, why);
-    tml_strbuf js = TML_STRBUF_INIT;
-    tml__report_json(&l->m, "", &js);
-    snprintf(source, cap, "TraceML 0.5.0 summary (schema %s): no step-to-step noise, "
-             "Untraced time or communication in it", l->schema);
-    tml__report_loaded_free(l);
-    rc = js.failed ? TML_ENOMEM : tml__json_parse(js.buf, js.len, conv, NULL);
-    tml__sb_release(&js);
-    if (rc < 0)
-        return tml__cli_error("'%s': %s", path, rc == TML_ENOMEM ? "out of memory"
-                              : "could not be mapped onto this TraceML's summary");
-    return 0;
-}
-
 /* Reads and checks one summary; prints the error and returns 2 on failure. */
 static int load(const char *arg, tml_cmp_run *r)
 {
     char path[4096];
-    tml_json *doc = NULL, *conv = NULL;
-    char why[256], source[sizeof(r->source)] = "";
+    tml_json *doc = NULL;
+    char why[256];
 
     /* A run folder stands for its final_summary.json. */
     size_t al = strlen(arg);
@@ -100,18 +75,11 @@ static int load(const char *arg, tml_cmp_run *r)
     }
     if (tml__cli_read_json(path, "summary", &doc, NULL, NULL))
         return TML_EXIT_USAGE;
-    int rc = 0;
-    if (tml__summary_is_v05(doc))
-        rc = from_v05(path, doc, &conv, source, sizeof(source));
-    if (rc == 0)
-        rc = tml__cmp_run_from_json(conv ? conv : doc, r, why, sizeof(why)) < 0
-             ? tml__cli_error("'%s': %s", path, why) : 0;
+    int rc = tml__cmp_run_load(doc, r, why, sizeof(why));
     tml__json_free(doc);
-    tml__json_free(conv);
-    if (rc)
-        return TML_EXIT_USAGE;
+    if (rc < 0)
+        return tml__cli_error("'%s': %s", path, why);
     copy_str(r->path, sizeof(r->path), path);
-    copy_str(r->source, sizeof(r->source), source);
     if (!r->label[0])
         copy_str(r->label, sizeof(r->label), path);
     return 0;

@@ -284,27 +284,53 @@ int tml__agg_steps(tml_agg *a, int32_t rank, const tml_step_record *recs, size_t
         return TML_ESTATE;
     if (a->run.watch)   /* traceml watch: system and process metrics only */
         return 0;
-    int rc = tml__run_add_steps(r, recs, n);
-    if (rc < 0)
-        return rc;
-    if (a->store) {
-        store_error(a, "queue steps",
-                    tml__store_put_steps(a->store, rank, r->incarnation, recs, n));
-        store_error(a, "write steps", tml__store_tick(a->store, tml__mono_ms()));
+    size_t dropped = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;   /* the next run of possible records, from i */
+        while (i + k < n && tml__record_possible(&recs[i + k]))
+            k++;
+        int rc = k ? tml__run_add_steps(r, recs + i, k) : 0;
+        if (rc < 0)
+            return rc;
+        if (k && a->store)
+            store_error(a, "queue steps",
+                        tml__store_put_steps(a->store, rank, r->incarnation, recs + i, k));
+        i += k;
+        for (; i < n && !tml__record_possible(&recs[i]); i++)
+            dropped++;
     }
+    if (dropped)
+        tml__run_log(a->run_dir, "aggregator", "rank %d sent %zu step record%s with impossible "
+                     "figures (a duration beyond 11 days or negative, a byte count beyond "
+                     "1e18); dropped", (int)rank, dropped, dropped == 1 ? "" : "s");
+    if (a->store)
+        store_error(a, "write steps", tml__store_tick(a->store, tml__mono_ms()));
     return 0;
 }
 
 int tml__agg_samples(tml_agg *a, const tml_sample *v, size_t n)
 {
     int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++)
-        rc = tml__series_add(&a->run.samples, &v[i]);
-    tml__timeline_add(&a->run.timeline, v, n);   /* the report's chart; best-effort */
-    if (a->store) {
-        store_error(a, "queue samples", tml__store_put_samples(a->store, v, n));
-        store_error(a, "write samples", tml__store_tick(a->store, tml__mono_ms()));
+    size_t dropped = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        size_t k = 0;   /* the next run of possible samples, from i */
+        while (i + k < n && tml__sample_possible(&v[i + k]))
+            k++;
+        for (size_t j = i; j < i + k && rc == 0; j++)
+            rc = tml__series_add(&a->run.samples, &v[j]);
+        tml__timeline_add(&a->run.timeline, v + i, k);   /* the report's chart; best-effort */
+        if (k && a->store)
+            store_error(a, "queue samples", tml__store_put_samples(a->store, v + i, k));
+        i += k;
+        for (; i < n && !tml__sample_possible(&v[i]); i++)
+            dropped++;
     }
+    if (dropped)
+        tml__run_log(a->run_dir, "aggregator", "dropped %zu resource sample%s with impossible "
+                     "values (src/sample/sample.c: each metric's range)", dropped,
+                     dropped == 1 ? "" : "s");
+    if (a->store)
+        store_error(a, "write samples", tml__store_tick(a->store, tml__mono_ms()));
     return rc;
 }
 

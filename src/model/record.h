@@ -55,6 +55,18 @@ typedef struct tml_step_record {
     uint32_t flags;         /* TML_STEP_* */
 } tml_step_record;
 
+/* What a record may hold. A duration beyond TML_RECORD_MAX_NS (11.6
+ * days; the reports read figures up to 1e9 ms back, report/reload.h) or
+ * negative (-1, missing, is fine but for traced_ns), a byte count beyond
+ * TML_RECORD_MAX_BYTES, a start beyond TML_RECORD_MAX_NS * 4096 (146
+ * years of monotonic clock): no rank measures that. */
+#define TML_RECORD_MAX_NS 1000000000000000LL
+#define TML_RECORD_MAX_BYTES 1000000000000000000LL
+/* 1 when every figure of r is one a rank can measure (above), else 0: the
+ * aggregator drops such a record (a corrupt or hostile sender) rather
+ * than let 1e18 ns reach the windows, the sums and the reports. (run.c) */
+int tml__record_possible(const tml_step_record *r);
+
 /* Who a connection speaks for (the handshake's payload). */
 /* The most ranks (and nodes) a run may claim: a rank's claim above it is
  * not believed (a stray WORLD_SIZE must not size the summary). */

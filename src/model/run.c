@@ -161,6 +161,25 @@ void tml__run_restart(tml_run *run, tml_rank *rank)
     c->first_step = rank->step_base;
 }
 
+static int in(int64_t v, int64_t max, int missing_ok)
+{
+    return (v >= 0 && v <= max) || (missing_ok && v == TML_MISSING);
+}
+
+int tml__record_possible(const tml_step_record *r)
+{
+    const int64_t ns = TML_RECORD_MAX_NS, bytes = TML_RECORD_MAX_BYTES;
+    /* -1 is missing wherever a figure may be (a phase of an older file,
+     * communication not measured); the step itself and its start are not */
+    int ok = in(r->start_ns, ns * 4096, 0) && in(r->traced_ns, ns, 0) &&
+             in(r->gpu_traced_ns, ns, 1) && in(r->gap_ns, ns, 1) && in(r->comm_ns, ns, 1) &&
+             in(r->rss_bytes, bytes, 1) && in(r->cuda_allocated_peak_bytes, bytes, 1) &&
+             in(r->cuda_reserved_peak_bytes, bytes, 1) && in(r->comm_bytes, bytes, 1);
+    for (int k = 0; k < TML_PHASE_COUNT; k++)
+        ok = ok && in(r->phase_ns[k], ns, 1) && in(r->gpu_phase_ns[k], ns, 1);
+    return ok;
+}
+
 const char *tml__run_step_detection(const tml_run *run)
 {
     int any = 0;

@@ -48,6 +48,11 @@ typedef struct tml_sample {
 const char *tml__sample_metric_name(uint32_t metric);
 /* The id of a name, 0 when unknown. */
 uint32_t tml__sample_metric_id(const char *name);
+/* 1 when s is a sample a rank can take: a known metric, a finite value
+ * within the metric's range (sample.c), a time from 1970 to 1e15 ms, a
+ * node 0..TML_MAX_WORLD_SIZE and a GPU index -1..4095. The aggregator drops
+ * any other (a corrupt or hostile sender). */
+int tml__sample_possible(const tml_sample *s);
 /* 1 for host.*, 2 for gpu.*, 3 for process.* metrics, 0 unknown. */
 int tml__sample_metric_scope(uint32_t metric);
 

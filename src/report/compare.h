@@ -121,6 +121,10 @@ void tml__cmp_run_init(tml_cmp_run *r);
  * Optional parts that are absent stay missing.
  */
 int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap);
+/* The same for either kind of summary: one TraceML 0.5.0 wrote is first
+ * mapped onto this TraceML's (report/reload.h), and r->source says what it
+ * lacked. 0, TML_EPROTO (why) or TML_ENOMEM. */
+int tml__cmp_run_load(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap);
 
 /* The verdict of SPEC 6 (docs/compare.md). gates NULL = defaults. Pure. */
 void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,

@@ -656,6 +656,8 @@ static int load_steps(tml_store *s, tml_run *run)
         int64_t inc = sqlite3_column_int64(st, c++);
         while (inc > (int64_t)cur->incarnation && cur->incarnation < UINT32_MAX)
             tml__run_restart(run, cur);   /* numbered as the aggregator did */
+        if (!tml__record_possible(&r))
+            continue;   /* a hand-made file: what the aggregator would have dropped */
         if (tml__run_add_steps(cur, &r, 1) < 0) {
             rc = TML_ENOMEM;
             goto out;

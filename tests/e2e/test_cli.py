@@ -242,6 +242,29 @@ def test_run_bad_input(tmp_path, args, needle):
     assert not (tmp_path / "logs").exists()
 
 
+BAD_CONFIG = [
+    # the line an editor shows: blank lines count (they were skipped)
+    ("traceml.yaml", "mode: cli\n\n\nnot a pair\n", "traceml.yaml:4: expected key : value"),
+    # no second option or threshold smuggled in through a key or a value
+    ("traceml.yaml", "mode=summary: cli\n", "traceml.yaml:1: 'mode=summary' is not a key"),
+    ("traceml.yaml", "thresholds:\n  input_warn: 0.1,input_crit=0.9\n",
+     "traceml.yaml:2: threshold input_warn: '0.1,input_crit=0.9' is not"),
+    ("pyproject.toml", "[tool.traceml]\n\n\nmode: cli\n", "pyproject.toml:4: expected key = value"),
+    ("traceml.yaml", "mode: summary\nlog-dir: x\n", "traceml.yaml:2: unknown key 'log-dir'"),
+    ("traceml.yaml", "thresholds:\n  input_warn: 2\n", "traceml.yaml:2: threshold input_warn: '2' is not"),
+]
+
+
+@pytest.mark.parametrize("name,text,needle", BAD_CONFIG)
+def test_run_bad_project_file(tmp_path, name, text, needle):
+    (tmp_path / "train.py").write_text("print('should not run')\n")
+    (tmp_path / name).write_text(text)
+    before = sorted(os.listdir(tmp_path))
+    line = one_error_line(run(["run", "train.py"], tmp_path))
+    assert needle in line, line
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 def test_run_logs_dir_read_only():
     """A --logs-dir under a folder the user cannot write: one error line,
     nothing made, the script not run. Root may write anywhere, so as root
@@ -378,6 +401,28 @@ def test_view_drops_control_sequences(tmp_path):
     p = run(["view", "x.json"], tmp_path)
     assert p.returncode == 0
     assert p.stdout == "a?]52;c;ZXZpbA==?b?[2Jc?31md\tok ◀\n"
+
+
+# ---- compare ----
+
+def test_compare_out_of_range_figure(tmp_path):
+    # a window of 3e19 steps was cast from double to size_t: undefined
+    # behaviour (clang UBSan, found by tests/fuzz/fuzz_compare.c); a figure
+    # outside its range now refuses the file, naming it and the field
+    good = os.path.join(ROOT, "tests", "fuzz", "corpus", "summary", "ours_straggler")
+    doc = json.load(open(good, encoding="utf-8"))
+    doc["step_time"]["window"]["window_steps"] = "@WS@"
+    text = json.dumps(doc, indent=1)
+    shutil.copy(good, tmp_path / "a.json")
+    for value, shown in (("3e19", "3e+19"), ("1.55556e37", "1.55556e+37"), ("-1", "-1")):
+        (tmp_path / "b.json").write_text(text.replace('"@WS@"', value))
+        for args in (["a.json", "b.json"], ["b.json", "a.json"]):
+            line = one_error_line(run(["compare"] + args + ["-o", "out"], tmp_path))
+            assert "'b.json'" in line and "step_time.window.window_steps is " + shown in line, line
+    assert not (tmp_path / "out.json").exists()
+    p = run(["compare", "a.json", "a.json", "-o", "out"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "out.json").read_text())["verdict"] == "EQUIVALENT"
 
 
 def test_outputs_replace_links_and_respect_umask(tmp_path):

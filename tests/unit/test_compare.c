@@ -213,6 +213,42 @@ static void test_read_summary(void)
     CHECK(strstr(why, "no step_time") != NULL);
 }
 
+/* A figure out of its range refuses the file, naming the field: a
+ * window of 3e19 steps was cast to size_t (undefined behaviour) before. */
+static void test_out_of_range(void)
+{
+    static const struct { const char *field, *value, *named; } bad[] = {
+        { "\"window\": {\"window_steps\": ", "3e19}", "step_time.window.window_steps is 3e+19" },
+        { "\"window\": {\"window_steps\": ", "1.55556e37}", "window_steps is 1.55556e+37" },
+        { "\"window\": {\"window_steps\": ", "-4}", "window_steps is -4" },
+        { "\"window\": {\"window_steps\": 10}, \"noise_ms\": ", "1e300", "step_time.noise_ms is 1e+300" },
+        { "\"window\": {\"window_steps\": 10}, \"median\": {\"step_time_ms\": ", "\"12\"}",
+          "step_time.median.step_time_ms is not a number" },
+        { "\"window\": {\"window_steps\": 10}, \"by_clock\": {\"cpu\": "
+          "{\"step_time_ms\": 1, \"step_time_blocks_ms\": [1, 2, ", "1e999]}}",
+          "step_time.by_clock.cpu.step_time_blocks_ms[2] is inf" },
+    };
+    char text[512], why[256];
+    tml_cmp_run r;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(text, sizeof(text), "{\"schema_version\": 1, \"primary_diagnosis\": {},"
+                 " \"step_time\": {%s%s}}", bad[i].field, bad[i].value);
+        why[0] = '\0';
+        CHECK_EQ_INT(parse(text, &r, why, sizeof(why)), TML_EPROTO);
+        CHECK(strstr(why, bad[i].named) != NULL);
+        CHECK_EQ_INT(r.window_steps, 0);
+    }
+    CHECK_EQ_INT(parse("{\"schema_version\": 1, \"primary_diagnosis\": {}, \"step_time\": {},"
+                       " \"system\": {\"average\": {\"gpu_memory_total_bytes\": -1}}}",
+                       &r, why, sizeof(why)), TML_EPROTO);
+    CHECK(strstr(why, "system.average.gpu_memory_total_bytes is -1, not a figure from 0 to") != NULL);
+    /* null is missing, as the summary writes an unknown figure */
+    CHECK_EQ_INT(parse("{\"schema_version\": 1, \"primary_diagnosis\": {}, \"step_time\":"
+                       " {\"window\": {\"window_steps\": null}, \"noise_ms\": null}}",
+                       &r, why, sizeof(why)), 0);
+    CHECK_EQ_INT(r.window_steps, 0);
+}
+
 static void test_box_and_json(void)
 {
     tml_cmp_run a, b;
@@ -362,5 +398,6 @@ static void test_significance_and_gate(void)
 }
 
 #define TESTS X(test_mann_whitney) X(test_significance_and_gate) X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
-    X(test_custom_gates) X(test_read_summary) X(test_box_and_json)
+    X(test_custom_gates) X(test_read_summary) X(test_out_of_range) \
+    X(test_box_and_json)
 #include "harness.h"

@@ -19,9 +19,11 @@
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
+#include "model/sample.h"
 #include "model/timeline.h"
 #include "core/client.h"
 #include "report/chrome_trace.h"
+#include "report/compare.h"
 #include "report/flat.h"
 #include "report/html.h"
 #include "report/report.h"
@@ -589,6 +591,109 @@ static void test_summary_survives_unwritable_folder(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Records no rank can measure (a step of 1e18 ns, a negative phase, a
+ * byte count of 9e18) are dropped by the aggregator and logged: the
+ * summary it writes stays one that `view` and `compare` read back (before,
+ * a noise of 4.9e11 ms reached final_summary.json; fuzz_report found it). */
+static void test_impossible_records_dropped(void)
+{
+    char dir[] = "/tmp/tml_test_impossible_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tml_agg_opts ao = {"odd", "run0", dir, 0, 0, 0, 0};
+    tml_agg *agg = NULL;
+    CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
+    feed_steps(agg, 40);
+    tml_step_record bad[5], good;
+    good = tml__agg_run(agg)->ranks[0].steps[39];
+    for (int i = 0; i < 5; i++) {
+        bad[i] = good;
+        bad[i].step = 40 + (uint64_t)i;
+    }
+    CHECK(tml__record_possible(&good));
+    bad[0].phase_ns[TML_PHASE_FORWARD] = 1000000000000000000LL;
+    bad[1].traced_ns = -5;
+    bad[2].gpu_phase_ns[TML_PHASE_H2D] = -2;
+    bad[3].cuda_reserved_peak_bytes = INT64_MAX;
+    bad[4].start_ns = INT64_MIN;
+    for (int i = 0; i < 5; i++)
+        CHECK(!tml__record_possible(&bad[i]));
+    good.step = 45;
+    tml_step_record mixed[7] = {bad[0], bad[1], good, bad[2], bad[3], bad[4], good};
+    mixed[6].step = 46;
+    CHECK_EQ_INT(tml__agg_steps(agg, 0, mixed, 7), 0);
+    CHECK_EQ_INT(tml__agg_run(agg)->ranks[0].nsteps, 42);
+    size_t len = 0;
+    char *log = slurp_file(dir, "traceml.log", &len);
+    CHECK(log && strstr(log, "rank 0 sent 5 step records with impossible figures"));
+    free(log);
+    CHECK_EQ_INT(tml__agg_finalize(agg, "completed", 0, 100, NULL), 0);
+    char *js = slurp_file(dir, "final_summary.json", &len);
+    tml_json *doc = NULL;
+    tml_cmp_run cr;
+    char why[256] = "";
+    CHECK(js && tml__json_parse(js, len, &doc, NULL) == 0);
+    CHECK_EQ_INT(tml__cmp_run_load(doc, &cr, why, sizeof(why)), 0);
+    if (why[0])
+        fprintf(stderr, "%s\n", why);
+    CHECK_EQ_INT(cr.window_steps, 42);
+    tml__json_free(doc);
+    free(js);
+    tml__agg_free(agg);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* Samples no sampler can take (a CPU of 3e62%, NaN, a GPU at 150%, an
+ * unknown metric) are dropped and logged: the summary keeps figures its
+ * readers read back (before, compare refused what the aggregator wrote:
+ * process.average.cpu_percent 2.97e+62; fuzz_report found it). */
+static void test_impossible_samples_dropped(void)
+{
+    char dir[] = "/tmp/tml_test_samples_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tml_agg_opts ao = {"odd", "run0", dir, 0, 0, 0, 0};
+    tml_agg *agg = NULL;
+    CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
+    feed_steps(agg, 40);
+    const int64_t ts = 1735689600000LL;
+    tml_sample v[] = {
+        {ts, 0, 0, -1, TML_S_PROC_CPU_PERCENT, 2.96745e62},
+        {ts, 0, 0, -1, TML_S_PROC_CPU_PERCENT, 120},
+        {ts, 0, 0, -1, TML_S_HOST_CPU_PERCENT, NAN},
+        {ts, 0, 0, 0, TML_S_GPU_UTIL_PERCENT, 150},
+        {ts, 0, 0, -1, 999, 1},
+        {ts, 0, 0, -1, TML_S_PROC_RSS_BYTES, -1e9},
+        {-5, 0, 0, -1, TML_S_PROC_RSS_BYTES, 1e9},
+        {ts, 0, 0, -1, TML_S_PROC_RSS_BYTES, 1e9},
+    };
+    size_t n = sizeof(v) / sizeof(v[0]), possible = 0;
+    for (size_t i = 0; i < n; i++)
+        possible += (size_t)tml__sample_possible(&v[i]);
+    CHECK_EQ_INT(possible, 2);
+    CHECK_EQ_INT(tml__agg_samples(agg, v, n), 0);
+    size_t len = 0;
+    char *log = slurp_file(dir, "traceml.log", &len);
+    CHECK(log && strstr(log, "dropped 6 resource samples with impossible values"));
+    free(log);
+    CHECK_EQ_INT(tml__agg_finalize(agg, "completed", 0, 100, NULL), 0);
+    char *js = slurp_file(dir, "final_summary.json", &len);
+    tml_json *doc = NULL;
+    tml_cmp_run cr;
+    char why[256] = "";
+    CHECK(js && tml__json_parse(js, len, &doc, NULL) == 0);
+    CHECK_EQ_INT(tml__cmp_run_load(doc, &cr, why, sizeof(why)), 0);
+    if (why[0])
+        fprintf(stderr, "%s\n", why);
+    CHECK_NEAR(cr.proc_cpu_percent, 120, 1e-9);
+    tml__json_free(doc);
+    free(js);
+    tml__agg_free(agg);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void test_server_answers_summary(void)
 {
     char dir[] = "/tmp/tml_test_results_XXXXXX";
@@ -662,6 +767,7 @@ static void test_server_answers_summary(void)
     X(test_timeline_bounded) X(test_chrome_trace_two_ranks) X(test_chrome_trace_extreme_values) \
     X(test_html_escapes_and_inlines) X(test_flatten) X(test_wire_summary_roundtrip) \
     X(test_store_full_is_not_silent) X(test_summary_survives_unwritable_folder) \
-    X(test_server_answers_summary)
+    X(test_server_answers_summary) X(test_impossible_records_dropped) \
+    X(test_impossible_samples_dropped)
 #include "harness.h"
 

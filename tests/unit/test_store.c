@@ -124,6 +124,10 @@ static void test_roundtrip(void)
     CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, recs, 4), 0);
     /* a resent record replaces, never duplicates */
     CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, recs + 3, 1), 0);
+    /* a record no rank can measure (a hand-made file) is not loaded back */
+    tml_step_record odd = make_step(99, 0);
+    odd.phase_ns[TML_PHASE_FORWARD] = INT64_MAX;
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, &odd, 1), 0);
     CHECK_EQ_INT(tml__store_put_sample(s, 1700000000500, 0, -1, "host.cpu_percent", 42.5), 0);
 
     tml_rank_stats st = {3, 2, 14, 850, TML_MISSING};
@@ -131,10 +135,10 @@ static void test_roundtrip(void)
     tml__store_close(s);   /* flushes */
 
     /* missing values are NULL in the file */
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 14);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 15);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gpu_traced_ns IS NULL"), 7);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE cuda_allocated_peak_bytes IS NULL"), 14);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE h2d_ns = 0"), 14);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE cuda_allocated_peak_bytes IS NULL"), 15);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE h2d_ns = 0"), 15);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gap_ns IS NULL"), 2);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM samples WHERE rank IS NULL AND node = 0"), 1);
     CHECK_EQ_INT(count_rows(path, "SELECT shipper_cpu_ns IS NULL FROM ranks WHERE rank = 1"), 1);
@@ -411,7 +415,8 @@ static void test_reads_version_2(void)
         "ALTER TABLE s2 DROP COLUMN incarnation;"
         "DROP TABLE steps; ALTER TABLE s2 RENAME TO steps;"
         "INSERT INTO run VALUES ('id2', 'old2', 1, 1, 1700000000000, NULL, '0.1.0', 2);"
-        "INSERT INTO steps (rank, step, observed, flags) VALUES (0, 0, 31, 0), (0, 1, 31, 0);",
+        "INSERT INTO steps (rank, step, start_ns, traced_ns, observed, flags)"
+        " VALUES (0, 0, 0, 1000, 31, 0), (0, 1, 1000, 1000, 31, 0);",
         NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
     tml_store *s = NULL;
