@@ -73,49 +73,54 @@ static int read_one(const char *path, tml_progress *out)
     return n == (ssize_t)sizeof(*out) && out->magic == TML_PROGRESS_MAGIC;
 }
 
-void tml__progress_read(const char *run_dir, tml_progress_sum *out)
+/* Calls fn(path, arg) for each of this host's files in the run's folder. */
+static void each_ours(const char *run_dir, void (*fn)(const char *path, void *arg), void *arg)
 {
     char path[4200], prefix[80];
-    memset(out, 0, sizeof(*out));
     host_prefix(prefix, sizeof(prefix));
     snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
     DIR *d = opendir(path);
     if (!d)
         return;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        tml_progress p;
-        if (!is_ours(e->d_name, prefix))
-            continue;
-        snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s", run_dir, e->d_name);
-        if (!read_one(path, &p))
-            continue;
-        out->processes++;
-        uint64_t steps = atomic_load(&p.steps);
-        if (steps > out->steps) {
-            out->steps = steps;
-            out->last_end_ns = atomic_load(&p.last_end_ns);
+    while ((e = readdir(d)) != NULL)
+        if (is_ours(e->d_name, prefix)) {
+            snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s", run_dir, e->d_name);
+            fn(path, arg);
         }
-    }
     closedir(d);
+}
+
+static void add_one(const char *path, void *arg)
+{
+    tml_progress_sum *out = arg;
+    tml_progress p;
+    if (!read_one(path, &p))
+        return;
+    out->processes++;
+    uint64_t steps = atomic_load(&p.steps);
+    if (steps > out->steps) {
+        out->steps = steps;
+        out->last_end_ns = atomic_load(&p.last_end_ns);
+    }
+}
+
+void tml__progress_read(const char *run_dir, tml_progress_sum *out)
+{
+    memset(out, 0, sizeof(*out));
+    each_ours(run_dir, add_one, out);
+}
+
+static void remove_one(const char *path, void *arg)
+{
+    (void)arg;
+    unlink(path);
 }
 
 void tml__progress_remove(const char *run_dir)
 {
-    char path[4200], prefix[80];
-    host_prefix(prefix, sizeof(prefix));
-    snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (!is_ours(e->d_name, prefix))
-            continue;
-        snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s", run_dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
+    char path[4200];
+    each_ours(run_dir, remove_one, NULL);
     snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
     rmdir(path);   /* fails while another host's files are there */
 }
