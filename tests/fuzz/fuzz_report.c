@@ -205,7 +205,8 @@ static void mid_run(tml_agg *agg)
     /* the summaries so far come from the final summary's writer, whose
      * output read_back() parses: built here, not parsed again (time) */
     tml__agg_summary_json(agg, &sb);
-    tml_live_build_opts lo = {1, NULL, NOW_MS - 60000, NOW_MS, NULL};
+    tml_live_build_opts lo = {.seq = 1, .now_unix_ms = NOW_MS, .start_mono_ns = 1000000000LL,
+                              .now_mono_ns = 61000000000LL};   /* 60 s into the run */
     tml_live_snap snap;
     if (tml__live_snap_build(tml__agg_run(agg), &lo, &snap, &sum) == 0) {
         tml__live_json(&snap, &live);
