@@ -49,6 +49,7 @@
 
 #include "agg/rundir.h"
 #include "traceml/traceml.h"
+#include "base/clock.h"
 #include "base/hmac.h"
 #include "base/strbuf.h"
 #include "base/net.h"
@@ -107,13 +108,6 @@ struct tml_server {
     size_t ctl_len;
 };
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void send_frame(conn *c, const tml_strbuf *sb)
 {
     if (sb->failed || !sb->len)
@@ -135,7 +129,7 @@ static void flush_out(conn *c)
         if (w <= 0)
             return;
         c->out_off += (size_t)w;
-        c->out_ms = now_ms();
+        c->out_ms = tml__mono_ms();
     }
     tml__sb_reset(&c->out);
     c->out_off = 0;
@@ -146,7 +140,7 @@ static void queue_frame(conn *c, const tml_strbuf *sb)
     if (sb->failed || !sb->len)
         return;
     if (c->out.len == c->out_off)
-        c->out_ms = now_ms();
+        c->out_ms = tml__mono_ms();
     tml__sb_add(&c->out, sb->buf, sb->len);
     flush_out(c);
 }
@@ -275,7 +269,7 @@ int tml__server_adopt(tml_server *s, int fd, const char *peer)
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->rank = -1;
-    c->opened_ms = now_ms();
+    c->opened_ms = tml__mono_ms();
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     return 0;
 }
@@ -332,7 +326,7 @@ static const char *make_room(tml_server *s, const char *ip)
     if (strcmp(ip, "127.0.0.1") != 0 && from_ip >= PREAUTH_MAX_PER_PEER)
         return "too many unauthenticated connections from this address";
     if ((pre >= PREAUTH_MAX_CONNS || s->nconns >= MAX_CONNS) && oldest != SIZE_MAX &&
-        now_ms() - s->conns[oldest].opened_ms > PREAUTH_GRACE_MS) {
+        tml__mono_ms() - s->conns[oldest].opened_ms > PREAUTH_GRACE_MS) {
         reject(s, &s->conns[oldest], "handshake crowded out by newer connections");
         close_conn(s, oldest);
     }
@@ -716,7 +710,7 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
         if (s->pfds[0].revents)
             accept_all(s);
     }
-    int64_t now = now_ms();
+    int64_t now = tml__mono_ms();
     for (size_t k = s->nconns; k-- > 0;) {
         conn *c = &s->conns[k];
         if (c->state < C_AUTHED && now - c->opened_ms > HELLO_TIMEOUT_MS) {
@@ -741,7 +735,7 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
 int tml__server_run(tml_server *s, tml_server_cmd *cmd)
 {
     memset(cmd, 0, sizeof(*cmd));
-    int64_t next = now_ms();
+    int64_t next = tml__mono_ms();
     for (;;) {
         if (s->stop && *s->stop) {
             cmd->event = TML_SERVER_STOPPED;
@@ -749,7 +743,7 @@ int tml__server_run(tml_server *s, tml_server_cmd *cmd)
         }
         int wait = 100;
         if (s->timer) {
-            int64_t now = now_ms();
+            int64_t now = tml__mono_ms();
             if (now >= next) {
                 s->timer(s->timer_ctx);
                 next = now + s->timer_ms;
@@ -775,7 +769,7 @@ static size_t pending(const tml_server *s)
 
 size_t tml__server_drain(tml_server *s, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = tml__mono_ms() + timeout_ms;
     tml_server_cmd ignored;
     /* pick up connections queued in the backlog before looking */
     accept_all(s);
@@ -783,7 +777,7 @@ size_t tml__server_drain(tml_server *s, int timeout_ms)
         memset(&ignored, 0, sizeof(ignored));
         tml__server_poll(s, 0, &ignored);
         size_t left = pending(s);
-        int64_t now = now_ms();
+        int64_t now = tml__mono_ms();
         if (left && now >= deadline)   /* the end of the run: still silent */
             for (size_t i = 0; i < s->nconns; i++)
                 if (s->conns[i].state == C_AUTHED)

@@ -188,9 +188,7 @@ static int recv_until(int fd, uint8_t *buf, size_t len, int64_t deadline_ms)
 {
     while (len) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        int64_t now = tml__mono_ms();
         if (now >= deadline_ms)
             return TML_ECONN;
         int r = poll(&p, 1, (int)(deadline_ms - now));
@@ -211,9 +209,7 @@ static int recv_until(int fd, uint8_t *buf, size_t len, int64_t deadline_ms)
 
 int tml__client_summary(int fd, int timeout_ms, char **json)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
+    int64_t deadline = tml__mono_ms() + timeout_ms;
     tml_strbuf sb = TML_STRBUF_INIT;
     *json = NULL;
     tml__wire_summary_req(&sb);

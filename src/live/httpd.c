@@ -43,6 +43,7 @@
 
 #include "agg/rundir.h"
 #include "live/http.h"
+#include "base/clock.h"
 #include "base/net.h"
 
 /* S_LINGER: a refused client's answer is out and our side is shut; what it
@@ -89,13 +90,6 @@ struct tml_live_server {
     struct pollfd *pfds;
     uint64_t logged;
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void count(tml_live_server *s, uint64_t *field)
 {
@@ -476,7 +470,7 @@ static void *server_main(void *arg)
             np++;
         }
         int n = poll(s->pfds, np, 250);
-        int64_t now = mono_ms();
+        int64_t now = tml__mono_ms();
         if (n < 0 && errno != EINTR)
             break;
         if (n > 0) {
@@ -501,7 +495,7 @@ static void *server_main(void *arg)
     while (s->nclients) {
         client *c = &s->clients[s->nclients - 1];
         if (c->state == S_SSE)
-            flush_out(c, mono_ms());   /* the last event, if it fits */
+            flush_out(c, tml__mono_ms());   /* the last event, if it fits */
         close_client(s, s->nclients - 1);
     }
     return NULL;
