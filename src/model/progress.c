@@ -42,12 +42,16 @@ tml_progress *tml__progress_create(const char *run_dir)
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return NULL;
+    /* the page's blocks allocated now: a store into a mapped page a full
+     * disk cannot back would be SIGBUS in the training */
     void *m = MAP_FAILED;
-    if (ftruncate(fd, (off_t)sizeof(tml_progress)) == 0)
+    if (posix_fallocate(fd, 0, (off_t)sizeof(tml_progress)) == 0)
         m = mmap(NULL, sizeof(tml_progress), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (m == MAP_FAILED)
+    if (m == MAP_FAILED) {
+        unlink(path);
         return NULL;
+    }
     tml_progress *p = m;
     p->pid = (int32_t)getpid();
     atomic_store(&p->steps, 0);
