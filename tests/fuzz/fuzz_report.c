@@ -48,6 +48,8 @@
 #include "report/reload.h"
 #include "wire/wire.h"
 
+#include "inproc_handshake.h"
+
 #define RUN_ID "fuzz0000000000000000000000000000"
 #define SECRET "fuzz-secret-0123456789abcdef0123"
 #define SEP "TMLNEXT!"
@@ -139,25 +141,7 @@ static int handshake(tml_server *srv, int fd, int32_t rank, int32_t world)
     h.info.instance = 1;
     h.info.instrumented = TML_STEP_PHASES;
     snprintf(h.info.host, sizeof(h.info.host), "node%d", (int)(rank / 2));
-    /* OPEN; the server answers CHALLENGE; the HELLO carries the MAC of its nonce */
-    uint8_t buf[TML_WIRE_HEADER + TML_WIRE_NONCE], nonce[TML_WIRE_NONCE];
-    tml_frame_header fh;
-    tml_server_cmd cmd;
-    tml_strbuf sb = TML_STRBUF_INIT;
-    int rc = -1;
-    tml__wire_open(&sb);
-    if (sb.failed || send(fd, sb.buf, sb.len, MSG_NOSIGNAL) != (ssize_t)sb.len)
-        goto out;
-    tml__server_poll(srv, 0, &cmd);
-    if (read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf) ||
-        tml__wire_header(buf, sizeof(buf), &fh) != 0 || fh.type != TML_FRAME_CHALLENGE ||
-        tml__wire_parse_challenge(buf + TML_WIRE_HEADER, fh.len, nonce) < 0)
-        goto out;
-    tml__sb_reset(&sb);
-    tml__wire_hello(&sb, &h, nonce);
-    rc = sb.failed || send(fd, sb.buf, sb.len, MSG_NOSIGNAL) != (ssize_t)sb.len ? -1 : 0;
-out:
-    tml__sb_release(&sb);
+    int rc = inproc_handshake(srv, fd, &h);
     pump(srv, fd, 2);
     return rc;
 }

@@ -22,6 +22,8 @@
 #include "agg/server.h"
 #include "wire/wire.h"
 
+#include "inproc_handshake.h"
+
 #define RUN_ID "fuzz0000000000000000000000000000"
 #define SECRET "fuzz-secret-0123456789abcdef0123"
 
@@ -65,31 +67,6 @@ static void setup(void)
     h->info.instance = 1;
 }
 
-/* The client's side of the handshake on fd: OPEN, the server turns and
- * answers CHALLENGE, then the HELLO with the MAC of that nonce. */
-static int handshake(int fd)
-{
-    tml_strbuf sb = TML_STRBUF_INIT;
-    tml_server_cmd cmd;
-    uint8_t buf[TML_WIRE_HEADER + TML_WIRE_NONCE], nonce[TML_WIRE_NONCE];
-    tml_frame_header fh;
-    int rc = -1;
-    tml__wire_open(&sb);
-    if (write(fd, sb.buf, sb.len) != (ssize_t)sb.len)
-        goto out;
-    tml__server_poll(srv, 0, &cmd);
-    if (read(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf) ||
-        tml__wire_header(buf, sizeof(buf), &fh) != 0 || fh.type != TML_FRAME_CHALLENGE ||
-        tml__wire_parse_challenge(buf + TML_WIRE_HEADER, fh.len, nonce) < 0)
-        goto out;
-    tml__sb_reset(&sb);
-    tml__wire_hello(&sb, &hello, nonce);
-    rc = write(fd, sb.buf, sb.len) == (ssize_t)sb.len ? 0 : -1;
-out:
-    tml__sb_release(&sb);
-    return rc;
-}
-
 static void parsers(const uint8_t *p, size_t n)
 {
     tml_frame_header fh;
@@ -131,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(sv[1]);
         return 0;
     }
-    if (size && (data[0] & 1) && handshake(sv[1]) < 0)
+    if (size && (data[0] & 1) && inproc_handshake(srv, sv[1], &hello) < 0)
         size = 0;
     size_t off = size ? 1 : 0;
     while (off < size) {
