@@ -269,6 +269,19 @@ def contention_straggler(diag):
     return False
 
 
+def straggler_severity(summary):
+    """The severity the default thresholds give the straggler TraceML
+    recorded (docs/diagnosis.md: score >= 0.20 over >= 20 window steps is
+    CRITICAL, >= 0.10 WARNING). The score is the culprit's excess as a
+    share of the step, so on a busy machine, where every rank's step
+    stretches, the same injected delay may earn WARNING: tests assert the
+    rule that fired for what was recorded, and the excess in ms apart."""
+    st, meta = summary["step_time"]["straggler"], summary["meta"]
+    if st["score"] >= 0.20 and meta["window_steps"] >= 20:
+        return "CRITICAL"
+    return "WARNING" if st["score"] >= 0.10 else "OK"
+
+
 def check_healthy(summary):
     """No WARNING or CRITICAL verdict, but those a saturated host earns
     for real: ranks waiting for a core hold the collectives up, and

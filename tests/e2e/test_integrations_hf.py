@@ -16,7 +16,7 @@ import statistics
 import pytest
 
 from conftest import (EXAMPLES, covers, near, old_version_site, primary, step_diag,
-                      step_metric_ms)
+                      step_metric_ms, straggler_severity)
 
 HF = os.path.join(EXAMPLES, "integrations", "hf_trainer.py")
 ACC = os.path.join(EXAMPLES, "integrations", "hf_accelerate.py")
@@ -110,8 +110,10 @@ def test_trainer_ddp_straggler(traceml_run, kind, slept):
     Trainer's defaults, rank 1 20 ms slower: its forward → COMPUTE
     STRAGGLER, its collator → INPUT STRAGGLER (rank 0 waits for it in the
     num_items_in_batch gather, timed as a collective), naming R1 on most
-    window steps, the slow phase's excess within 15% (or 3 ms) of what rank
-    1 really slept."""
+    window steps, CRITICAL on a quiet machine (the severity the recorded
+    score earns: a busy one stretches every step, and the same 20 ms is a
+    smaller share), the slow phase's excess within 15% (or 3 ms) of what
+    rank 1 really slept."""
     if kind == "compute":
         cause, label, metric = ["--slow-rank", 1, "--slow-ms", 20], "COMPUTE_STRAGGLER", "forward_ms"
     else:
@@ -124,7 +126,7 @@ def test_trainer_ddp_straggler(traceml_run, kind, slept):
     assert meta["world_size"] == 2 and meta["ranks_reported"] == 2, meta
     assert meta["common_steps"] == 40, meta
     p = primary(s)
-    assert p["kind"] == label and p["severity"] == "CRITICAL", json.dumps(p)
+    assert p["kind"] == label and p["severity"] == straggler_severity(s) != "OK", json.dumps(p)
     assert "R1/N0" in p["why"], p["why"]
     st = s["step_time"]["straggler"]
     assert st["culprit"]["rank"] == 1, st
