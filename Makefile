@@ -71,7 +71,7 @@ EX_SRC   := $(sort $(wildcard examples/c/*.c))
 PY_SRC   := $(sort $(wildcard python/traceml_ai/*.py python/traceml_ai/integrations/*.py))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/web_assets.o $(B)/obj/gen/dygraphs.o
-CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/zero_edit_site.o
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 EXAMPLES := $(EX_SRC:examples/c/%.c=$(B)/examples/%)
@@ -141,6 +141,17 @@ $(CHARTS_GEN): $(wildcard $(DYGRAPHS_DIR)/dygraph.min.js $(DYGRAPHS_DIR)/dygraph
 	TRACEML_DYGRAPHS_DIR=$(DYGRAPHS_DIR) scripts/gen-web-assets --charts $@
 
 charts: $(CHARTS_GEN)
+
+# The zero-edit sitecustomize (docs/zero-edit.md), a Python file of the
+# package, embedded the same way into the binary, which writes it into
+# each run folder (build/gen/, regenerated from the sdist's copy too).
+SITE_GEN := build/gen/zero_edit_site.c
+$(SITE_GEN): python/traceml_ai/_sitecustomize.py scripts/gen-web-assets
+	scripts/gen-web-assets --site $@
+
+$(B)/obj/gen/zero_edit_site.o: $(SITE_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icli -c $< -o $@
 
 $(B)/obj/gen/web_assets.o: $(WEB_GEN)
 	@mkdir -p $(dir $@)

@@ -614,48 +614,10 @@ static const char *const owned_vars[] = {
  * Zero-edit tracing (docs/zero-edit.md): a sitecustomize, first on the
  * training's PYTHONPATH, that starts TraceML in the script's own process
  * (its argv[0] is SCRIPT: not torchrun, not a worker) unless the script
- * starts it itself, then hands over to any sitecustomize it hides.
+ * starts it itself, then hands over to any sitecustomize it hides
+ * (python/traceml_ai/_sitecustomize.py, embedded at build time).
  */
 static const char *zero_edit_script;   /* SCRIPT when on */
-
-static const char zero_edit_site[] =
-    "# Written by `traceml run` (zero-edit tracing, docs/zero-edit.md): starts\n"
-    "# TraceML in the training script's process when the script does not.\n"
-    "def _traceml_zero_edit():\n"
-    "    import os, sys\n"
-    "    me = sys.modules.get('sitecustomize')\n"
-    "    here = os.path.dirname(os.path.abspath(__file__))\n"
-    "    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]\n"
-    "    sys.modules.pop('sitecustomize', None)\n"
-    "    try:  # the one this file hides, if any, reported as Python's site.py does\n"
-    "        try:\n"
-    "            import sitecustomize\n"
-    "        except ImportError as e:\n"
-    "            if e.name != 'sitecustomize':\n"
-    "                raise\n"
-    "    except Exception as e:\n"
-    "        if sys.flags.verbose:\n"
-    "            sys.excepthook(*sys.exc_info())\n"
-    "        else:\n"
-    "            sys.stderr.write('Error in sitecustomize; set PYTHONVERBOSE for traceback:\\n'\n"
-    "                             '%s: %s\\n' % (e.__class__.__name__, e))\n"
-    "    finally:\n"
-    "        sys.modules.setdefault('sitecustomize', me)\n"
-    "    script = os.environ.get('TRACEML_SCRIPT')\n"
-    "    argv = getattr(sys, 'argv', None) or ['']\n"
-    "    spawned = '--multiprocessing-fork' in argv[1:]   # a multiprocessing spawn child\n"
-    "    if not script or not (spawned or (argv[0] and\n"
-    "            os.path.realpath(argv[0]) == os.path.realpath(script))):\n"
-    "        return\n"
-    "    try:\n"
-    "        from traceml_ai import _zero_edit\n"
-    "        _zero_edit.start(script, spawned)\n"
-    "    except Exception as e:\n"
-    "        sys.stderr.write('traceml: warning: zero-edit tracing could not start (%s)\\n' % (e,))\n"
-    "\n"
-    "\n"
-    "_traceml_zero_edit()\n"
-    "del _traceml_zero_edit\n";
 
 /* Writes <run>/zero-edit/sitecustomize.py; its folder, or NULL. */
 static const char *zero_edit_dir(const tml_cli_run *r)
@@ -665,7 +627,8 @@ static const char *zero_edit_dir(const tml_cli_run *r)
     snprintf(dir, sizeof(dir), "%s/zero-edit", r->abs_dir);
     snprintf(path, sizeof(path), "%s/sitecustomize.py", dir);
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
-        tml__write_file(path, zero_edit_site, sizeof(zero_edit_site) - 1, 0644) < 0) {
+        tml__write_file(path, (const char *)tml__zero_edit_site, tml__zero_edit_site_len,
+                        0644) < 0) {
         tml__cli_warn("could not write %s: the script runs without zero-edit tracing", path);
         return NULL;
     }
