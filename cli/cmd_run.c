@@ -106,7 +106,14 @@ const char tml__usage_run[] =
     "everything after -- goes to the script. Defaults: ./traceml.yaml or the\n"
     "[tool.traceml] table of ./pyproject.toml (docs/cli.md).\n";
 
-typedef struct run_opts {
+/* the training's environment: environ's entries, then ours */
+typedef struct tml_run_env {
+    char **v;
+    size_t n, cap;
+    size_t owned_from;   /* v[owned_from..n) were malloc'd here */
+} tml_run_env;
+
+typedef struct tml_run_opts {
     const char *mode, *run_name, *logs_dir, *master_addr, *python;
     long nproc, nnodes, node_rank, master_port, dashboard_port;
     double interval;
@@ -121,22 +128,34 @@ typedef struct run_opts {
     tml_python py;         /* the interpreter of SCRIPT (python.h) */
     char follower_dir[160];   /* a follower's own folder name */
     char slurm_name[128];     /* a Slurm run's name when none was given */
-} run_opts;
+    const char *live_bind;    /* --dashboard-bind, NULL: the live server's default */
+    const char *agg_bind;     /* --aggregator-bind-host: node 0's aggregator, multi-host */
+    double finalize_timeout_s;   /* --finalize-timeout-sec: fractions too (0.5.0's float) */
+} tml_run_opts;
+
+/* One `traceml run` (or `traceml watch`): its options and what the launch
+ * learns on the way, passed to every step instead of kept in globals. */
+typedef struct tml_run_ctx {
+    tml_run_opts o;
+    int watch;                 /* `traceml watch`: system and process metrics only */
+    const char *cmd_name;      /* "run" or "watch", for the error lines */
+    tml_cli_config project;    /* the project's file (config_file.c), for the run's life:
+                                * a value still pointing into it came from it */
+    char prog[4096];           /* what is exec'd: the interpreter, or COMMAND */
+    char python_from[80];      /* where --python came from, quoted by o.py */
+    tml_launch launch_kind;    /* how the training is run, for a summary in which no
+                                * rank reported */
+    const char *zero_edit_script;   /* SCRIPT when zero-edit tracing is on */
+    char zero_edit_dir[4200];  /* <run>/zero-edit, once written */
+    /* live views (--mode cli / dashboard, live_view.h): what the aggregator
+     * is asked to serve (-1: none), what it serves, and the terminal view
+     * supervise() keeps drawing */
+    int live_port_wanted, live_port_got, live_interval_ms;
+    tml_live_view *live_view;
+    tml_run_env env;           /* the training's environment */
+} tml_run_ctx;
 
 static volatile sig_atomic_t got_int, int_code, got_term;
-
-/* Live views (--mode cli / dashboard, live_view.h): what the aggregator is
- * asked to serve, and the terminal view that supervise() keeps drawing. */
-static int live_port_wanted = -1, live_port_got = -1, live_interval_ms = 1000;
-/* how the training is run, for a summary in which no rank reported */
-static tml_launch launch_kind;
-/* `traceml watch`: the same launch, system and process metrics only */
-static int watch_profile;
-static const char *cmd_name = "run";
-/* --html-report: the aggregator (or the fallback finalize) writes the page */
-static int html_report_wanted;
-static const char *live_bind;
-static tml_live_view *live_view;
 
 static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
@@ -151,10 +170,6 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
 }
 
 static const char default_master_addr[] = "127.0.0.1";
-/* --finalize-timeout-sec: how long the aggregator may take to finalize */
-static double finalize_timeout_s = 20;   /* seconds, fractions too (0.5.0's float) */
-/* --aggregator-bind-host: what node 0's aggregator listens on, multi-host */
-static const char *agg_bind = "0.0.0.0";
 
 /* Options of TraceML 0.5.0 that mean nothing here: a note line each. */
 static const tml_cli_legacy legacy_opts[] = {
@@ -178,16 +193,16 @@ static const tml_cli_legacy legacy_opts[] = {
 /* The options without a value; a project file sets them true or false. */
 static const struct {
     const char *name;
-    size_t off;   /* the int in run_opts it sets */
+    size_t off;   /* the int in tml_run_opts it sets */
 } run_flags[] = {
-    {"--html-report", offsetof(run_opts, html)},
-    {"--disable-traceml", offsetof(run_opts, disabled)},
-    {"--disable_traceml", offsetof(run_opts, disabled)},   /* 0.5.0's alias */
-    {"--no-auto-trace", offsetof(run_opts, no_auto_trace)},
+    {"--html-report", offsetof(tml_run_opts, html)},
+    {"--disable-traceml", offsetof(tml_run_opts, disabled)},
+    {"--disable_traceml", offsetof(tml_run_opts, disabled)},   /* 0.5.0's alias */
+    {"--no-auto-trace", offsetof(tml_run_opts, no_auto_trace)},
 };
 
 /* Consumes TraceML's option at argv[*i]: 1 taken, 0 not one of ours. */
-static int take_option(int argc, char **argv, int *i, run_opts *o)
+static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
 {
     const char *v, *a = argv[*i];
     if (tml__cli_opt(argc, argv, i, "--mode", &o->mode) ||
@@ -196,8 +211,8 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
         tml__cli_opt(argc, argv, i, "--logs-dir", &o->logs_dir) ||
         tml__cli_opt(argc, argv, i, "--master-addr", &o->master_addr) ||
         tml__cli_opt(argc, argv, i, "--python", &o->python) ||
-        tml__cli_opt(argc, argv, i, "--dashboard-bind", &live_bind) ||
-        tml__cli_opt(argc, argv, i, "--aggregator-bind-host", &agg_bind))
+        tml__cli_opt(argc, argv, i, "--dashboard-bind", &o->live_bind) ||
+        tml__cli_opt(argc, argv, i, "--aggregator-bind-host", &o->agg_bind))
         return 1;
     if (tml__cli_opt(argc, argv, i, "--nproc-per-node", &v))
         o->nproc = tml__cli_long("--nproc-per-node", v, 1, 4096);
@@ -220,7 +235,7 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
                                             ? "--window-steps" : "--summary-window-rows",
                                         v, 2, 10000);
     else if (tml__cli_opt(argc, argv, i, "--finalize-timeout-sec", &v))
-        finalize_timeout_s = tml__cli_double("--finalize-timeout-sec", v, 0.1, 86400);
+        o->finalize_timeout_s = tml__cli_double("--finalize-timeout-sec", v, 0.1, 86400);
     else {
         for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
             if (tml__cli_opt(argc, argv, i, run_flags[k].name, NULL)) {
@@ -245,18 +260,15 @@ static int is_flag(const char *name)
     return 0;
 }
 
-/* The project's file (config_file.c): its options, kept for the run's
- * life, so that a value still pointing into them came from it. */
-static tml_cli_config project;
-
-/* "traceml.yaml:3" when value is the one that line gave, else NULL. */
-static const char *from_file(const char *value)
+/* "traceml.yaml:3" when value is the one that line of the project's file
+ * gave, else NULL. */
+static const char *from_file(const tml_run_ctx *c, const char *value)
 {
     static char where[64];
-    for (int k = 0; value && k < project.n; k++) {
-        const char *eq = strchr(project.argv[k], '=');
+    for (int k = 0; value && k < c->project.n; k++) {
+        const char *eq = strchr(c->project.argv[k], '=');
         if (eq && value == eq + 1) {
-            snprintf(where, sizeof(where), "%s:%d", project.path, project.line[k]);
+            snprintf(where, sizeof(where), "%s:%d", c->project.path, c->project.line[k]);
             return where;
         }
     }
@@ -266,11 +278,12 @@ static const char *from_file(const char *value)
 /* An option's name in the file's option k ("--mode=x": "--mode"), 0.5.0's
  * names as ours: the file that sets session-id and run-name sets one
  * thing twice. */
-static void file_option_name(int k, char *out, size_t cap, int canonical)
+static void file_option_name(const tml_cli_config *project, int k, char *out, size_t cap,
+                             int canonical)
 {
     static const char *const aliases[][2] = {{"--session-id", "--run-name"},
                                              {"--summary-window-rows", "--window-steps"}};
-    const char *opt = project.argv[k];
+    const char *opt = project->argv[k];
     snprintf(out, cap, "%.*s", (int)strcspn(opt, "="), opt);
     for (size_t a = 0; canonical && a < sizeof(aliases) / sizeof(aliases[0]); a++)
         if (strcmp(out, aliases[a][0]) == 0)
@@ -278,24 +291,25 @@ static void file_option_name(int k, char *out, size_t cap, int canonical)
 }
 
 /* The file's options, parsed as if typed first; any error names its line. */
-static void take_file_options(run_opts *o)
+static void take_file_options(tml_run_ctx *c)
 {
-    if (tml__cli_config_load(&project) < 0)
-        tml__cli_die(TML_EXIT_USAGE, "%s", project.err);
+    tml_cli_config *project = &c->project;
+    if (tml__cli_config_load(project) < 0)
+        tml__cli_die(TML_EXIT_USAGE, "%s", project->err);
     char where[64], name[80], same[80], other[80];
     tml__cli_origin(where);
-    for (int k = 0; k < project.n; k++) {
-        char *opt = project.argv[k], *val = strchr(opt, '=') + 1;
+    for (int k = 0; k < project->n; k++) {
+        char *opt = project->argv[k], *val = strchr(opt, '=') + 1;
         int i = 0;
-        snprintf(where, sizeof(where), "%s:%d", project.path, project.line[k]);
-        file_option_name(k, name, sizeof(name), 0);
-        file_option_name(k, same, sizeof(same), 1);
+        snprintf(where, sizeof(where), "%s:%d", project->path, project->line[k]);
+        file_option_name(project, k, name, sizeof(name), 0);
+        file_option_name(project, k, same, sizeof(same), 1);
         for (int j = 0; j < k; j++) {   /* one name twice: the parser said so */
-            file_option_name(j, other, sizeof(other), 1);
+            file_option_name(project, j, other, sizeof(other), 1);
             if (strcmp(other, same) == 0) {
-                file_option_name(j, other, sizeof(other), 0);
+                file_option_name(project, j, other, sizeof(other), 0);
                 tml__cli_die(TML_EXIT_USAGE, "'%s' sets what '%s' on %s:%d sets; say it once",
-                             name + 2, other + 2, project.path, project.line[j]);
+                             name + 2, other + 2, project->path, project->line[j]);
             }
         }
         if (is_flag(name)) {
@@ -304,8 +318,8 @@ static void take_file_options(run_opts *o)
                 tml__cli_die(TML_EXIT_USAGE, "'%s' is a flag: true or false, got '%s'",
                              name + 2, val);
             if (strcmp(val, "true") == 0)
-                take_option(1, flag, &i, o);
-        } else if (!take_option(1, project.argv + k, &i, o)) {
+                take_option(1, flag, &i, &c->o);
+        } else if (!take_option(1, project->argv + k, &i, &c->o)) {
             tml__cli_die(TML_EXIT_USAGE, "unknown key '%s' (the keys are the options of "
                          "'traceml run', see 'traceml help run')", name + 2);
         }
@@ -367,7 +381,7 @@ static int mode_for_script(int argc, char **argv, int i)
  * writes `traceml run train.py --mode=cli`), --args "..." adds script
  * arguments, and everything after -- is the script's verbatim. Builds
  * o->cmd as SCRIPT and the script's arguments. */
-static void parse_after_script(int argc, char **argv, int i, run_opts *o,
+static void parse_after_script(int argc, char **argv, int i, tml_run_opts *o,
                                const char *pre_args)
 {
     char **cmd = NULL;
@@ -418,10 +432,10 @@ static void parse_after_script(int argc, char **argv, int i, run_opts *o,
     o->ncmd = (int)n;
 }
 
-static void parse(int argc, char **argv, run_opts *o)
+static void parse(tml_run_ctx *c, int argc, char **argv)
 {
     const char *pre_args = NULL;   /* --args before SCRIPT */
-    memset(o, 0, sizeof(*o));
+    tml_run_opts *o = &c->o;
     o->mode = "summary";
     o->logs_dir = "logs";
     o->master_addr = default_master_addr;
@@ -429,8 +443,10 @@ static void parse(int argc, char **argv, run_opts *o)
     o->master_port = 29500;
     o->dashboard_port = 8765;
     o->interval = 1.0;
+    o->agg_bind = "0.0.0.0";
+    o->finalize_timeout_s = 20;
     /* the project's defaults (traceml.yaml, pyproject.toml), then the command line */
-    take_file_options(o);
+    take_file_options(c);
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -442,14 +458,14 @@ static void parse(int argc, char **argv, run_opts *o)
         if (a[0] != '-' || a[1] == '\0')
             break;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(watch_profile ? tml__usage_watch : tml__usage_run, stdout);
+            fputs(c->watch ? tml__usage_watch : tml__usage_run, stdout);
             exit(0);
         }
         if (tml__cli_opt(argc, argv, &i, "--args", &pre_args))
             continue;
         if (!take_option(argc, argv, &i, o))
             tml__cli_die(TML_EXIT_USAGE, "unknown option '%s' for 'traceml %s' (see 'traceml "
-                         "help %s')", a, cmd_name, cmd_name);
+                         "help %s')", a, c->cmd_name, c->cmd_name);
     }
     o->cmd = argv + i;
     o->ncmd = argc - i;
@@ -466,7 +482,7 @@ static void parse(int argc, char **argv, run_opts *o)
 
 /* The distributed shape (dist.h): which launcher hosts the aggregator, and
  * the names every launcher of the run must agree on. */
-static int validate_dist(run_opts *o)
+static int validate_dist(tml_run_opts *o)
 {
     tml_dist_args da = {o->nproc, o->nnodes, o->node_rank, o->master_addr, o->master_port,
                         o->agg_port, o->addr_given, o->port_given, o->dashdash};
@@ -507,17 +523,17 @@ static int validate_dist(run_opts *o)
 
 /* Everything that can be checked before creating anything; an error
  * about a value from the project's file names its line. */
-static int check_all(run_opts *o, char *prog, size_t cap)
+static int check_all(tml_run_ctx *c)
 {
-    tml__cli_origin(from_file(o->mode));
+    tml_run_opts *o = &c->o;
+    tml__cli_origin(from_file(c, o->mode));
     if (strcmp(o->mode, "summary") != 0 && strcmp(o->mode, "cli") != 0 &&
         strcmp(o->mode, "dashboard") != 0)
         return tml__cli_error("--mode must be summary, cli or dashboard, got '%s'", o->mode);
-    html_report_wanted = o->html;
     if (o->node_rank >= o->nnodes)
         return tml__cli_error("--node-rank %ld must be below --nnodes %ld", o->node_rank,
                               o->nnodes);
-    tml__cli_origin(from_file(o->master_addr));
+    tml__cli_origin(from_file(c, o->master_addr));
     if (!*o->master_addr)
         return tml__cli_error("--master-addr must not be empty");
     tml__cli_origin(NULL);
@@ -527,7 +543,7 @@ static int check_all(run_opts *o, char *prog, size_t cap)
         return tml__cli_error(o->dashdash ? "missing COMMAND after --"
                                           : "missing SCRIPT (usage: traceml run [options] SCRIPT [args...])");
     if (o->dashdash) {
-        if (tml__cli_which(o->cmd[0], prog, cap) < 0)
+        if (tml__cli_which(o->cmd[0], c->prog, sizeof(c->prog)) < 0)
             return tml__cli_error("command '%s' not found or not executable", o->cmd[0]);
     } else {
         struct stat st;
@@ -539,45 +555,40 @@ static int check_all(run_opts *o, char *prog, size_t cap)
         if (access(script, R_OK) < 0)
             return tml__cli_error("script '%s' is not readable", script);
     }
-    tml__cli_origin(from_file(o->run_name));
+    tml__cli_origin(from_file(c, o->run_name));
     if (o->run_name && !tml__run_name_valid(o->run_name))
         return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",
                               o->run_name);
-    const char *where = from_file(o->logs_dir);
-    tml__cli_origin(where ? where : from_file(o->run_name));
+    const char *where = from_file(c, o->logs_dir);
+    tml__cli_origin(where ? where : from_file(c, o->run_name));
     if (!o->disabled &&
         tml__cli_run_check(o->logs_dir, o->dist.host ? o->run_name : o->follower_dir))
         return TML_EXIT_USAGE;
     /* last: it starts the interpreter once (python.c) */
     if (!o->dashdash) {
-        static char from[80];   /* quoted by o->py for the run's life */
-        snprintf(from, sizeof(from), "--python");
-        if ((where = from_file(o->python)))
-            snprintf(from, sizeof(from), "'python' in %s", where);
+        char *from = c->python_from;   /* quoted by o->py for the run's life */
+        snprintf(from, sizeof(c->python_from), "--python");
+        if ((where = from_file(c, o->python)))
+            snprintf(from, sizeof(c->python_from), "'python' in %s", where);
         tml__cli_origin(NULL);
         if (tml__python_find(&o->py, o->python, from, 1))
             return TML_EXIT_USAGE;
-        snprintf(prog, cap, "%s", o->py.path);
+        snprintf(c->prog, sizeof(c->prog), "%s", o->py.path);
     }
     return 0;
 }
 
-static int validate(run_opts *o, char *prog, size_t cap)
+static int validate(tml_run_ctx *c)
 {
-    int rc = check_all(o, prog, cap);
+    int rc = check_all(c);
     tml__cli_origin(NULL);
     return rc;
 }
 
 /* ---- environment of the training ---- */
 
-typedef struct envb {
-    char **v;
-    size_t n, cap;
-    size_t owned_from;   /* v[owned_from..n) were malloc'd here */
-} envb;
 
-static void env_release(envb *e)
+static void env_release(tml_run_env *e)
 {
     for (size_t i = e->owned_from; i < e->n; i++)
         free(e->v[i]);
@@ -585,7 +596,7 @@ static void env_release(envb *e)
     memset(e, 0, sizeof(*e));
 }
 
-static void env_push(envb *e, char *s)
+static void env_push(tml_run_env *e, char *s)
 {
     if (TML_GROW(e->v, e->n + 2, e->cap) < 0)
         tml__cli_die(1, "out of memory");
@@ -593,7 +604,7 @@ static void env_push(envb *e, char *s)
     e->v[e->n] = NULL;
 }
 
-static void env_set(envb *e, const char *key, const char *val)
+static void env_set(tml_run_env *e, const char *key, const char *val)
 {
     size_t n = strlen(key) + strlen(val) + 2;
     char *s = malloc(n);
@@ -617,14 +628,12 @@ static const char *const owned_vars[] = {
  * starts it itself, then hands over to any sitecustomize it hides
  * (python/traceml_ai/_sitecustomize.py, embedded at build time).
  */
-static const char *zero_edit_script;   /* SCRIPT when on */
 
 /* Writes <run>/zero-edit/sitecustomize.py; its folder, or NULL. */
-static const char *zero_edit_dir(const tml_cli_run *r)
+static const char *zero_edit_dir(tml_run_ctx *c, const tml_cli_run *r)
 {
-    static char dir[4200];
-    char path[4300];
-    snprintf(dir, sizeof(dir), "%s/zero-edit", r->abs_dir);
+    char *dir = c->zero_edit_dir, path[4300];
+    snprintf(dir, sizeof(c->zero_edit_dir), "%s/zero-edit", r->abs_dir);
     snprintf(path, sizeof(path), "%s/sitecustomize.py", dir);
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
         tml__write_file(path, (const char *)tml__zero_edit_site, tml__zero_edit_site_len,
@@ -635,10 +644,12 @@ static const char *zero_edit_dir(const tml_cli_run *r)
     return dir;
 }
 
-static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
-                      const tml_dist *d)
+static void build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled)
 {
-    const char *site = zero_edit_script && !disabled && port > 0 ? zero_edit_dir(r) : NULL;
+    tml_run_env *e = &c->env;
+    const tml_dist *d = &c->o.dist;
+    const char *site = c->zero_edit_script && !disabled && port > 0 ? zero_edit_dir(c, r)
+                                                                    : NULL;
     const char *pypath = NULL;
     for (char **p = environ; *p; p++) {
         int skip = 0;
@@ -673,7 +684,7 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
     env_set(e, "TRACEML_RUN_NAME", r->name);
     env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
     env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
-    if (watch_profile)   /* TraceML 0.5.0's variable: the ranks trace no step */
+    if (c->watch)   /* TraceML 0.5.0's variable: the ranks trace no step */
         env_set(e, "TRACEML_PROFILE", "watch");
     if (site) {
         size_t n = strlen(site) + (pypath ? strlen(pypath) : 0) + 2;
@@ -683,7 +694,7 @@ static void build_env(envb *e, const tml_cli_run *r, int port, int disabled,
         snprintf(v, n, "%s%s%s", site, pypath && *pypath ? ":" : "", pypath ? pypath : "");
         env_set(e, "PYTHONPATH", v);
         free(v);
-        env_set(e, "TRACEML_SCRIPT", zero_edit_script);
+        env_set(e, "TRACEML_SCRIPT", c->zero_edit_script);
     }
     if (d && d->enabled) {
         char nn[32];
@@ -703,26 +714,28 @@ static void child_signals_default(void)
     signal(SIGPIPE, SIG_DFL);
 }
 
-static pid_t start_training(const char *prog, char **argv, char **envp)
+static pid_t start_training(const tml_run_ctx *c, char **argv)
 {
+    const char *prog = c->prog;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     child_signals_default();
-    if (tml__view_child_fd(live_view) >= 0) {   /* the terminal view's output panel */
-        dup2(tml__view_child_fd(live_view), 1);
-        dup2(tml__view_child_fd(live_view), 2);
+    int fd = tml__view_child_fd(c->live_view);
+    if (fd >= 0) {   /* the terminal view's output panel */
+        dup2(fd, 1);
+        dup2(fd, 2);
     }
-    execve(prog, argv, envp);
+    execve(prog, argv, c->env.v);
     fprintf(stderr, "traceml: error: cannot run '%s': %s\n", prog, strerror(errno));
     _exit(127);
 }
 
 /* ---- the aggregator child ---- */
 
-typedef struct aggproc {
+typedef struct tml_run_agg {
     pid_t pid;
     int ctl, st;     /* our ends: write control, read status */
     int port;
@@ -730,10 +743,10 @@ typedef struct aggproc {
     char lost[96];   /* what happened to it ("was killed by signal 9"), "" */
     int64_t lost_ns;  /* when (tml__mono_ns), 0 not lost */
     int hung;         /* alive but did not answer: lost_ns is when we gave up */
-} aggproc;
+} tml_run_agg;
 
 __attribute__((format(printf, 2, 3)))
-static void aggregator_lost(aggproc *ap, const char *fmt, ...)
+static void aggregator_lost(tml_run_agg *ap, const char *fmt, ...)
 {
     va_list va;
     va_start(va, fmt);
@@ -746,8 +759,9 @@ static void aggregator_lost(aggproc *ap, const char *fmt, ...)
  * SIGINT blocked (see the essay above), its output into traceml.log and
  * the control and status pipes kept open. Never returns. */
 __attribute__((noreturn))
-static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, int st)
+static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl, int st)
 {
+    const tml_dist *d = &c->o.dist;
     char logp[4200], cfd[16], sfd[16];
     snprintf(logp, sizeof(logp), "%s/traceml.log", r->dir);
     snprintf(cfd, sizeof(cfd), "%d", ctl);
@@ -773,7 +787,7 @@ static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, in
     char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
                       "--run-name", (char *)r->name, "--run-id", (char *)r->id,
                       "--control-fd", cfd, "--status-fd", sfd,
-                      "--launch", (char *)tml__launch_word(launch_kind), NULL};
+                      "--launch", (char *)tml__launch_word(c->launch_kind), NULL};
     char ws[32], nn[32], port[32];
     int k = 14;
     if (d && d->enabled) {
@@ -793,25 +807,25 @@ static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, in
         args[k++] = port;
         if (d->multi_host) {
             args[k++] = "--bind";
-            args[k++] = (char *)agg_bind;
+            args[k++] = (char *)c->o.agg_bind;
         }
     }
     char lport[16], lint[16];
-    if (live_port_wanted >= 0) {
-        snprintf(lport, sizeof(lport), "%d", live_port_wanted);
-        snprintf(lint, sizeof(lint), "%d", live_interval_ms);
+    if (c->live_port_wanted >= 0) {
+        snprintf(lport, sizeof(lport), "%d", c->live_port_wanted);
+        snprintf(lint, sizeof(lint), "%d", c->live_interval_ms);
         args[k++] = "--live-port";
         args[k++] = lport;
         args[k++] = "--live-interval-ms";
         args[k++] = lint;
-        if (live_bind) {
+        if (c->o.live_bind) {
             args[k++] = "--live-bind";
-            args[k++] = (char *)live_bind;
+            args[k++] = (char *)c->o.live_bind;
         }
     }
-    if (html_report_wanted)
+    if (c->o.html)
         args[k++] = "--html-report";
-    if (watch_profile)
+    if (c->watch)
         args[k++] = "--watch";
     args[k] = NULL;
     execv("/proc/self/exe", args);
@@ -819,7 +833,7 @@ static void exec_aggregator(const tml_cli_run *r, const tml_dist *d, int ctl, in
 }
 
 /* The aggregator's first status line, "port N [live M]", within 5 s. */
-static int read_ports(aggproc *ap)
+static int read_ports(tml_run_ctx *c, tml_run_agg *ap)
 {
     char line[64];
     size_t n = 0;
@@ -846,12 +860,12 @@ static int read_ports(aggproc *ap)
     if (sscanf(line, "port %d", &port) != 1 || port <= 0)
         return -1;
     ap->port = port;
-    if (sscanf(line, "port %*d live %d", &live_port_got) != 1)
-        live_port_got = -1;
+    if (sscanf(line, "port %*d live %d", &c->live_port_got) != 1)
+        c->live_port_got = -1;
     return 0;
 }
 
-static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d)
+static int start_aggregator(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
 {
     int ctl[2], st[2];
     memset(ap, 0, sizeof(*ap));
@@ -867,7 +881,7 @@ static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0)
-        exec_aggregator(r, d, ctl[0], st[1]);
+        exec_aggregator(c, r, ctl[0], st[1]);
     close(ctl[0]);
     close(st[1]);
     if (pid < 0) {
@@ -879,10 +893,10 @@ static int start_aggregator(aggproc *ap, const tml_cli_run *r, const tml_dist *d
     ap->alive = 1;
     ap->ctl = ctl[1];
     ap->st = st[0];
-    return read_ports(ap);
+    return read_ports(c, ap);
 }
 
-static void reap_aggregator(aggproc *ap, const char *run_dir, int status)
+static void reap_aggregator(tml_run_agg *ap, const char *run_dir, int status)
 {
     ap->alive = 0;
     if (WIFSIGNALED(status))
@@ -922,7 +936,8 @@ static int sigint_pending_in(pid_t pid)
 }
 
 /* Waits for the training; handles Ctrl-C and the aggregator's death. */
-static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interrupted)
+static int supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
+                     int *interrupted)
 {
     int status = 0, forwarded_int = 0, killed = 0, forwarded_term = 0;
     int64_t int_at = 0, kill_at = 0;
@@ -959,8 +974,8 @@ static int supervise(pid_t train, aggproc *ap, const char *run_dir, int *interru
             killed = 1;
             kill(train, SIGKILL);
         }
-        if (live_view)
-            tml__view_poll(live_view, 5);   /* draws, reads the training's output */
+        if (c->live_view)
+            tml__view_poll(c->live_view, 5);   /* draws, reads the training's output */
         else
             tml__sleep_ms(5);
     }
@@ -985,7 +1000,7 @@ typedef struct agg_reply {
 /* Reads what the pipe holds, waiting up to wait_ms for it; 1 when some
  * came. Read while waiting, so a box larger than the pipe never blocks
  * the aggregator. */
-static int read_reply(const aggproc *ap, agg_reply *r, int wait_ms)
+static int read_reply(const tml_run_agg *ap, agg_reply *r, int wait_ms)
 {
     struct pollfd pf = {r->eof ? -1 : ap->st, POLLIN, 0};   /* -1: just waits */
     char buf[16384];
@@ -1023,8 +1038,9 @@ static char *reply_summary(const agg_reply *r)
 /* Asks the aggregator to finalize; NULL when it did not (then: fallback).
  * An aggregator that exits 0 sent its whole box, even when the run folder
  * could not take the files (its NOT SAVED line says so). */
-static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const char *status,
-                                     int code, int width)
+static char *finalize_via_aggregator(const tml_run_ctx *c, tml_run_agg *ap,
+                                     const tml_cli_run *r, const char *status, int code,
+                                     int width)
 {
     if (!ap->alive)
         return NULL;
@@ -1032,7 +1048,8 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
     snprintf(line, sizeof(line), "finalize %s %d %d\n", status, code, width);
     ssize_t w = write(ap->ctl, line, strlen(line));
     int interrupted = strcmp(status, "interrupted") == 0;
-    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : (int64_t)(finalize_timeout_s * 1000));
+    double timeout_s = c->o.finalize_timeout_s;
+    int64_t deadline = tml__mono_ms() + (interrupted ? 1300 : (int64_t)(timeout_s * 1000));
     int st = 0, done = 0;
     agg_reply reply = {TML_STRBUF_INIT, 0};
     while (w > 0) {
@@ -1053,7 +1070,7 @@ static char *finalize_via_aggregator(aggproc *ap, const tml_cli_run *r, const ch
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
                      "building the summary from telemetry.sqlite");
         aggregator_lost(ap, "did not finish the summary within %g s",
-                        interrupted ? 1.0 : finalize_timeout_s);
+                        interrupted ? 1.0 : timeout_s);
         ap->hung = 1;
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
@@ -1114,7 +1131,7 @@ static void coverage(const tml_cli_run *r, tml_agg *agg, const tml_run_pace *pac
  * A hung aggregator is dated by the last step it stored (on a rank of
  * this host), not by our giving up on it. ended_ns: when the training
  * ended (tml__mono_ns). */
-static void partial_reason(const aggproc *ap, const tml_cli_run *r, tml_agg *agg,
+static void partial_reason(const tml_run_agg *ap, const tml_cli_run *r, tml_agg *agg,
                            int64_t ended_ns, char *out, size_t cap)
 {
     char host[64] = "";
@@ -1138,9 +1155,10 @@ static void partial_reason(const aggproc *ap, const tml_cli_run *r, tml_agg *agg
         coverage(r, agg, &pace, here, lost, ended_ns, out + n, cap - (size_t)n);
 }
 
-static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *status, int code,
-                           int width, const tml_dist *d, int64_t ended_ns)
+static char *finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, const tml_cli_run *r,
+                           const char *status, int code, int width, int64_t ended_ns)
 {
+    const tml_dist *d = &c->o.dist;
     tml_agg *agg = NULL;
     char *text = NULL;
     tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
@@ -1150,9 +1168,9 @@ static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *
         char why[256];
         partial_reason(ap, r, agg, ended_ns, why, sizeof(why));
         tml__agg_set_partial(agg, why);
-        tml__agg_set_launch(agg, launch_kind);
-        tml__agg_set_watch(agg, watch_profile);
-        tml__agg_set_html_report(agg, html_report_wanted);
+        tml__agg_set_launch(agg, c->launch_kind);
+        tml__agg_set_watch(agg, c->watch);
+        tml__agg_set_html_report(agg, c->o.html);
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
     }
@@ -1172,7 +1190,7 @@ static void install_handlers(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-static int launch(const run_opts *o, const char *prog, int targc, char **targv, envb *env);
+static int launch(tml_run_ctx *c, int targc, char **targv);
 
 int tml__cmd_run(int argc, char **argv)
 {
@@ -1181,29 +1199,30 @@ int tml__cmd_run(int argc, char **argv)
 
 int tml__cmd_run_profile(int argc, char **argv, int watch)
 {
-    run_opts o;
-    watch_profile = watch != 0;
-    cmd_name = watch ? "watch" : "run";
-    char prog[4096];
-    parse(argc, argv, &o);
-    int rc = validate(&o, prog, sizeof(prog));
+    tml_run_ctx ctx, *c = &ctx;
+    memset(c, 0, sizeof(*c));
+    c->watch = watch != 0;
+    c->cmd_name = watch ? "watch" : "run";
+    c->live_port_wanted = c->live_port_got = -1;
+    c->live_interval_ms = 1000;
+    parse(c, argc, argv);
+    int rc = validate(c);
     if (rc)
         return rc;
+    const tml_run_opts *o = &c->o;
 
     /* argv of the training: the command as given, or PYTHON SCRIPT args */
-    char **targv = calloc((size_t)o.ncmd + 2, sizeof(*targv));
+    char **targv = calloc((size_t)o->ncmd + 2, sizeof(*targv));
     if (!targv)
         tml__cli_die(1, "out of memory");
     int targc = 0;
-    if (!o.dashdash)
-        targv[targc++] = prog;
-    for (int i = 0; i < o.ncmd; i++)
-        targv[targc++] = o.cmd[i];
+    if (!o->dashdash)
+        targv[targc++] = c->prog;
+    for (int i = 0; i < o->ncmd; i++)
+        targv[targc++] = o->cmd[i];
     targv[targc] = NULL;
-    envb env;
-    memset(&env, 0, sizeof(env));
-    rc = launch(&o, prog, targc, targv, &env);
-    env_release(&env);
+    rc = launch(c, targc, targv);
+    env_release(&c->env);
     free(targv);
     return rc;
 }
@@ -1212,7 +1231,7 @@ int tml__cmd_run_profile(int argc, char **argv, int watch)
  * secret: the id is derived from the run name; the secret comes from
  * $TRACEML_SECRET, else the host writes it to its run folder and followers
  * wait for it there (dist.h). -1 when a follower found no secret. */
-static int share_identity(const run_opts *o, tml_cli_run *r, int *secret_file)
+static int share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file)
 {
     const char *env = getenv("TRACEML_SECRET");
     snprintf(r->name, sizeof(r->name), "%s", o->run_name);
@@ -1243,7 +1262,7 @@ static int share_identity(const run_opts *o, tml_cli_run *r, int *secret_file)
  * aggregator's, on node 0, and show every node's ranks there; this node
  * only trains. One line on stderr (Slurm tasks: in traceml.log only, as
  * every task of the step would print it). */
-static void live_elsewhere(const run_opts *o, const tml_cli_run *r, const char *where)
+static void live_elsewhere(const tml_run_opts *o, const tml_cli_run *r, const char *where)
 {
     if (strcmp(o->mode, "summary") == 0)
         return;
@@ -1258,9 +1277,9 @@ static void live_elsewhere(const run_opts *o, const tml_cli_run *r, const char *
 
 /* A follower (node > 0, Slurm task > 0): its ranks report to the host's
  * aggregator; it prints no summary and exits with the training's code. */
-static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **targv,
-                  int have_secret, envb *env)
+static int follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secret)
 {
+    const tml_run_opts *o = &c->o;
     const tml_dist *d = &o->dist;
     int interrupted = 0;
     char where[320];
@@ -1274,7 +1293,7 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
     m.start_unix_ms = r->start_unix_ms;
     m.world_size = (int)d->world_size;
     m.nnodes = (int)d->nnodes;
-    m.profile = watch_profile ? "watch" : NULL;
+    m.profile = c->watch ? "watch" : NULL;
     int argc = 0;
     while (targv[argc])
         argc++;
@@ -1291,13 +1310,13 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
                  d->slurm ? "task" : "node", d->slurm ? d->task : d->node_rank, r->name, where);
     if (have_secret)
         live_elsewhere(o, r, where);
-    build_env(env, r, have_secret ? (int)d->agg_port : 0, 0, d);
-    pid_t pid = start_training(prog, targv, env->v);
+    build_env(c, r, have_secret ? (int)d->agg_port : 0, 0);
+    pid_t pid = start_training(c, targv);
     if (pid < 0) {
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }
-    int code = supervise(pid, NULL, r->dir, &interrupted);
+    int code = supervise(c, pid, NULL, r->dir, &interrupted);
     if (interrupted && got_int)
         code = 130;
     m.status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
@@ -1316,23 +1335,23 @@ static int follow(const run_opts *o, tml_cli_run *r, const char *prog, char **ta
 /* The traced run proper: the aggregator, the training, the live view,
  * the summary (from the aggregator, or rebuilt here) and the manifest's
  * end. Returns the training's exit code. */
-static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
-                      const char *prog, char **targv, envb *envp)
+static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, char **targv)
 {
+    const tml_run_opts *o = &c->o;
     int interrupted = 0;
-    aggproc ap;
+    tml_run_agg ap;
     if (strcmp(o->mode, "summary") != 0) {
-        live_port_wanted = strcmp(o->mode, "dashboard") == 0 ? (int)o->dashboard_port : 0;
-        live_interval_ms = (int)(o->interval * 1000.0);
+        c->live_port_wanted = strcmp(o->mode, "dashboard") == 0 ? (int)o->dashboard_port : 0;
+        c->live_interval_ms = (int)(o->interval * 1000.0);
     }
-    if (live_port_wanted >= 0) {
-        const char *where = from_file(live_bind);
+    if (c->live_port_wanted >= 0) {
+        const char *where = from_file(c, o->live_bind);
         char from[96];
         snprintf(from, sizeof(from), "%s%s", where ? "dashboard-bind in " : "--dashboard-bind",
                  where ? where : "");
-        tml__cli_warn_exposed(live_bind, from);
+        tml__cli_warn_exposed(o->live_bind, from);
     }
-    if (start_aggregator(&ap, r, &o->dist) < 0) {
+    if (start_aggregator(c, &ap, r) < 0) {
         tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
                       "running without telemetry", r->dir);
         tml__run_log(r->dir, "launcher", "aggregator did not start; training runs untraced");
@@ -1344,29 +1363,29 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
         ap.port = 0;
         aggregator_lost(&ap, "did not start");
     }
-    build_env(envp, r, ap.port, 0, &o->dist);
-    live_view = tml__view_start(o->mode, live_port_wanted, live_port_got, live_bind,
-                                live_interval_ms, r);
-    pid_t pid = start_training(prog, targv, envp->v);
-    tml__view_started(live_view);
+    build_env(c, r, ap.port, 0);
+    c->live_view = tml__view_start(o->mode, c->live_port_wanted, c->live_port_got,
+                                   o->live_bind, c->live_interval_ms, r);
+    pid_t pid = start_training(c, targv);
+    tml__view_started(c->live_view);
     if (pid < 0) {
-        tml__view_free(live_view);
-        live_view = NULL;
+        tml__view_free(c->live_view);
+        c->live_view = NULL;
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }
-    int code = supervise(pid, &ap, r->dir, &interrupted);
+    int code = supervise(c, pid, &ap, r->dir, &interrupted);
     int64_t ended_ns = tml__mono_ns();
-    tml__view_free(live_view);   /* the terminal back as it was, before the summary */
-    live_view = NULL;
+    tml__view_free(c->live_view);   /* the terminal back as it was, before the summary */
+    c->live_view = NULL;
     const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     if (interrupted && got_int)
         code = 130;
     int width = tml__cli_term_width();
 
-    char *text = finalize_via_aggregator(&ap, r, status, code, width);
+    char *text = finalize_via_aggregator(c, &ap, r, status, code, width);
     if (!text)
-        text = finalize_here(&ap, r, status, code, width, &o->dist, ended_ns);
+        text = finalize_here(c, &ap, r, status, code, width, ended_ns);
     if (text)
         tml__cli_print_summary(text);
     else
@@ -1390,10 +1409,10 @@ static int run_traced(const run_opts *o, const tml_cli_run *r, tml_manifest *m,
     return code;
 }
 
-static int launch(const run_opts *opts, const char *prog, int targc, char **targv, envb *envp)
+static int launch(tml_run_ctx *c, int targc, char **targv)
 {
-    const run_opts o = *opts;
-    envb env = {NULL, 0, 0, 0};
+    const tml_run_opts *o = &c->o;
+    const char *prog = c->prog;
     int rc;
     install_handlers();
     tml_cli_run r;
@@ -1403,30 +1422,30 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     /* --interval reaches every traced process's sampler through the
      * environment; without the option a TRACEML_INTERVAL the user set wins */
     char ival[32];
-    snprintf(ival, sizeof(ival), "%g", o.interval);
-    setenv("TRACEML_INTERVAL", ival, o.interval != 1.0);
-    if (o.window_steps) {   /* the aggregator's (and a fallback finalize's) window */
-        snprintf(ival, sizeof(ival), "%ld", o.window_steps);
+    snprintf(ival, sizeof(ival), "%g", o->interval);
+    setenv("TRACEML_INTERVAL", ival, o->interval != 1.0);
+    if (o->window_steps) {   /* the aggregator's (and a fallback finalize's) window */
+        snprintf(ival, sizeof(ival), "%ld", o->window_steps);
         setenv("TRACEML_WINDOW_STEPS", ival, 1);
     }
 
-    if (!o.dashdash && !o.no_auto_trace)
-        zero_edit_script = o.cmd[0];
-    launch_kind = o.dashdash ? TML_LAUNCH_COMMAND : o.no_auto_trace ? TML_LAUNCH_NO_AUTO_TRACE
+    if (!o->dashdash && !o->no_auto_trace)
+        c->zero_edit_script = o->cmd[0];
+    c->launch_kind = o->dashdash ? TML_LAUNCH_COMMAND : o->no_auto_trace ? TML_LAUNCH_NO_AUTO_TRACE
                                                                     : TML_LAUNCH_ZERO_EDIT;
     char store[TML_DIST_STORE][32];
     char **dargv = NULL;   /* torch.distributed.run around the script */
     char logd[4300];       /* its --log_dir: per-rank stderr in the run folder */
-    if (o.dist.enabled && !o.dist.slurm) {
-        if (!o.disabled) {
-            rc = tml__cli_run_create(&r, o.logs_dir, o.dist.host ? o.run_name : o.follower_dir,
-                                     o.cmd[0]);
+    if (o->dist.enabled && !o->dist.slurm) {
+        if (!o->disabled) {
+            rc = tml__cli_run_create(&r, o->logs_dir, o->dist.host ? o->run_name : o->follower_dir,
+                                     o->cmd[0]);
             if (rc)
                 return rc;
             snprintf(logd, sizeof(logd), "%s/torchrun", r.abs_dir);
         }
-        dargv = tml__dist_torchrun_argv(&o.dist, prog, o.py.torch_major == 1,
-                                        o.disabled ? NULL : logd, targv + 1, targc - 1, store);
+        dargv = tml__dist_torchrun_argv(&o->dist, prog, o->py.torch_major == 1,
+                                        o->disabled ? NULL : logd, targv + 1, targc - 1, store);
         if (!dargv)
             tml__cli_die(1, "out of memory");
         targv = dargv;
@@ -1434,29 +1453,27 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
             ;
     }
 
-    if (o.disabled) {
-        build_env(&env, &r, 0, 1, &o.dist);
-        *envp = env;
-        pid_t pid = start_training(prog, targv, env.v);
+    if (o->disabled) {
+        build_env(c, &r, 0, 1);
+        pid_t pid = start_training(c, targv);
         if (pid < 0)
             tml__cli_die(1, "cannot fork: %s", strerror(errno));
-        int code = supervise(pid, NULL, NULL, &interrupted);
+        int code = supervise(c, pid, NULL, NULL, &interrupted);
         return interrupted && got_int ? 130 : code;
     }
 
-    const char *stem = o.cmd[0];
+    const char *stem = o->cmd[0];
     if (!r.dir[0]) {
-        rc = tml__cli_run_create(&r, o.logs_dir, o.dist.host ? o.run_name : o.follower_dir,
+        rc = tml__cli_run_create(&r, o->logs_dir, o->dist.host ? o->run_name : o->follower_dir,
                                  stem);
         if (rc)
             return rc;
     }
     int secret_file = 0;
-    if (o.dist.followers) {
-        rc = share_identity(&o, &r, &secret_file);
-        if (!o.dist.host) {
-            rc = follow(&o, &r, prog, targv, rc == 0, &env);
-            *envp = env;
+    if (o->dist.followers) {
+        rc = share_identity(o, &r, &secret_file);
+        if (!o->dist.host) {
+            rc = follow(c, &r, targv, rc == 0);
             free(dargv);
             return rc;
         }
@@ -1469,16 +1486,16 @@ static int launch(const run_opts *opts, const char *prog, int targc, char **targ
     m.start_unix_ms = r.start_unix_ms;
     m.argc = targc;
     m.argv = targv;
-    m.world_size = o.dist.enabled ? (int)o.dist.world_size : 1;
-    m.nnodes = o.dist.enabled ? (int)o.dist.nnodes : 1;
-    m.profile = watch_profile ? "watch" : NULL;
+    m.world_size = o->dist.enabled ? (int)o->dist.world_size : 1;
+    m.nnodes = o->dist.enabled ? (int)o->dist.nnodes : 1;
+    m.profile = c->watch ? "watch" : NULL;
     rc = tml__manifest_write(r.dir, &m);
     if (rc < 0)
         tml__cli_warn("could not write %s/manifest.json: %s", r.dir,
                       rc == TML_EIO ? strerror(errno) : tml_strerror(rc));
     tml__run_log(r.dir, "launcher", "run %s (id %s) started", r.name, r.id);
 
-    int code = run_traced(&o, &r, &m, prog, targv, envp);
+    int code = run_traced(c, &r, &m, targv);
     if (secret_file)
         tml__dist_remove_secret(r.dir);
     free(dargv);
