@@ -9,8 +9,8 @@
 #   make install         the C API and the traceml binary into $(PREFIX)
 #                        (default /usr/local); Python users: pip install .
 #
-# Sources are found by folder, so a new .c file in src/<part>/ or cli/ is
-# built without touching this file.
+# Sources are found by folder, so a new .c file in src/<part>/, cli/ or
+# cli/run/ is built without touching this file.
 
 # the Python extension is built for this interpreter (setup.py passes its own)
 PYTHON  ?= python3
@@ -64,7 +64,7 @@ PY_INC  := $(shell $(PYTHON) -c 'import sys, sysconfig; sys.version_info >= (3, 
 PY_EXT  := .abi3.so
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
-CLI_SRC  := $(sort $(wildcard cli/*.c))
+CLI_SRC  := $(sort $(wildcard cli/*.c cli/run/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 EX_SRC   := $(sort $(wildcard examples/c/*.c))

@@ -35,11 +35,6 @@ int tml__cmd_run(int argc, char **argv);
 /* `traceml run` (watch 0) or `traceml watch` (1): the same launch; a
  * watch run traces no step (system and process metrics only). */
 int tml__cmd_run_profile(int argc, char **argv, int watch);
-/* The zero-edit sitecustomize `traceml run` writes into the run folder:
- * python/traceml_ai/_sitecustomize.py, embedded at build time
- * (build/gen/zero_edit_site.c, scripts/gen-web-assets --site). */
-extern const unsigned char tml__zero_edit_site[];
-extern const size_t tml__zero_edit_site_len;
 int tml__cmd_watch(int argc, char **argv);
 int tml__cmd_inspect(int argc, char **argv);
 extern const char tml__usage_watch[], tml__usage_inspect[];

@@ -25,7 +25,7 @@
  * tml__cli_config_load finds and reads the file. The options come out as
  * "--key=value" strings, each with its line, which `traceml run` parses
  * as if typed first, so every value is checked the same way and its error
- * names the line (cmd_run.c).
+ * names the line (cli/run/options.c).
  */
 #include "cli.h"
 

@@ -135,7 +135,8 @@ def test_sdist_and_wheel_contents(dist):
     for need in ("Makefile", "setup.py", "pyproject.toml", "scripts/gen-web-assets",
                  "include/traceml/traceml.h", "python/_traceml.c", "web/report.js",
                  "web/gen/dygraphs.c", "third_party/sqlite/sqlite3.c",
-                 "third_party/sqlite/sqlite3.h", "cli/screen.c"):
+                 "third_party/sqlite/sqlite3.h", "cli/screen.c", "cli/run/run.c",
+                 "cli/run/run.h", "python/traceml_ai/_sitecustomize.py"):
         assert need in names, need
     assert not [n for n in names if n.startswith(("build/", ".venv/")) or n.endswith((".o", ".so"))]
     with zipfile.ZipFile(wheel) as z:
@@ -143,7 +144,8 @@ def test_sdist_and_wheel_contents(dist):
     exe = info["traceml_ai/bin/traceml"]
     assert (exe.external_attr >> 16) & 0o111, "traceml is not executable in the wheel"
     for need in ("traceml_ai/__init__.py", "traceml_ai/_cli.py", "traceml_ai/lib/libtraceml.so",
-                 "traceml_ai/include/traceml/traceml.h", "traceml_ai/_traceml.abi3.so"):
+                 "traceml_ai/include/traceml/traceml.h", "traceml_ai/_traceml.abi3.so",
+                 "traceml_ai/_sitecustomize.py"):
         assert need in info, need
     assert [n for n in info if n.startswith("traceml_ai/_traceml.")] == ["traceml_ai/_traceml.abi3.so"]
     # the library and the binary: at most 2 MB each, SQLite inside

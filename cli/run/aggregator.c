@@ -1,0 +1,188 @@
+/*
+ * aggregator.c - the aggregator child, `traceml __aggregate`: a process
+ * of its own so that its death never touches the training. Started with
+ * SIGINT blocked (the essay in run.c), its output into traceml.log, a
+ * control pipe (finalize) and a status pipe ("port N [live M]", then the
+ * summary: finalize.c).
+ */
+#include "run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+
+void tml__run_agg_lost(tml_run_agg *ap, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    vsnprintf(ap->lost, sizeof(ap->lost), fmt, va);
+    va_end(va);
+    ap->lost_ns = tml__mono_ns();
+}
+
+/* In the forked child: the aggregator process, `traceml __aggregate`, with
+ * SIGINT blocked (see the essay above), its output into traceml.log and
+ * the control and status pipes kept open. Never returns. */
+__attribute__((noreturn))
+static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl, int st)
+{
+    const tml_dist *d = &c->o.dist;
+    char logp[4200], cfd[16], sfd[16];
+    snprintf(logp, sizeof(logp), "%s/traceml.log", r->dir);
+    snprintf(cfd, sizeof(cfd), "%d", ctl);
+    snprintf(sfd, sizeof(sfd), "%d", st);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_SETMASK, &set, NULL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    fcntl(ctl, F_SETFD, 0);
+    fcntl(st, F_SETFD, 0);
+    int nul = open("/dev/null", O_RDONLY);
+    int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (nul >= 0)
+        dup2(nul, 0);
+    if (log >= 0) {   /* never the user's terminal */
+        dup2(log, 1);
+        dup2(log, 2);
+    }
+    setenv("TRACEML_SECRET", r->secret, 1);
+    char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
+                      "--run-name", (char *)r->name, "--run-id", (char *)r->id,
+                      "--control-fd", cfd, "--status-fd", sfd,
+                      "--launch", (char *)tml__launch_word(c->launch_kind), NULL};
+    char ws[32], nn[32], port[32];
+    int k = 14;
+    if (d && d->enabled) {
+        /* expected ranks and nodes: the summary names those missing */
+        snprintf(ws, sizeof(ws), "%ld", d->world_size);
+        snprintf(nn, sizeof(nn), "%ld", d->nnodes);
+        args[k++] = "--world-size";
+        args[k++] = ws;
+        args[k++] = "--nnodes";
+        args[k++] = nn;
+    }
+    if (d && d->followers) {
+        /* other launchers find it at a known port; other hosts need
+         * more than loopback */
+        snprintf(port, sizeof(port), "%ld", d->agg_port);
+        args[k++] = "--port";
+        args[k++] = port;
+        if (d->multi_host) {
+            args[k++] = "--bind";
+            args[k++] = (char *)c->o.agg_bind;
+        }
+    }
+    char lport[16], lint[16];
+    if (c->live_port_wanted >= 0) {
+        snprintf(lport, sizeof(lport), "%d", c->live_port_wanted);
+        snprintf(lint, sizeof(lint), "%d", c->live_interval_ms);
+        args[k++] = "--live-port";
+        args[k++] = lport;
+        args[k++] = "--live-interval-ms";
+        args[k++] = lint;
+        if (c->o.live_bind) {
+            args[k++] = "--live-bind";
+            args[k++] = (char *)c->o.live_bind;
+        }
+    }
+    if (c->o.html)
+        args[k++] = "--html-report";
+    if (c->watch)
+        args[k++] = "--watch";
+    args[k] = NULL;
+    execv("/proc/self/exe", args);
+    _exit(127);
+}
+
+/* The aggregator's first status line, "port N [live M]", within 5 s. */
+static int read_ports(tml_run_ctx *c, tml_run_agg *ap)
+{
+    char line[64];
+    size_t n = 0;
+    int64_t deadline = tml__mono_ms() + 5000;
+    while (n < sizeof(line) - 1) {
+        int64_t left = deadline - tml__mono_ms();
+        if (left <= 0)
+            break;
+        struct pollfd pf = {ap->st, POLLIN, 0};
+        int pr = poll(&pf, 1, (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            break;
+        ssize_t rd = read(ap->st, line + n, 1);
+        if (rd <= 0)
+            break;
+        if (line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = '\0';
+    int port = 0;
+    if (sscanf(line, "port %d", &port) != 1 || port <= 0)
+        return -1;
+    ap->port = port;
+    if (sscanf(line, "port %*d live %d", &c->live_port_got) != 1)
+        c->live_port_got = -1;
+    return 0;
+}
+
+int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
+{
+    int ctl[2], st[2];
+    memset(ap, 0, sizeof(*ap));
+    ap->ctl = ap->st = -1;
+    if (pipe2(ctl, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2(st, O_CLOEXEC) < 0) {
+        close(ctl[0]);
+        close(ctl[1]);
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_aggregator(c, r, ctl[0], st[1]);
+    close(ctl[0]);
+    close(st[1]);
+    if (pid < 0) {
+        close(ctl[1]);
+        close(st[0]);
+        return -1;
+    }
+    ap->pid = pid;
+    ap->alive = 1;
+    ap->ctl = ctl[1];
+    ap->st = st[0];
+    return read_ports(c, ap);
+}
+
+void tml__run_agg_reap(tml_run_agg *ap, const char *run_dir, int status)
+{
+    ap->alive = 0;
+    if (WIFSIGNALED(status))
+        tml__run_agg_lost(ap, "was killed by signal %d", WTERMSIG(status));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        tml__run_agg_lost(ap, "exited with status %d", WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+        tml__run_log(run_dir, "launcher",
+                     "the aggregator (pid %d) was killed by signal %d; training continues, "
+                     "the summary will be built from telemetry.sqlite",
+                     (int)ap->pid, WTERMSIG(status));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        tml__run_log(run_dir, "launcher", "the aggregator (pid %d) exited with status %d",
+                     (int)ap->pid, WEXITSTATUS(status));
+}

@@ -1,0 +1,252 @@
+/*
+ * run.c - `traceml run`: launch a training under TraceML (the wing's map:
+ * run.h).
+ *
+ * The launcher is three processes:
+ *
+ *     traceml run (cli/run/)   --fork/exec-->  traceml __aggregate (port, sqlite)
+ *                              --fork/exec-->  $PYTHON SCRIPT args  (the training)
+ *
+ * and a fourth under --mode cli's full screen: the drainer (drain.c), forked
+ * before the training, which reads the training's pseudo-terminal into
+ * training_output.log so that the training never waits for the launcher.
+ *
+ * and the order of work is: validate everything (nothing is created when
+ * any input is wrong), create the run folder and manifest, start the
+ * aggregator and learn its port, start the training with TRACEML_ADDR and
+ * the run's secret in its environment, wait for it, tell the aggregator to
+ * finalize, print the summary it sends back (final_summary.txt, also when
+ * the disk could not take the file), complete the manifest, and exit with
+ * the training's own exit code.
+ *
+ * Fail-open is the rule: the aggregator is a separate process so that its
+ * death never touches the training. When it dies (or does not answer in
+ * time) the launcher rebuilds the run from telemetry.sqlite itself and
+ * still prints a summary.
+ *
+ * Ctrl-C: the training shares our process group, so a terminal's Ctrl-C
+ * reaches it directly and must not be forwarded a second time. A SIGINT
+ * sent to the launcher alone (kill PID) must be forwarded. The two are told
+ * apart by the kernel's si_code (SI_KERNEL for a terminal) and, for a
+ * SIGINT sent by a program to the whole group, by the aggregator: it keeps
+ * SIGINT blocked, so a group-wide SIGINT shows as pending in its
+ * /proc/PID/status. Then the training gets at most ~1 s to exit before
+ * SIGKILL, and the summary of what arrived is printed, status interrupted,
+ * exit 130. The drainer takes no part: it is in a session of its own and
+ * ignores SIGINT, so it reads the training's traceback to the end.
+ */
+#include "run.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "base/clock.h"
+#include "model/progress.h"
+
+/* The traced run proper: the aggregator, the training, the live view,
+ * the summary (from the aggregator, or rebuilt here) and the manifest's
+ * end. Returns the training's exit code. */
+static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, char **targv)
+{
+    const tml_run_opts *o = &c->o;
+    int interrupted = 0;
+    tml_run_agg ap;
+    if (strcmp(o->mode, "summary") != 0) {
+        c->live_port_wanted = strcmp(o->mode, "dashboard") == 0 ? (int)o->dashboard_port : 0;
+        c->live_interval_ms = (int)(o->interval * 1000.0);
+    }
+    if (c->live_port_wanted >= 0) {
+        const char *where = tml__run_from_file(c, o->live_bind);
+        char from[96];
+        snprintf(from, sizeof(from), "%s%s", where ? "dashboard-bind in " : "--dashboard-bind",
+                 where ? where : "");
+        tml__cli_warn_exposed(o->live_bind, from);
+    }
+    if (tml__run_agg_start(c, &ap, r) < 0) {
+        tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
+                      "running without telemetry", r->dir);
+        tml__run_log(r->dir, "launcher", "aggregator did not start; training runs untraced");
+        if (ap.pid > 0) {
+            kill(ap.pid, SIGKILL);
+            waitpid(ap.pid, NULL, 0);
+        }
+        ap.alive = 0;
+        ap.port = 0;
+        tml__run_agg_lost(&ap, "did not start");
+    }
+    tml__run_build_env(c, r, ap.port, 0);
+    c->live_view = tml__view_start(o->mode, c->live_port_wanted, c->live_port_got,
+                                   o->live_bind, c->live_interval_ms, r);
+    pid_t pid = tml__run_start_training(c, targv);
+    tml__view_started(c->live_view);
+    if (pid < 0) {
+        tml__view_free(c->live_view);
+        c->live_view = NULL;
+        tml__cli_warn("cannot fork: %s", strerror(errno));
+        return 1;
+    }
+    int code = tml__run_supervise(c, pid, &ap, r->dir, &interrupted);
+    int64_t ended_ns = tml__mono_ns();
+    tml__view_free(c->live_view);   /* the terminal back as it was, before the summary */
+    c->live_view = NULL;
+    const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
+    code = tml__run_exit_code(code, interrupted);
+    int width = tml__cli_term_width();
+
+    char *text = tml__run_finalize_via_agg(c, &ap, r, status, code, width);
+    if (!text)
+        text = tml__run_finalize_here(c, &ap, r, status, code, width, ended_ns);
+    if (text)
+        tml__cli_print_summary(text);
+    else
+        tml__cli_warn("no summary could be written (see %s/traceml.log)", r->dir);
+    free(text);
+
+    m->status = status;
+    m->exit_code = code;
+    m->end_unix_ms = tml__unix_ms();
+    m->duration_s = tml__mono_s_since(r->start_mono_ns);
+    int mrc = tml__manifest_write(r->dir, m);
+    tml__progress_remove(r->dir);   /* read by the summary; its job is done */
+    if (mrc < 0)   /* a failed write leaves the manifest as it was (running) */
+        tml__cli_warn("could not update %s/manifest.json: %s", r->dir,
+                      mrc == TML_EIO ? strerror(errno) : tml_strerror(mrc));
+    tml__run_log(r->dir, "launcher", "run ended: %s, exit code %d", status, code);
+    if (ap.ctl >= 0)
+        close(ap.ctl);
+    if (ap.st >= 0)
+        close(ap.st);
+    return code;
+}
+
+static int launch(tml_run_ctx *c, int targc, char **targv)
+{
+    const tml_run_opts *o = &c->o;
+    const char *prog = c->prog;
+    int rc;
+    tml__run_install_handlers();
+    tml_cli_run r;
+    memset(&r, 0, sizeof(r));
+    int interrupted = 0;
+
+    /* --interval reaches every traced process's sampler through the
+     * environment; without the option a TRACEML_INTERVAL the user set wins */
+    char ival[32];
+    snprintf(ival, sizeof(ival), "%g", o->interval);
+    setenv("TRACEML_INTERVAL", ival, o->interval != 1.0);
+    if (o->window_steps) {   /* the aggregator's (and a fallback finalize's) window */
+        snprintf(ival, sizeof(ival), "%ld", o->window_steps);
+        setenv("TRACEML_WINDOW_STEPS", ival, 1);
+    }
+
+    if (!o->dashdash && !o->no_auto_trace)
+        c->zero_edit_script = o->cmd[0];
+    c->launch_kind = o->dashdash ? TML_LAUNCH_COMMAND : o->no_auto_trace ? TML_LAUNCH_NO_AUTO_TRACE
+                                                                    : TML_LAUNCH_ZERO_EDIT;
+    char store[TML_DIST_STORE][32];
+    char **dargv = NULL;   /* torch.distributed.run around the script */
+    char logd[4300];       /* its --log_dir: per-rank stderr in the run folder */
+    if (o->dist.enabled && !o->dist.slurm) {
+        if (!o->disabled) {
+            rc = tml__cli_run_create(&r, o->logs_dir, o->dist.host ? o->run_name : o->follower_dir,
+                                     o->cmd[0]);
+            if (rc)
+                return rc;
+            snprintf(logd, sizeof(logd), "%s/torchrun", r.abs_dir);
+        }
+        dargv = tml__dist_torchrun_argv(&o->dist, prog, o->py.torch_major == 1,
+                                        o->disabled ? NULL : logd, targv + 1, targc - 1, store);
+        if (!dargv)
+            tml__cli_die(1, "out of memory");
+        targv = dargv;
+        for (targc = 0; targv[targc]; targc++)
+            ;
+    }
+
+    if (o->disabled) {
+        tml__run_build_env(c, &r, 0, 1);
+        pid_t pid = tml__run_start_training(c, targv);
+        if (pid < 0)
+            tml__cli_die(1, "cannot fork: %s", strerror(errno));
+        int code = tml__run_supervise(c, pid, NULL, NULL, &interrupted);
+        return tml__run_exit_code(code, interrupted);
+    }
+
+    const char *stem = o->cmd[0];
+    if (!r.dir[0]) {
+        rc = tml__cli_run_create(&r, o->logs_dir, o->dist.host ? o->run_name : o->follower_dir,
+                                 stem);
+        if (rc)
+            return rc;
+    }
+    int secret_file = 0;
+    if (o->dist.followers) {
+        rc = tml__run_share_identity(o, &r, &secret_file);
+        if (!o->dist.host) {
+            rc = tml__run_follow(c, &r, targv, rc == 0);
+            free(dargv);
+            return rc;
+        }
+    }
+    tml_manifest m;
+    memset(&m, 0, sizeof(m));
+    m.run_name = r.name;
+    m.run_id = r.id;
+    m.status = "running";
+    m.start_unix_ms = r.start_unix_ms;
+    m.argc = targc;
+    m.argv = targv;
+    m.world_size = o->dist.enabled ? (int)o->dist.world_size : 1;
+    m.nnodes = o->dist.enabled ? (int)o->dist.nnodes : 1;
+    m.profile = c->watch ? "watch" : NULL;
+    rc = tml__manifest_write(r.dir, &m);
+    if (rc < 0)
+        tml__cli_warn("could not write %s/manifest.json: %s", r.dir,
+                      rc == TML_EIO ? strerror(errno) : tml_strerror(rc));
+    tml__run_log(r.dir, "launcher", "run %s (id %s) started", r.name, r.id);
+
+    int code = run_traced(c, &r, &m, targv);
+    if (secret_file)
+        tml__dist_remove_secret(r.dir);
+    free(dargv);
+    return code;
+}
+
+int tml__cmd_run(int argc, char **argv)
+{
+    return tml__cmd_run_profile(argc, argv, 0);
+}
+
+int tml__cmd_run_profile(int argc, char **argv, int watch)
+{
+    tml_run_ctx ctx, *c = &ctx;
+    memset(c, 0, sizeof(*c));
+    c->watch = watch != 0;
+    c->cmd_name = watch ? "watch" : "run";
+    c->live_port_wanted = c->live_port_got = -1;
+    c->live_interval_ms = 1000;
+    tml__run_parse(c, argc, argv);
+    int rc = tml__run_validate(c);
+    if (rc)
+        return rc;
+    const tml_run_opts *o = &c->o;
+
+    /* argv of the training: the command as given, or PYTHON SCRIPT args */
+    char **targv = calloc((size_t)o->ncmd + 2, sizeof(*targv));
+    if (!targv)
+        tml__cli_die(1, "out of memory");
+    int targc = 0;
+    if (!o->dashdash)
+        targv[targc++] = c->prog;
+    for (int i = 0; i < o->ncmd; i++)
+        targv[targc++] = o->cmd[i];
+    targv[targc] = NULL;
+    rc = launch(c, targc, targv);
+    tml__run_env_release(&c->env);
+    free(targv);
+    return rc;
+}

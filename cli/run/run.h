@@ -1,0 +1,158 @@
+/*
+ * run.h - the wing of `traceml run` (and `traceml watch`), private to
+ * cli/run/: one context struct, tml_run_ctx, that every step takes as its
+ * first parameter instead of reading globals, and the steps themselves,
+ * one file each:
+ *
+ *     run.c        the command: parse, validate, launch, the traced run
+ *     options.c    the option table, the command line, the project's file
+ *     check.c      everything checked before anything is created
+ *     env.c        the training's environment, zero-edit tracing's folder
+ *     aggregator.c the aggregator child: exec, ports, its death
+ *     finalize.c   the summary: via the aggregator, else rebuilt here
+ *     supervise.c  signals, the training child, waiting for it
+ *     follow.c     several nodes: the shared identity, a follower's launch
+ *
+ * The functions here are named tml__run_<what>; model/run.h's tml__run_*
+ * act on a tml_run, these on a tml_run_ctx (or the part named).
+ */
+#ifndef TML_CLI_RUN_H
+#define TML_CLI_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../cli.h"
+#include "../dist.h"
+#include "../live_view.h"
+#include "../python.h"
+#include "agg/rundir.h"
+#include "traceml/traceml.h"
+
+/* the training's environment: environ's entries, then ours */
+typedef struct tml_run_env {
+    char **v;
+    size_t n, cap;
+    size_t owned_from;   /* v[owned_from..n) were malloc'd here */
+} tml_run_env;
+
+/* The options, from the project's file and then the command line
+ * (options.c). */
+typedef struct tml_run_opts {
+    const char *mode, *run_name, *logs_dir, *master_addr, *python;
+    long nproc, nnodes, node_rank, master_port, dashboard_port;
+    double interval;
+    long window_steps;     /* --window-steps, 0 = the default (10,000) */
+    int html, disabled, dashdash;
+    int no_auto_trace;     /* --no-auto-trace: no zero-edit tracing */
+    char **cmd;            /* SCRIPT args... or COMMAND args... */
+    int ncmd;
+    long agg_port;         /* --aggregator-port, 0 = master port + 1 */
+    int addr_given, port_given;
+    tml_dist dist;         /* the distributed shape (dist.h) */
+    tml_python py;         /* the interpreter of SCRIPT (python.h) */
+    char follower_dir[160];   /* a follower's own folder name */
+    char slurm_name[128];     /* a Slurm run's name when none was given */
+    const char *live_bind;    /* --dashboard-bind, NULL: the live server's default */
+    const char *agg_bind;     /* --aggregator-bind-host: node 0's aggregator, multi-host */
+    double finalize_timeout_s;   /* --finalize-timeout-sec: fractions too (0.5.0's float) */
+} tml_run_opts;
+
+/* One `traceml run` (or `traceml watch`): its options and what the launch
+ * learns on the way, passed to every step instead of kept in globals. */
+typedef struct tml_run_ctx {
+    tml_run_opts o;
+    int watch;                 /* `traceml watch`: system and process metrics only */
+    const char *cmd_name;      /* "run" or "watch", for the error lines */
+    tml_cli_config project;    /* the project's file (config_file.c), for the run's life:
+                                * a value still pointing into it came from it */
+    char prog[4096];           /* what is exec'd: the interpreter, or COMMAND */
+    char python_from[80];      /* where --python came from, quoted by o.py */
+    tml_launch launch_kind;    /* how the training is run, for a summary in which no
+                                * rank reported */
+    const char *zero_edit_script;   /* SCRIPT when zero-edit tracing is on */
+    char zero_edit_dir[4200];  /* <run>/zero-edit, once written */
+    /* live views (--mode cli / dashboard, live_view.h): what the aggregator
+     * is asked to serve (-1: none), what it serves, and the terminal view
+     * supervise() keeps drawing */
+    int live_port_wanted, live_port_got, live_interval_ms;
+    tml_live_view *live_view;
+    tml_run_env env;           /* the training's environment */
+} tml_run_ctx;
+
+/* The aggregator child (aggregator.c) as the launcher sees it. */
+typedef struct tml_run_agg {
+    pid_t pid;
+    int ctl, st;     /* our ends: write control, read status */
+    int port;
+    int alive;
+    char lost[96];   /* what happened to it ("was killed by signal 9"), "" */
+    int64_t lost_ns;  /* when (tml__mono_ns), 0 not lost */
+    int hung;         /* alive but did not answer: lost_ns is when we gave up */
+} tml_run_agg;
+
+/* options.c: fills c->o from the project's file, then argv; dies on a
+ * bad option (exit 2), exits 0 after --help. */
+void tml__run_parse(tml_run_ctx *c, int argc, char **argv);
+/* "traceml.yaml:3" when value is the one that line of the project's file
+ * gave, else NULL (a static buffer, valid until the next call). */
+const char *tml__run_from_file(const tml_run_ctx *c, const char *value);
+
+/* check.c: everything that can be checked before creating anything, and
+ * c->prog (the interpreter, or COMMAND); 0, or TML_EXIT_USAGE after one
+ * error line (naming the project file's line a value came from). */
+int tml__run_validate(tml_run_ctx *c);
+
+/* env.c: builds c->env for the training: environ without the variables
+ * TraceML owns, then the run's (TRACEML_ADDR on port, else untraced;
+ * disabled: TRACEML_DISABLED=1 only) and zero-edit tracing's PYTHONPATH. */
+void tml__run_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled);
+void tml__run_env_release(tml_run_env *e);
+
+/* aggregator.c: forks `traceml __aggregate` for run r and reads its
+ * ports (ap->port, c->live_port_got); -1 when it did not start or say. */
+int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r);
+/* Notes what happened to the aggregator (ap->lost) and when. */
+void tml__run_agg_lost(tml_run_agg *ap, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The aggregator ended with status (waitpid's): noted and logged. */
+void tml__run_agg_reap(tml_run_agg *ap, const char *run_dir, int status);
+
+/* finalize.c: the summary box (malloc'd), asked of the aggregator; NULL
+ * when it did not send one (then: tml__run_finalize_here, which rebuilds
+ * the run from telemetry.sqlite and says why it is partial). */
+char *tml__run_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r,
+                                const char *status, int code, int width);
+char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap,
+                             const tml_cli_run *r, const char *status, int code, int width,
+                             int64_t ended_ns);
+
+/* supervise.c: the launcher's SIGINT, SIGTERM, SIGHUP handlers (SIGPIPE
+ * ignored); the training, forked and exec'd (c->prog, argv, c->env), its
+ * pid or -1; waiting for it while the live view draws, forwarding
+ * signals (the essay in run.c) and reaping a dying aggregator (ap, may be
+ * NULL). Returns the training's exit code (128 + signal); *interrupted
+ * set when a signal or Ctrl-C ended it. */
+void tml__run_install_handlers(void);
+pid_t tml__run_start_training(const tml_run_ctx *c, char **argv);
+int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
+                       int *interrupted);
+/* The training's exit code as the launcher exits with it: 130 when it
+ * was interrupted and a SIGINT reached the launcher (as a shell reports
+ * Ctrl-C), else code. */
+int tml__run_exit_code(int code, int interrupted);
+
+/* follow.c: with several launchers, the run id and secret they share
+ * (-1: a follower found no secret; *secret_file: the host wrote one); a
+ * follower's whole launch, returning the training's exit code. */
+int tml__run_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file);
+int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secret);
+
+/* The zero-edit sitecustomize the launcher writes into the run folder:
+ * python/traceml_ai/_sitecustomize.py, embedded at build time
+ * (build/gen/zero_edit_site.c, scripts/gen-web-assets --site). */
+extern const unsigned char tml__zero_edit_site[];
+extern const size_t tml__zero_edit_site_len;
+
+#endif
