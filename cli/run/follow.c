@@ -73,19 +73,7 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
     snprintf(where, sizeof(where), "%s:%ld", d->multi_host ? d->master_addr : "127.0.0.1",
              d->agg_port);
     tml_manifest m;
-    memset(&m, 0, sizeof(m));
-    m.run_name = r->name;
-    m.run_id = r->id;
-    m.status = "running";
-    m.start_unix_ms = r->start_unix_ms;
-    m.world_size = (int)d->world_size;
-    m.nnodes = (int)d->nnodes;
-    m.profile = c->watch ? "watch" : NULL;
-    int argc = 0;
-    while (targv[argc])
-        argc++;
-    m.argc = argc;
-    m.argv = targv;
+    tml__run_manifest_start(c, r, &m, targv);
     tml__manifest_write(r->dir, &m);
     if (!have_secret) {
         tml__cli_warn("no run secret (set TRACEML_SECRET on every node, or share --logs-dir "

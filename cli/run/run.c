@@ -47,14 +47,28 @@
 #include "base/clock.h"
 #include "model/progress.h"
 
-/* The traced run proper: the aggregator, the training, the live view,
- * the summary (from the aggregator, or rebuilt here) and the manifest's
- * end. Returns the training's exit code. */
-static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, char **targv)
+void tml__run_manifest_start(const tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
+                             char **targv)
+{
+    const tml_dist *d = &c->o.dist;
+    memset(m, 0, sizeof(*m));
+    m->run_name = r->name;
+    m->run_id = r->id;
+    m->status = "running";
+    m->start_unix_ms = r->start_unix_ms;
+    while (targv[m->argc])
+        m->argc++;
+    m->argv = targv;
+    m->world_size = d->enabled ? (int)d->world_size : 1;
+    m->nnodes = d->enabled ? (int)d->nnodes : 1;
+    m->profile = c->watch ? "watch" : NULL;
+}
+
+/* The aggregator, asked for the live views --mode wants; when it does not
+ * start, the training runs untraced (ap->port 0) and the summary says why. */
+static void start_aggregator(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
 {
     const tml_run_opts *o = &c->o;
-    int interrupted = 0;
-    tml_run_agg ap;
     if (strcmp(o->mode, "summary") != 0) {
         c->live_port_wanted = strcmp(o->mode, "dashboard") == 0 ? (int)o->dashboard_port : 0;
         c->live_interval_ms = (int)(o->interval * 1000.0);
@@ -66,18 +80,29 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
                  where ? where : "");
         tml__cli_warn_exposed(o->live_bind, from);
     }
-    if (tml__run_agg_start(c, &ap, r) < 0) {
+    if (tml__run_agg_start(c, ap, r) < 0) {
         tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
                       "running without telemetry", r->dir);
         tml__run_log(r->dir, "launcher", "aggregator did not start; training runs untraced");
-        if (ap.pid > 0) {
-            kill(ap.pid, SIGKILL);
-            waitpid(ap.pid, NULL, 0);
+        if (ap->pid > 0) {
+            kill(ap->pid, SIGKILL);
+            waitpid(ap->pid, NULL, 0);
         }
-        ap.alive = 0;
-        ap.port = 0;
-        tml__run_agg_lost(&ap, "did not start");
+        ap->alive = 0;
+        ap->port = 0;
+        tml__run_agg_lost(ap, "did not start");
     }
+}
+
+/* The traced run proper: the aggregator, the training, the live view,
+ * the summary (from the aggregator, or rebuilt here) and the manifest's
+ * end. Returns the training's exit code. */
+static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, char **targv)
+{
+    const tml_run_opts *o = &c->o;
+    int interrupted = 0;
+    tml_run_agg ap;
+    start_aggregator(c, &ap, r);
     tml__run_build_env(c, r, ap.port, 0);
     c->live_view = tml__view_start(o->mode, c->live_port_wanted, c->live_port_got,
                                    o->live_bind, c->live_interval_ms, r);
@@ -123,16 +148,26 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
     return code;
 }
 
-static int launch(tml_run_ctx *c, int targc, char **targv)
+/* --disable-traceml: the same launch, untouched (TRACEML_DISABLED=1), no
+ * run folder, no summary. */
+static int run_untraced(tml_run_ctx *c, char **targv)
+{
+    tml_cli_run r;
+    int interrupted = 0;
+    memset(&r, 0, sizeof(r));
+    tml__run_build_env(c, &r, 0, 1);
+    pid_t pid = tml__run_start_training(c, targv);
+    if (pid < 0)
+        tml__cli_die(1, "cannot fork: %s", strerror(errno));
+    int code = tml__run_supervise(c, pid, NULL, NULL, &interrupted);
+    return tml__run_exit_code(code, interrupted);
+}
+
+/* What every launch shares: the sampling interval and the window reach
+ * the processes through the environment, and how the training is run. */
+static void prepare(tml_run_ctx *c)
 {
     const tml_run_opts *o = &c->o;
-    const char *prog = c->prog;
-    int rc;
-    tml__run_install_handlers();
-    tml_cli_run r;
-    memset(&r, 0, sizeof(r));
-    int interrupted = 0;
-
     /* --interval reaches every traced process's sampler through the
      * environment; without the option a TRACEML_INTERVAL the user set wins */
     char ival[32];
@@ -142,11 +177,22 @@ static int launch(tml_run_ctx *c, int targc, char **targv)
         snprintf(ival, sizeof(ival), "%ld", o->window_steps);
         setenv("TRACEML_WINDOW_STEPS", ival, 1);
     }
-
     if (!o->dashdash && !o->no_auto_trace)
         c->zero_edit_script = o->cmd[0];
-    c->launch_kind = o->dashdash ? TML_LAUNCH_COMMAND : o->no_auto_trace ? TML_LAUNCH_NO_AUTO_TRACE
-                                                                    : TML_LAUNCH_ZERO_EDIT;
+    c->launch_kind = o->dashdash        ? TML_LAUNCH_COMMAND
+                     : o->no_auto_trace ? TML_LAUNCH_NO_AUTO_TRACE
+                                        : TML_LAUNCH_ZERO_EDIT;
+}
+
+static int launch(tml_run_ctx *c, int targc, char **targv)
+{
+    const tml_run_opts *o = &c->o;
+    const char *prog = c->prog;
+    int rc;
+    tml__run_install_handlers();
+    tml_cli_run r;
+    memset(&r, 0, sizeof(r));
+    prepare(c);
     char store[TML_DIST_STORE][32];
     char **dargv = NULL;   /* torch.distributed.run around the script */
     char logd[4300];       /* its --log_dir: per-rank stderr in the run folder */
@@ -163,17 +209,12 @@ static int launch(tml_run_ctx *c, int targc, char **targv)
         if (!dargv)
             tml__cli_die(1, "out of memory");
         targv = dargv;
-        for (targc = 0; targv[targc]; targc++)
-            ;
     }
 
     if (o->disabled) {
-        tml__run_build_env(c, &r, 0, 1);
-        pid_t pid = tml__run_start_training(c, targv);
-        if (pid < 0)
-            tml__cli_die(1, "cannot fork: %s", strerror(errno));
-        int code = tml__run_supervise(c, pid, NULL, NULL, &interrupted);
-        return tml__run_exit_code(code, interrupted);
+        rc = run_untraced(c, targv);
+        free(dargv);
+        return rc;
     }
 
     const char *stem = o->cmd[0];
@@ -193,16 +234,7 @@ static int launch(tml_run_ctx *c, int targc, char **targv)
         }
     }
     tml_manifest m;
-    memset(&m, 0, sizeof(m));
-    m.run_name = r.name;
-    m.run_id = r.id;
-    m.status = "running";
-    m.start_unix_ms = r.start_unix_ms;
-    m.argc = targc;
-    m.argv = targv;
-    m.world_size = o->dist.enabled ? (int)o->dist.world_size : 1;
-    m.nnodes = o->dist.enabled ? (int)o->dist.nnodes : 1;
-    m.profile = c->watch ? "watch" : NULL;
+    tml__run_manifest_start(c, &r, &m, targv);
     rc = tml__manifest_write(r.dir, &m);
     if (rc < 0)
         tml__cli_warn("could not write %s/manifest.json: %s", r.dir,

@@ -92,6 +92,11 @@ typedef struct tml_run_agg {
     int hung;         /* alive but did not answer: lost_ns is when we gave up */
 } tml_run_agg;
 
+/* run.c: a manifest of run r as it starts (status running, the command
+ * targv, the distributed shape), for tml__manifest_write. */
+void tml__run_manifest_start(const tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
+                             char **targv);
+
 /* options.c: fills c->o from the project's file, then argv; dies on a
  * bad option (exit 2), exits 0 after --help. */
 void tml__run_parse(tml_run_ctx *c, int argc, char **argv);
