@@ -6,7 +6,9 @@
  * The box, the JSON and the live views must never disagree, so none of
  * them computes anything: this file computes one model (window, step-time
  * diagnosis, run verdict, resource sections and their rows, header
- * counts) and box.c, json.c and live/snapshot.c only read it. The JSON
+ * counts; resources.c the resource rows, derive.c their averages, median
+ * and worst rows) and box.c, json.c and live/snapshot.c only read it. The
+ * model calls its printers (tml__report_print), they never call back. The JSON
  * then embeds the box as "text", which is exactly what final_summary.txt
  * holds.
  */
