@@ -327,7 +327,7 @@ int tml__agg_samples(tml_agg *a, const tml_sample *v, size_t n)
     }
     if (dropped)
         tml__run_log(a->run_dir, "aggregator", "dropped %zu resource sample%s with impossible "
-                     "values (src/sample/sample.c: each metric's range)", dropped,
+                     "values (src/model/sample.c: each metric's range)", dropped,
                      dropped == 1 ? "" : "s");
     if (a->store)
         store_error(a, "write samples", tml__store_tick(a->store, tml__mono_ms()));

@@ -336,6 +336,15 @@ void tml__diag_process_rules(const tml_proc_rank *ranks, size_t n, const tml_thr
 #define TML_ALSO_MAX 3
 size_t tml__diag_also(const tml_diagnosis *verdict, const tml_section_diag *const *sections,
                       size_t nsections, const tml_diagnosis **out, size_t max);
+/* The largest of a double over rows: n rows of `stride` bytes from `rows`,
+ * the double at byte `off` of each, divided by the double at `per` unless
+ * per is TML_ROWS_PLAIN (a row whose divisor is not above 0 has no value).
+ * Returns the index of the largest, the first of equals, NANs skipped; -1
+ * when no row has a value. *max (may be NULL) gets the largest, NAN none.
+ * The one argmax of the rules (resources.c) and the report model alike. */
+#define TML_ROWS_PLAIN ((size_t)-1)
+int tml__rows_argmax(const void *rows, size_t n, size_t stride, size_t off, size_t per,
+                     double *max);
 /* Least-squares slope of v (per index step); NAN with fewer than 2. */
 double tml__slope(const double *v, size_t n);
 

@@ -405,18 +405,7 @@ void tml__diag_memory(const tml_mem_input *in, const tml_thresholds *th_in,
 /* Index of the node with the largest value of field off, -1 none. */
 static int worst_node(const tml_sys_node *nodes, size_t n, size_t off)
 {
-    int best = -1;
-    double bv = 0;
-    for (size_t i = 0; i < n; i++) {
-        double v = *(const double *)(const void *)((const char *)&nodes[i] + off);
-        if (isnan(v))
-            continue;
-        if (best < 0 || v > bv) {
-            best = (int)i;
-            bv = v;
-        }
-    }
-    return best;
+    return tml__rows_argmax(nodes, n, sizeof(*nodes), off, TML_ROWS_PLAIN, NULL);
 }
 
 static void sys_finding(tml_section_diag *out, const tml_sys_node *nd, const char *kind,
@@ -463,16 +452,9 @@ static double mean_gpu_util(const tml_sys_node *nodes, size_t n, size_t *samples
 /* The node with the largest peak share of host RAM, -1 none. */
 static int worst_ram_node(const tml_sys_node *nodes, size_t n, double *percent)
 {
-    int r = -1;
-    double rv = NAN;
-    for (size_t i = 0; i < n; i++) {
-        double v = nodes[i].ram_total_bytes > 0 ? 100.0 * nodes[i].ram_used_peak_bytes / nodes[i].ram_total_bytes : NAN;
-        if (!isnan(v) && (r < 0 || v > rv)) {
-            r = (int)i;
-            rv = v;
-        }
-    }
-    *percent = rv;
+    int r = tml__rows_argmax(nodes, n, sizeof(*nodes), offsetof(tml_sys_node, ram_used_peak_bytes),
+                             offsetof(tml_sys_node, ram_total_bytes), NULL);
+    *percent = r >= 0 ? 100.0 * nodes[r].ram_used_peak_bytes / nodes[r].ram_total_bytes : NAN;
     return r;
 }
 
@@ -582,22 +564,11 @@ static void proc_finding(tml_section_diag *out, const tml_proc_rank *p, const ch
     add_issue(out, &d);
 }
 
-/* The rank with the largest ratio num/den (fields), -1 none. */
+/* The rank with the largest ratio num/den (fields; den 0: num alone), -1
+ * none. */
 static int worst_ratio(const tml_proc_rank *v, size_t n, size_t num, size_t den, double *out)
 {
-    int best = -1;
-    double bv = NAN;
-    for (size_t i = 0; i < n; i++) {
-        double a = *(const double *)(const void *)((const char *)&v[i] + num);
-        double b = den ? *(const double *)(const void *)((const char *)&v[i] + den) : 1.0;
-        double x = b > 0 ? a / b : NAN;
-        if (!isnan(x) && (best < 0 || x > bv)) {
-            best = (int)i;
-            bv = x;
-        }
-    }
-    *out = bv;
-    return best;
+    return tml__rows_argmax(v, n, sizeof(*v), num, den ? den : TML_ROWS_PLAIN, out);
 }
 
 /* (VERY) HIGH PROCESS GPU MEMORY: the rank reserving the largest share of

@@ -115,7 +115,8 @@ typedef struct tml_live_snap {
     /* ranks */
     tml_live_rank *ranks;
     size_t nranks;
-    int32_t world_size;
+    int32_t world_size;              /* expected ranks, at least nranks */
+    uint64_t steps_received;         /* the most steps a rank sent */
     uint64_t records_dropped, events_dropped;
     /* per-step series of one rank (the lowest with steps) */
     int32_t series_rank;

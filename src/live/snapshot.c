@@ -100,8 +100,7 @@ static void section_from(tml_live_section *sec, const tml_diagnosis *d)
  * gauges. */
 static int gauges_from(tml_live_snap *snap, const tml_report_model *m)
 {
-    tml_report_rows rows[TML_REPORT_ROWS];
-    tml__report_rows(m, rows);
+    const tml_report_rows *rows = m->rows;
     snap->gauges = calloc(TML_LIVE_MAX_GAUGES, sizeof(*snap->gauges));
     if (!snap->gauges)
         return TML_ENOMEM;
@@ -241,6 +240,8 @@ static int snap_ranks(tml_live_snap *snap, const tml_run *run, const tml_window 
     int gpu_clock = win->clock == TML_CLOCK_GPU;
     size_t with_series = 0;
     snap->nranks = run->nranks;
+    if (snap->world_size < (int32_t)run->nranks)
+        snap->world_size = (int32_t)run->nranks;
     snap->ranks = calloc(run->nranks ? run->nranks : 1, sizeof(*snap->ranks));
     if (!snap->ranks)
         return TML_ENOMEM;
@@ -250,6 +251,8 @@ static int snap_ranks(tml_live_snap *snap, const tml_run *run, const tml_window 
         rank_fill(lr, r, window_rank(win, r->info.rank));
         snap->records_dropped += lr->records_dropped;
         snap->events_dropped += lr->events_dropped;
+        if (lr->steps_received > snap->steps_received)
+            snap->steps_received = lr->steps_received;
         if (r->nsteps && with_series < TML_LIVE_SERIES_RANKS) {
             if (rank_history(lr, r, gpu_clock) < 0)
                 return TML_ENOMEM;
@@ -486,8 +489,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
     j_section(&w, "system", &s->sys);
     j_section(&w, "process", &s->proc);
     tml__jw_num(&w, "gpu_util_percent", s->gpu_util_percent, 2);
-    tml__jw_int(&w, "world_size",
-                s->world_size > (int32_t)s->nranks ? s->world_size : (int32_t)s->nranks);
+    tml__jw_int(&w, "world_size", s->world_size);
     tml__jw_int(&w, "records_dropped", (long long)s->records_dropped);
     tml__jw_int(&w, "events_dropped", (long long)s->events_dropped);
     tml__jw_open(&w, "ranks", '[');
@@ -713,11 +715,7 @@ void tml__live_text_line(const tml_live_snap *s, tml_strbuf *o)
     for (size_t i = 0; i < s->nranks && !r; i++)
         if (s->ranks[i].rank == (s->median_rank >= 0 ? s->median_rank : s->ranks[i].rank))
             r = &s->ranks[i];
-    uint64_t steps = 0;
-    for (size_t i = 0; i < s->nranks; i++)
-        if (s->ranks[i].steps_received > steps)
-            steps = s->ranks[i].steps_received;
-    tml__sb_addf(o, "[traceml] %llu steps", (unsigned long long)steps);
+    tml__sb_addf(o, "[traceml] %llu steps", (unsigned long long)s->steps_received);
     if (!isnan(s->elapsed_s))
         tml__sb_addf(o, " | %.0fs", s->elapsed_s);
     tml__sb_addf(o, " | %s (%s)", s->verdict.label ? s->verdict.label : "NO DATA",

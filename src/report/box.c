@@ -432,52 +432,31 @@ static void count_suffix(char *out, size_t cap, int32_t got, int32_t want, const
     snprintf(out, cap, " · %d/%d %s", (int)got, (int)want, what);
 }
 
-/* The rank with the largest value of field `off` (a double in the rank
- * window), -1 when none has it. */
-static int worst_by(const tml_window *w, size_t off)
-{
-    int best = -1;
-    double bv = 0;
-    for (size_t i = 0; i < w->nranks; i++) {
-        double v = *(const double *)(const void *)((const char *)&w->ranks[i] + off);
-        if (isnan(v))
-            continue;
-        if (best < 0 || v > bv) {
-            best = (int)i;
-            bv = v;
-        }
-    }
-    return best;
-}
-
-static void memory_value(const tml_window *w, int idx, size_t off, int with_rank,
+/* A step memory row's field k: "n/a", the bytes, or with the rank's name. */
+static void memory_value(const tml_report_rows *r, int idx, size_t k, int with_rank,
                          char *out, size_t cap)
 {
     if (idx < 0) {
         snprintf(out, cap, "n/a");
         return;
     }
-    double v = *(const double *)(const void *)((const char *)&w->ranks[idx] + off);
-    char b[32], rk[32];
+    const tml_mem_row *row = (const tml_mem_row *)r->rows + idx;
+    double v = tml__report_field(row, &r->fields[k]);
+    char b[32];
     tml__fmt_bytes(v, b, sizeof(b));
-    if (with_rank && !isnan(v)) {
-        fmt_rank(&w->ranks[idx], rk, sizeof(rk));
-        snprintf(out, cap, "%s, %s", b, rk);
-    } else {
+    if (with_rank && !isnan(v))
+        snprintf(out, cap, "%s, R%d/N%d", b, (int)row->rank, (int)row->node);
+    else
         snprintf(out, cap, "%s", b);
-    }
 }
 
 static void memory_panel(const tml_report_model *m, panel *p)
 {
-    const tml_window *w = &m->win;
+    const tml_report_rows *r = &m->rows[0];
     int multi = m->active_ranks > 1 || m->ranks_reported > 1;
     char t[LINE_MAX_BYTES], suf[64] = "";
-    static const struct { const char *label; size_t off; } rows[] = {
-        { "Allocated", offsetof(tml_rank_window, cuda_allocated_bytes) },
-        { "Reserved", offsetof(tml_rank_window, cuda_reserved_bytes) },
-        { "RSS", offsetof(tml_rank_window, rss_bytes) },
-    };
+    /* the window's peaks: the first three fields of step_memory's rows */
+    static const char *const labels[] = { "Allocated", "Reserved", "RSS" };
 
     p->n = 0;
     if (multi)
@@ -492,14 +471,14 @@ static void memory_panel(const tml_report_model *m, panel *p)
     }
     padd_text(p, "");
     table_header(p, "avg per-step peak", multi, "rank");
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+    for (size_t k = 0; k < sizeof(labels) / sizeof(labels[0]); k++) {
         char a[96], b[96];
-        memory_value(w, w->median_rank, rows[i].off, 0, a, sizeof(a));
+        memory_value(r, r->field[k].median, k, 0, a, sizeof(a));
         if (multi) {
-            memory_value(w, worst_by(w, rows[i].off), rows[i].off, 1, b, sizeof(b));
-            table_row(p, rows[i].label, a, b);
+            memory_value(r, r->field[k].worst, k, 1, b, sizeof(b));
+            table_row(p, labels[k], a, b);
         } else {
-            table_row(p, rows[i].label, a, NULL);
+            table_row(p, labels[k], a, NULL);
         }
     }
 }
@@ -537,39 +516,55 @@ static void res_value(double v, double of, int kind, char *out, size_t cap)
     }
 }
 
-typedef struct res_col {
-    double v, of;
-    const char *where;      /* "N1", "R2/N1" */
-} res_col;
+/* A SYSTEM / PROCESS METRICS row: its label, the field of the section's
+ * rows it shows (by key) and the one its share is of (NULL none), and how
+ * it reads (res_value's kind). */
+typedef struct res_def {
+    const char *label, *key, *of;
+    int kind;
+} res_def;
 
-static int cmp_res_col(const void *a, const void *b)
+/* The index of field `key` in r's table, -1 none. */
+static int field_of(const tml_report_rows *r, const char *key)
 {
-    double x = ((const res_col *)a)->v, y = ((const res_col *)b)->v;
-    return (x > y) - (x < y);
+    for (size_t k = 0; key && k < r->nfields; k++)
+        if (strcmp(r->fields[k].key, key) == 0)
+            return (int)k;
+    return -1;
 }
 
-/* One resource row over several places: the median place's value (upper
- * median, a real place) and the worst (largest) with its name. */
-static void res_row(panel *p, const char *label, res_col *c, size_t n, int kind, int multi)
+/* Field k of row idx; NAN without the field. */
+static double res_at(const tml_report_rows *r, int idx, int k)
+{
+    return k < 0 ? NAN : tml__report_field((const char *)r->rows + (size_t)idx * r->row_size,
+                                           &r->fields[k]);
+}
+
+/* One resource row over several places (the model's rows m->rows[1] or
+ * [2]): the median place's value (upper median, a real place) and the
+ * worst (largest) with its name, as the model picked them. */
+static void res_row(panel *p, const tml_report_model *m, const tml_report_rows *r,
+                    const res_def *d, int multi)
 {
     char med[96], worst[96], v[64];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(c[i].v))
-            c[k++] = c[i];
-    if (k == 0) {
-        table_row(p, label, "n/a", multi ? "n/a" : NULL);
+    int k = field_of(r, d->key), of = field_of(r, d->of);
+    tml_report_pick pk = k >= 0 ? r->field[k] : (tml_report_pick){ -1, -1 };
+    if (pk.median < 0) {
+        table_row(p, d->label, "n/a", multi ? "n/a" : NULL);
         return;
     }
-    qsort(c, k, sizeof(*c), cmp_res_col);
-    res_value(c[k / 2].v, c[k / 2].of, kind, med, sizeof(med));
+    res_value(res_at(r, pk.median, k), res_at(r, pk.median, of), d->kind, med, sizeof(med));
     if (!multi) {
-        table_row(p, label, med, NULL);
+        table_row(p, d->label, med, NULL);
         return;
     }
-    res_value(c[k - 1].v, c[k - 1].of, kind, v, sizeof(v));
-    snprintf(worst, sizeof(worst), "%s, %s", v, c[k - 1].where);
-    table_row(p, label, med, worst);
+    res_value(res_at(r, pk.worst, k), res_at(r, pk.worst, of), d->kind, v, sizeof(v));
+    if (r == &m->rows[1])
+        snprintf(worst, sizeof(worst), "%s, N%d", v, (int)m->nodes[pk.worst].node);
+    else
+        snprintf(worst, sizeof(worst), "%s, R%d/N%d", v, (int)m->procs[pk.worst].rank,
+                 (int)m->procs[pk.worst].node);
+    table_row(p, d->label, med, worst);
 }
 
 /* The top of the SYSTEM / PROCESS METRICS panels: title with its
@@ -591,67 +586,34 @@ static void resource_head(panel *p, const char *title, const tml_diagnosis *d, i
 
 static void system_panel(const tml_report_model *m, panel *p)
 {
+    static const res_def rows[] = {
+        { "CPU", "cpu_percent", NULL, 0 },
+        { "RAM used", "ram_used_bytes", "ram_total_bytes", 1 },
+        { "GPU util", "gpu_util_percent", NULL, 0 },
+        { "GPU memory/device", "gpu_memory_used_bytes", "gpu_memory_total_bytes", 1 },
+        { "GPU temperature", "gpu_temperature_c", NULL, 2 },
+        { "GPU power", "gpu_power_w", NULL, 3 },
+    };
     int multi = m->nodes_expected > 1;
-    size_t n = m->nnodes;
-    res_col *c = calloc(n ? n : 1, sizeof(*c));
-    char (*names)[16] = calloc(n ? n : 1, sizeof(*names));
-
     resource_head(p, "SYSTEM METRICS", &m->sys, multi, m->nodes_reported, m->nodes_expected,
                   "nodes", "node");
-    if (!c || !names) {
-        free(c);
-        free(names);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        snprintf(names[i], sizeof(names[i]), "N%d", (int)m->nodes[i].node);
-#define ROW(label, expr, ofexpr, kind) do { \
-        for (size_t i = 0; i < n; i++) { \
-            const tml_sys_node *nd = &m->nodes[i]; \
-            c[i].v = (expr); c[i].of = (ofexpr); c[i].where = names[i]; \
-        } \
-        res_row(p, label, c, n, kind, multi); } while (0)
-    ROW("CPU", nd->cpu_percent, NAN, 0);
-    ROW("RAM used", nd->ram_used_bytes, nd->ram_total_bytes, 1);
-    ROW("GPU util", nd->gpu_util_percent, NAN, 0);
-    ROW("GPU memory/device", nd->gpu_mem_used_bytes, nd->gpu_mem_total_bytes, 1);
-    ROW("GPU temperature", nd->gpu_temp_c, NAN, 2);
-    ROW("GPU power", nd->gpu_power_w, NAN, 3);
-#undef ROW
-    free(c);
-    free(names);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        res_row(p, m, &m->rows[1], &rows[i], multi);
 }
 
 static void process_panel(const tml_report_model *m, panel *p)
 {
+    static const res_def rows[] = {
+        { "CPU capacity", "cpu_capacity_percent", NULL, 0 },
+        { "RSS used", "rss_bytes", "host_ram_total_bytes", 1 },
+        { "CUDA allocated", "cuda_allocated_bytes", NULL, 4 },
+        { "CUDA reserved", "cuda_reserved_bytes", "device_total_bytes", 1 },
+    };
     int multi = m->active_ranks > 1 || m->ranks_reported > 1;
-    size_t n = m->nprocs;
-    res_col *c = calloc(n ? n : 1, sizeof(*c));
-    char (*names)[24] = calloc(n ? n : 1, sizeof(*names));
-
     resource_head(p, "PROCESS METRICS", &m->proc, multi, m->ranks_reported, m->world_size,
                   "ranks", "rank");
-    if (!c || !names) {
-        free(c);
-        free(names);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        snprintf(names[i], sizeof(names[i]), "R%d/N%d", (int)m->procs[i].rank,
-                 (int)m->procs[i].node);
-#define ROW(label, expr, ofexpr, kind) do { \
-        for (size_t i = 0; i < n; i++) { \
-            const tml_proc_rank *pr = &m->procs[i]; \
-            c[i].v = (expr); c[i].of = (ofexpr); c[i].where = names[i]; \
-        } \
-        res_row(p, label, c, n, kind, multi); } while (0)
-    ROW("CPU capacity", pr->cpu_capacity_percent, NAN, 0);
-    ROW("RSS used", pr->rss_bytes, pr->host_ram_total_bytes, 1);
-    ROW("CUDA allocated", pr->cuda_allocated_bytes, NAN, 4);
-    ROW("CUDA reserved", pr->cuda_reserved_bytes, pr->device_total_bytes, 1);
-#undef ROW
-    free(c);
-    free(names);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        res_row(p, m, &m->rows[2], &rows[i], multi);
 }
 
 /* ---- the box -------------------------------------------------------- */

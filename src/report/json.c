@@ -298,18 +298,7 @@ static void clock_figures(jw *w, const char *key, const tml_window *win)
 static void step_time_section(jw *w, const tml_report_model *m)
 {
     const tml_window *win = &m->win;
-    double mean[TML_M_COUNT];
 
-    for (int k = 0; k < TML_M_COUNT; k++) {
-        double s = 0;
-        size_t n = 0;
-        for (size_t i = 0; i < win->nranks; i++)
-            if (win->ranks[i].nsteps && !isnan(win->ranks[i].avg_ns[k])) {
-                s += win->ranks[i].avg_ns[k];
-                n++;
-            }
-        mean[k] = n ? s / (double)n : NAN;
-    }
     tml__jw_open(w, "step_time", '{');
     diagnosis_obj(w, "diagnosis", &m->st.primary, win);
     issues_arr(w, m->st.issues, m->st.nissues, win);
@@ -320,7 +309,7 @@ static void step_time_section(jw *w, const tml_report_model *m)
     tml__jw_close(w, '}');
     jw_pct(w, "untraced_wall_percent", m->st.untraced_wall);
     tml__jw_open(w, "average", '{');
-    step_metrics(w, mean);
+    step_metrics(w, m->step_mean_ns);
     tml__jw_close(w, '}');
     step_rank_obj(w, "median", win, win->median_rank);
     step_rank_obj(w, "worst", win, win->worst_rank);
@@ -381,25 +370,6 @@ static void row_fields(jw *w, const tml_report_rows *r, const void *row, size_t 
                     r->fields[k].decimals);
 }
 
-/* Mean over rows of each field (NAN fields skipped) into `avg`, a row. */
-static void rows_average(const tml_report_rows *r, void *avg)
-{
-    memset(avg, 0, r->row_size);
-    for (size_t k = 0; k < r->nfields; k++) {
-        double sum = 0, v;
-        size_t n = 0;
-        for (size_t i = 0; i < r->nrows; i++) {
-            v = tml__report_field(row_at(r, (int)i), &r->fields[k]);
-            if (!isnan(v)) {
-                sum += v;
-                n++;
-            }
-        }
-        v = n ? sum / (double)n : NAN;
-        memcpy((char *)avg + r->fields[k].off, &v, sizeof(v));
-    }
-}
-
 /* "rank", "node", "label" of a rank (all null when !has). */
 static void rank_ident(jw *w, int has, int32_t rank, int32_t node)
 {
@@ -423,36 +393,18 @@ enum { MEM_PEAK_FIELDS = 3 };
 static void step_memory_section(jw *w, const tml_report_model *m, const tml_report_rows *r)
 {
     const tml_window *win = &m->win;
-    int worst = -1, median = -1;
-    double wv = 0;
-    tml_mem_row avg;
 
-    /* Worst by peak reserved, else by RSS on CPU-only runs. */
-    for (size_t i = 0; i < win->nranks; i++) {
-        const tml_rank_window *rw = &win->ranks[i];
-        double v = !isnan(rw->cuda_reserved_bytes) ? rw->cuda_reserved_bytes : rw->rss_bytes;
-        if (!isnan(v) && (worst < 0 || v > wv)) {
-            worst = (int)i;
-            wv = v;
-        }
-    }
-    if (worst >= 0)
-        median = win->median_rank;
-    rows_average(r, &avg);
     tml__jw_open(w, "step_memory", '{');
     diagnosis_obj(w, "diagnosis", &m->mem, win);
     issues_arr(w, m->mem_s.issues, m->mem_s.nissues, win);
     /* what the memory rules analysed: CUDA reserved per-step peaks, or
      * per-step RSS on a CPU-only run; null when neither was recorded */
-    size_t analysed = 0;
-    for (size_t i = 0; i < m->mem_nranks; i++)
-        analysed += m->mem_ranks[i].n;
-    tml__jw_str(w, "series", analysed ? (m->mem_gpu ? "cuda_reserved" : "rss") : NULL);
+    tml__jw_str(w, "series", m->mem_analysed ? (m->mem_gpu ? "cuda_reserved" : "rss") : NULL);
     window_obj(w, win, clock_str(win));
     tml__jw_open(w, "average", '{');
-    row_fields(w, r, &avg, MEM_PEAK_FIELDS);
+    row_fields(w, r, r->average, MEM_PEAK_FIELDS);
     tml__jw_close(w, '}');
-    const int pick[2] = { median, worst };
+    const int pick[2] = { r->pick.median, r->pick.worst };
     const char *keys[2] = { "median", "worst" };
     for (int k = 0; k < 2; k++) {
         const tml_mem_row *row = row_at(r, pick[k]);
@@ -473,54 +425,18 @@ static void step_memory_section(jw *w, const tml_report_model *m, const tml_repo
     tml__jw_close(w, '}');
 }
 
-/* The system section's median and worst node: by host CPU % (upper
- * median), or the node a finding names for the worst. -1 none. */
-static void sys_pick(const tml_report_model *m, int *median, int *worst)
-{
-    int order[256];
-    size_t n = 0;
-    *median = *worst = -1;
-    for (size_t i = 0; i < m->nnodes && n < 256; i++)
-        if (m->nodes[i].samples)
-            order[n++] = (int)i;
-    if (n == 0)
-        return;
-    for (size_t i = 1; i < n; i++)          /* insertion sort by CPU %, NAN first */
-        for (size_t j = i; j > 0; j--) {
-            double a = m->nodes[order[j - 1]].cpu_percent, b = m->nodes[order[j]].cpu_percent;
-            if (!(isnan(b) ? 0 : isnan(a) || a > b))
-                break;
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    *median = order[n / 2];
-    *worst = order[n - 1];
-    if (m->sys.res.valid && m->sys.res.node >= 0)
-        for (size_t i = 0; i < m->nnodes; i++)
-            if (m->nodes[i].node == m->sys.res.node)
-                *worst = (int)i;
-}
-
 static void system_section(jw *w, const tml_report_model *m, const tml_report_rows *r)
 {
-    size_t samples = 0;
-    for (size_t i = 0; i < m->nnodes; i++)
-        samples += m->nodes[i].samples;
-    tml_sys_node avg;
-    int med, worst;
-    rows_average(r, &avg);
-    sys_pick(m, &med, &worst);
     tml__jw_open(w, "system", '{');
     diagnosis_obj(w, "diagnosis", &m->sys, &m->win);
     issues_arr(w, m->sys_s.issues, m->sys_s.nissues, &m->win);
     tml__jw_open(w, "window", '{');
-    tml__jw_int(w, "samples", (long long)samples);
+    tml__jw_int(w, "samples", (long long)r->samples);
     tml__jw_close(w, '}');
     tml__jw_open(w, "average", '{');
-    row_fields(w, r, samples ? &avg : NULL, r->nfields);
+    row_fields(w, r, r->average, r->nfields);
     tml__jw_close(w, '}');
-    const int pick[2] = { med, worst };
+    const int pick[2] = { r->pick.median, r->pick.worst };
     const char *keys[2] = { "median", "worst" };
     for (int k = 0; k < 2; k++) {
         tml__jw_open(w, keys[k], '{');
@@ -545,29 +461,16 @@ static void system_section(jw *w, const tml_report_model *m, const tml_report_ro
 
 static void process_section(jw *w, const tml_report_model *m, const tml_report_rows *r)
 {
-    const tml_proc_rank *pick[2] = { NULL, NULL };   /* median, worst */
-    size_t samples = 0;
-    tml_proc_rank avg;
+    const tml_proc_rank *pick[2] = { row_at(r, r->pick.median), row_at(r, r->pick.worst) };
 
-    for (size_t i = 0; i < m->nprocs; i++) {
-        const tml_proc_rank *p = &m->procs[i];
-        samples += p->samples;
-        if (isnan(p->rss_bytes))
-            continue;
-        if (!pick[1] || p->rss_bytes > pick[1]->rss_bytes)
-            pick[1] = p;
-        if (m->win.median_rank >= 0 && (size_t)m->win.median_rank == i)
-            pick[0] = p;
-    }
-    rows_average(r, &avg);
     tml__jw_open(w, "process", '{');
     diagnosis_obj(w, "diagnosis", &m->proc, &m->win);
     issues_arr(w, m->proc_s.issues, m->proc_s.nissues, &m->win);
     tml__jw_open(w, "window", '{');
-    tml__jw_int(w, "samples", (long long)samples);
+    tml__jw_int(w, "samples", (long long)r->samples);
     tml__jw_close(w, '}');
     tml__jw_open(w, "average", '{');
-    row_fields(w, r, &avg, r->nfields);
+    row_fields(w, r, r->average, r->nfields);
     tml__jw_close(w, '}');
     const char *keys[2] = { "median", "worst" };
     for (int k = 0; k < 2; k++) {
@@ -708,11 +611,9 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
         diagnosis_obj(&w, NULL, m->also[i], win);
     tml__jw_close(&w, ']');
     step_time_section(&w, m);
-    tml_report_rows rows[TML_REPORT_ROWS];
-    tml__report_rows(m, rows);
-    step_memory_section(&w, m, &rows[0]);
-    system_section(&w, m, &rows[1]);
-    process_section(&w, m, &rows[2]);
+    step_memory_section(&w, m, &m->rows[0]);
+    system_section(&w, m, &m->rows[1]);
+    process_section(&w, m, &m->rows[2]);
     tml__jw_key(&w, "series");
     if (m->series)
         tml__report_series(m, out);

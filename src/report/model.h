@@ -33,8 +33,16 @@ typedef struct tml_report_field {
     int decimals;
 } tml_report_field;
 
+/* A median and a worst row of a section: indexes into its rows, -1 none. */
+typedef struct tml_report_pick {
+    int median, worst;
+} tml_report_pick;
+
+enum { TML_REPORT_ROWS = 3, TML_REPORT_MAX_FIELDS = 16 };
+
 /* A resource section's rows: step_memory.per_rank[] (tml_mem_row),
- * system.per_node[] (tml_sys_node), process.per_rank[] (tml_proc_rank). */
+ * system.per_node[] (tml_sys_node), process.per_rank[] (tml_proc_rank).
+ * The figures under "derived" are the model's (derive.c), in m->rows only. */
 typedef struct tml_report_rows {
     const char *section;          /* "step_memory", "system", "process" */
     const char *who;              /* "rank" or "node" */
@@ -43,9 +51,19 @@ typedef struct tml_report_rows {
     const void *rows;
     size_t nrows, row_size;
     size_t id_off;                /* the int32_t rank or node in a row */
+    /* derived */
+    const void *average;          /* a row: each field's mean over the rows
+                                   * (NAN ones skipped); NULL: a system
+                                   * section without samples */
+    tml_report_pick pick;         /* the section's median and worst row (the
+                                   * summary's "median" and "worst") */
+    /* Per field, the box's columns: step memory, the median rank of the
+     * window and the largest row (the first of equals); system and process,
+     * the upper median and the largest (the last of equals) of the rows
+     * that have the field, in row order among equals. */
+    tml_report_pick field[TML_REPORT_MAX_FIELDS];
+    size_t samples;               /* samples over the rows (system, process) */
 } tml_report_rows;
-
-enum { TML_REPORT_ROWS = 3 };
 
 typedef struct tml_report_model {
     const tml_run *run;
@@ -95,6 +113,16 @@ typedef struct tml_report_model {
     uint64_t *mem_step_ids;
     size_t mem_nranks;
     tml_mem_row *mem_rows;        /* one per window rank (win.nranks) */
+    /* Derived from all of the above (derive.c), for every printer: the
+     * three sections' rows with their average, median and worst rows, the
+     * rows' averages, the window's mean per metric over the ranks that
+     * sent steps, and the memory series' steps analysed. */
+    tml_report_rows rows[TML_REPORT_ROWS];
+    tml_mem_row mem_avg;
+    tml_sys_node sys_avg;
+    tml_proc_rank proc_avg;
+    double step_mean_ns[TML_M_COUNT];
+    size_t mem_analysed;
     /* How the steps were found ("automatic", "marked", NULL without
      * steps: tml__run_step_detection). */
     const char *step_detection;
@@ -127,8 +155,13 @@ int tml__report_width(int width);
 /* Appends the box to `text` and final_summary.json (the box as its
  * "text") to `json`; either may be NULL. 0 or TML_ENOMEM. */
 int tml__report_print(const tml_report_model *m, tml_strbuf *text, tml_strbuf *json);
-/* The three resource sections' rows, in final_summary.json order. */
+/* The three resource sections' rows, in final_summary.json order: their
+ * field tables and rows, nothing derived (m->rows has that). */
 void tml__report_rows(const tml_report_model *m, tml_report_rows out[TML_REPORT_ROWS]);
+/* derive.c: fills what model.h calls derived, from the rows, the window
+ * and the resource findings (tml__report_model_init and a summary read
+ * back both end with it). 0 or TML_ENOMEM. */
+int tml__report_derive(tml_report_model *m);
 /* The double at field f of a row. */
 static inline double tml__report_field(const void *row, const tml_report_field *f)
 {

@@ -158,6 +158,8 @@ int tml__rl_finish(tml_report_loaded *l)
         row->peak_reserved_bytes = r->cuda_reserved_bytes;
         row->rss_bytes = r->rss_bytes;
     }
+    if (tml__report_derive(m) < 0)
+        return TML_ENOMEM;
     if (m->missing_ranks || m->world_size <= 0)
         return 0;
     m->missing_ranks = calloc((size_t)m->world_size, sizeof(*m->missing_ranks));

@@ -6,7 +6,9 @@
  * The box, the JSON and the live views must never disagree, so none of
  * them computes anything: this file computes one model (window, step-time
  * diagnosis, run verdict, resource sections and their rows, header
- * counts) and box.c, json.c and live/snapshot.c only read it. The JSON
+ * counts; resources.c the resource rows, derive.c their averages, median
+ * and worst rows) and box.c, json.c and live/snapshot.c only read it. The
+ * model calls its printers (tml__report_print), they never call back. The JSON
  * then embeds the box as "text", which is exactly what final_summary.txt
  * holds.
  */
@@ -36,60 +38,6 @@ static void now_iso(char *out, size_t cap)
     struct tm tm;
     if (!gmtime_r(&t, &tm) || strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         snprintf(out, cap, "1970-01-01T00:00:00Z");
-}
-
-/* ---- the resource sections' rows ------------------------------------- */
-
-#define F(type, key, field, dec) { key, offsetof(type, field), dec }
-static const tml_report_field mem_fields[] = {
-    F(tml_mem_row, "peak_allocated_bytes", peak_allocated_bytes, 0),
-    F(tml_mem_row, "peak_reserved_bytes", peak_reserved_bytes, 0),
-    F(tml_mem_row, "rss_bytes", rss_bytes, 0),
-    F(tml_mem_row, "steps_analysed", steps_analysed, 0),
-    F(tml_mem_row, "series_peak_bytes", series_peak_bytes, 0),
-    F(tml_mem_row, "capacity_bytes", capacity_bytes, 0),
-};
-static const tml_report_field sys_fields[] = {
-    F(tml_sys_node, "cpu_percent", cpu_percent, 2),
-    F(tml_sys_node, "ram_used_bytes", ram_used_bytes, 0),
-    F(tml_sys_node, "ram_total_bytes", ram_total_bytes, 0),
-    F(tml_sys_node, "gpu_util_percent", gpu_util_percent, 2),
-    F(tml_sys_node, "gpu_memory_used_bytes", gpu_mem_used_bytes, 0),
-    F(tml_sys_node, "gpu_memory_total_bytes", gpu_mem_total_bytes, 0),
-    F(tml_sys_node, "gpu_temperature_c", gpu_temp_c, 1),
-    F(tml_sys_node, "gpu_power_w", gpu_power_w, 1),
-    F(tml_sys_node, "gpu_power_limit_w", gpu_power_limit_w, 1),
-    F(tml_sys_node, "ram_used_peak_bytes", ram_used_peak_bytes, 0),
-    F(tml_sys_node, "gpu_memory_peak_percent", gpu_mem_peak_percent, 2),
-    F(tml_sys_node, "gpu_temperature_peak_c", gpu_temp_peak_c, 1),
-    F(tml_sys_node, "gpu_power_percent", gpu_power_percent, 2),
-};
-static const tml_report_field proc_fields[] = {
-    F(tml_proc_rank, "cpu_capacity_percent", cpu_capacity_percent, 2),
-    F(tml_proc_rank, "rss_bytes", rss_bytes, 0),
-    F(tml_proc_rank, "cuda_allocated_bytes", cuda_allocated_bytes, 0),
-    F(tml_proc_rank, "cuda_reserved_bytes", cuda_reserved_bytes, 0),
-    F(tml_proc_rank, "cpu_percent", cpu_percent, 2),
-    F(tml_proc_rank, "runqueue_wait_percent", runq_wait_percent, 2),
-    F(tml_proc_rank, "rss_peak_bytes", rss_peak_bytes, 0),
-    F(tml_proc_rank, "cuda_reserved_peak_bytes", cuda_reserved_peak_bytes, 0),
-    F(tml_proc_rank, "device_total_bytes", device_total_bytes, 0),
-    F(tml_proc_rank, "host_ram_total_bytes", host_ram_total_bytes, 0),
-};
-#undef F
-#define NF(a) (sizeof(a) / sizeof((a)[0]))
-
-void tml__report_rows(const tml_report_model *m, tml_report_rows out[TML_REPORT_ROWS])
-{
-    out[0] = (tml_report_rows){ "step_memory", "rank", mem_fields, NF(mem_fields),
-                                m->mem_rows, m->win.nranks, sizeof(tml_mem_row),
-                                offsetof(tml_mem_row, rank) };
-    out[1] = (tml_report_rows){ "system", "node", sys_fields, NF(sys_fields),
-                                m->nodes, m->nnodes, sizeof(tml_sys_node),
-                                offsetof(tml_sys_node, node) };
-    out[2] = (tml_report_rows){ "process", "rank", proc_fields, NF(proc_fields),
-                                m->procs, m->nprocs, sizeof(tml_proc_rank),
-                                offsetof(tml_proc_rank, rank) };
 }
 
 /* step_memory.per_rank[]: each window rank's peaks and what the memory
@@ -337,7 +285,7 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
         tml__diag_watch(&m->st.primary, &m->verdict);
     tml__report_also(m);
     free(nodes);
-    return 0;
+    return tml__report_derive(m);
 
 fail:
     free(nodes);

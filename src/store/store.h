@@ -55,7 +55,7 @@ int tml__store_put_steps(tml_store *s, int32_t rank, uint32_t incarnation,
 int tml__store_put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t rank,
                           const char *metric, double value);
 
-/* Queues resource samples (sample/sample.h); unknown metric ids are
+/* Queues resource samples (model/sample.h); unknown metric ids are
  * skipped. */
 struct tml_sample;
 int tml__store_put_samples(tml_store *s, const struct tml_sample *v, size_t n);

@@ -283,6 +283,44 @@ static void test_ours_hostile(void)
     tml__json_free(doc);
 }
 
+/* More nodes than the system section's pick once looked at (it sorted the
+ * first 256 with samples, silently): the median and the worst node are
+ * over all of them, in the JSON and the box alike. */
+static void test_many_nodes(void)
+{
+    enum { NODES = 300 };
+    tml_strbuf s = TML_STRBUF_INIT, js = TML_STRBUF_INIT, box = TML_STRBUF_INIT;
+    tml__sb_adds(&s, "{\"schema_version\": 1, \"meta\": {\"run_name\": \"n\", \"nodes\": 300},"
+                     " \"primary_diagnosis\": {\"kind\": \"BALANCED\"},"
+                     " \"step_time\": {\"per_rank\": []}, \"system\": {\"per_node\": [");
+    for (int i = 0; i < NODES; i++)   /* node i at i/10 % CPU: node 299 the busiest */
+        tml__sb_addf(&s, "%s{\"node\": %d, \"samples\": 5, \"cpu_percent\": %.1f}",
+                     i ? ", " : "", i, i / 10.0);
+    tml__sb_adds(&s, "]}}");
+    tml_json *doc = parse_str(s.buf), *out = NULL;
+    tml_report_loaded *l = NULL;
+    char why[256] = "";
+    CHECK_EQ_INT(tml__report_load(doc, NULL, 156, &l, why, sizeof(why)), 0);
+    if (l) {
+        CHECK_EQ_INT(l->m.nnodes, NODES);
+        tml__report_box(&l->m, &box);
+        tml__report_json(&l->m, box.buf, &js);
+        CHECK_EQ_INT(tml__json_parse(js.buf, js.len, &out, NULL), 0);
+        double worst = -1, median = -1;
+        CHECK(tml__json_num(tml__json_path(out, "system.worst.node"), &worst));
+        CHECK(tml__json_num(tml__json_path(out, "system.median.node"), &median));
+        CHECK_NEAR(worst, 299, 0);
+        CHECK_NEAR(median, 150, 0);    /* the upper median of 300 */
+        CHECK(strstr(box.buf, "30%, N299") != NULL);   /* the box's worst CPU */
+    }
+    tml__json_free(out);
+    tml__report_loaded_free(l);
+    tml__json_free(doc);
+    tml__sb_release(&s);
+    tml__sb_release(&js);
+    tml__sb_release(&box);
+}
+
 /* ---- telemetry.sqlite's digest ------------------------------------------ */
 
 static void test_store_digest(void)
@@ -366,5 +404,5 @@ static void test_store_digest(void)
 }
 
 #define TESTS X(test_v05_input_bound) X(test_v05_straggler) X(test_v05_watch) \
-    X(test_v05_hostile_numbers) X(test_refused) X(test_ours_hostile) X(test_store_digest)
+    X(test_v05_hostile_numbers) X(test_refused) X(test_ours_hostile) X(test_many_nodes) X(test_store_digest)
 #include "harness.h"

@@ -1,0 +1,98 @@
+"""scripts/check-arch's checks on the objects: "calls" (a module uses only
+symbols of its own or a lower layer, and the report's printers none of the
+model's files) and "banned" (no unbounded string function), on a small tree
+built here: scripts/check-arch reads the tree it sits in.
+
+    .venv/bin/python -m pytest tests/e2e/test_check_arch.py
+"""
+import pathlib
+import shutil
+import subprocess
+
+QUICK = True      # no torch at all: the quick tier (conftest.py)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def tree(tmp_path, files, build=True):
+    """tmp_path as a repository: check-arch, the C files {path: text}, and
+    (build) their objects under build/obj/ as make puts them."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "check-arch", tmp_path / "scripts" / "check-arch")
+    for d in ("src/core", "cli"):
+        (tmp_path / d).mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        src = tmp_path / rel
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(text)
+        if build:
+            obj = tmp_path / "build" / "obj" / rel.replace(".c", ".o")
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cc", "-std=c11", "-O2", "-c", str(src), "-o", str(obj)], check=True)
+    return subprocess.run([str(tmp_path / "scripts" / "check-arch")], capture_output=True,
+                          text=True)
+
+
+REPORT = "int tml__report_thing(int x);\nint tml__report_thing(int x) { return x + 1; }\n"
+
+
+def test_clean_tree_passes(tmp_path):
+    r = tree(tmp_path, {
+        "src/base/b.c": "int tml__b(int x);\nint tml__b(int x) { return x * 2; }\n",
+        "src/report/r.c": "int tml__b(int x);\nint tml__r(int x);\n"
+                          "int tml__r(int x) { return tml__b(x); }\n",
+    })
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.splitlines()[-1] == "check-arch: 5 passed, 0 failed"
+
+
+def test_a_call_up_the_layers_fails(tmp_path):
+    # model/ (layer 1) calling report/ (layer 3) by a declaration of its
+    # own: no include names report/, only the object shows the call
+    r = tree(tmp_path, {
+        "src/report/r.c": REPORT,
+        "src/model/m.c": "int tml__report_thing(int x);\nint tml__m(int x);\n"
+                         "int tml__m(int x) { return tml__report_thing(x); }\n",
+    })
+    assert r.returncode == 1
+    assert ("FAIL calls: build/obj/src/model/m.o: calls tml__report_thing of report/ (layer 3) "
+            "from model/ (layer 1)") in r.stdout
+    assert r.stdout.splitlines()[-1] == "check-arch: 4 passed, 1 failed"
+
+
+def test_a_printer_calling_the_model_fails(tmp_path):
+    r = tree(tmp_path, {
+        "src/report/report.c": REPORT,
+        "src/report/json.c": "int tml__report_thing(int x);\nint tml__j(int x);\n"
+                             "int tml__j(int x) { return tml__report_thing(x); }\n",
+    })
+    assert r.returncode == 1
+    assert ("FAIL calls: build/obj/src/report/json.o: a printer calls tml__report_thing of "
+            "src/report/report.c") in r.stdout
+
+
+def test_banned_functions_fail_and_comments_do_not(tmp_path):
+    r = tree(tmp_path, {
+        "src/base/s.c": "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+                        "void tml__s(char *d, const char *s);\n"
+                        "/* strcat( in a comment, \"sprintf(\" in a string: neither counts */\n"
+                        "void tml__s(char *d, const char *s) {\n"
+                        "    strcpy(d, s);\n"
+                        "    d[0] = (char)atoi(s);\n"
+                        "    puts(\"strtok(\");\n"
+                        "}\n",
+    })
+    assert r.returncode == 1
+    fails = [line for line in r.stdout.splitlines() if line.startswith("FAIL banned")]
+    assert "FAIL banned: build/obj/src/base/s.o: calls strcpy" in fails
+    # glibc inlines atoi into strtol at -O2: nm cannot see it, the source can
+    assert "FAIL banned: src/base/s.c:8: calls atoi" in fails
+    assert not [f for f in fails if "strcat" in f or "sprintf" in f or "strtok" in f]
+
+
+def test_without_objects_it_says_run_make(tmp_path):
+    r = tree(tmp_path, {"src/base/b.c": "int tml__b(void);\nint tml__b(void) { return 1; }\n"},
+             build=False)
+    assert r.returncode == 1
+    assert "FAIL calls: build/obj/src/ is missing: run make" in r.stdout
+    assert "FAIL banned: build/obj/src/ is missing: run make" in r.stdout
