@@ -310,54 +310,68 @@ nomem:
     return NULL;
 }
 
+/* Skips white space; fails at the end of the input. */
+static int more(parser *ps)
+{
+    skip_ws(ps);
+    return at_end(ps) ? fail(ps, "unexpected end of input") : 0;
+}
+
+/* Past a container's opening bracket: 1 when it closes at once (the
+ * bracket consumed), 0 when an item follows, -1. */
+static int open_container(parser *ps, char close)
+{
+    ps->off++;
+    if (more(ps) < 0)
+        return -1;
+    if (ps->p[ps->off] == close) {
+        ps->off++;
+        return 1;
+    }
+    return 0;
+}
+
+/* After an item: ',' (0: another follows), the closing bracket (1), or
+ * the error `expected` (-1). */
+static int after_item(parser *ps, char close, const char *expected)
+{
+    if (more(ps) < 0)
+        return -1;
+    char c = ps->p[ps->off++];
+    if (c == close)
+        return 1;
+    if (c != ',') {
+        ps->off--;
+        return fail(ps, expected);
+    }
+    return 0;
+}
+
 static int parse_array(parser *ps, tml_json *out)
 {
     size_t cap = 0;
     out->type = TML_JSON_ARRAY;
-    ps->off++;
-    skip_ws(ps);
-    if (at_end(ps))
-        return fail(ps, "unexpected end of input");
-    if (ps->p[ps->off] == ']') {
-        ps->off++;
-        return 0;
-    }
-    for (;;) {
+    int rc = open_container(ps, ']');
+    while (rc == 0) {
         tml_json *slot = push(ps, out, &cap, 0);
         if (!slot)
             return -1;
         out->n++;
         if (parse_value(ps, slot) < 0)
             return -1;
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
-        char c = ps->p[ps->off++];
-        if (c == ']')
-            return 0;
-        if (c != ',') {
-            ps->off--;
-            return fail(ps, "expected ',' or ']'");
-        }
+        rc = after_item(ps, ']', "expected ',' or ']'");
     }
+    return rc < 0 ? -1 : 0;
 }
 
 static int parse_object(parser *ps, tml_json *out)
 {
     size_t cap = 0;
     out->type = TML_JSON_OBJECT;
-    ps->off++;
-    skip_ws(ps);
-    if (at_end(ps))
-        return fail(ps, "unexpected end of input");
-    if (ps->p[ps->off] == '}') {
-        ps->off++;
-        return 0;
-    }
-    for (;;) {
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
+    int rc = open_container(ps, '}');
+    while (rc == 0) {
+        if (more(ps) < 0)
+            return -1;
         if (ps->p[ps->off] != '"')
             return fail(ps, "expected a string key");
         tml_json *slot = push(ps, out, &cap, 1);
@@ -367,32 +381,22 @@ static int parse_object(parser *ps, tml_json *out)
         size_t klen;
         if (parse_string(ps, &out->keys[out->n - 1], &klen) < 0)
             return -1;
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
+        if (more(ps) < 0)
+            return -1;
         if (ps->p[ps->off] != ':')
             return fail(ps, "expected ':'");
         ps->off++;
         if (parse_value(ps, slot) < 0)
             return -1;
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
-        char c = ps->p[ps->off++];
-        if (c == '}')
-            return 0;
-        if (c != ',') {
-            ps->off--;
-            return fail(ps, "expected ',' or '}'");
-        }
+        rc = after_item(ps, '}', "expected ',' or '}'");
     }
+    return rc < 0 ? -1 : 0;
 }
 
 static int parse_value(parser *ps, tml_json *out)
 {
-    skip_ws(ps);
-    if (at_end(ps))
-        return fail(ps, "unexpected end of input");
+    if (more(ps) < 0)
+        return -1;
     char c = ps->p[ps->off];
     switch (c) {
     case '{':
