@@ -347,48 +347,41 @@ static int after_item(parser *ps, char close, const char *expected)
     return 0;
 }
 
-static int parse_array(parser *ps, tml_json *out)
+/* Skips white space to the byte c (not consumed), else fails with msg. */
+static int expect(parser *ps, char c, const char *msg)
 {
-    size_t cap = 0;
-    out->type = TML_JSON_ARRAY;
-    int rc = open_container(ps, ']');
-    while (rc == 0) {
-        tml_json *slot = push(ps, out, &cap, 0);
-        if (!slot)
-            return -1;
-        out->n++;
-        if (parse_value(ps, slot) < 0)
-            return -1;
-        rc = after_item(ps, ']', "expected ',' or ']'");
-    }
-    return rc < 0 ? -1 : 0;
+    if (more(ps) < 0)
+        return -1;
+    return ps->p[ps->off] == c ? 0 : fail(ps, msg);
 }
 
-static int parse_object(parser *ps, tml_json *out)
+/* An object's key and its ':' (the opening '"' is next). */
+static int parse_key(parser *ps, char **key)
 {
+    size_t klen;
+    if (parse_string(ps, key, &klen) < 0 || expect(ps, ':', "expected ':'") < 0)
+        return -1;
+    ps->off++;
+    return 0;
+}
+
+/* An array, or (object) an object: the items, each after its key. */
+static int parse_container(parser *ps, tml_json *out, int object)
+{
+    char close = object ? '}' : ']';
     size_t cap = 0;
-    out->type = TML_JSON_OBJECT;
-    int rc = open_container(ps, '}');
+    out->type = object ? TML_JSON_OBJECT : TML_JSON_ARRAY;
+    int rc = open_container(ps, close);
     while (rc == 0) {
-        if (more(ps) < 0)
+        if (object && expect(ps, '"', "expected a string key") < 0)
             return -1;
-        if (ps->p[ps->off] != '"')
-            return fail(ps, "expected a string key");
-        tml_json *slot = push(ps, out, &cap, 1);
+        tml_json *slot = push(ps, out, &cap, object);
         if (!slot)
             return -1;
         out->n++;
-        size_t klen;
-        if (parse_string(ps, &out->keys[out->n - 1], &klen) < 0)
+        if ((object && parse_key(ps, &out->keys[out->n - 1]) < 0) || parse_value(ps, slot) < 0)
             return -1;
-        if (more(ps) < 0)
-            return -1;
-        if (ps->p[ps->off] != ':')
-            return fail(ps, "expected ':'");
-        ps->off++;
-        if (parse_value(ps, slot) < 0)
-            return -1;
-        rc = after_item(ps, '}', "expected ',' or '}'");
+        rc = after_item(ps, close, object ? "expected ',' or '}'" : "expected ',' or ']'");
     }
     return rc < 0 ? -1 : 0;
 }
@@ -404,7 +397,7 @@ static int parse_value(parser *ps, tml_json *out)
         if (ps->depth >= TML_JSON_MAX_DEPTH)
             return fail(ps, "nesting too deep");
         ps->depth++;
-        int rc = c == '{' ? parse_object(ps, out) : parse_array(ps, out);
+        int rc = parse_container(ps, out, c == '{');
         ps->depth--;
         return rc;
     }
