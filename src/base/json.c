@@ -243,6 +243,18 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* One or more digits (a fraction's, an exponent's). */
+static int digits(parser *ps)
+{
+    if (at_end(ps))
+        return fail(ps, "unexpected end of input");
+    if (!is_digit(ps->p[ps->off]))
+        return fail(ps, "invalid number");
+    while (ps->off < ps->len && is_digit(ps->p[ps->off]))
+        ps->off++;
+    return 0;
+}
+
 static int parse_number(parser *ps, tml_json *out)
 {
     size_t start = ps->off;
@@ -262,23 +274,15 @@ static int parse_number(parser *ps, tml_json *out)
     }
     if (ps->off < n && p[ps->off] == '.') {
         ps->off++;
-        if (ps->off >= n)
-            return fail(ps, "unexpected end of input");
-        if (!is_digit(p[ps->off]))
-            return fail(ps, "invalid number");
-        while (ps->off < n && is_digit(p[ps->off]))
-            ps->off++;
+        if (digits(ps) < 0)
+            return -1;
     }
     if (ps->off < n && (p[ps->off] == 'e' || p[ps->off] == 'E')) {
         ps->off++;
         if (ps->off < n && (p[ps->off] == '+' || p[ps->off] == '-'))
             ps->off++;
-        if (ps->off >= n)
-            return fail(ps, "unexpected end of input");
-        if (!is_digit(p[ps->off]))
-            return fail(ps, "invalid number");
-        while (ps->off < n && is_digit(p[ps->off]))
-            ps->off++;
+        if (digits(ps) < 0)
+            return -1;
     }
     char tmp[64];
     size_t k = ps->off - start;
