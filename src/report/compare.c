@@ -626,6 +626,10 @@ static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_c
 
 static void fmt_value(const row *r, double v, const char *s, char *out, size_t cap)
 {
+    if (isnan(v) && (r->kind == R_NOISE || r->kind == R_PP)) {
+        snprintf(out, cap, "n/a");
+        return;
+    }
     switch (r->kind) {
     case R_DIAG:
         snprintf(out, cap, "%s", s && *s ? s : "n/a");
@@ -634,19 +638,13 @@ static void fmt_value(const row *r, double v, const char *s, char *out, size_t c
         tml__fmt_ms(v, out, cap);
         break;
     case R_NOISE:
-        if (isnan(v))
-            snprintf(out, cap, "n/a");
-        else
-            snprintf(out, cap, "+/-%.2f ms", v);
+        snprintf(out, cap, "+/-%.2f ms", v);
         break;
     case R_BYTES:
         tml__fmt_bytes(v, out, cap);
         break;
     case R_PP:
-        if (isnan(v))
-            snprintf(out, cap, "n/a");
-        else
-            snprintf(out, cap, "%.1f%%", v);
+        snprintf(out, cap, "%.1f%%", v);
         break;
     }
 }
