@@ -187,9 +187,12 @@ $(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(TEST_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
 
 # A unit test of a CLI file links that file's object too: test_config,
-# the project file's parser (cli/config_file.c, pure).
+# the project file's parser (cli/config_file.c, pure); test_live_lines,
+# the live view's output lines (cli/live_lines.c).
 $(B)/tests/test_config: TEST_OBJ = $(B)/obj/cli/config_file.o
 $(B)/tests/test_config: $(B)/obj/cli/config_file.o
+$(B)/tests/test_live_lines: TEST_OBJ = $(B)/obj/cli/live_lines.o
+$(B)/tests/test_live_lines: $(B)/obj/cli/live_lines.o
 
 $(B)/bench/%: bench/%.c $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)

@@ -71,6 +71,15 @@ void tml__cli_origin(const char *where);
  * NULL) match "--name" only. Valued options match "--name V" (advancing
  * *i) and "--name=V"; a missing value dies with exit 2. 1 on match. */
 int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+/* 1 when a asks for help (-h, --help): the usage printed on stdout. */
+int tml__cli_help(const char *a, const char *usage);
+/* An option of `traceml cmd` that nothing matched: "unknown option 'A' for
+ * 'traceml CMD' (see 'traceml help CMD')". Returns TML_EXIT_USAGE. */
+int tml__cli_unknown(const char *cmd, const char *a);
+/* a, a word of `traceml cmd` that no option matched, as its one operand
+ * (what: "RUN", "FILE") into *slot: an option is unknown, a second
+ * operand one too many. 0, or TML_EXIT_USAGE after the error line. */
+int tml__cli_operand(const char *cmd, const char *what, const char *a, const char **slot);
 /* An option of TraceML 0.5.0 with no meaning here (docs/compat.md):
  * name, whether it takes a value, and why it means nothing. */
 typedef struct tml_cli_legacy {

@@ -116,10 +116,8 @@ static int parse(int argc, char **argv, compare_opts *o)
     o->max_regression = NAN;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(tml__usage_compare, stdout);
+        if (tml__cli_help(a, tml__usage_compare))
             return 1;
-        }
         if (tml__cli_opt(argc, argv, &i, "--output", &o->base) ||
             tml__cli_opt(argc, argv, &i, "-o", &o->base))
             continue;
@@ -136,8 +134,7 @@ static int parse(int argc, char **argv, compare_opts *o)
             continue;
         }
         if (a[0] == '-' && a[1] != '\0')
-            return tml__cli_error("unknown option '%s' for 'traceml compare' "
-                                  "(see 'traceml help compare')", a);
+            return tml__cli_unknown("compare", a);
         if (o->nfiles == 2)
             return tml__cli_error("compare takes two summaries, got a third: '%s'", a);
         o->files[o->nfiles++] = a;

@@ -40,12 +40,10 @@ int tml__cmd_config(int argc, char **argv)
             libs = 1;
         else if (strcmp(argv[i], "--prefix") == 0)
             prefix = 1;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(tml__usage_config, stdout);
+        else if (tml__cli_help(argv[i], tml__usage_config))
             return 0;
-        } else
-            return tml__cli_error("unknown option '%s' for 'traceml config' "
-                                  "(see 'traceml help config')", argv[i]);
+        else
+            return tml__cli_unknown("config", argv[i]);
     }
     if (!cflags && !libs && !prefix)
         return tml__cli_error("say what to print: --cflags, --libs or --prefix "

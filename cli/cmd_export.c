@@ -37,10 +37,8 @@ int tml__cmd_export(int argc, char **argv)
     int chrome = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(tml__usage_export, stdout);
+        if (tml__cli_help(a, tml__usage_export))
             return 0;
-        }
         if (tml__cli_opt(argc, argv, &i, "--chrome-trace", NULL)) {
             chrome = 1;
             continue;
@@ -48,12 +46,8 @@ int tml__cmd_export(int argc, char **argv)
         if (tml__cli_opt(argc, argv, &i, "-o", &out_path) ||
             tml__cli_opt(argc, argv, &i, "--output", &out_path))
             continue;
-        if (a[0] == '-' && a[1] != '\0')
-            return tml__cli_error("unknown option '%s' for 'traceml export' "
-                                  "(see 'traceml help export')", a);
-        if (run_arg)
-            return tml__cli_error("export takes one RUN, got '%s' and '%s'", run_arg, a);
-        run_arg = a;
+        if (tml__cli_operand("export", "RUN", a, &run_arg))
+            return TML_EXIT_USAGE;
     }
     if (!chrome)
         return tml__cli_error("export needs a format: --chrome-trace "

@@ -329,16 +329,10 @@ int tml__cmd_inspect(int argc, char **argv)
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(tml__usage_inspect, stdout);
+        if (tml__cli_help(a, tml__usage_inspect))
             return 0;
-        }
-        if (a[0] == '-' && a[1] != '\0')
-            return tml__cli_error("unknown option '%s' for 'traceml inspect' (see 'traceml "
-                                  "help inspect')", a);
-        if (path)
-            return tml__cli_error("inspect takes one FILE, got '%s' and '%s'", path, a);
-        path = a;
+        if (tml__cli_operand("inspect", "FILE", a, &path))
+            return TML_EXIT_USAGE;
     }
     if (!path)
         return tml__cli_error("inspect needs a FILE (usage: traceml inspect FILE)");

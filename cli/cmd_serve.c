@@ -105,10 +105,8 @@ int tml__cmd_serve(int argc, char **argv)
     double interval = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(tml__usage_serve, stdout);
+        if (tml__cli_help(a, tml__usage_serve))
             return 0;
-        }
         if (tml__cli_opt(argc, argv, &i, "--run-name", &run_name) ||
             tml__cli_opt(argc, argv, &i, "--session-id", &run_name) ||   /* 0.5.0's names */
             tml__cli_opt(argc, argv, &i, "--logs-dir", &logs_dir) ||
@@ -139,8 +137,7 @@ int tml__cmd_serve(int argc, char **argv)
         else if (tml__cli_opt(argc, argv, &i, "--interval", &v))
             interval = tml__cli_double("--interval", v, 0.01, 3600.0);
         else
-            return tml__cli_error("unknown option '%s' for 'traceml serve' "
-                                  "(see 'traceml help serve')", a);
+            return tml__cli_unknown("serve", a);
     }
     if (!*bind)
         return tml__cli_error("--bind must not be empty");

@@ -114,10 +114,8 @@ static int parse(int argc, char **argv, view_opts *o)
     memset(o, 0, sizeof(*o));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(tml__usage_view, stdout);
+        if (tml__cli_help(a, tml__usage_view))
             return 1;
-        }
         if (strcmp(a, "--re-render") == 0) {
             o->re_render = 1;
             continue;
@@ -138,11 +136,8 @@ static int parse(int argc, char **argv, view_opts *o)
                 o->html_out = argv[++i];
             continue;
         }
-        if (a[0] == '-' && a[1] != '\0')
-            return tml__cli_error("unknown option '%s' for 'traceml view' (see 'traceml help view')", a);
-        if (o->path)
-            return tml__cli_error("view takes one SUMMARY.json, got '%s' and '%s'", o->path, a);
-        o->path = a;
+        if (tml__cli_operand("view", "SUMMARY.json", a, &o->path))
+            return TML_EXIT_USAGE;
     }
     if (!o->path)
         return tml__cli_error("view needs a SUMMARY.json (usage: traceml view SUMMARY.json)");

@@ -46,8 +46,6 @@ void tml__view_poll(tml_live_view *v, int timeout_ms);
 /* Reads what output is left, restores the terminal (idempotent). */
 void tml__view_end(tml_live_view *v);
 void tml__view_free(tml_live_view *v);
-/* 1 when the view draws full screen. */
-int tml__view_fullscreen(const tml_live_view *v);
 
 struct tml_cli_run;
 /*

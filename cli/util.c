@@ -120,6 +120,30 @@ int tml__cli_opt(int argc, char **argv, int *i, const char *name, const char **v
     return 1;
 }
 
+int tml__cli_help(const char *a, const char *usage)
+{
+    if (strcmp(a, "-h") != 0 && strcmp(a, "--help") != 0)
+        return 0;
+    fputs(usage, stdout);
+    return 1;
+}
+
+int tml__cli_unknown(const char *cmd, const char *a)
+{
+    return tml__cli_error("unknown option '%s' for 'traceml %s' (see 'traceml help %s')", a,
+                          cmd, cmd);
+}
+
+int tml__cli_operand(const char *cmd, const char *what, const char *a, const char **slot)
+{
+    if (a[0] == '-' && a[1] != '\0')
+        return tml__cli_unknown(cmd, a);
+    if (*slot)
+        return tml__cli_error("%s takes one %s, got '%s' and '%s'", cmd, what, *slot, a);
+    *slot = a;
+    return 0;
+}
+
 long tml__cli_long(const char *opt, const char *s, long min, long max)
 {
     char *end;

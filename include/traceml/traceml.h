@@ -71,6 +71,7 @@ extern "C" {
 #define TML_EPROTO    -8   /* a malformed or unsupported frame */
 #define TML_EDISABLED -9   /* TraceML is disabled; the call did nothing */
 #define TML_ECONFIG  -10   /* a conflicting second tml_init() */
+#define TML_EEXIST   -11   /* the run folder asked for (run_name) exists already */
 
 /* The phases of a step (SPEC 3.1). */
 typedef enum tml_phase {
@@ -109,7 +110,9 @@ typedef struct tml_options {
  * or `traceml serve`) it connects to that aggregator; otherwise it runs an
  * aggregator inside this process and writes the run folder at
  * tml_shutdown(). A second call with the same options returns 0; with
- * different options TML_ECONFIG. opts may be NULL.
+ * different options TML_ECONFIG. In-process, a run_name (or
+ * $TRACEML_RUN_NAME) whose run folder exists already is TML_EEXIST; a
+ * generated name takes the next free one. opts may be NULL.
  */
 TML_API int tml_init(const tml_options *opts);
 

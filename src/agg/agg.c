@@ -50,9 +50,9 @@ struct tml_agg {
 /* An aggregator of its own process notes its CPU time before a summary. */
 static void note_cpu(tml_agg *a)
 {
-    struct timespec ts;
-    if (a->own_process && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
-        a->run.aggregator_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t cpu = a->own_process ? tml__clock_ns(CLOCK_PROCESS_CPUTIME_ID) : -1;
+    if (cpu >= 0)
+        a->run.aggregator_cpu_ns = cpu;
 }
 
 /* Why a call failed: the system's reason for a file error when errno

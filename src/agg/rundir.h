@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/clock.h"
-#include "base/error.h"
+#include "traceml/traceml.h"
 #include "base/fs.h"
 #include "model/run.h"
 

@@ -1,15 +1,29 @@
 /*
- * clock.c - the wall clock for timestamps (clock.h).
+ * clock.c - the wall clock for timestamps, deadlines and the CPU-time
+ * clocks (clock.h); the monotonic clock itself is inline in clock.h.
  */
 #include "base/clock.h"
 
 #include <stdio.h>
 
-int64_t tml__unix_ms(void)
+int64_t tml__clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (clock_gettime(id, &ts) < 0)
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t tml__unix_ms(void)
+{
+    return tml__clock_ns(CLOCK_REALTIME) / 1000000;
+}
+
+struct timespec tml__mono_deadline(int64_t ns)
+{
+    int64_t at = tml__mono_ns() + (ns > 0 ? ns : 0);
+    return (struct timespec){.tv_sec = (time_t)(at / 1000000000),
+                             .tv_nsec = (long)(at % 1000000000)};
 }
 
 void tml__iso_time(int64_t unix_ms, char *out, size_t cap)

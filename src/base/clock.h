@@ -23,6 +23,14 @@ static inline int64_t tml__mono_ms(void)
     return tml__mono_ns() / 1000000;
 }
 
+/* The CLOCK_MONOTONIC time ns from now, as pthread_cond_timedwait() wants
+ * it for a condition variable on that clock (pthread_condattr_setclock). */
+struct timespec tml__mono_deadline(int64_t ns);
+/* Any clock in ns (the CPU-time ones: CLOCK_PROCESS_CPUTIME_ID,
+ * CLOCK_THREAD_CPUTIME_ID, pthread_getcpuclockid()'s); -1 when it cannot
+ * be read. */
+int64_t tml__clock_ns(clockid_t id);
+
 /* Seconds since start_ns, a tml__mono_ns() reading of this host (the
  * monotonic clock is one per host: never subtract another host's). */
 static inline double tml__mono_s_since(int64_t start_ns)

@@ -1,8 +1,8 @@
 /*
  * error.c - the one error table: what each TML_E* code means
- * (tml_strerror, public in include/traceml/traceml.h).
+ * (tml_strerror, public in include/traceml/traceml.h, with the codes).
  */
-#include "base/error.h"
+#include "traceml/traceml.h"
 
 const char *tml_strerror(int err)
 {

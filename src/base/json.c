@@ -243,6 +243,18 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* One or more digits (a fraction's, an exponent's). */
+static int digits(parser *ps)
+{
+    if (at_end(ps))
+        return fail(ps, "unexpected end of input");
+    if (!is_digit(ps->p[ps->off]))
+        return fail(ps, "invalid number");
+    while (ps->off < ps->len && is_digit(ps->p[ps->off]))
+        ps->off++;
+    return 0;
+}
+
 static int parse_number(parser *ps, tml_json *out)
 {
     size_t start = ps->off;
@@ -262,23 +274,15 @@ static int parse_number(parser *ps, tml_json *out)
     }
     if (ps->off < n && p[ps->off] == '.') {
         ps->off++;
-        if (ps->off >= n)
-            return fail(ps, "unexpected end of input");
-        if (!is_digit(p[ps->off]))
-            return fail(ps, "invalid number");
-        while (ps->off < n && is_digit(p[ps->off]))
-            ps->off++;
+        if (digits(ps) < 0)
+            return -1;
     }
     if (ps->off < n && (p[ps->off] == 'e' || p[ps->off] == 'E')) {
         ps->off++;
         if (ps->off < n && (p[ps->off] == '+' || p[ps->off] == '-'))
             ps->off++;
-        if (ps->off >= n)
-            return fail(ps, "unexpected end of input");
-        if (!is_digit(p[ps->off]))
-            return fail(ps, "invalid number");
-        while (ps->off < n && is_digit(p[ps->off]))
-            ps->off++;
+        if (digits(ps) < 0)
+            return -1;
     }
     char tmp[64];
     size_t k = ps->off - start;
@@ -310,89 +314,86 @@ nomem:
     return NULL;
 }
 
-static int parse_array(parser *ps, tml_json *out)
+/* Skips white space; fails at the end of the input. */
+static int more(parser *ps)
 {
-    size_t cap = 0;
-    out->type = TML_JSON_ARRAY;
-    ps->off++;
     skip_ws(ps);
-    if (at_end(ps))
-        return fail(ps, "unexpected end of input");
-    if (ps->p[ps->off] == ']') {
-        ps->off++;
-        return 0;
-    }
-    for (;;) {
-        tml_json *slot = push(ps, out, &cap, 0);
-        if (!slot)
-            return -1;
-        out->n++;
-        if (parse_value(ps, slot) < 0)
-            return -1;
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
-        char c = ps->p[ps->off++];
-        if (c == ']')
-            return 0;
-        if (c != ',') {
-            ps->off--;
-            return fail(ps, "expected ',' or ']'");
-        }
-    }
+    return at_end(ps) ? fail(ps, "unexpected end of input") : 0;
 }
 
-static int parse_object(parser *ps, tml_json *out)
+/* Past a container's opening bracket: 1 when it closes at once (the
+ * bracket consumed), 0 when an item follows, -1. */
+static int open_container(parser *ps, char close)
 {
-    size_t cap = 0;
-    out->type = TML_JSON_OBJECT;
     ps->off++;
-    skip_ws(ps);
-    if (at_end(ps))
-        return fail(ps, "unexpected end of input");
-    if (ps->p[ps->off] == '}') {
+    if (more(ps) < 0)
+        return -1;
+    if (ps->p[ps->off] == close) {
         ps->off++;
-        return 0;
+        return 1;
     }
-    for (;;) {
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
-        if (ps->p[ps->off] != '"')
-            return fail(ps, "expected a string key");
-        tml_json *slot = push(ps, out, &cap, 1);
+    return 0;
+}
+
+/* After an item: ',' (0: another follows), the closing bracket (1), or
+ * the error `expected` (-1). */
+static int after_item(parser *ps, char close, const char *expected)
+{
+    if (more(ps) < 0)
+        return -1;
+    char c = ps->p[ps->off++];
+    if (c == close)
+        return 1;
+    if (c != ',') {
+        ps->off--;
+        return fail(ps, expected);
+    }
+    return 0;
+}
+
+/* Skips white space to the byte c (not consumed), else fails with msg. */
+static int expect(parser *ps, char c, const char *msg)
+{
+    if (more(ps) < 0)
+        return -1;
+    return ps->p[ps->off] == c ? 0 : fail(ps, msg);
+}
+
+/* An object's key and its ':' (the opening '"' is next). */
+static int parse_key(parser *ps, char **key)
+{
+    size_t klen;
+    if (parse_string(ps, key, &klen) < 0 || expect(ps, ':', "expected ':'") < 0)
+        return -1;
+    ps->off++;
+    return 0;
+}
+
+/* An array, or (object) an object: the items, each after its key. */
+static int parse_container(parser *ps, tml_json *out, int object)
+{
+    char close = object ? '}' : ']';
+    size_t cap = 0;
+    out->type = object ? TML_JSON_OBJECT : TML_JSON_ARRAY;
+    int rc = open_container(ps, close);
+    while (rc == 0) {
+        if (object && expect(ps, '"', "expected a string key") < 0)
+            return -1;
+        tml_json *slot = push(ps, out, &cap, object);
         if (!slot)
             return -1;
         out->n++;
-        size_t klen;
-        if (parse_string(ps, &out->keys[out->n - 1], &klen) < 0)
+        if ((object && parse_key(ps, &out->keys[out->n - 1]) < 0) || parse_value(ps, slot) < 0)
             return -1;
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
-        if (ps->p[ps->off] != ':')
-            return fail(ps, "expected ':'");
-        ps->off++;
-        if (parse_value(ps, slot) < 0)
-            return -1;
-        skip_ws(ps);
-        if (at_end(ps))
-            return fail(ps, "unexpected end of input");
-        char c = ps->p[ps->off++];
-        if (c == '}')
-            return 0;
-        if (c != ',') {
-            ps->off--;
-            return fail(ps, "expected ',' or '}'");
-        }
+        rc = after_item(ps, close, object ? "expected ',' or '}'" : "expected ',' or ']'");
     }
+    return rc < 0 ? -1 : 0;
 }
 
 static int parse_value(parser *ps, tml_json *out)
 {
-    skip_ws(ps);
-    if (at_end(ps))
-        return fail(ps, "unexpected end of input");
+    if (more(ps) < 0)
+        return -1;
     char c = ps->p[ps->off];
     switch (c) {
     case '{':
@@ -400,7 +401,7 @@ static int parse_value(parser *ps, tml_json *out)
         if (ps->depth >= TML_JSON_MAX_DEPTH)
             return fail(ps, "nesting too deep");
         ps->depth++;
-        int rc = c == '{' ? parse_object(ps, out) : parse_array(ps, out);
+        int rc = parse_container(ps, out, c == '{');
         ps->depth--;
         return rc;
     }

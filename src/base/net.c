@@ -1,6 +1,8 @@
 /*
- * net.c - one way to open a listening socket. IPv4 only, like the rest of
- * the wire; SO_REUSEADDR so a restarted run can take its port back at once.
+ * net.c - one way to open a listening socket, for the aggregator and the
+ * live server: IPv4 only (a host name binds its IPv4 address), although a
+ * rank's client (core/client.c) would connect over either family;
+ * SO_REUSEADDR so a restarted run can take its port back at once.
  */
 #include "base/net.h"
 

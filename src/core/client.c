@@ -77,11 +77,12 @@ fail:
     return -1;
 }
 
-int tml__client_send(int fd, const void *buf, size_t len)
+/* All len bytes sent (sending) or received, through EINTR; TML_ECONN
+ * when the peer closed or an error (a timeout included) came first. */
+static int io_all(int fd, char *p, size_t len, int sending)
 {
-    const char *p = buf;
     while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        ssize_t n = sending ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -92,18 +93,14 @@ int tml__client_send(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int tml__client_send(int fd, const void *buf, size_t len)
+{
+    return io_all(fd, (char *)buf, len, 1);
+}
+
 static int recv_all(int fd, uint8_t *buf, size_t len)
 {
-    while (len) {
-        ssize_t n = recv(fd, buf, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return TML_ECONN;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return io_all(fd, (char *)buf, len, 0);
 }
 
 /* One frame of the handshake (its payload at most cap bytes). A REJECT

@@ -137,11 +137,10 @@ static void update_stats(void)
                   (double)glue * 2.0 * (double)call;
     S->stats.overhead_ns_per_step = steps ? (int64_t)(paid / (double)steps) : -1;
     /* the background: this thread and the sampler's */
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+    int64_t self = tml__clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (self >= 0) {
         int64_t sampler = S->sampler ? tml__sampler_cpu_ns(S->sampler) : -1;
-        S->stats.shipper_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
-                                  (sampler > 0 ? sampler : 0);
+        S->stats.shipper_cpu_ns = self + (sampler > 0 ? sampler : 0);
     }
 }
 
@@ -283,9 +282,8 @@ static void serve_summary(int final)
 
 int tml__shipper_summary(char **out)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += 5;       /* the shipper answers within ~3 s at worst */
+    /* the shipper answers within ~3 s at worst */
+    struct timespec until = tml__mono_deadline(5 * 1000000000LL);
     pthread_mutex_lock(&S->mu);
     uint64_t req = ++S->sum_req;
     pthread_cond_signal(&S->cv);
@@ -344,14 +342,7 @@ static void *shipper_main(void *arg)
     int64_t wait_ns = SHIP_INTERVAL_NS;
     pthread_mutex_lock(&S->mu);
     while (!S->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += wait_ns / 1000000000L;
-        until.tv_nsec += wait_ns % 1000000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = tml__mono_deadline(wait_ns);
         pthread_cond_timedwait(&S->cv, &S->mu, &until);
         if (S->stop)
             break;

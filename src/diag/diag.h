@@ -7,8 +7,10 @@
  * reports (report/report.h) print all of it.
  *
  * The rules are pure functions of the plain structs declared here: no I/O,
- * no globals, no allocation. A test can fill a tml_window by hand and read
- * the verdict back. docs/diagnosis.md states every rule and threshold.
+ * no globals. What they allocate is scratch for one call (a value per
+ * rank, to sort or scan), freed before they return; without memory they
+ * find nothing (a figure is NAN, a rule stays silent). A test can fill a
+ * tml_window by hand and read the verdict back. docs/diagnosis.md states every rule and threshold.
  *
  * Missing is never zero: a metric that was not measured is NAN (test with
  * isnan()); a measured zero is 0.0. Durations are nanoseconds as doubles.

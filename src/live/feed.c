@@ -16,11 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t mono_us(void)
-{
-    return tml__mono_ns() / 1000;
-}
-
 void tml__live_feed_init(tml_live_feed *f, tml_live_server *srv, int interval_ms,
                          int64_t start_mono_ns)
 {
@@ -34,7 +29,7 @@ int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const c
 {
     if (!f->srv)
         return 0;
-    int64_t now = mono_us();
+    int64_t now = tml__mono_ns() / 1000;
     if (!force && f->next_ms && now / 1000 < f->next_ms)
         return 0;
     f->next_ms = now / 1000 + f->interval_ms;
@@ -58,7 +53,7 @@ int tml__live_feed_tick(tml_live_feed *f, const tml_run *run, int force, const c
     tml__sb_release(&summary);
     tml__sb_release(&live);
     tml__sb_release(&prom);
-    f->build_us = mono_us() - now;
+    f->build_us = tml__mono_ns() / 1000 - now;
     f->recent_us[f->nbuilt % 64] = f->build_us;
     f->nbuilt++;
     if (f->build_us > f->max_us)

@@ -87,16 +87,26 @@ static int method_prefix_ok(const char *p, size_t n)
     return 1;
 }
 
+/* The token at the start of the l bytes at p, ended by the byte `end`:
+ * its length (at least 1, every byte a tchar), or -1. */
+static long token_before(const char *p, size_t l, char end)
+{
+    const char *e = memchr(p, end, l);
+    if (!e || e == p)
+        return -1;
+    for (const char *q = p; q < e; q++)
+        if (!is_tchar((unsigned char)*q))
+            return -1;
+    return (long)(e - p);
+}
+
 static int parse_request_line(const char *p, size_t l, tml_http_req *req)
 {
-    const char *sp1 = memchr(p, ' ', l);
-    if (!sp1 || sp1 == p)
+    long method_len = token_before(p, l, ' ');
+    if (method_len < 0)
         return -400;
-    size_t ml = (size_t)(sp1 - p);
-    for (size_t i = 0; i < ml; i++)
-        if (!is_tchar((unsigned char)p[i]))
-            return -400;
-    const char *t = sp1 + 1;
+    size_t ml = (size_t)method_len;
+    const char *t = p + ml + 1;
     const char *end = p + l;
     const char *sp2 = memchr(t, ' ', (size_t)(end - t));
     if (!sp2 || sp2 == t)
@@ -142,14 +152,11 @@ static int parse_field(const char *p, size_t l, tml_http_req *req, int *conn_clo
 {
     if (p[0] == ' ' || p[0] == '\t')
         return -400;   /* obsolete line folding */
-    const char *colon = memchr(p, ':', l);
-    if (!colon || colon == p)
+    long name_len = token_before(p, l, ':');
+    if (name_len < 0)
         return -400;
-    size_t nl = (size_t)(colon - p);
-    for (size_t i = 0; i < nl; i++)
-        if (!is_tchar((unsigned char)p[i]))
-            return -400;
-    const char *v = colon + 1;
+    size_t nl = (size_t)name_len;
+    const char *v = p + nl + 1;
     size_t vl = l - nl - 1;
     for (size_t i = 0; i < vl; i++) {
         unsigned char c = (unsigned char)v[i];

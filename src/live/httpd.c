@@ -182,14 +182,20 @@ static int copy_doc(tml_live_server *s, const tml_strbuf *doc, tml_strbuf *out)
     return have && !out->failed;
 }
 
+/* The current publication as an event pair, into ev (s->mu held). */
+static void current_events(const tml_live_server *s, tml_strbuf *ev)
+{
+    if (s->live.len)
+        tml__sse_event(ev, "live", s->seq, s->live.buf, s->live.len);
+    if (s->summary.len)
+        tml__sse_event(ev, "summary", 0, s->summary.buf, s->summary.len);
+}
+
 static void sse_push_current(tml_live_server *s, client *c, int64_t now)
 {
     tml_strbuf ev = TML_STRBUF_INIT;
     pthread_mutex_lock(&s->mu);
-    if (s->live.len)
-        tml__sse_event(&ev, "live", s->seq, s->live.buf, s->live.len);
-    if (s->summary.len)
-        tml__sse_event(&ev, "summary", 0, s->summary.buf, s->summary.len);
+    current_events(s, &ev);
     pthread_mutex_unlock(&s->mu);
     if (ev.len && !ev.failed) {
         queue(c, ev.buf, ev.len, now);
@@ -351,10 +357,7 @@ static void push_updates(tml_live_server *s, int64_t now)
     pthread_mutex_lock(&s->mu);
     if (s->seq != s->seq_pushed) {
         s->seq_pushed = s->seq;
-        if (s->live.len)
-            tml__sse_event(&ev, "live", s->seq, s->live.buf, s->live.len);
-        if (s->summary.len)
-            tml__sse_event(&ev, "summary", 0, s->summary.buf, s->summary.len);
+        current_events(s, &ev);
     }
     pthread_mutex_unlock(&s->mu);
     if (ev.len && !ev.failed) {

@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -544,6 +545,53 @@ static void add_diag(row *rows, size_t *n, int section, const char *id, const ch
     r->sb = b;
 }
 
+/* The tables' rows, in order: each section's diagnosis (R_DIAG), then its
+ * figures, each a double of the run (or, of_clock, of the compared
+ * clock's figures) at off. */
+static const struct {
+    int section;
+    const char *id, *name;
+    row_kind kind;
+    int of_clock;
+    size_t off;
+} row_table[] = {
+    {TML_CMP_SEC_STEP_TIME, "step_time_diagnosis", "Step time diagnosis", R_DIAG, 0, 0},
+    {TML_CMP_SEC_STEP_TIME, "step_time_ms", "Step Time", R_MS, 1,
+     offsetof(tml_cmp_clock, step_ms)},
+    {TML_CMP_SEC_STEP_TIME, "input_wait_ms", "Input", R_MS, 1, offsetof(tml_cmp_clock, input_ms)},
+    {TML_CMP_SEC_STEP_TIME, "h2d_ms", "H2D", R_MS, 1, offsetof(tml_cmp_clock, h2d_ms)},
+    {TML_CMP_SEC_STEP_TIME, "compute_ms", "Compute", R_MS, 1,
+     offsetof(tml_cmp_clock, compute_ms)},
+    {TML_CMP_SEC_STEP_TIME, "residual_ms", "Residual", R_MS, 1,
+     offsetof(tml_cmp_clock, residual_ms)},
+    {TML_CMP_SEC_STEP_TIME, "noise_ms", "Step-to-step noise", R_NOISE, 1,
+     offsetof(tml_cmp_clock, noise_ms)},
+    {TML_CMP_SEC_STEP_MEMORY, "step_memory_diagnosis", "Step memory diagnosis", R_DIAG, 0, 0},
+    {TML_CMP_SEC_STEP_MEMORY, "peak_reserved_bytes", "Peak reserved", R_BYTES, 0,
+     offsetof(tml_cmp_run, peak_reserved_bytes)},
+    {TML_CMP_SEC_STEP_MEMORY, "memory_skew_percent", "Memory skew", R_PP, 0,
+     offsetof(tml_cmp_run, mem_skew_percent)},
+    {TML_CMP_SEC_PROCESS, "process_diagnosis", "Process diagnosis", R_DIAG, 0, 0},
+    {TML_CMP_SEC_PROCESS, "process_cpu_percent", "Process CPU avg", R_PP, 0,
+     offsetof(tml_cmp_run, proc_cpu_percent)},
+    {TML_CMP_SEC_PROCESS, "process_rss_bytes", "Process RSS avg", R_BYTES, 0,
+     offsetof(tml_cmp_run, proc_rss_bytes)},
+    {TML_CMP_SEC_SYSTEM, "system_diagnosis", "System diagnosis", R_DIAG, 0, 0},
+    {TML_CMP_SEC_SYSTEM, "system_cpu_percent", "System CPU avg", R_PP, 0,
+     offsetof(tml_cmp_run, sys_cpu_percent)},
+    {TML_CMP_SEC_SYSTEM, "system_ram_used_bytes", "System RAM avg", R_BYTES, 0,
+     offsetof(tml_cmp_run, sys_ram_used_bytes)},
+    {TML_CMP_SEC_SYSTEM, "gpu_util_percent", "GPU util avg", R_PP, 0,
+     offsetof(tml_cmp_run, gpu_util_percent)},
+    {TML_CMP_SEC_SYSTEM, "gpu_memory_percent", "GPU memory avg", R_PP, 0,
+     offsetof(tml_cmp_run, gpu_mem_percent)},
+};
+
+static double field(const void *base, size_t off)
+{
+    return *(const double *)(const void *)((const char *)base + off);
+}
+
 static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *res,
                          row *rows)
 {
@@ -552,44 +600,24 @@ static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_c
     const tml_cmp_clock *ka = &a->clock[c], *kb = &b->clock[c];
     char name[48];
 
-    add_diag(rows, &n, TML_CMP_SEC_STEP_TIME, "step_time_diagnosis", "Step time diagnosis",
-             a->diag[TML_CMP_SEC_STEP_TIME], b->diag[TML_CMP_SEC_STEP_TIME]);
-    snprintf(name, sizeof(name), "%s Step Time", clock_name(c));
-    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "step_time_ms", name, R_MS, ka->step_ms, kb->step_ms);
-    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "input_wait_ms", "Input", R_MS, ka->input_ms,
-            kb->input_ms);
-    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "h2d_ms", "H2D", R_MS, ka->h2d_ms, kb->h2d_ms);
-    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "compute_ms", "Compute", R_MS, ka->compute_ms,
-            kb->compute_ms);
-    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "residual_ms", "Residual", R_MS, ka->residual_ms,
-            kb->residual_ms);
-    add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "noise_ms", "Step-to-step noise", R_NOISE,
-            ka->noise_ms, kb->noise_ms);
-
-    add_diag(rows, &n, TML_CMP_SEC_STEP_MEMORY, "step_memory_diagnosis", "Step memory diagnosis",
-             a->diag[TML_CMP_SEC_STEP_MEMORY], b->diag[TML_CMP_SEC_STEP_MEMORY]);
-    add_row(rows, &n, TML_CMP_SEC_STEP_MEMORY, "peak_reserved_bytes", "Peak reserved", R_BYTES,
-            a->peak_reserved_bytes, b->peak_reserved_bytes);
-    add_row(rows, &n, TML_CMP_SEC_STEP_MEMORY, "memory_skew_percent", "Memory skew", R_PP,
-            a->mem_skew_percent, b->mem_skew_percent);
-
-    add_diag(rows, &n, TML_CMP_SEC_PROCESS, "process_diagnosis", "Process diagnosis",
-             a->diag[TML_CMP_SEC_PROCESS], b->diag[TML_CMP_SEC_PROCESS]);
-    add_row(rows, &n, TML_CMP_SEC_PROCESS, "process_cpu_percent", "Process CPU avg", R_PP,
-            a->proc_cpu_percent, b->proc_cpu_percent);
-    add_row(rows, &n, TML_CMP_SEC_PROCESS, "process_rss_bytes", "Process RSS avg", R_BYTES,
-            a->proc_rss_bytes, b->proc_rss_bytes);
-
-    add_diag(rows, &n, TML_CMP_SEC_SYSTEM, "system_diagnosis", "System diagnosis",
-             a->diag[TML_CMP_SEC_SYSTEM], b->diag[TML_CMP_SEC_SYSTEM]);
-    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "system_cpu_percent", "System CPU avg", R_PP,
-            a->sys_cpu_percent, b->sys_cpu_percent);
-    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "system_ram_used_bytes", "System RAM avg", R_BYTES,
-            a->sys_ram_used_bytes, b->sys_ram_used_bytes);
-    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "gpu_util_percent", "GPU util avg", R_PP,
-            a->gpu_util_percent, b->gpu_util_percent);
-    add_row(rows, &n, TML_CMP_SEC_SYSTEM, "gpu_memory_percent", "GPU memory avg", R_PP,
-            a->gpu_mem_percent, b->gpu_mem_percent);
+    for (size_t i = 0; i < sizeof(row_table) / sizeof(row_table[0]); i++) {
+        int sec = row_table[i].section;
+        if (row_table[i].kind == R_DIAG) {
+            add_diag(rows, &n, sec, row_table[i].id, row_table[i].name, a->diag[sec],
+                     b->diag[sec]);
+            continue;
+        }
+        const void *fa = a, *fb = b;
+        if (row_table[i].of_clock) {
+            fa = ka;
+            fb = kb;
+        }
+        snprintf(name, sizeof(name), "%s", row_table[i].name);
+        if (strcmp(row_table[i].id, "step_time_ms") == 0)   /* named after its clock */
+            snprintf(name, sizeof(name), "%s Step Time", clock_name(c));
+        add_row(rows, &n, sec, row_table[i].id, name, row_table[i].kind,
+                field(fa, row_table[i].off), field(fb, row_table[i].off));
+    }
     return n;
 }
 
@@ -598,6 +626,10 @@ static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_c
 
 static void fmt_value(const row *r, double v, const char *s, char *out, size_t cap)
 {
+    if (isnan(v) && (r->kind == R_NOISE || r->kind == R_PP)) {
+        snprintf(out, cap, "n/a");
+        return;
+    }
     switch (r->kind) {
     case R_DIAG:
         snprintf(out, cap, "%s", s && *s ? s : "n/a");
@@ -606,19 +638,13 @@ static void fmt_value(const row *r, double v, const char *s, char *out, size_t c
         tml__fmt_ms(v, out, cap);
         break;
     case R_NOISE:
-        if (isnan(v))
-            snprintf(out, cap, "n/a");
-        else
-            snprintf(out, cap, "+/-%.2f ms", v);
+        snprintf(out, cap, "+/-%.2f ms", v);
         break;
     case R_BYTES:
         tml__fmt_bytes(v, out, cap);
         break;
     case R_PP:
-        if (isnan(v))
-            snprintf(out, cap, "n/a");
-        else
-            snprintf(out, cap, "%.1f%%", v);
+        snprintf(out, cap, "%.1f%%", v);
         break;
     }
 }

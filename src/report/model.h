@@ -1,8 +1,10 @@
 /*
  * model.h - what a report shows, computed once into one struct: the box
  * (box.c) and final_summary.json (json.c) print it, and the live views
- * (live/snapshot.c) read it over their window. Nothing that prints
- * computes.
+ * (live/snapshot.c) read it over their window. Most of what the printers
+ * show is computed here; box.c and json.c still derive a few figures as
+ * they print (shares of the step, a row's median and worst place), which
+ * belong here too.
  *
  *     tml_report_model m;
  *     if (tml__report_model_init(&m, run, &opts) == 0)

@@ -38,7 +38,6 @@ struct tml_sampler {
     int stop;
     tml_sample q[QUEUE_CAP];
     size_t qhead, qlen;
-    uint64_t dropped;
     clockid_t cpu_clock;
     _Atomic int have_cpu_clock;    /* cleared by halt while the shipper may read it */
 
@@ -85,10 +84,8 @@ static void enqueue(tml_sampler *s, const tml_sample *v, size_t n)
 {
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++) {
-        if (s->qlen == QUEUE_CAP) {
-            s->dropped++;
-            continue;
-        }
+        if (s->qlen == QUEUE_CAP)
+            continue;   /* full: the shipper has not taken the queue for a while */
         s->q[(s->qhead + s->qlen) % QUEUE_CAP] = v[i];
         s->qlen++;
     }
@@ -250,11 +247,7 @@ static void *sampler_main(void *arg)
     tick(s);                   /* baselines, and the first RAM/GPU figures */
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        int64_t ns = until.tv_nsec + period % 1000000000;
-        until.tv_sec += (time_t)(period / 1000000000 + ns / 1000000000);
-        until.tv_nsec = (long)(ns % 1000000000);
+        struct timespec until = tml__mono_deadline(period);
         while (!s->stop) {
             int rc = pthread_cond_timedwait(&s->cv, &s->mu, &until);
             if (rc == ETIMEDOUT)
@@ -342,20 +335,9 @@ size_t tml__sampler_take(tml_sampler *s, tml_sample *out, size_t cap)
     return n;
 }
 
-uint64_t tml__sampler_dropped(const tml_sampler *s)
-{
-    return s ? s->dropped : 0;
-}
-
 int64_t tml__sampler_cpu_ns(const tml_sampler *s)
 {
-    struct timespec ts;
-    if (!s || !s->have_cpu_clock || clock_gettime(s->cpu_clock, &ts) < 0)
+    if (!s || !s->have_cpu_clock)
         return -1;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int tml__sampler_gpu(const tml_sampler *s)
-{
-    return s ? s->gpu_index : -1;
+    return tml__clock_ns(s->cpu_clock);
 }

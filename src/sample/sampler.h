@@ -47,12 +47,8 @@ void tml__sampler_halt(tml_sampler *s);
 void tml__sampler_stop(tml_sampler *s);
 /* Moves up to cap queued samples into out; returns how many. */
 size_t tml__sampler_take(tml_sampler *s, tml_sample *out, size_t cap);
-/* Samples dropped because the queue was full. */
-uint64_t tml__sampler_dropped(const tml_sampler *s);
 /* CPU time the sampler thread has used so far, ns (-1 unknown). */
 int64_t tml__sampler_cpu_ns(const tml_sampler *s);
-/* The NVML device index this rank samples, -1 none. */
-int tml__sampler_gpu(const tml_sampler *s);
 
 /* One process RSS reading from /proc/self/statm, bytes; -1 on failure.
  * (The shipper uses it for per-step RSS.) */

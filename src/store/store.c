@@ -212,6 +212,36 @@ static int64_t col_opt(sqlite3_stmt *st, int col)
     return sqlite3_column_int64(st, col);
 }
 
+/* sql as a statement, or NULL with the reason kept (failed()). */
+static sqlite3_stmt *prepare(tml_store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK)
+        return st;
+    failed(s);
+    sqlite3_finalize(st);
+    return NULL;
+}
+
+/* Runs a bound statement that returns no row, then finalizes it: 0, or
+ * TML_EIO with the reason kept. */
+static int run_once(tml_store *s, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* After a SELECT's rows (step: sqlite3_step's last answer, rc what reading
+ * them gave): finalizes st; rc, or TML_EIO when the rows ended in an error. */
+static int rows_end(tml_store *s, sqlite3_stmt *st, int step, int rc)
+{
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = failed(s);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int tml__store_open(const char *path, int create, tml_store **out)
 {
     tml_store *s = NULL;
@@ -279,12 +309,9 @@ int tml__store_put_run(tml_store *s, const tml_run *run)
 {
     if (!s)
         return TML_EINVAL;
-    sqlite3_stmt *st = NULL;
-    int rc = TML_EIO;
-    if (sqlite3_prepare_v2(s->db,
-                           "INSERT OR REPLACE INTO run VALUES (?,?,?,?,?,?,?,?)",
-                           -1, &st, NULL) != SQLITE_OK)
-        goto out;
+    sqlite3_stmt *st = prepare(s, "INSERT OR REPLACE INTO run VALUES (?,?,?,?,?,?,?,?)");
+    if (!st)
+        return TML_EIO;
     sqlite3_bind_text(st, 1, run->id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, run->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 3, run->world_size);
@@ -299,44 +326,30 @@ int tml__store_put_run(tml_store *s, const tml_run *run)
         sqlite3_bind_null(st, 6);
     sqlite3_bind_text(st, 7, TML_VERSION_STRING, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 8, TML_STORE_SCHEMA_VERSION);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
-out:
-    if (rc < 0 && !st)
-        failed(s);   /* the statement could not be prepared */
-    sqlite3_finalize(st);
-    return rc;
+    return run_once(s, st);
 }
 
 int tml__store_put_meta(tml_store *s, const char *key, const char *value)
 {
     if (!s || !key)
         return TML_EINVAL;
-    sqlite3_stmt *st = NULL;
-    int rc = TML_EIO;
-    if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES (?,?)", -1, &st,
-                           NULL) != SQLITE_OK)
-        goto out;
+    sqlite3_stmt *st = prepare(s, "INSERT OR REPLACE INTO meta VALUES (?,?)");
+    if (!st)
+        return TML_EIO;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
     if (value)
         sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
     else
         sqlite3_bind_null(st, 2);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
-out:
-    if (rc < 0 && !st)
-        failed(s);   /* the statement could not be prepared */
-    sqlite3_finalize(st);
-    return rc;
+    return run_once(s, st);
 }
 
 int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
 {
     if (!s || !i)
         return TML_EINVAL;
-    sqlite3_stmt *st = NULL;
-    int rc = TML_EIO;
     /* An upsert keeps the counters of a rank that says hello again. */
-    if (sqlite3_prepare_v2(s->db,
+    sqlite3_stmt *st = prepare(s,
             "INSERT INTO ranks (rank, local_rank, world_size, node_rank, nnodes, pid, host,"
             " instrumented, loader_num_workers, loader_pin_memory, cpu_count)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
@@ -344,9 +357,9 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
             " node_rank=excluded.node_rank, nnodes=excluded.nnodes, pid=excluded.pid,"
             " host=excluded.host, instrumented=excluded.instrumented,"
             " loader_num_workers=excluded.loader_num_workers,"
-            " loader_pin_memory=excluded.loader_pin_memory, cpu_count=excluded.cpu_count, ended=0",
-            -1, &st, NULL) != SQLITE_OK)
-        goto out;
+            " loader_pin_memory=excluded.loader_pin_memory, cpu_count=excluded.cpu_count, ended=0");
+    if (!st)
+        return TML_EIO;
     sqlite3_bind_int(st, 1, i->rank);
     sqlite3_bind_int(st, 2, i->local_rank);
     sqlite3_bind_int(st, 3, i->world_size);
@@ -361,25 +374,18 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
     }
     if (i->cpu_count > 0)
         sqlite3_bind_int(st, 11, i->cpu_count);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
-out:
-    if (rc < 0 && !st)
-        failed(s);   /* the statement could not be prepared */
-    sqlite3_finalize(st);
-    return rc;
+    return run_once(s, st);
 }
 
 int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, int ended)
 {
     if (!s || !x)
         return TML_EINVAL;
-    sqlite3_stmt *st = NULL;
-    int rc = TML_EIO;
-    if (sqlite3_prepare_v2(s->db,
+    sqlite3_stmt *st = prepare(s,
             "UPDATE ranks SET events_dropped=?, records_dropped=?, records_sent=?,"
-            " overhead_ns_per_step=?, shipper_cpu_ns=?, ended=? WHERE rank=?",
-            -1, &st, NULL) != SQLITE_OK)
-        goto out;
+            " overhead_ns_per_step=?, shipper_cpu_ns=?, ended=? WHERE rank=?");
+    if (!st)
+        return TML_EIO;
     sqlite3_bind_int64(st, 1, (int64_t)x->events_dropped);
     sqlite3_bind_int64(st, 2, (int64_t)x->records_dropped);
     sqlite3_bind_int64(st, 3, (int64_t)x->records_sent);
@@ -387,12 +393,7 @@ int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, in
     bind_opt(st, 5, x->shipper_cpu_ns);
     sqlite3_bind_int(st, 6, ended ? 1 : 0);
     sqlite3_bind_int(st, 7, rank);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
-out:
-    if (rc < 0 && !st)
-        failed(s);   /* the statement could not be prepared */
-    sqlite3_finalize(st);
-    return rc;
+    return run_once(s, st);
 }
 
 static void note_queued(tml_store *s)
@@ -553,16 +554,14 @@ int tml__store_flush(tml_store *s)
 
 static int load_ranks(tml_store *s, tml_run *run)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = TML_EIO;
-    if (sqlite3_prepare_v2(s->db,
+    sqlite3_stmt *st = prepare(s,
             "SELECT rank, local_rank, world_size, node_rank, nnodes, pid, host, instrumented,"
             " events_dropped, records_dropped, records_sent, overhead_ns_per_step,"
             " shipper_cpu_ns, ended, loader_num_workers, loader_pin_memory, cpu_count"
-            " FROM ranks ORDER BY rank",
-            -1, &st, NULL) != SQLITE_OK)
-        goto out;
-    int step;
+            " FROM ranks ORDER BY rank");
+    if (!st)
+        return TML_EIO;
+    int step, rc = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         tml_rank_info info;
         memset(&info, 0, sizeof(info));
@@ -585,7 +584,7 @@ static int load_ranks(tml_store *s, tml_run *run)
         tml_rank *r = tml__run_rank(run, &info);
         if (!r) {
             rc = TML_ENOMEM;
-            goto out;
+            break;
         }
         r->stats.events_dropped = (uint64_t)sqlite3_column_int64(st, 8);
         r->stats.records_dropped = (uint64_t)sqlite3_column_int64(st, 9);
@@ -594,22 +593,18 @@ static int load_ranks(tml_store *s, tml_run *run)
         r->stats.shipper_cpu_ns = col_opt(st, 12);
         r->ended = sqlite3_column_int(st, 13);
     }
-    rc = step == SQLITE_DONE ? 0 : failed(s);
-out:
-    sqlite3_finalize(st);
-    return rc;
+    return rows_end(s, st, step, rc);
 }
 
 static int load_steps(tml_store *s, tml_run *run)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = TML_EIO;
     int version = steps_version(s->db);
     const char *sql = version == 1 ? sql_select_steps_v1 : version == 2 ? sql_select_steps_v2
                                                                         : sql_select_steps;
-    if (!version || sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-        goto out;
-    int step;
+    sqlite3_stmt *st = version ? prepare(s, sql) : NULL;
+    if (!st)
+        return TML_EIO;
+    int step, rc = 0;
     tml_rank *cur = NULL;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         int32_t rank = sqlite3_column_int(st, 0);
@@ -624,7 +619,7 @@ static int load_steps(tml_store *s, tml_run *run)
                 cur = tml__run_rank(run, &info);
                 if (!cur) {
                     rc = TML_ENOMEM;
-                    goto out;
+                    break;
                 }
             }
         }
@@ -660,25 +655,20 @@ static int load_steps(tml_store *s, tml_run *run)
             continue;   /* a hand-made file: what the aggregator would have dropped */
         if (tml__run_add_steps(cur, &r, 1) < 0) {
             rc = TML_ENOMEM;
-            goto out;
+            break;
         }
     }
-    rc = step == SQLITE_DONE ? 0 : failed(s);
-out:
-    sqlite3_finalize(st);
-    return rc;
+    return rows_end(s, st, step, rc);
 }
 
 /* Samples back into the run's per-place aggregates. */
 static int load_samples(tml_store *s, tml_run *run)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT ts_unix_ms, node, rank, gpu, metric, value FROM samples"
-                           " ORDER BY ts_unix_ms",
-                           -1, &st, NULL) != SQLITE_OK)
-        return failed(s);
+    sqlite3_stmt *st = prepare(s, "SELECT ts_unix_ms, node, rank, gpu, metric, value FROM samples"
+                                  " ORDER BY ts_unix_ms");
+    if (!st)
+        return TML_EIO;
     while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
         tml_sample x;
         x.ts_unix_ms = sqlite3_column_int64(st, 0);
@@ -701,12 +691,10 @@ int tml__store_load(tml_store *s, tml_run *run)
     int rc = tml__store_flush(s);
     if (rc < 0)
         return rc;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, name, world_size, nnodes, start_unix_ms, end_unix_ms"
-                           " FROM run LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return failed(s);
+    sqlite3_stmt *st = prepare(s, "SELECT id, name, world_size, nnodes, start_unix_ms, end_unix_ms"
+                                  " FROM run LIMIT 1");
+    if (!st)
+        return TML_EIO;
     if (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *id = sqlite3_column_text(st, 0);
         const unsigned char *name = sqlite3_column_text(st, 1);

@@ -303,15 +303,21 @@ void tml__wire_steps(tml_strbuf *out, const tml_step_record *recs, size_t n)
     end_frame(out, at);
 }
 
-int tml__wire_parse_steps(const uint8_t *p, size_t len, size_t *n)
+/* A payload of fixed-size items: a u32 count, then exactly count items. */
+static int parse_count(const uint8_t *p, size_t len, size_t item_size, size_t *n)
 {
     if (len < 4)
         return TML_EPROTO;
     uint32_t count = get_u32(p);
-    if ((size_t)count * TML_WIRE_STEP_SIZE != len - 4)
+    if ((size_t)count * item_size != len - 4)
         return TML_EPROTO;
     *n = count;
     return 0;
+}
+
+int tml__wire_parse_steps(const uint8_t *p, size_t len, size_t *n)
+{
+    return parse_count(p, len, TML_WIRE_STEP_SIZE, n);
 }
 
 void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *r)
@@ -380,13 +386,7 @@ void tml__wire_samples(tml_strbuf *out, const tml_sample *v, size_t n)
 
 int tml__wire_parse_samples(const uint8_t *p, size_t len, size_t *n)
 {
-    if (len < 4)
-        return TML_EPROTO;
-    uint32_t count = get_u32(p);
-    if ((size_t)count * TML_WIRE_SAMPLE_SIZE != len - 4)
-        return TML_EPROTO;
-    *n = count;
-    return 0;
+    return parse_count(p, len, TML_WIRE_SAMPLE_SIZE, n);
 }
 
 void tml__wire_parse_sample(const uint8_t *p, size_t i, tml_sample *out)

@@ -26,6 +26,8 @@ step that opens next. With gradient accumulation the fetches of the later
 micro-batches fall inside the open step, so a step's Input Wait is the sum
 of its micro-batches' fetches.
 """
+import importlib
+
 import traceml_ai as _t
 
 from . import _common
@@ -82,12 +84,24 @@ def init(trainer_cls, callback_cls):
     return _common.attach_to_every(trainer_cls, attach)
 
 
+def init_for(package, callback_cls):
+    """init() of the namespace `package` ("lightning.pytorch",
+    "pytorch_lightning"): its Trainer, when it imports and is recent
+    enough, gets a `callback_cls`."""
+    trainer = None
+    if not callback_cls._MISSING and _common.supported("Lightning", callback_cls._DIST,
+                                                       callback_cls._MINIMUM):
+        trainer = importlib.import_module(package).Trainer
+    return init(trainer, callback_cls)
+
+
 class TraceMLCallbackMixin(object):
     """TraceML inside a Lightning Trainer: one TraceML step per optimizer
     step. Put it first in front of the namespace's Callback."""
 
     _DIST = "lightning"          # the distribution whose version is checked
     _MINIMUM = "2.0"
+    _MISSING = None              # the callbacks module that did not import
 
     def __init__(self, time_transfer=None, *args, **kwargs):
         """time_transfer: time LightningModule.transfer_batch_to_device as
@@ -103,6 +117,8 @@ class TraceMLCallbackMixin(object):
         self._training = False
         self._transfer = None      # _Wrapped of transfer_batch_to_device
         self._step_fn = None       # _Wrapped of training_step
+        if self._MISSING:
+            self._unavailable(self._MISSING)
 
     # -- setting up and tearing down ----------------------------------------
 

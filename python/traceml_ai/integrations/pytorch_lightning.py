@@ -11,7 +11,7 @@ in which phase, and docs/integrations.md. For the unified `lightning`
 package (lightning.pytorch) use traceml_ai.integrations.lightning: Lightning accepts
 only its own namespace's Callback.
 """
-from . import _common, _lightning_impl
+from . import _lightning_impl
 from ._lightning_impl import TraceMLCallbackMixin as _Mixin
 
 try:
@@ -28,19 +28,11 @@ class TraceMLCallback(_Mixin, _Callback):
     whether transfer_batch_to_device is timed as H2D (None: on GPU only)."""
 
     _DIST = "pytorch_lightning"
-
-    def __init__(self, time_transfer=None):
-        super(TraceMLCallback, self).__init__(time_transfer)
-        if _Callback is object:
-            self._unavailable("pytorch_lightning.callbacks")
+    _MISSING = "pytorch_lightning.callbacks" if _Callback is object else None
 
 
 def init():
     """TraceML 0.5.0's entry: starts TraceML and adds a TraceMLCallback to
     every pytorch_lightning.Trainer made afterwards (not to one given a TraceMLCallback
     already). Returns traceml.init()'s config."""
-    trainer = None
-    if _Callback is not object and _common.supported("Lightning", TraceMLCallback._DIST,
-                                                     TraceMLCallback._MINIMUM):
-        from pytorch_lightning import Trainer as trainer
-    return _lightning_impl.init(trainer, TraceMLCallback)
+    return _lightning_impl.init_for("pytorch_lightning", TraceMLCallback)
