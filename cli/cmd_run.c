@@ -460,7 +460,7 @@ static void parse(int argc, char **argv, run_opts *o)
         parse_after_script(argc, argv, i, o, pre_args);
     o->addr_given = o->master_addr != default_master_addr;
     /* TRACEML_DISABLED=1 traceml run ...: the script runs untouched */
-    if (tml__env_yes(getenv("TRACEML_DISABLED")))   /* as the engine reads it */
+    if (tml__env_bool("TRACEML_DISABLED"))   /* as the engine reads it */
         o->disabled = 1;
 }
 
@@ -476,7 +476,7 @@ static int validate_dist(run_opts *o)
     if (!d->followers)
         return 0;
     if (!o->run_name) {
-        const char *env = getenv("TRACEML_RUN_NAME");
+        const char *env = tml__env_str("TRACEML_RUN_NAME");
         const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
         if (env && *env) {
             o->run_name = env;
@@ -1181,7 +1181,8 @@ static char *finalize_here(const aggproc *ap, const tml_cli_run *r, const char *
     tml_agg *agg = NULL;
     char *text = NULL;
     tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
-                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns};
+                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns, NULL, 0};
+    tml__cli_agg_env(&ao.thresholds, &ao.window_steps);
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
         char why[256];
@@ -1251,7 +1252,7 @@ int tml__cmd_run_profile(int argc, char **argv, int watch)
  * wait for it there (dist.h). -1 when a follower found no secret. */
 static int share_identity(const run_opts *o, tml_cli_run *r, int *secret_file)
 {
-    const char *env = getenv("TRACEML_SECRET");
+    const char *env = tml__env_str("TRACEML_SECRET");
     snprintf(r->name, sizeof(r->name), "%s", o->run_name);
     tml__dist_run_id(r->name, r->id);
     if (env && *env) {
@@ -1265,10 +1266,7 @@ static int share_identity(const run_opts *o, tml_cli_run *r, int *secret_file)
             tml__cli_warn("could not write %s/secret; other nodes need TRACEML_SECRET", r->dir);
         return 0;
     }
-    const char *w = getenv("TRACEML_SECRET_WAIT_S");
-    long wait_s = w && *w ? strtol(w, NULL, 10) : 60;
-    if (wait_s < 0 || wait_s > 3600)
-        wait_s = 60;
+    long wait_s = tml__env_int("TRACEML_SECRET_WAIT_S", NULL, 0);   /* 0-3600, else 60 */
     if (tml__dist_read_secret(o->logs_dir, o->run_name, (int)wait_s * 1000, r->secret,
                               sizeof(r->secret)) == 0)
         return 0;

@@ -208,12 +208,12 @@ void tml__report_add_models(char *dst, size_t cap, const char *list)
     }
 }
 
-int tml__report_term_width(int fd)
+int tml__report_term_width(int fd, const char *columns)
 {
     struct winsize ws;
     if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
         return ws.ws_col;
-    const char *c = getenv("COLUMNS");
+    const char *c = columns;
     if (c && *c) {
         char *end;
         long v = strtol(c, &end, 10);
