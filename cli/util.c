@@ -189,7 +189,7 @@ int tml__cli_exe_dir(char *out, size_t cap)
 
 int tml__cli_term_width(void)
 {
-    return tml__report_term_width(STDOUT_FILENO, getenv("COLUMNS"));
+    return tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
 }
 
 void tml__cli_agg_env(const char **thresholds, int *window_steps)

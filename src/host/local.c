@@ -74,7 +74,7 @@ static int ls_summary(tml_sink *s, char **json)
 static int ls_close(tml_sink *s, const char *status, int exit_code, char **text)
 {
     local_sink *l = (local_sink *)s;
-    int width = tml__report_term_width(STDOUT_FILENO, tml__env_raw("COLUMNS"));
+    int width = tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
     int rc = tml__host_finalize(l->host, status, exit_code, width, text);
     tml__host_free(l->host);
     free(l);

@@ -24,10 +24,10 @@
 #define TML_REPORT_LOG_WIDTH 120       /* no terminal: a pipe, a log (tee, Slurm, CI) */
 
 /* The width of a box printed to fd: the terminal's, else columns (the
- * caller's $COLUMNS, NULL: unset), else TML_REPORT_LOG_WIDTH. Whoever prints a box without a terminal width to
+ * caller's $COLUMNS; 0: unset), else TML_REPORT_LOG_WIDTH. Whoever prints a box without a terminal width to
  * pass on (the aggregator left alone, a training started without `traceml
  * run` into a pipe) uses this, so the box has the same width everywhere. */
-int tml__report_term_width(int fd, const char *columns);
+int tml__report_term_width(int fd, long columns);
 
 typedef struct tml_report_opts {
     const char *status;       /* "completed", "failed", "interrupted"; NULL = "completed" */
