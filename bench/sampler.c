@@ -35,7 +35,8 @@ static double per_tick_ns(int gpu, double interval, double seconds, size_t *samp
 {
     tml_sampler *s;
     tml_sampler_opts o = { .interval_s = interval, .rank = 0, .node = 0, .local_rank = 0,
-                           .host = 1, .gpu = gpu, .cuda_bytes = NULL };
+                           .host = 1, .gpu = gpu, .cuda_bytes = NULL,
+                           .libnvml = getenv("TRACEML_LIBNVML") };
     if (tml__sampler_start(&o, &s) < 0)
         return -1;
     struct timespec ts = { (time_t)seconds, (long)((seconds - (long)seconds) * 1e9) };

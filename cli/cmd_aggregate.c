@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agg/agg.h"
+#include "base/env.h"
 #include "agg/rundir.h"
 #include "host/host.h"
 #include "traceml/traceml.h"
@@ -167,7 +168,7 @@ int tml__cmd_aggregate(int argc, char **argv)
         else
             return tml__cli_error("__aggregate: unknown option '%s'", argv[i]);
     }
-    const char *env_secret = getenv("TRACEML_SECRET");
+    const char *env_secret = tml__env_str("TRACEML_SECRET");
     if (!run_dir || !run_name || !run_id || !env_secret || control_fd < 0 || status_fd < 0)
         return tml__cli_error("__aggregate is internal to 'traceml run'");
     char secret[TML_WIRE_SECRET_MAX];
@@ -186,7 +187,9 @@ int tml__cmd_aggregate(int argc, char **argv)
                         .html_report = html_report, .serve = 1, .bind_addr = bind,
                         .port = port, .secret = secret, .control_fd = control_fd,
                         .live_port = live_port, .live_bind = live_bind,
-                        .live_interval_ms = live_interval_ms, .sample_host = 1};
+                        .live_interval_ms = live_interval_ms, .sample_host = 1,
+                        .sample_interval_s = tml__env_double("TRACEML_INTERVAL", NULL, 0)};
+    tml__cli_agg_env(&ho.thresholds, &ho.window_steps);
     if (tml__host_open(&ho, &h) < 0) {
         say(status_fd, "error\n");
         return 1;

@@ -33,20 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "traceml/traceml.h"
-
-static long env_long(const char *name, long def)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || x < 0)
-        return def;
-    return x;
-}
 
 static int slurm_task_count(void)
 {
@@ -54,10 +42,9 @@ static int slurm_task_count(void)
      * SLURM_NTASKS for the whole allocation but is a single process */
     if (!getenv("SLURM_PROCID") || !getenv("SLURM_STEP_ID"))
         return 0;
-    const char *off = getenv("TRACEML_SLURM");
-    if (off && strcmp(off, "0") == 0)
+    if (!tml__env_bool("TRACEML_SLURM"))
         return 0;
-    long n = env_long("SLURM_STEP_NUM_TASKS", env_long("SLURM_NTASKS", 0));
+    long n = tml__env_count("SLURM_STEP_NUM_TASKS", tml__env_count("SLURM_NTASKS", 0));
     return n > 1 && n < (1L << 20) ? (int)n : 0;
 }
 
@@ -74,10 +61,10 @@ int tml__dist_setup(tml_dist *d, const tml_dist_args *a)
     int tasks = (a->nproc > 1 || a->nnodes > 1) ? 0 : slurm_task_count();
     if (tasks) {
         d->slurm = 1;
-        d->task = env_long("SLURM_PROCID", 0);
+        d->task = tml__env_count("SLURM_PROCID", 0);
         d->world_size = tasks;
-        d->nnodes = env_long("SLURM_STEP_NUM_NODES", env_long("SLURM_NNODES", 1));
-        d->node_rank = env_long("SLURM_NODEID", 0);
+        d->nnodes = tml__env_count("SLURM_STEP_NUM_NODES", tml__env_count("SLURM_NNODES", 1));
+        d->node_rank = tml__env_count("SLURM_NODEID", 0);
         if (d->nnodes < 1)
             d->nnodes = 1;
         if (!a->addr_given) {
@@ -89,7 +76,7 @@ int tml__dist_setup(tml_dist *d, const tml_dist_args *a)
                                       "MASTER_ADDR) to the host of task 0", d->nnodes);
         }
         if (!a->port_given)
-            d->master_port = env_long("MASTER_PORT", a->master_port);
+            d->master_port = tml__env_count("MASTER_PORT", a->master_port);
         d->host = d->task == 0;
         d->followers = 1;
     } else if (a->nproc > 1 || a->nnodes > 1) {

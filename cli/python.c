@@ -26,6 +26,8 @@
 #include "cli.h"
 #include "python.h"
 
+#include "base/env.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -133,14 +135,14 @@ int tml__python_find(tml_python *py, const char *option, const char *option_from
     const char *name = option, *env;
     py->source = option_from ? option_from : "--python";
     if (!name || !*name) {
-        name = getenv("TRACEML_PYTHON");
+        name = tml__env_str("TRACEML_PYTHON");
         py->source = "TRACEML_PYTHON";
     }
     const char *answered = NULL;
-    if ((!name || !*name) && (env = getenv("TRACEML_ENV_PYTHON")) && *env) {
+    if ((!name || !*name) && (env = tml__env_str("TRACEML_ENV_PYTHON"))) {
         name = env;
         py->source = "the environment TraceML is installed in";
-        answered = getenv("TRACEML_ENV_PYTHON_PROBE");
+        answered = tml__env_str("TRACEML_ENV_PYTHON_PROBE");
     }
     if (!name || !*name) {
         name = "python3";

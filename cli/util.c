@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/json.h"
 #include "live/http.h"
 #include "report/report.h"
@@ -212,7 +213,16 @@ int tml__cli_exe_dir(char *out, size_t cap)
 
 int tml__cli_term_width(void)
 {
-    return tml__report_term_width(STDOUT_FILENO);
+    return tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
+}
+
+void tml__cli_agg_env(const char **thresholds, int *window_steps)
+{
+    char bad[160];
+    *thresholds = tml__env_str("TRACEML_THRESHOLDS");
+    *window_steps = (int)tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
+    if (bad[0])
+        tml__cli_warn("%s", bad);
 }
 
 /* The nearest existing folder at or above path must be writable. */

@@ -1267,6 +1267,32 @@ mod_strerror(PyObject *m, PyObject *arg)
     return str_or_none(tml_strerror((int)e));
 }
 
+/* config(name): a TRACEML_* variable as the engine reads it (tml_config,
+ * docs/cli.md "Environment variables"): True/False, an int, a float, a
+ * str, or None for a string without a value; ValueError for a name the
+ * table does not have. The package asks here instead of parsing again. */
+static PyObject *
+mod_config(PyObject *m, PyObject *arg)
+{
+    char out[4096];
+    (void)m;
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+    if (!name)
+        return NULL;
+    const char *type = tml_config(name, out, sizeof(out));
+    if (!type)
+        return PyErr_Format(PyExc_ValueError, "%s is not a TraceML variable", name);
+    if (strcmp(type, "bool") == 0)
+        return PyBool_FromLong(strcmp(out, "1") == 0);
+    if (strcmp(type, "int") == 0)
+        return PyLong_FromString(out, NULL, 10);
+    if (strcmp(type, "double") == 0)
+        return PyFloat_FromDouble(strtod(out, NULL));
+    if (!out[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(out);
+}
+
 static PyObject *
 mod_version(PyObject *m, PyObject *unused)
 {
@@ -1598,6 +1624,7 @@ static PyMethodDef mod_methods[] = {
     {"set_loader_config", mod_set_loader_config, METH_VARARGS, NULL},
     {"strerror", mod_strerror, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, NULL},
+    {"config", mod_config, METH_O, "config(name): a TRACEML_* variable, typed, as the engine reads it"},
     {"trace_step", (PyCFunction)(void (*)(void))mod_trace_step, METH_FASTCALL | METH_KEYWORDS,
      "trace_step($module, /, *models, model=None)\n--\n\n"
      "A context manager of one training step.\n\n"

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/env.h"
+
 /* The distributed shape (dist.h): which launcher hosts the aggregator, and
  * the names every launcher of the run must agree on. */
 static int validate_dist(tml_run_opts *o)
@@ -24,7 +26,7 @@ static int validate_dist(tml_run_opts *o)
     if (!d->followers)
         return 0;
     if (!o->run_name) {
-        const char *env = getenv("TRACEML_RUN_NAME");
+        const char *env = tml__env_str("TRACEML_RUN_NAME");
         const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
         if (env && *env) {
             o->run_name = env;

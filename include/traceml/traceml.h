@@ -287,6 +287,13 @@ TML_API int tml_summary_json(char **out);
  * Returns 0, TML_EPROTO (not a JSON object), TML_ENOMEM.
  */
 TML_API int tml_summary_flatten(const char *json, size_t len, char **out);
+/* A TRACEML_* environment variable read the one way TraceML reads it
+ * (docs/cli.md, "Environment variables"): its value as text in out (a
+ * boolean "1" or "0"; an integer or a number in range, else the default;
+ * a string or path, else its default, else ""), and its type as the
+ * return value: "bool", "int", "double", "string" or "path". NULL for a
+ * name TraceML does not read (or no room). The returned string is static. */
+TML_API const char *tml_config(const char *name, char *out, size_t cap);
 /* Frees what tml_summary_json() / tml_summary_flatten() returned. */
 TML_API void tml_free(void *p);
 

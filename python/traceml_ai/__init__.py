@@ -38,6 +38,14 @@ except ImportError as _e:          # the engine is missing: fail open
     _import_error = _e
 
 _MODES = ("auto", "manual", "selective")
+
+
+def _env(name):
+    """A TRACEML_* variable as the engine reads it (its one table,
+    docs/cli.md "Environment variables"): True/False, an int, a float, a
+    str, or None (no value; or the engine is missing). Asked, never parsed
+    here again."""
+    return _c.config(name) if _c is not None else None
 _config = None          # the configuration of the first successful init()
 _detected = False       # started by zero-edit tracing (_zero_edit.py), not by the script
 _armed = False          # deferred zero-edit tracing: starts at the first use (_arm_deferred)
@@ -337,7 +345,7 @@ def _comm_patch(torch):
     (a Python comm hook costs DDP more per bucket than its C++ all-reduce:
     docs/performance.md, "Communication hook")."""
     global _comm_on
-    if _os.environ.get("TRACEML_COMM", "").strip().lower() in ("0", "false", "no", "off"):
+    if _env("TRACEML_COMM") is False:
         return
     from . import _comm
     _comm.install(_c, _warn, _patch_with)
@@ -461,9 +469,7 @@ def _version_tuple(v):
 
 
 def _env_disabled():
-    # as the engine and the launcher read it: set, and not 0/false/no/off
-    return _os.environ.get("TRACEML_DISABLED", "").strip().lower() not in (
-        "", "0", "false", "no", "off")
+    return bool(_env("TRACEML_DISABLED"))
 
 
 class InitConfig(object):
@@ -546,11 +552,11 @@ def _legacy_options(interval, aggregator_host, aggregator_port, on_missing, **un
             raise ValueError("traceml.init(): interval=%r is out of range (0.01 to 3600 "
                              "seconds)" % interval)
         _os.environ["TRACEML_INTERVAL"] = repr(interval)
-    if (aggregator_host or aggregator_port) and not _os.environ.get("TRACEML_ADDR"):
+    if (aggregator_host or aggregator_port) and not _env("TRACEML_ADDR"):
         # an aggregator of `traceml serve` (it prints TRACEML_SECRET to export)
         _os.environ["TRACEML_ADDR"] = "%s:%d" % (aggregator_host or "127.0.0.1",
                                                  int(aggregator_port or 29765))
-    policy = (on_missing or _os.environ.get("TRACEML_ON_MISSING_AGGREGATOR") or "warn")
+    policy = (on_missing or _env("TRACEML_ON_MISSING_AGGREGATOR") or "warn")
     policy = str(policy).strip().lower()
     if policy not in ("warn", "raise"):
         raise ValueError("traceml.init(): on_missing_aggregator=%r (expected 'warn' or "
@@ -710,7 +716,7 @@ def _mark_spawner():
 def _watching():
     """`traceml watch` (TraceML 0.5.0's TRACEML_PROFILE=watch): system and
     process metrics only, no step tracing."""
-    return _os.environ.get("TRACEML_PROFILE") == "watch"
+    return _env("TRACEML_PROFILE") == "watch"
 
 
 def _start_watch():

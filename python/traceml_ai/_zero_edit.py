@@ -97,8 +97,8 @@ def _after_torch(then):
 
 def start(script, spawned=False):
     """Called by the launcher's sitecustomize (docs/zero-edit.md)."""
-    if os.environ.get("TRACEML_PROFILE") == "watch":   # traceml watch: no step tracing
-        import traceml_ai as t
+    import traceml_ai as t
+    if t._env("TRACEML_PROFILE") == "watch":   # traceml watch: no step tracing
         if spawned:
             _after_torch(lambda: _on_process_group(t._start_watch))
         else:
@@ -109,7 +109,6 @@ def start(script, spawned=False):
             selfinst = imports_traceml(f.read())
     except OSError:
         return
-    import traceml_ai as t
     if selfinst:
         _after_torch(t._arm_deferred)
     elif spawned:

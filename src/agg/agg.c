@@ -44,6 +44,8 @@ struct tml_agg {
     int store_failed;          /* logged once */
     int html_report;           /* tml__agg_set_html_report() */
     int own_process;           /* opts.own_process */
+    char *thresholds;          /* opts.thresholds, NULL: the defaults */
+    size_t window_steps;       /* opts.window_steps, else the default */
     char not_saved[512];       /* the box's NOT SAVED line; "" when all was written */
 };
 
@@ -102,6 +104,14 @@ static int agg_alloc(const tml_agg_opts *o, tml_agg **out)
     a->run.world_size = o->world_size;
     a->run.nnodes = o->nnodes;
     a->own_process = o->own_process;
+    a->window_steps = o->window_steps >= 2 && o->window_steps <= TML_WINDOW_DEFAULT_STEPS
+                      ? (size_t)o->window_steps : TML_WINDOW_DEFAULT_STEPS;
+    a->thresholds = o->thresholds && *o->thresholds ? strdup(o->thresholds) : NULL;
+    if (o->thresholds && *o->thresholds && !a->thresholds) {
+        free(a->run_dir);
+        free(a);
+        return TML_ENOMEM;
+    }
     a->run.start_mono_ns = o->start_mono_ns > 0 ? o->start_mono_ns : tml__mono_ns();
     *out = a;
     return 0;
@@ -175,6 +185,7 @@ void tml__agg_free(tml_agg *a)
     tml__store_close(a->store);
     tml__run_release(&a->run);
     free(a->run_dir);
+    free(a->thresholds);
     free(a);
 }
 
@@ -380,15 +391,12 @@ const tml_run *tml__agg_run(const tml_agg *a)
     return &a->run;
 }
 
-/* The window's cap: $TRACEML_WINDOW_STEPS (traceml run --window-steps),
- * 2..10,000, else 10,000. */
-static size_t window_steps(void)
+/* The diagnosis thresholds: the defaults with opts.thresholds applied;
+ * TML_EINVAL (the defaults) when they are malformed. */
+static int thresholds(const tml_agg *a, tml_thresholds *th)
 {
-    const char *v = getenv("TRACEML_WINDOW_STEPS");
-    char *end;
-    long n = v && *v ? strtol(v, &end, 10) : 0;
-    return v && *v && !*end && n >= 2 && n <= TML_WINDOW_DEFAULT_STEPS
-           ? (size_t)n : TML_WINDOW_DEFAULT_STEPS;
+    tml__thresholds_default(th);
+    return a->thresholds ? tml__thresholds_parse(th, a->thresholds) : 0;
 }
 
 /* The run's end in telemetry.sqlite: the last batch, the run row, how it
@@ -519,7 +527,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     tml__progress_read(a->run_dir, &ps);
     a->run.steps_traced_here = ps.steps;
     store_finish(a, status, exit_code);
-    if (tml__thresholds_from_env(&th) < 0)
+    if (thresholds(a, &th) < 0)
         tml__run_log(a->run_dir, "aggregator",
                      "TRACEML_THRESHOLDS is malformed; using the defaults");
     snprintf(json_path, sizeof(json_path), "%s/final_summary.json", a->run_dir);
@@ -533,7 +541,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     ro.json_path = json_path;
     ro.width = width;
     ro.th = &th;
-    ro.window_steps = window_steps();
+    ro.window_steps = a->window_steps;
     ro.generated_at = generated;
     ro.series = 1;             /* the HTML report's charts (docs/summary-json.md) */
     rc = tml__report_build(&a->run, &ro, &text, &json);
@@ -562,8 +570,7 @@ int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
     tml_report_opts ro;
     int64_t now = tml__unix_ms();
 
-    if (tml__thresholds_from_env(&th) < 0)
-        tml__thresholds_default(&th);
+    thresholds(a, &th);
     note_cpu(a);
     snprintf(json_path, sizeof(json_path), "%s/final_summary.json", a->run_dir);
     tml__iso_time(now, generated, sizeof(generated));
@@ -572,7 +579,7 @@ int tml__agg_summary_json(tml_agg *a, tml_strbuf *json)
     ro.duration_s = tml__agg_elapsed_s(a);
     ro.json_path = json_path;
     ro.th = &th;
-    ro.window_steps = window_steps();
+    ro.window_steps = a->window_steps;
     ro.generated_at = generated;
     return tml__report_build(&a->run, &ro, NULL, json);
 }

@@ -36,6 +36,12 @@ typedef struct tml_agg_opts {
     /* When the run started on this host's monotonic clock (tml__mono_ns);
      * 0: now. The run's duration is measured from it. */
     int64_t start_mono_ns;
+    /* From the environment, as the edge read it (base/env.h): the
+     * TRACEML_THRESHOLDS overrides (NULL: the defaults; malformed: the
+     * defaults and a line in traceml.log at finalize) and the window's
+     * cap, TRACEML_WINDOW_STEPS (0: 10,000). The aggregator copies them. */
+    const char *thresholds;
+    int window_steps;
 } tml_agg_opts;
 
 int tml__agg_new(const tml_agg_opts *opts, tml_agg **out);

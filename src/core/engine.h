@@ -79,6 +79,9 @@ typedef struct tml_setup {
     pid_t pid;
     int64_t start_unix_ms;
     char run_name[128], logs_dir[PATH_MAX], run_dir[PATH_MAX];
+    double interval_s;           /* the sampler's (tml_engine_env) */
+    char libnvml[PATH_MAX], libcuda[PATH_MAX], visible_devices[256];
+    int visible_devices_set;     /* CUDA_VISIBLE_DEVICES, even empty (no GPU) */
     tml_hello hello;             /* run id, secret, identity */
     int identity_from_env;
     int64_t pair_cost_ns;        /* one begin/end pair through the API */
@@ -157,11 +160,24 @@ void tml__gpu_wait(tml_slot *s, const tml_step_record *r, int64_t now);
 void tml__gpu_flush(tml_slot *s, int64_t now, int final);
 size_t tml__gpu_waiting(void);
 
+/* What the process's environment says to the engine: read by its edge,
+ * tml_init (host/local.c), from the table of base/env.h; nothing in the
+ * engine reads the environment itself. Strings: NULL when unset. */
+typedef struct tml_engine_env {
+    const char *logs_dir, *run_name;
+    int disabled;
+    int identity_set;                 /* RANK or SLURM_PROCID is set */
+    int32_t rank, local_rank, world_size, node_rank, nnodes;
+    double interval_s;                /* TRACEML_INTERVAL */
+    const char *libnvml, *libcuda;    /* the GPU libraries to open */
+    const char *visible_devices;      /* CUDA_VISIBLE_DEVICES */
+} tml_engine_env;
+
 /* setup.c, for the layer that picks the sink (host/local.c):
  * prepare settles the configuration; *done is set when there is nothing
  * more to do (running already with the same configuration, or disabled)
  * and the return value is tml_init's. start runs the engine with the sink. */
-int tml__engine_prepare(const tml_options *o, int *done);
+int tml__engine_prepare(const tml_options *o, const tml_engine_env *env, int *done);
 int tml__engine_start(tml_sink *sink);
 /* The cost of one begin/end pair, measured (robust to preemption). */
 int64_t tml__calibrate_pair(void);

@@ -308,7 +308,7 @@ int tml_set_cuda_stream(void *stream)
     tml_slot *sl = my_slot();
     if (!sl)
         return TML_EFULL;
-    tml_cuda *cu = tml__cuda_get();
+    tml_cuda *cu = tml__cuda_get(tml__setup.libcuda);
     if (!cu)
         return TML_EIO;
     tml_gpu_pool *p = atomic_load(&sl->gpu);

@@ -1,7 +1,7 @@
 /*
  * setup.c - the engine's beginning and end: tml_init's settling of the
- * configuration (the layer above picks the sink: host/local.c), the
- * process's identity from its environment, tml_shutdown, and the results
+ * configuration (the layer above picks the sink and reads the
+ * environment: host/local.c), the process's identity, tml_shutdown, and the results
  * a process can ask for after (or during) its run.
  *
  * tml_init is idempotent for the same configuration and refuses a
@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/env.h"
 #include "base/fs.h"
 #include "base/hmac.h"
 #include "model/run.h"
@@ -29,40 +28,17 @@ tml_requests tml__req = {.auto_models_mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- identity ----------------------------------------------------------- */
 
-static int env_int(const char *name, int def)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || x < 0 || x > INT32_MAX)
-        return def;
-    return (int)x;
-}
-
-static int env_first_int(const char *a, const char *b, const char *c, int def)
-{
-    int v = env_int(a, -1);
-    if (v < 0 && b)
-        v = env_int(b, -1);
-    if (v < 0 && c)
-        v = env_int(c, -1);
-    return v < 0 ? def : v;
-}
-
-/* Who this process is, from torchrun's or Slurm's environment (else rank
- * 0 of 1, until tml_set_rank says otherwise). */
-static void fill_rank_info(tml_rank_info *i)
+/* Who this process is, from torchrun's or Slurm's environment as the edge
+ * read it (else rank 0 of 1, until tml_set_rank says otherwise). */
+static void fill_rank_info(tml_rank_info *i, const tml_engine_env *env)
 {
     memset(i, 0, sizeof(*i));
-    tml__setup.identity_from_env = getenv("RANK") || getenv("SLURM_PROCID");
-    i->rank = env_first_int("RANK", "SLURM_PROCID", NULL, 0);
-    i->local_rank = env_first_int("LOCAL_RANK", "SLURM_LOCALID", NULL, 0);
-    i->world_size = env_first_int("WORLD_SIZE", "SLURM_NTASKS", NULL, 1);
-    i->node_rank = env_first_int("GROUP_RANK", "NODE_RANK", "SLURM_NODEID", 0);
-    i->nnodes = env_first_int("TRACEML_NNODES", "SLURM_NNODES", NULL, 1);
+    tml__setup.identity_from_env = env->identity_set;
+    i->rank = env->rank;
+    i->local_rank = env->local_rank;
+    i->world_size = env->world_size;
+    i->node_rank = env->node_rank;
+    i->nnodes = env->nnodes;
     i->pid = (int32_t)getpid();
     i->instrumented = tml__setup.instrumented;
     gethostname(i->host, sizeof(i->host) - 1);
@@ -152,10 +128,9 @@ static int same_config(const tml_options *o)
 
 /* Names: the options, else TRACEML_LOGS_DIR / TRACEML_RUN_NAME, else
  * ./logs and "<script stem>_<time>". */
-static void settle_names(const tml_options *o)
+static void settle_names(const tml_options *o, const tml_engine_env *env)
 {
-    const char *env_logs = getenv("TRACEML_LOGS_DIR");
-    const char *env_name = getenv("TRACEML_RUN_NAME");
+    const char *env_logs = env->logs_dir, *env_name = env->run_name;
     tml_setup *c = &tml__setup;
     snprintf(c->logs_dir, sizeof(c->logs_dir), "%s",
              o->logs_dir ? o->logs_dir : env_logs && *env_logs ? env_logs : "logs");
@@ -171,7 +146,19 @@ static void settle_names(const tml_options *o)
     }
 }
 
-int tml__engine_prepare(const tml_options *opts, int *done)
+/* What the sampler and the GPU clock take from the environment. */
+static void settle_env(const tml_engine_env *env)
+{
+    tml_setup *c = &tml__setup;
+    c->interval_s = env->interval_s;
+    snprintf(c->libnvml, sizeof(c->libnvml), "%s", env->libnvml ? env->libnvml : "");
+    snprintf(c->libcuda, sizeof(c->libcuda), "%s", env->libcuda ? env->libcuda : "");
+    snprintf(c->visible_devices, sizeof(c->visible_devices), "%s",
+             env->visible_devices ? env->visible_devices : "");
+    c->visible_devices_set = env->visible_devices != NULL;
+}
+
+int tml__engine_prepare(const tml_options *opts, const tml_engine_env *env, int *done)
 {
     tml_options def = {0};
     const tml_options *o = opts ? opts : &def;
@@ -184,8 +171,8 @@ int tml__engine_prepare(const tml_options *opts, int *done)
         return TML_ESTATE;
 
     c->instrumented = o->instrumented ? o->instrumented & TML_PHASES_ALL : TML_PHASES_ALL;
-    settle_names(o);
-    if (o->disabled || tml__env_yes(getenv("TRACEML_DISABLED"))) {
+    settle_names(o, env);
+    if (o->disabled || env->disabled) {
         atomic_store(&c->state, TML_ST_DISABLED);
         return TML_EDISABLED;
     }
@@ -203,7 +190,8 @@ int tml__engine_prepare(const tml_options *opts, int *done)
     }
     c->pid = getpid();
     c->start_unix_ms = tml__unix_ms();
-    fill_rank_info(&c->hello.info);   /* a tml_set_rank() before init still counts */
+    fill_rank_info(&c->hello.info, env);
+    settle_env(env);   /* a tml_set_rank() before init still counts */
     c->run_dir[0] = '\0';
     c->hello.run_id[0] = c->hello.secret[0] = '\0';
     free(c->summary_text);

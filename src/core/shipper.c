@@ -402,9 +402,12 @@ int tml__shipper_start(void)
      * means n/a in the summary. Started before the shipper, which reads
      * S->sampler from then on. */
     const tml_rank_info *i = &tml__setup.hello.info;
-    tml_sampler_opts so = {.interval_s = 0, .rank = i->rank, .node = i->node_rank,
+    tml_setup *c = &tml__setup;
+    tml_sampler_opts so = {.interval_s = c->interval_s, .rank = i->rank, .node = i->node_rank,
                            .local_rank = i->local_rank, .host = i->local_rank == 0,
-                           .gpu = 1, .cuda_bytes = tml__req.cuda_bytes};
+                           .gpu = 1, .cuda_bytes = tml__req.cuda_bytes,
+                           .libnvml = c->libnvml,
+                           .visible_devices = c->visible_devices_set ? c->visible_devices : NULL};
     if (tml__sampler_start(&so, &S->sampler) < 0) {
         S->sampler = NULL;
         tml__engine_log("resource sampler", "could not start; system and process metrics are n/a");

@@ -72,9 +72,6 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec);
  * check (a file sets a pair on two lines): 0, or TML_EINVAL (unknown key,
  * bad number, out of range) with *t unchanged. */
 int tml__thresholds_set(tml_thresholds *t, const char *item, size_t n);
-/* Defaults, then $TRACEML_THRESHOLDS when set. TML_EINVAL (defaults kept)
- * when the variable is malformed. (thresholds.c: reads the environment.) */
-int tml__thresholds_from_env(tml_thresholds *t);
 
 /* ---- the window ---------------------------------------------------- */
 

@@ -2,8 +2,8 @@
  * thresholds.c - reading threshold overrides ("input_warn=0.15,...").
  *
  * Defaults live with the rules (diag.c); this file only parses the user's
- * overrides, from a string or from $TRACEML_THRESHOLDS. The parse is all or
- * nothing: a typo in one key must not leave a half-applied configuration
+ * overrides (the edges read $TRACEML_THRESHOLDS and hand it down). The
+ * parse is all or nothing: a typo in one key must not leave a half-applied configuration
  * that silently diagnoses with some defaults and some overrides, so the
  * result is built in a copy and committed only when every item was valid.
  */
@@ -119,13 +119,4 @@ int tml__thresholds_parse(tml_thresholds *t, const char *spec)
         return TML_EINVAL;
     *t = c;
     return 0;
-}
-
-int tml__thresholds_from_env(tml_thresholds *t)
-{
-    tml__thresholds_default(t);
-    const char *s = getenv("TRACEML_THRESHOLDS");
-    if (!s || !*s)
-        return 0;
-    return tml__thresholds_parse(t, s);
 }

@@ -40,6 +40,7 @@ struct tml_cuda {
 static tml_cuda cuda_driver;
 static tml_cuda *cuda_ok;
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+static const char *cuda_path;   /* the first tml__cuda_get's, for cuda_load */
 
 static void *sym(void *lib, const char *a, const char *b)
 {
@@ -51,7 +52,7 @@ static void *sym(void *lib, const char *a, const char *b)
 
 static void cuda_load(void)
 {
-    const char *path = getenv("TRACEML_LIBCUDA");
+    const char *path = cuda_path;
     tml_cuda *c = &cuda_driver;
     void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
@@ -74,8 +75,10 @@ static void cuda_load(void)
     cuda_ok = c;
 }
 
-tml_cuda *tml__cuda_get(void)
+tml_cuda *tml__cuda_get(const char *path)
 {
+    if (!cuda_path)   /* a race only between callers of the same engine: one path */
+        cuda_path = path ? path : "";
     pthread_once(&cuda_once, cuda_load);
     return cuda_ok;
 }

@@ -11,9 +11,9 @@
  * thread, `tail` on the shipper thread. A full pool records nothing and
  * the step simply has no GPU figures.
  *
- * libcuda.so.1 is opened with dlopen ($TRACEML_LIBCUDA names another file;
- * the tests use that to load a fake). Nothing needs CUDA to build or to
- * run without a GPU: tml__cuda_get() then fails and nothing is recorded.
+ * libcuda.so.1 is opened with dlopen (or the file the caller names: the
+ * engine passes $TRACEML_LIBCUDA, how the tests load a fake). Nothing
+ * needs CUDA to build or to run without a GPU: tml__cuda_get() then fails and nothing is recorded.
  *
  * Ownership: the loaded driver is process-wide (tml__cuda_get) and never
  * unloaded. A pool is made by tml__gpu_pool_new on the thread whose
@@ -27,9 +27,10 @@
 
 typedef struct tml_cuda tml_cuda;
 
-/* The process's driver: loaded and cuInit'ed on first call; NULL when the
- * library, a required symbol or cuInit is missing (remembered). */
-tml_cuda *tml__cuda_get(void);
+/* The process's driver: loaded from path (NULL or "": libcuda.so.1) and
+ * cuInit'ed on first call, whose path counts; NULL when the library, a
+ * required symbol or cuInit is missing (remembered). */
+tml_cuda *tml__cuda_get(const char *path);
 
 typedef struct tml_gpu_pool {
     tml_cuda *cu;

@@ -64,9 +64,8 @@ static void *sym(void *lib, const char *a, const char *b)
     return p;
 }
 
-int tml__nvml_open(tml_nvml **out)
+int tml__nvml_open(const char *path, tml_nvml **out)
 {
-    const char *path = getenv("TRACEML_LIBNVML");
     tml_nvml *n;
 
     *out = NULL;

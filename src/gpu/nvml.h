@@ -2,15 +2,16 @@
  * nvml.h - GPU metrics through NVML, loaded at run time.
  *
  * Nothing here needs CUDA or NVIDIA headers to build: libnvidia-ml.so.1 is
- * opened with dlopen (or the file named by $TRACEML_LIBNVML, which is how
- * the tests load a fake) and the few types used are declared in nvml.c.
+ * opened with dlopen (or the file the caller names: the edges pass
+ * $TRACEML_LIBNVML, which is how the tests load a fake) and the few
+ * types used are declared in nvml.c.
  * Every metric carries its own valid flag: a missing library, a device
  * that answers NOT_SUPPORTED or a GPU that fell off the bus gives "not
  * valid" (reported as n/a), never a zero and never a crash.
  *
  *     tml_nvml *n;
- *     if (tml__nvml_open(&n) == 0) {
- *         int idx[8]; size_t k = tml__nvml_visible(n, getenv("CUDA_VISIBLE_DEVICES"), idx, 8);
+ *     if (tml__nvml_open(NULL, &n) == 0) {
+ *         int idx[8]; size_t k = tml__nvml_visible(n, visible_devices, idx, 8);
  *         tml_gpu_reading r; tml__nvml_read(n, idx[0], &r);
  *         tml__nvml_close(n);
  *     }
@@ -43,9 +44,10 @@ typedef struct tml_gpu_reading {
     double power_w, power_limit_w;
 } tml_gpu_reading;
 
-/* 0, or TML_EIO when the library or a required symbol is missing or
- * nvmlInit fails (then *out is NULL). */
-int tml__nvml_open(tml_nvml **out);
+/* Opens path (NULL or "": libnvidia-ml.so.1). 0, or TML_EIO when the
+ * library or a required symbol is missing or nvmlInit fails (then *out is
+ * NULL). */
+int tml__nvml_open(const char *path, tml_nvml **out);
 void tml__nvml_close(tml_nvml *n);
 /* NVML device count, 0 on error. */
 unsigned tml__nvml_count(tml_nvml *n);

@@ -123,7 +123,7 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
         write_manifest(h);
     /* a host with a socket server is its own process: its CPU is TraceML's */
     tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes,
-                       o->serve, 0};
+                       o->serve, 0, o->thresholds, o->window_steps};
     int rc = tml__agg_new(&ao, &h->agg);
     if (rc < 0)
         goto fail;
@@ -142,8 +142,8 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
         so.control_fd = o->control_fd;
         so.stop = o->stop;
         if (o->sample_host) {
-            tml_sampler_opts sp = {.interval_s = 0, .rank = -1, .node = 0, .local_rank = -1,
-                                   .host = 1};
+            tml_sampler_opts sp = {.interval_s = o->sample_interval_s, .rank = -1, .node = 0,
+                                   .local_rank = -1, .host = 1};
             if (tml__sampler_start(&sp, &h->sampler) < 0)
                 h->sampler = NULL;
         }

@@ -54,6 +54,10 @@ typedef struct tml_host_opts {
     /* sample this host's CPU and RAM too, for a run whose ranks never do
      * (a script TraceML was not started in): used at finalize only then */
     int sample_host;
+    double sample_interval_s;         /* 0: 1.0 ($TRACEML_INTERVAL, read by the edge) */
+    /* the aggregator's, from the environment (tml_agg_opts) */
+    const char *thresholds;
+    int window_steps;
 } tml_host_opts;
 
 /* 0 (the live server may still be missing: a busy port costs the live

@@ -8,6 +8,11 @@
  * started without one (`python train.py`, a C program run directly) it is
  * an aggregator hosted in this very process, fed by the shipper thread,
  * which writes the run folder and, at tml_shutdown, the summary.
+ *
+ * It is also the engine's edge: the one place of the library that reads
+ * the environment (the table of base/env.h), once per tml_init, and hands
+ * the values down in tml_engine_env and the host's options; tml_config
+ * answers the Python package from the same table.
  */
 #include "core/engine.h"
 #include "host/host.h"
@@ -18,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "report/report.h"
 
 /* ---- the in-process sink ------------------------------------------------- */
@@ -68,7 +74,7 @@ static int ls_summary(tml_sink *s, char **json)
 static int ls_close(tml_sink *s, const char *status, int exit_code, char **text)
 {
     local_sink *l = (local_sink *)s;
-    int width = tml__report_term_width(STDOUT_FILENO);
+    int width = tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
     int rc = tml__host_finalize(l->host, status, exit_code, width, text);
     tml__host_free(l->host);
     free(l);
@@ -92,6 +98,16 @@ static int make_run_dir(local_sink *l)
     return rc;
 }
 
+/* The aggregator's variables, as the launcher's aggregator reads them. */
+static void agg_env(tml_host_opts *ho)
+{
+    char bad[160];
+    ho->thresholds = tml__env_str("TRACEML_THRESHOLDS");
+    ho->window_steps = (int)tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
+    if (bad[0])
+        tml__run_log(ho->run_dir, "aggregator", "%s", bad);
+}
+
 static int local_sink_open(tml_sink **out)
 {
     const tml_rank_info *i = &tml__setup.hello.info;
@@ -108,11 +124,11 @@ static int local_sink_open(tml_sink **out)
                                  .world_size = i->world_size, .nnodes = i->nnodes};
     /* TRACEML_HTML_REPORT=1: final_summary.html too (traceml run
      * --html-report does the same for launched runs) */
-    const char *html = getenv("TRACEML_HTML_REPORT");
     tml_host_opts ho = {.run_name = l->run_name, .run_id = l->run_id, .run_dir = l->run_dir,
                         .world_size = i->world_size, .nnodes = i->nnodes,
-                        .html_report = html && *html && strcmp(html, "0") != 0,
+                        .html_report = tml__env_bool("TRACEML_HTML_REPORT"),
                         .manifest = &l->manifest, .control_fd = -1, .live_port = -1};
+    agg_env(&ho);
     rc = tml__host_open(&ho, &l->host);
     if (rc < 0)
         goto fail;
@@ -126,20 +142,83 @@ fail:
 
 /* ---- tml_init ------------------------------------------------------------------ */
 
+/* The first of a, b, c set to a count an int32_t holds, else def. */
+static int32_t first_count(const char *a, const char *b, const char *c, int32_t def)
+{
+    const char *names[] = {a, b, c};
+    for (size_t k = 0; k < 3 && names[k]; k++) {
+        long v = tml__env_count(names[k], -1);
+        if (v >= 0 && v <= INT32_MAX)
+            return (int32_t)v;
+    }
+    return def;
+}
+
+/* What the environment says to the engine: TraceML's variables, and who
+ * this process is in torchrun's or Slurm's. bad: a value not taken. */
+static void read_env(tml_engine_env *e, char *bad, size_t cap)
+{
+    memset(e, 0, sizeof(*e));
+    e->logs_dir = tml__env_str("TRACEML_LOGS_DIR");
+    e->run_name = tml__env_str("TRACEML_RUN_NAME");
+    e->disabled = tml__env_bool("TRACEML_DISABLED");
+    e->identity_set = tml__env_raw("RANK") || tml__env_raw("SLURM_PROCID");
+    e->rank = first_count("RANK", "SLURM_PROCID", NULL, 0);
+    e->local_rank = first_count("LOCAL_RANK", "SLURM_LOCALID", NULL, 0);
+    e->world_size = first_count("WORLD_SIZE", "SLURM_NTASKS", NULL, 1);
+    e->node_rank = first_count("GROUP_RANK", "NODE_RANK", "SLURM_NODEID", 0);
+    e->nnodes = first_count("TRACEML_NNODES", "SLURM_NNODES", NULL, 1);
+    e->interval_s = tml__env_double("TRACEML_INTERVAL", bad, cap);
+    e->libnvml = tml__env_str("TRACEML_LIBNVML");
+    e->libcuda = tml__env_str("TRACEML_LIBCUDA");
+    e->visible_devices = tml__env_raw("CUDA_VISIBLE_DEVICES");
+}
+
 int tml_init(const tml_options *opts)
 {
-    int done, rc = tml__engine_prepare(opts, &done);
+    tml_engine_env env;
+    char bad[160];
+    read_env(&env, bad, sizeof(bad));
+    int done, rc = tml__engine_prepare(opts, &env, &done);
     if (done)
         return rc;
     tml_sink *sink = NULL;
-    const char *addr = getenv("TRACEML_ADDR");
-    if (addr && *addr) {
-        tml__engine_set_run(NULL, getenv("TRACEML_RUN_DIR"), getenv("TRACEML_RUN_ID"),
-                            getenv("TRACEML_SECRET"));
+    const char *addr = tml__env_str("TRACEML_ADDR");
+    if (addr) {
+        tml__engine_set_run(NULL, tml__env_str("TRACEML_RUN_DIR"), tml__env_str("TRACEML_RUN_ID"),
+                            tml__env_str("TRACEML_SECRET"));
         tml__engine_track_progress();
         rc = tml__wire_sink_open(addr, &sink);
     } else {
         rc = local_sink_open(&sink);
     }
+    if (rc == 0 && bad[0])
+        tml__engine_log("environment", bad);
     return rc < 0 ? rc : tml__engine_start(sink);
+}
+
+/* ---- tml_config: a variable, as the engine reads it ------------------------- */
+
+const char *tml_config(const char *name, char *out, size_t cap)
+{
+    const tml_env_var *e = tml__env_find(name);
+    if (!e || !out || !cap)
+        return NULL;
+    const char *s;
+    switch (e->type) {
+    case TML_ENV_BOOL:
+        snprintf(out, cap, "%d", tml__env_bool(name));
+        break;
+    case TML_ENV_INT:
+        snprintf(out, cap, "%ld", tml__env_int(name, NULL, 0));
+        break;
+    case TML_ENV_DOUBLE:
+        snprintf(out, cap, "%.17g", tml__env_double(name, NULL, 0));
+        break;
+    default:
+        s = tml__env_str(name);
+        snprintf(out, cap, "%s", s ? s : "");
+        break;
+    }
+    return tml__env_type_name(e->type);
 }

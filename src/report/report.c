@@ -156,19 +156,12 @@ void tml__report_add_models(char *dst, size_t cap, const char *list)
     }
 }
 
-int tml__report_term_width(int fd)
+int tml__report_term_width(int fd, long columns)
 {
     struct winsize ws;
     if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
         return ws.ws_col;
-    const char *c = getenv("COLUMNS");
-    if (c && *c) {
-        char *end;
-        long v = strtol(c, &end, 10);
-        if (!*end && v > 0 && v < 10000)
-            return (int)v;
-    }
-    return TML_REPORT_LOG_WIDTH;
+    return columns > 0 && columns < 10000 ? (int)columns : TML_REPORT_LOG_WIDTH;
 }
 
 int tml__report_width(int width)

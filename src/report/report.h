@@ -23,11 +23,11 @@
 #define TML_REPORT_STACK_BELOW 110     /* narrower: panels stack */
 #define TML_REPORT_LOG_WIDTH 120       /* no terminal: a pipe, a log (tee, Slurm, CI) */
 
-/* The width of a box printed to fd: the terminal's, else $COLUMNS, else
- * TML_REPORT_LOG_WIDTH. Whoever prints a box without a terminal width to
+/* The width of a box printed to fd: the terminal's, else columns (the
+ * caller's $COLUMNS; 0: unset), else TML_REPORT_LOG_WIDTH. Whoever prints a box without a terminal width to
  * pass on (the aggregator left alone, a training started without `traceml
  * run` into a pipe) uses this, so the box has the same width everywhere. */
-int tml__report_term_width(int fd);
+int tml__report_term_width(int fd, long columns);
 
 typedef struct tml_report_opts {
     const char *status;       /* "completed", "failed", "interrupted"; NULL = "completed" */

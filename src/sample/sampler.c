@@ -54,19 +54,6 @@ struct tml_sampler {
     int64_t runq_mono_prev_ns;
 };
 
-double tml__sampler_interval_from_env(void)
-{
-    const char *v = getenv("TRACEML_INTERVAL");
-    if (!v || !*v)
-        return 1.0;
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= 0.01) || !(x <= 3600.0))
-        return 1.0;
-    return x;
-}
-
 int64_t tml__rss_bytes(void)
 {
     char buf[256];
@@ -227,9 +214,9 @@ static void gpu_setup(tml_sampler *s)
 {
     int idx[64];
     s->gpu_index = -1;
-    if (!s->o.gpu || tml__nvml_open(&s->nvml) < 0)
+    if (!s->o.gpu || tml__nvml_open(s->o.libnvml, &s->nvml) < 0)
         return;
-    size_t n = tml__nvml_visible(s->nvml, getenv("CUDA_VISIBLE_DEVICES"), idx, 64);
+    size_t n = tml__nvml_visible(s->nvml, s->o.visible_devices, idx, 64);
     if (n == 0) {
         tml__nvml_close(s->nvml);
         s->nvml = NULL;
@@ -272,7 +259,7 @@ int tml__sampler_start(const tml_sampler_opts *o, tml_sampler **out)
         return TML_ENOMEM;
     s->o = *o;
     if (!(s->o.interval_s > 0))
-        s->o.interval_s = tml__sampler_interval_from_env();
+        s->o.interval_s = 1.0;
     s->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     s->page = sysconf(_SC_PAGESIZE);
     s->hz = sysconf(_SC_CLK_TCK);

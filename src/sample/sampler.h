@@ -27,17 +27,18 @@
 typedef struct tml_sampler tml_sampler;
 
 typedef struct tml_sampler_opts {
-    double interval_s;          /* <= 0: $TRACEML_INTERVAL, else 1.0 */
+    double interval_s;          /* <= 0: 1.0 (the edges read $TRACEML_INTERVAL) */
     int32_t rank, node, local_rank;
     int host;                   /* also sample host CPU/RAM */
     int gpu;                    /* also sample this rank's GPU through NVML */
     /* CUDA allocated, reserved and device total bytes as last reported
      * (-1 unknown); may be NULL. */
     _Atomic int64_t *cuda_bytes;
+    /* with gpu: the NVML library (NULL: libnvidia-ml.so.1) and the
+     * CUDA_VISIBLE_DEVICES the rank's GPU is counted in (NULL: all);
+     * they must outlive the sampler */
+    const char *libnvml, *visible_devices;
 } tml_sampler_opts;
-
-/* The interval from $TRACEML_INTERVAL (seconds, 0.01 to 3600), else 1.0. */
-double tml__sampler_interval_from_env(void);
 
 int tml__sampler_start(const tml_sampler_opts *o, tml_sampler **out);
 /* Stops the thread (after one last sample); queued samples can still be

@@ -19,7 +19,7 @@ def tree(tmp_path, files, build=True):
     (build) their objects under build/obj/ as make puts them."""
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "check-arch", tmp_path / "scripts" / "check-arch")
-    for d in ("src/core", "cli"):
+    for d in ("src/core", "cli/run"):
         (tmp_path / d).mkdir(parents=True, exist_ok=True)
     for rel, text in files.items():
         src = tmp_path / rel

@@ -94,6 +94,28 @@ print("ok")
     assert "TraceML" not in r.stdout
 
 
+
+@pytest.mark.quick
+@pytest.mark.parametrize("value,html", [("false", False), ("Off", False), ("1", True)])
+def test_html_report_words_without_launcher(tmp_path, value, html):
+    """TRACEML_HTML_REPORT reads the one yes/no word set (docs/cli.md,
+    "Environment variables"): =false used to write the HTML report."""
+    code = PRELUDE + r'''
+traceml.init(mode="auto", logs_dir=LOGS, run_name="h")
+loader, model, opt = make(steps=3)
+for x, y in loader:
+    with traceml.trace_step(model):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+assert traceml._env("TRACEML_HTML_REPORT") is WANT
+print("ok")
+'''.replace("LOGS", repr(str(tmp_path / "logs"))).replace("WANT", repr(html))
+    r = py(code, env={"TRACEML_HTML_REPORT": value})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+    run = tmp_path / "logs" / "h"
+    assert (run / "final_summary.json").exists(), r.stdout + r.stderr
+    assert (run / "final_summary.html").exists() == html
+
 TRAIN = PRELUDE + r'''
 MODE = os.environ.get("MODE", "auto")
 kw = json.loads(os.environ.get("KW", "{}"))

@@ -50,7 +50,7 @@ static void test_nvml_readings(void)
     tml_nvml *n;
     tml_gpu_reading r;
     nvml_env("libnvidia-ml.so.1");
-    CHECK_EQ_INT(tml__nvml_open(&n), 0);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
     CHECK_EQ_INT(tml__nvml_count(n), 3);
     CHECK_EQ_INT(tml__nvml_read(n, 1, &r), 0);
     CHECK_EQ_INT(r.valid, TML_GPU_UTIL | TML_GPU_MEM | TML_GPU_TEMP | TML_GPU_POWER | TML_GPU_POWER_LIMIT);
@@ -71,7 +71,7 @@ static void test_nvml_not_supported_is_not_zero(void)
     tml_gpu_reading r;
     nvml_env("libnvidia-ml.so.1");
     setenv("FAKE_NVML_NOT_SUPPORTED", "temp,power", 1);
-    CHECK_EQ_INT(tml__nvml_open(&n), 0);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
     CHECK_EQ_INT(tml__nvml_read(n, 0, &r), 0);
     CHECK(!(r.valid & TML_GPU_TEMP));
     CHECK(!(r.valid & TML_GPU_POWER));
@@ -85,11 +85,11 @@ static void test_nvml_lost_gpu(void)
     tml_nvml *n;
     tml_gpu_reading r;
     nvml_env("libnvidia-ml.so.1");
-    CHECK_EQ_INT(tml__nvml_open(&n), 0);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
     setenv("FAKE_NVML_LOST", "1", 1);
     /* the fake reads the variable at init: re-init through a second open */
     tml_nvml *n2;
-    CHECK_EQ_INT(tml__nvml_open(&n2), 0);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n2), 0);
     CHECK_EQ_INT(tml__nvml_read(n2, 0, &r), 0);
     CHECK_EQ_INT(r.lost, 1);
     CHECK_EQ_INT(r.valid, 0);
@@ -107,7 +107,7 @@ static void test_nvml_missing_symbols_and_library(void)
     tml_gpu_reading r;
     /* old library: only unversioned names, no temperature or power */
     nvml_env("libnvidia-ml-min.so.1");
-    CHECK_EQ_INT(tml__nvml_open(&n), 0);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
     CHECK_EQ_INT(tml__nvml_read(n, 0, &r), 0);
     CHECK_EQ_INT(r.valid, TML_GPU_UTIL | TML_GPU_MEM);
     /* no UUID lookup there: a UUID entry is invalid, so none are visible */
@@ -117,11 +117,11 @@ static void test_nvml_missing_symbols_and_library(void)
 
     setenv("TRACEML_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
     n = (tml_nvml *)1;
-    CHECK_EQ_INT(tml__nvml_open(&n), TML_EIO);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), TML_EIO);
     CHECK(n == NULL);
     nvml_env("libnvidia-ml.so.1");
     setenv("FAKE_NVML_INIT_FAIL", "1", 1);
-    CHECK_EQ_INT(tml__nvml_open(&n), TML_EIO);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), TML_EIO);
     unsetenv("FAKE_NVML_INIT_FAIL");
 }
 
@@ -130,7 +130,7 @@ static void test_nvml_visible_devices(void)
     tml_nvml *n;
     int idx[8];
     nvml_env("libnvidia-ml.so.1");
-    CHECK_EQ_INT(tml__nvml_open(&n), 0);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
     CHECK_EQ_INT(tml__nvml_visible(n, NULL, idx, 8), 3);
     CHECK_EQ_INT(idx[2], 2);
     CHECK_EQ_INT(tml__nvml_visible(n, "", idx, 8), 0);
@@ -153,7 +153,7 @@ static void test_cuda_pool(void)
     int64_t ns;
     setenv("TRACEML_LIBCUDA", fake("libcuda.so.1"), 1);
     unsetenv("FAKE_CUDA_NOT_READY");
-    tml_cuda *cu = tml__cuda_get();
+    tml_cuda *cu = tml__cuda_get(getenv("TRACEML_LIBCUDA"));
     CHECK(cu != NULL);
     if (!cu)
         return;

@@ -182,9 +182,8 @@ class _Server(object):
         self.pump = None
 
     def start(self, cfg):
-        logs = (cfg.logs_dir or os.environ.get("TRACEML_LOGS_DIR") or
-                os.path.join(os.getcwd(), "logs"))
-        name = cfg.session_id or os.environ.get("TRACEML_RUN_NAME") or _default_run_name()
+        logs = os.path.abspath(cfg.logs_dir or _t._env("TRACEML_LOGS_DIR") or "logs")
+        name = cfg.session_id or _t._env("TRACEML_RUN_NAME") or _default_run_name()
         cmd = [_traceml_binary(), "serve", "--run-name", name, "--logs-dir", logs]
         if cfg.bind_host:
             cmd += ["--bind", cfg.bind_host]
@@ -312,7 +311,7 @@ class TraceMLTorchTrainer(_TorchTrainer):
             return super(TraceMLTorchTrainer, self).fit()
         server = None
         try:
-            if os.environ.get("TRACEML_ADDR"):
+            if _t._env("TRACEML_ADDR"):
                 env = {k: os.environ[k] for k in _PASSED if os.environ.get(k)}
             else:
                 server = _Server()
