@@ -228,10 +228,13 @@ class Slept(object):
         e["LD_PRELOAD"] = os.path.join(BUILD, "fakes", "libslept.so")
         return e
 
-    def durations(self, asked_ms):
-        """Each sleep that asked for asked_ms: how long it took, in ms."""
+    def durations(self, asked_ms, rank=None):
+        """Each sleep that asked for asked_ms (of that rank's processes, if
+        given): how long it took, in ms."""
         out = []
         for name in os.listdir(self.folder):
+            if rank is not None and not name.startswith("%d." % rank):
+                continue
             with open(os.path.join(self.folder, name)) as f:
                 for line in f:
                     asked, took = (float(x) for x in line.split())
@@ -239,11 +242,11 @@ class Slept(object):
                         out.append(took)
         return out
 
-    def mean(self, asked_ms):
+    def mean(self, asked_ms, rank=None):
         """The mean of those: the reference for TraceML's window averages
         (step_metric_ms), which a loaded machine's late wake-ups move
         alike."""
-        d = self.durations(asked_ms)
+        d = self.durations(asked_ms, rank)
         assert d, "no sleep of %s ms was recorded in %s" % (asked_ms, self.folder)
         return sum(d) / len(d)
 

@@ -88,9 +88,15 @@ def test_ddp_unmodified_every_rank_traced(traceml_run, slept):
     assert s["meta"]["step_detection"] == "automatic"
     assert s["meta"]["ranks_reported"] == 2 and s["meta"]["missing_ranks"] == [], s["meta"]
     assert s["meta"]["common_steps"] == 40, s["meta"]
-    assert primary(s)["label"] == "INPUT-BOUND", json.dumps(primary(s))
-    wait, ref = step_metric_ms(s, "input_wait"), slept.mean(5)
-    assert covers(wait, ref, extra_ms=2.0), "Input Wait %s ms, slept %.3f ms" % (wait, ref)
+    # both ranks wait for their loaders: INPUT-BOUND; on a busy machine one
+    # rank's sleeps may overshoot more than its peer's, and TraceML then
+    # rightly names it (INPUT STRAGGLER): each rank's Input Wait is what
+    # that rank really slept
+    assert primary(s)["label"] in ("INPUT-BOUND", "INPUT STRAGGLER"), json.dumps(primary(s))
+    for row in s["step_time"]["per_rank"]:
+        wait, ref = row["input_wait_ms"], slept.mean(5, rank=row["rank"])
+        assert covers(wait, ref, extra_ms=2.0), "R%d's Input Wait %s ms, slept %.3f ms" % (
+            row["rank"], wait, ref)
     assert step_metric_ms(s, "forward") > 0
 
 

@@ -1,7 +1,8 @@
 """What the training really slept (tests/README.md, "References that cannot
 move"): put this folder on a script's PYTHONPATH and set TRACEML_TEST_SLEPT
 to a folder; every time.sleep() of every Python process of the training
-is then timed, and appended as "<asked ms> <slept ms>" to <folder>/<pid>.
+is then timed, and appended as "<asked ms> <slept ms>" to <folder>/<pid>
+(<folder>/<RANK>.<pid> in a distributed rank).
 An accuracy test compares TraceML's figure with these durations -- what
 the scheduler really gave the script on this machine, now -- instead of
 the delay the script asked for (a loaded machine overshoots it).
@@ -29,13 +30,15 @@ def _install():
     if not folder:
         return
     sleep, clock = time.sleep, time.perf_counter
+    rank = os.environ.get("RANK")
+    name = "%s.%d" % (rank, os.getpid()) if rank else str(os.getpid())
 
     def timed_sleep(seconds):
         t0 = clock()
         sleep(seconds)
         t1 = clock()
         try:
-            with open(os.path.join(folder, str(os.getpid())), "a") as f:
+            with open(os.path.join(folder, name), "a") as f:
                 f.write("%.6f %.6f\n" % (1000.0 * seconds, 1000.0 * (t1 - t0)))
         except (OSError, TypeError):
             pass
