@@ -253,6 +253,22 @@ static void split_args(const char *s, char ***out, size_t *n, size_t *cap)
     free(buf);
 }
 
+void tml__run_opts_release(tml_run_opts *o, int argc, char **argv)
+{
+    if (!o->cmd_owned)
+        return;
+    for (int i = 0; i < o->ncmd; i++) {
+        int given = 0;
+        for (int j = 0; j < argc && !given; j++)
+            given = o->cmd[i] == argv[j];
+        if (!given)
+            free(o->cmd[i]);   /* a word of --args */
+    }
+    free(o->cmd);
+    o->cmd = NULL;
+    o->ncmd = 0;
+}
+
 /* A --mode after SCRIPT whose value is no TraceML mode ("--mode train"):
  * the script's. */
 static int mode_for_script(int argc, char **argv, int i)
@@ -320,6 +336,7 @@ static void parse_after_script(int argc, char **argv, int i, tml_run_opts *o,
                 "arguments of the same name go after --)\n", taken);
     o->cmd = cmd;
     o->ncmd = (int)n;
+    o->cmd_owned = 1;
 }
 
 void tml__run_parse(tml_run_ctx *c, int argc, char **argv)

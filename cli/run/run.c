@@ -253,6 +253,26 @@ int tml__cmd_run(int argc, char **argv)
     return tml__cmd_run_profile(argc, argv, 0);
 }
 
+/* The training's argv: the command as given, or PYTHON SCRIPT args;
+ * launched. */
+static int run_command(tml_run_ctx *c)
+{
+    const tml_run_opts *o = &c->o;
+    char **targv = calloc((size_t)o->ncmd + 2, sizeof(*targv));
+    if (!targv)
+        tml__cli_die(1, "out of memory");
+    int targc = 0;
+    if (!o->dashdash)
+        targv[targc++] = c->prog;
+    for (int i = 0; i < o->ncmd; i++)
+        targv[targc++] = o->cmd[i];
+    targv[targc] = NULL;
+    int rc = launch(c, targc, targv);
+    tml__run_env_release(&c->env);
+    free(targv);
+    return rc;
+}
+
 int tml__cmd_run_profile(int argc, char **argv, int watch)
 {
     tml_run_ctx ctx, *c = &ctx;
@@ -263,22 +283,8 @@ int tml__cmd_run_profile(int argc, char **argv, int watch)
     c->live_interval_ms = 1000;
     tml__run_parse(c, argc, argv);
     int rc = tml__run_validate(c);
-    if (rc)
-        return rc;
-    const tml_run_opts *o = &c->o;
-
-    /* argv of the training: the command as given, or PYTHON SCRIPT args */
-    char **targv = calloc((size_t)o->ncmd + 2, sizeof(*targv));
-    if (!targv)
-        tml__cli_die(1, "out of memory");
-    int targc = 0;
-    if (!o->dashdash)
-        targv[targc++] = c->prog;
-    for (int i = 0; i < o->ncmd; i++)
-        targv[targc++] = o->cmd[i];
-    targv[targc] = NULL;
-    rc = launch(c, targc, targv);
-    tml__run_env_release(&c->env);
-    free(targv);
+    if (rc == 0)
+        rc = run_command(c);
+    tml__run_opts_release(&c->o, argc, argv);
     return rc;
 }

@@ -48,6 +48,7 @@ typedef struct tml_run_opts {
     int no_auto_trace;     /* --no-auto-trace: no zero-edit tracing */
     char **cmd;            /* SCRIPT args... or COMMAND args... */
     int ncmd;
+    int cmd_owned;         /* cmd was allocated (SCRIPT args...), not argv's */
     long agg_port;         /* --aggregator-port, 0 = master port + 1 */
     int addr_given, port_given;
     tml_dist dist;         /* the distributed shape (dist.h) */
@@ -100,6 +101,9 @@ void tml__run_manifest_start(const tml_run_ctx *c, const tml_cli_run *r, tml_man
 /* options.c: fills c->o from the project's file, then argv; dies on a
  * bad option (exit 2), exits 0 after --help. */
 void tml__run_parse(tml_run_ctx *c, int argc, char **argv);
+/* Frees what tml__run_parse allocated: the command's array and the words
+ * --args split (those of argc/argv, the same, are not). */
+void tml__run_opts_release(tml_run_opts *o, int argc, char **argv);
 /* "traceml.yaml:3" when value is the one that line of the project's file
  * gave, else NULL (a static buffer, valid until the next call). */
 const char *tml__run_from_file(const tml_run_ctx *c, const char *value);
