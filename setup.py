@@ -22,6 +22,7 @@ The objects go to $TRACEML_BUILD_DIR (default build/, shared with a plain
 Everything is compiled here, at build time; importing traceml_ai never
 needs a compiler.
 """
+import fcntl
 import glob
 import os
 import platform
@@ -44,13 +45,23 @@ def version():
 
 
 class MakeExt(build_ext):
-    def build_extension(self, ext):
+    def turn(self):
+        """The build folder's lock, held while it is open: two builds of one
+        checkout at once (two `pip install .`, the test suite's workers)
+        take turns at make and at placing its files."""
         self.build = os.path.join(HERE, os.environ.get("TRACEML_BUILD_DIR", "build"))
-        jobs = str(os.cpu_count() or 1)
-        subprocess.check_call(["make", "-C", HERE, "-j" + jobs, "B=" + self.build,
-                               "PYTHON=" + sys.executable, "package"])
-        dest = self.get_ext_fullpath(ext.name)
-        self.place(os.path.dirname(dest), dest)
+        os.makedirs(self.build, exist_ok=True)
+        lock = open(os.path.join(self.build, ".setup.lock"), "w")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return lock
+
+    def build_extension(self, ext):
+        with self.turn():
+            jobs = str(os.cpu_count() or 1)
+            subprocess.check_call(["make", "-C", HERE, "-j" + jobs, "B=" + self.build,
+                                   "PYTHON=" + sys.executable, "package"])
+            dest = self.get_ext_fullpath(ext.name)
+            self.place(os.path.dirname(dest), dest)
 
     def place(self, pkg, ext_file):
         """Copies what make built into the package folder pkg, stripped."""
@@ -67,17 +78,22 @@ class MakeExt(build_ext):
                 os.unlink(old)
         strip = shutil.which("strip")
         for src, dst in parts:
+            # whole files only: a copy beside it, stripped, then renamed over
+            # it (a build still packing the last one reads the old file)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copyfile(src, dst)
-            shutil.copymode(src, dst)
+            tmp = "%s.%d.tmp" % (dst, os.getpid())
+            shutil.copyfile(src, tmp)
+            shutil.copymode(src, tmp)
             if strip and not dst.endswith(".h"):
-                subprocess.check_call([strip, "--strip-unneeded", dst])
+                subprocess.check_call([strip, "--strip-unneeded", tmp])
+            os.replace(tmp, dst)
 
     def copy_extensions_to_source(self):
         """pip install -e: the extension and the rest beside the sources."""
         build_py = self.get_finalized_command("build_py")
         pkg = build_py.get_package_dir("traceml_ai")
-        self.place(pkg, os.path.join(pkg, os.path.basename(self.get_ext_filename("_traceml"))))
+        with self.turn():
+            self.place(pkg, os.path.join(pkg, os.path.basename(self.get_ext_filename("_traceml"))))
 
 
 # What a manylinux wheel may need from the system (PEP 600: glibc's own
