@@ -18,10 +18,13 @@ same reading as `auditwheel show`). Otherwise the plain linux_<arch> tag:
 a wheel for this machine only.
 
 The objects go to $TRACEML_BUILD_DIR (default build/, shared with a plain
-`make`, so a checkout that is built already installs in seconds).
+`make`, so a checkout that is built already installs in seconds);
+setuptools' own folders are the build's alone (build/setuptools/PID,
+removed after it).
 Everything is compiled here, at build time; importing traceml_ai never
 needs a compiler.
 """
+import atexit
 import fcntl
 import glob
 import os
@@ -162,7 +165,15 @@ class AbiWheel(bdist_wheel):
         return "cp310", "abi3", plat
 
 
+# setuptools' own folders (build/lib.*, build/bdist.*: copies of what make
+# built, and the wheel's staging) are this build's alone, and go with it:
+# two builds of one checkout at once (two `pip install .`, the test suite's
+# workers) would otherwise pack each other's half-written files.
+BUILD_BASE = os.path.join(HERE, "build", "setuptools", str(os.getpid()))
+atexit.register(shutil.rmtree, BUILD_BASE, True)
+
 setup(
+    options={"build": {"build_base": BUILD_BASE}},
     version=version(),
     ext_modules=[Extension("traceml_ai._traceml", sources=["python/_traceml.c"],
                            py_limited_api=True)],

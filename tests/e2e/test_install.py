@@ -206,6 +206,26 @@ def test_pip_wheel_of_the_checkout(tmp_path):
     assert re.search(WHEEL_RE, wheel), wheel
 
 
+def test_two_builds_of_the_checkout_at_once(tmp_path):
+    """Two `pip wheel .` of one checkout at the same time (two users, or
+    the suite's workers building the wheel and the RF-DETR venv): both
+    make the whole wheel (setup.py: setuptools' folders of their own, make's
+    objects in turn)."""
+    procs = [subprocess.Popen([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                               str(tmp_path / str(i)), REPO], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=base_env())
+             for i in range(2)]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    listings = []
+    for i in range(2):
+        (wheel,) = os.listdir(tmp_path / str(i))
+        with zipfile.ZipFile(tmp_path / str(i) / wheel) as z:
+            listings.append(sorted((n.filename, n.file_size) for n in z.infolist()
+                                   if ".dist-info/" not in n.filename))
+    assert listings[0] == listings[1]
+
+
 def with_test_torch(v):
     """The test venv's torch seen from venv v (a .pth file)."""
     torch_site = ok(sh([PYTHON, "-c", "import os, torch; "
