@@ -81,15 +81,11 @@ class MakeExt(build_ext):
                 os.unlink(old)
         strip = shutil.which("strip")
         for src, dst in parts:
-            # whole files only: a copy beside it, stripped, then renamed over
-            # it (a build still packing the last one reads the old file)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            tmp = "%s.%d.tmp" % (dst, os.getpid())
-            shutil.copyfile(src, tmp)
-            shutil.copymode(src, tmp)
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
             if strip and not dst.endswith(".h"):
-                subprocess.check_call([strip, "--strip-unneeded", tmp])
-            os.replace(tmp, dst)
+                subprocess.check_call([strip, "--strip-unneeded", dst])
 
     def copy_extensions_to_source(self):
         """pip install -e: the extension and the rest beside the sources."""
