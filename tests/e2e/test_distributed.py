@@ -62,11 +62,11 @@ def rank_label(s, idx):
 
 
 SCENARIOS = [
-    # (name, ranks, script args, expected kind, culprit rank or None)
-    ("input_straggler", 2, ["--slow-input-rank", 1], "INPUT_STRAGGLER", 1),
+    # (name, ranks, script args, expected kind, culprit rank or None); on two
+    # ranks the 0.5.0 demos have the input straggler, every rank's slow
+    # input and the healthy run (test_demos_050.py), and the compute
+    # straggler on rank 1: here it is on rank 0
     ("compute_straggler", 2, ["--slow-compute-rank", 0], "COMPUTE_STRAGGLER", 0),
-    ("all_slow_input", 2, ["--slow-input-all"], "INPUT_BOUND", None),
-    ("healthy", 2, [], None, None),
     ("input_straggler", 4, ["--slow-input-rank", 2], "INPUT_STRAGGLER", 2),
     ("compute_straggler", 4, ["--slow-compute-rank", 3], "COMPUTE_STRAGGLER", 3),
     ("all_slow_input", 4, ["--slow-input-all"], "INPUT_BOUND", None),

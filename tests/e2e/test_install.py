@@ -3,17 +3,16 @@ virtual environments beside the test venv (.venv/, which has torch):
 
 - the wheel as published (issue 27): an sdist made from the checkout
   (`python -m build --sdist`), and the wheel built from that sdist with
-  `python -m build --wheel` where neither xxd nor Debian's libjs-dygraphs
-  can be found; it is cp310-abi3-manylinux_2_N_x86_64, and abi3audit and
+  `python -m build --wheel` where the system's SQLite and ncurses (headers,
+  static and shared libraries), xxd and Debian's libjs-dygraphs are hidden
+  (a mount namespace): it builds with only a C compiler and Python; it is cp310-abi3-manylinux_2_N_x86_64, and abi3audit and
   `auditwheel show` agree; `pip wheel .` of the checkout gives the same
   tags; it installs into CPython 3.10 and every later one here and traces
   a training (on the fake torch); installed into a fresh venv, its extension, library and binary need
   no libsqlite3, libncursesw or libtinfo (ldd), and with those hidden (a mount
   namespace) `traceml run` trains the quickstart, the terminal view runs
   under tmux and the dashboard serves;
-- the sdist installed with pip into a fresh venv where the system's SQLite
-  and ncurses (headers, static and shared libraries) are hidden: it builds
-  with only a C compiler and Python, and `traceml run` trains the quickstart;
+  with all of them still hidden, `traceml run` trains the quickstart too;
 - the wheel installed offline (--no-index) into a fresh venv works:
   `traceml`, the import, and the C API through `traceml config --cflags --libs`;
 - `pip install -e .` and `uv pip install .`;
@@ -95,13 +94,20 @@ def path_without(tool, where):
 WHEEL_RE = r"traceml_ai-[0-9.]+-cp310-abi3-manylinux_2_(\d+)_x86_64\.whl$"
 
 
+# Building from the sdist needs only a C compiler and Python (issue 27): the
+# wheel every test here installs is built from the sdist in a mount namespace
+# where SQLite's and ncurses' headers and libraries are hidden (hiding_dev),
+# with no xxd on PATH and the chart library out of reach, when the suite may
+# make one (root, unshare); test_sdist_builds_with_only_a_compiler checks it.
+CAN_HIDE = os.geteuid() == 0 and bool(shutil.which("unshare"))
+
+
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory):
-    """The sdist (`python -m build --sdist` of the checkout) and the wheel
-    built from it with `python -m build --wheel` as on a machine with only
-    a C compiler and Python: no xxd on PATH, and TRACEML_DYGRAPHS_DIR
-    pointing nowhere (Debian's libjs-dygraphs hidden): the sdist carries
-    the chart library's generated source."""
+    """(sdist, wheel): `python -m build --sdist` of the checkout, and the
+    wheel built from it with `python -m build --wheel` as on a machine with
+    only a C compiler and Python (hiding_dev: the sdist carries SQLite and
+    the chart library's generated source)."""
     out = tmp_path_factory.mktemp("dist")
     ok(sh([PYTHON, "-m", "build", "--sdist", "--outdir", out, REPO], timeout=600))
     sdist = glob.glob(str(out / "traceml_ai-*.tar.gz"))
@@ -111,9 +117,14 @@ def dist(tmp_path_factory):
         t.extractall(src)
     (tree,) = glob.glob(str(src / "traceml_ai-*"))
     bare = path_without("xxd", str(tmp_path_factory.mktemp("bin")))
-    env = base_env(PATH=bare, TRACEML_DYGRAPHS_DIR="/nonexistent/dygraphs")
+    build = [PYTHON, "-m", "build", "--wheel", "--outdir", out, tree]
+    extra = dict(PATH=bare, TRACEML_DYGRAPHS_DIR="/nonexistent/dygraphs")
+    if CAN_HIDE:
+        cmd, env = hiding_dev(tmp_path_factory.mktemp("hide"), build, **extra)
+    else:
+        cmd, env = build, base_env(**extra)
     assert subprocess.run(["sh", "-c", "command -v xxd"], env=env).returncode != 0
-    p = ok(sh([PYTHON, "-m", "build", "--wheel", "--outdir", out, tree], timeout=900, env=env))
+    p = ok(sh(cmd, timeout=1200, env=env))
     assert "gen-web-assets --charts" not in p.stdout, "the sdist's chart source was remade"
     wheel = glob.glob(str(out / "traceml_ai-*.whl"))
     assert len(wheel) == 1, os.listdir(out)
@@ -240,8 +251,9 @@ def with_test_torch(v):
 def wheel_torch_venv(dist, tmp_path_factory):
     """A fresh venv with the wheel installed, and the test venv's torch
     (a .pth file: traceml_ai comes from the wheel, torch from .venv)."""
-    v = venv(tmp_path_factory.mktemp("wheel_torch") / "venv")
-    ok(sh([v / "bin" / "python", "-m", "pip", "install", "--no-index", "--no-deps", dist[1]]))
+    v = venv(tmp_path_factory.mktemp("wheel_torch") / "venv", pip=False)
+    ok(sh([PYTHON, "-m", "pip", "--python", v / "bin" / "python", "install", "--no-index",
+           "--no-deps", dist[1]]))
     with_test_torch(v)
     p = ok(sh([v / "bin" / "python", "-c", "import traceml_ai, torch; print(traceml_ai.__file__)"]))
     assert p.stdout.startswith(str(v)), p.stdout
@@ -378,9 +390,8 @@ def test_wheel_runs_without_system_sqlite_or_ncurses(wheel_torch_venv, tmp_path)
             proc.communicate()
 
 
-# Building from the sdist needs only a C compiler and Python (issue 27):
 # SQLite's and ncurses' headers and libraries, development files and
-# run-time ones alike, hidden from the build and from what it built.
+# run-time ones alike, hidden from the sdist's build and from what it built.
 SYSTEM_DEV = ("/usr/include/sqlite3*.h", "/usr/include/*curses*.h", "/usr/include/term.h",
               "/usr/include/termcap.h", "/usr/include/unctrl.h", "/usr/include/*/sqlite3*.h",
               "/usr/include/*/*curses*.h", "/usr/lib/*/libsqlite3.*", "/usr/lib/*/libncurses*",
@@ -430,21 +441,13 @@ def hiding_dev(tmp_path, argv, **env):
                          **env)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                    reason="needs root (a mount namespace) and unshare")
-def test_sdist_builds_with_only_a_compiler(dist, tmp_path):
-    """`pip install traceml_ai-*.tar.gz` into a fresh venv where the system
-    has no SQLite and no ncurses, headers or libraries (nor xxd, nor the
-    chart library): it builds (SQLite from third_party/, the terminal view
-    on its own escape sequences), links neither, and `traceml run` trains
-    the quickstart to its box with them still hidden."""
-    sdist = dist[0]
-    v = venv(tmp_path / "venv")
-    bare = path_without("xxd", str(tmp_path / "bin"))
-    cmd, env = hiding_dev(tmp_path, [v / "bin" / "python", "-m", "pip", "install", "--no-deps",
-                                     "--no-cache-dir", sdist],
-                          PATH=bare, TRACEML_DYGRAPHS_DIR="/nonexistent/dygraphs")
-    ok(sh(cmd, env=env, cwd=str(tmp_path), timeout=1200))
+@pytest.mark.skipif(not CAN_HIDE, reason="needs root (a mount namespace) and unshare")
+def test_sdist_builds_with_only_a_compiler(wheel_torch_venv, tmp_path):
+    """The wheel built from the sdist where the system has no SQLite and no
+    ncurses, headers or libraries (nor xxd, nor the chart library: the
+    `dist` fixture) links neither, and `traceml run` trains the quickstart
+    to its box with them still hidden."""
+    v = wheel_torch_venv
     pkg = ok(sh([v / "bin" / "python", "-c", "import os, traceml_ai; "
                  "print(os.path.dirname(traceml_ai.__file__))"])).stdout.strip()
     assert pkg.startswith(str(v)), pkg
@@ -454,7 +457,6 @@ def test_sdist_builds_with_only_a_compiler(dist, tmp_path):
         assert "not found" not in ldd, ldd
         for lib in ("libsqlite3", "libncurses", "libtinfo"):
             assert lib not in ldd, (f, ldd)
-    with_test_torch(v)                        # for the quickstart
     logs = tmp_path / "logs"
     cmd, env = hiding_dev(tmp_path, [v / "bin" / "traceml", "run", "--logs-dir", logs,
                                      "--run-name", "qs", os.path.join(EXAMPLES, "quickstart.py")])
@@ -507,10 +509,12 @@ def test_the_wheel_on_every_cpython(dist, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(FAKE_TRAIN)
     for ver, interp in sorted(pys.items()):
+        # a venv without pip of its own (ensurepip is most of a venv's
+        # making): the test venv's pip installs into it
         v = tmp_path / ("venv%d%d" % ver)
-        ok(sh([interp, "-m", "venv", v]))
-        ok(sh([v / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-               dist[1]]))
+        ok(sh([interp, "-m", "venv", "--without-pip", v]))
+        ok(sh([PYTHON, "-m", "pip", "--python", v / "bin" / "python", "install", "-q",
+               "--no-index", "--no-deps", dist[1]]))
         p = ok(sh([v / "bin" / "traceml", "run", "--logs-dir", tmp_path / "logs", "--run-name",
                    "py%d%d" % ver, script], cwd=str(tmp_path),
                   env=base_env(PYTHONPATH=os.path.join(REPO, "tests", "fakes"))))
