@@ -47,16 +47,25 @@ def version():
         return re.search(r'#define TML_VERSION_STRING "([^"]+)"', f.read()).group(1)
 
 
+def turn(build):
+    """The build folder's lock, held while it is open: two builds of one
+    checkout at once (two `pip install .`, the test suite's workers) take
+    turns at make and at placing its files, two sdists at the release tree
+    setuptools makes in the checkout (traceml_ai-VERSION/)."""
+    os.makedirs(build, exist_ok=True)
+    lock = open(os.path.join(build, ".setup.lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def build_dir():
+    return os.path.join(HERE, os.environ.get("TRACEML_BUILD_DIR", "build"))
+
+
 class MakeExt(build_ext):
     def turn(self):
-        """The build folder's lock, held while it is open: two builds of one
-        checkout at once (two `pip install .`, the test suite's workers)
-        take turns at make and at placing its files."""
-        self.build = os.path.join(HERE, os.environ.get("TRACEML_BUILD_DIR", "build"))
-        os.makedirs(self.build, exist_ok=True)
-        lock = open(os.path.join(self.build, ".setup.lock"), "w")
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return lock
+        self.build = build_dir()
+        return turn(self.build)
 
     def build_extension(self, ext):
         with self.turn():
@@ -146,8 +155,9 @@ class SdistWithCharts(sdist):
     that a build from it needs only a C compiler and Python."""
 
     def run(self):
-        subprocess.check_call(["make", "-C", HERE, "charts"])
-        super().run()
+        with turn(build_dir()):
+            subprocess.check_call(["make", "-C", HERE, "charts"])
+            super().run()
 
 
 class AbiWheel(bdist_wheel):

@@ -217,23 +217,35 @@ def test_pip_wheel_of_the_checkout(tmp_path):
     assert re.search(WHEEL_RE, wheel), wheel
 
 
+def at_once(tmp_path, argv):
+    """argv + [OUT_i, REPO] twice at the same time; the two OUT folders."""
+    outs = [tmp_path / ("out%d" % i) for i in range(2)]
+    procs = [subprocess.Popen(argv + [str(out), REPO], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=base_env())
+             for out in outs]
+    logs = [p.communicate(timeout=900)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], logs
+    return outs
+
+
 def test_two_builds_of_the_checkout_at_once(tmp_path):
     """Two `pip wheel .` of one checkout at the same time (two users, or
     the suite's workers building the wheel and the RF-DETR venv): both
     make the whole wheel (setup.py: setuptools' folders of their own, make's
-    objects in turn)."""
-    procs = [subprocess.Popen([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                               str(tmp_path / str(i)), REPO], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=base_env())
-             for i in range(2)]
-    outs = [p.communicate(timeout=900)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    objects in turn); and two sdists (setuptools' release tree in the
+    checkout, in turn)."""
     listings = []
-    for i in range(2):
-        (wheel,) = os.listdir(tmp_path / str(i))
-        with zipfile.ZipFile(tmp_path / str(i) / wheel) as z:
+    for out in at_once(tmp_path, [PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w"]):
+        (wheel,) = os.listdir(out)
+        with zipfile.ZipFile(out / wheel) as z:
             listings.append(sorted((n.filename, n.file_size) for n in z.infolist()
                                    if ".dist-info/" not in n.filename))
+    assert listings[0] == listings[1]
+    listings = []
+    for out in at_once(tmp_path / "sdist", [PYTHON, "-m", "build", "--sdist", "--outdir"]):
+        (sdist,) = os.listdir(out)
+        with tarfile.open(out / sdist) as t:
+            listings.append(sorted((m.name, m.size) for m in t.getmembers()))
     assert listings[0] == listings[1]
 
 
