@@ -15,8 +15,8 @@ import statistics
 
 import pytest
 
-from conftest import (EXAMPLES, covers, near, old_version_site, primary, step_diag,
-                      step_metric_ms, straggler_severity)
+from conftest import (EXAMPLES, contention_straggler, covers, host_saturated, near,
+                      old_version_site, primary, step_diag, step_metric_ms, straggler_severity)
 
 HF = os.path.join(EXAMPLES, "integrations", "hf_trainer.py")
 ACC = os.path.join(EXAMPLES, "integrations", "hf_accelerate.py")
@@ -126,7 +126,14 @@ def test_trainer_ddp_straggler(traceml_run, kind, slept):
     assert meta["world_size"] == 2 and meta["ranks_reported"] == 2, meta
     assert meta["common_steps"] == 40, meta
     p = primary(s)
-    assert p["kind"] == label and p["severity"] == straggler_severity(s) != "OK", json.dumps(p)
+    if kind == "compute" and host_saturated(s) and contention_straggler(p):
+        # on a saturated host (HIGH CPU recorded: the busy loops of
+        # tests/README.md) rank 1 also waited longer for a core, by at
+        # least half its lag: the STRAGGLER that says so, naming R1
+        assert p["severity"] == straggler_severity(s) != "OK", json.dumps(p)
+    else:
+        assert p["kind"] == label and p["severity"] == straggler_severity(s) != "OK", \
+            json.dumps(p)
     assert "R1/N0" in p["why"], p["why"]
     st = s["step_time"]["straggler"]
     assert st["culprit"]["rank"] == 1, st

@@ -16,8 +16,8 @@ import tempfile
 
 import pytest
 
-from conftest import (FAKES, PYTHON, base_env, check_healthy, covers, old_version_site, primary,
-                      step_metric_ms)
+from conftest import (FAKES, PYTHON, base_env, check_healthy, covers, host_saturated,
+                      old_version_site, primary, step_metric_ms)
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "examples", "integrations", "ray_train.py")
@@ -72,7 +72,16 @@ def test_plain_python_slow_input_is_input_bound(plain_python, ray_env, slept):
     check_one_run_two_ranks(s, r.stdout)
     assert s["status"] == "completed", s["status"]
     assert s["meta"]["step_detection"] == "automatic", s["meta"]
-    assert primary(s)["kind"] == "INPUT_BOUND", primary(s)
+    prim = primary(s)
+    if host_saturated(s) and prim["kind"] == "COMMUNICATION_BOUND":
+        # on a saturated host (HIGH CPU recorded: the busy loops of
+        # tests/README.md, beside Ray's four processes) the all-reduce
+        # waits for descheduled workers longer than they wait for input:
+        # said so (Next names HIGH CPU), with the input bound found too
+        assert "HIGH CPU" in prim["next"], prim
+        assert "INPUT_BOUND" in [i["kind"] for i in s["step_time"]["issues"]], prim
+    else:
+        assert prim["kind"] == "INPUT_BOUND", prim
     wait, ref = step_metric_ms(s, "input_wait"), slept.mean(20)
     assert covers(wait, ref, abs_ms=2.0), (wait, ref)
     assert "traceml: warning" not in r.stderr, r.stderr[-3000:]
