@@ -5,8 +5,8 @@ virtual environments beside the test venv (.venv/, which has torch):
   (`python -m build --sdist`), and the wheel built from that sdist with
   `python -m build --wheel` where the system's SQLite and ncurses (headers,
   static and shared libraries), xxd and Debian's libjs-dygraphs are hidden
-  (a mount namespace): it builds with only a C compiler and Python; it is cp310-abi3-manylinux_2_N_x86_64, and abi3audit and
-  `auditwheel show` agree; `pip wheel .` of the checkout gives the same
+  (a mount namespace): it builds with only a C compiler and Python; it is
+  cp310-abi3-manylinux_2_N_x86_64, and abi3audit and `auditwheel show` agree; `pip wheel .` of the checkout gives the same
   tags; it installs into CPython 3.10 and every later one here and traces
   a training (on the fake torch); installed into a fresh venv, its extension, library and binary need
   no libsqlite3, libncursesw or libtinfo (ldd), and with those hidden (a mount
@@ -304,6 +304,15 @@ def hiding(v, tmp_path, argv):
     return cmd, base_env(HIDE_LIBS=" ".join(sorted(paths)))
 
 
+def links_neither(f):
+    """f's ldd: every library found, none of SQLite's or ncurses'."""
+    ldd = ok(sh(["ldd", f])).stdout
+    assert "not found" not in ldd, ldd
+    for lib in ("libsqlite3", "libncurses", "libtinfo"):
+        assert lib not in ldd, (f, ldd)
+    return ldd
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -331,10 +340,7 @@ def test_wheel_runs_without_system_sqlite_or_ncurses(wheel_torch_venv, tmp_path)
     ext = glob.glob(os.path.join(pkg, "_traceml*.so"))
     assert [os.path.basename(e) for e in ext] == ["_traceml.abi3.so"], ext
     for f in ext + [os.path.join(pkg, "lib", "libtraceml.so"), os.path.join(pkg, "bin", "traceml")]:
-        ldd = ok(sh(["ldd", f])).stdout
-        assert "not found" not in ldd, ldd
-        for lib in ("libsqlite3", "libncurses", "libtinfo"):
-            assert lib not in ldd, (f, ldd)
+        ldd = links_neither(f)
         # the extension finds the engine in the wheel, nowhere else
         if f in ext:
             assert re.search(r"libtraceml\.so => %s/lib/libtraceml\.so" % re.escape(pkg), ldd), ldd
@@ -465,10 +471,7 @@ def test_sdist_builds_with_only_a_compiler(wheel_torch_venv, tmp_path):
     assert pkg.startswith(str(v)), pkg
     for f in [os.path.join(pkg, "_traceml.abi3.so"), os.path.join(pkg, "lib", "libtraceml.so"),
               os.path.join(pkg, "bin", "traceml")]:
-        ldd = ok(sh(["ldd", f])).stdout
-        assert "not found" not in ldd, ldd
-        for lib in ("libsqlite3", "libncurses", "libtinfo"):
-            assert lib not in ldd, (f, ldd)
+        links_neither(f)
     logs = tmp_path / "logs"
     cmd, env = hiding_dev(tmp_path, [v / "bin" / "traceml", "run", "--logs-dir", logs,
                                      "--run-name", "qs", os.path.join(EXAMPLES, "quickstart.py")])
