@@ -245,13 +245,13 @@ def steps_of(r):
     return int(m.group(1)) if m else None
 
 
-@pytest.mark.parametrize("api", ["init", "init+callback"])
-def test_huggingface_init_attaches_once(plain_python, api):
+def test_huggingface_init_attaches_once(plain_python):
     """huggingface.init() before Trainer(...): the Trainer gets the callback
-    (steps marked, one per optimizer step); passed TraceMLTrainerCallback
-    as well, it still counts each step once."""
+    (steps marked, one per optimizer step). Passed TraceMLTrainerCallback
+    as well, it still counts each step once: test_integrations_hf's
+    accumulation run does both."""
     pytest.importorskip("transformers")
-    r = plain_python(os.path.join(EXAMPLES, "hf_trainer.py"), "--steps", 12, "--api", api)
+    r = plain_python(os.path.join(EXAMPLES, "hf_trainer.py"), "--steps", 12, "--api", "init")
     assert r.rc == 0, r.explain()
     s = r.summary()
     assert steps_of(r) == 12 and s["meta"]["common_steps"] == 12, s["meta"]
@@ -259,12 +259,13 @@ def test_huggingface_init_attaches_once(plain_python, api):
     assert "traceml: warning" not in r.stderr, r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("api", ["init", "init+callback"])
-def test_lightning_init_attaches_once(plain_python, api):
-    """lightning.init() before Trainer(...): the same for Lightning."""
+def test_lightning_init_attaches_once(plain_python):
+    """lightning.init() before Trainer(...): the same for Lightning (with
+    the callback passed as well: test_integrations_lightning's
+    accumulation run)."""
     pytest.importorskip("lightning")
     r = plain_python(os.path.join(EXAMPLES, "lightning_train.py"), "--steps", 12,
-                     "--device-ms", 2, "--api", api)
+                     "--device-ms", 2, "--api", "init")
     assert r.rc == 0, r.explain()
     s = r.summary()
     assert steps_of(r) == 12 and s["meta"]["common_steps"] == 12, s["meta"]

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, check_healthy, covers,
-                      free_port_pair, host_saturated)
+                      free_port_pair)
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
 
@@ -65,11 +65,12 @@ SCENARIOS = [
     # (name, ranks, script args, expected kind, culprit rank or None); on two
     # ranks the 0.5.0 demos have the input straggler, every rank's slow
     # input and the healthy run (test_demos_050.py), and the compute
-    # straggler on rank 1: here it is on rank 0
+    # straggler on rank 1: here it is on rank 0. On four (two ranks a core
+    # here): a straggler among many, and a healthy run that must not find
+    # one (every rank's slow input is the demos' on two)
     ("compute_straggler", 2, ["--slow-compute-rank", 0], "COMPUTE_STRAGGLER", 0),
     ("input_straggler", 4, ["--slow-input-rank", 2], "INPUT_STRAGGLER", 2),
     ("compute_straggler", 4, ["--slow-compute-rank", 3], "COMPUTE_STRAGGLER", 3),
-    ("all_slow_input", 4, ["--slow-input-all"], "INPUT_BOUND", None),
     ("healthy", 4, [], None, None),
 ]
 
@@ -95,16 +96,7 @@ def test_ddp_scenario(tmp_path, name, ranks, args, kind, culprit):
         assert not any(k in STRAGGLERS for k in kinds), kinds
         assert prim["kind"] not in STRAGGLERS
         return
-    if culprit is None and host_saturated(s) and prim["kind"] in STRAGGLERS:
-        # every rank's loader sleeps alike, but on a saturated host (4
-        # ranks on 2 cores) one of them may really wait longer for a core:
-        # a WARNING at most, and the input bound is still named
-        assert prim["severity"] == "WARNING" and kind in kinds, (prim, kinds)
-        return
     assert prim["kind"] == kind, (prim, kinds)
-    if culprit is None:
-        assert not any(k in STRAGGLERS for k in kinds), kinds
-        return
     label = "R%d/N0" % culprit
     assert prim["severity"] == "CRITICAL", prim
     assert label in prim["why"], prim["why"]

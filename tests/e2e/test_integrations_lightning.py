@@ -25,8 +25,10 @@ def test_input_bound_with_accumulation(traceml_run, slept):
     one step per optimizer step (30, not 60 batches), and the step's Input
     Wait is both micro-batches' fetches, 40 ms (the first fetch comes
     before the step opens and is carried into it; the second falls inside
-    the open step)."""
-    r = traceml_run(SCRIPT, "--steps", 30, "--delay-ms", 20, "--accum", 2, env=slept.env())
+    the open step). TraceML 0.5.0's lightning.init() and the callback
+    passed as well: each step still counted once."""
+    r = traceml_run(SCRIPT, "--steps", 30, "--delay-ms", 20, "--accum", 2,
+                    "--api", "init+callback", env=slept.env())
     assert r.rc == 0, r.explain()
     _no_traceml_warning(r)
     assert "optimizer steps: 30" in r.stdout, r.explain()
