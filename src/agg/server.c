@@ -21,12 +21,16 @@
  * port may be reachable from other hosts (multi-node runs), so what a
  * connection costs before it authenticates is bounded: a HELLO frame of at
  * most PREAUTH_MAX_FRAME bytes within HELLO_TIMEOUT_MS; past
- * PREAUTH_MAX_CONNS unauthenticated connections (or MAX_CONNS in all) a
- * new one evicts the oldest that has been silent for PREAUTH_GRACE_MS (a
- * rank says HELLO at once), so idle connections cannot lock ranks out; at
- * most PREAUTH_MAX_PER_PEER from one other host (127.0.0.1, where every
- * local rank comes from, is exempt); running out of descriptors never
- * spins the loop (a spare descriptor accepts and closes the surplus). Every
+ * a quarter of the connection cap unauthenticated (PREAUTH_MAX_CONNS at
+ * most), or the cap in all, a new one evicts the oldest that has not said
+ * OPEN in SILENT_GRACE_MS, else the oldest that has not said HELLO in
+ * PREAUTH_GRACE_MS (a rank says both at once), so idle connections cannot
+ * lock ranks out; at most PREAUTH_MAX_PER_PEER from one
+ * other host (127.0.0.1, where every local rank comes from, is exempt).
+ * The cap is the process's descriptor limit less FD_RESERVE (the store,
+ * the logs, the live views' clients), so the cap, not EMFILE, is what a
+ * flood meets; running out of descriptors anyway never spins the loop (a
+ * spare descriptor accepts and closes the surplus). Every
  * refusal is a line in the run folder's traceml.log (the first
  * LOG_REFUSALS, then one in LOG_EVERY), never on the user's terminal.
  */
@@ -43,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,11 +60,13 @@
 #include "base/net.h"
 #include "wire/wire.h"
 
-#define MAX_CONNS 1024
+#define MAX_CONNS 65536              /* the cap, whatever the descriptor limit */
+#define FD_RESERVE 128              /* descriptors left to the rest of the process */
 #define HELLO_TIMEOUT_MS 2000
 #define PREAUTH_MAX_FRAME 4096         /* a real HELLO is < 300 bytes */
 #define PREAUTH_MAX_CONNS 256
 #define PREAUTH_GRACE_MS 500
+#define SILENT_GRACE_MS 100            /* not even OPEN in this long */
 #define PREAUTH_MAX_PER_PEER 64
 #define OUT_STALL_MS 10000             /* an answer not read for this long: closed */
 #define LOG_REFUSALS 50
@@ -101,6 +108,8 @@ struct tml_server {
     conn *conns;
     size_t nconns;
     size_t rejected;
+    size_t max_conns;         /* the cap: conn_cap() */
+    size_t preauth_max;       /* unauthenticated connections before evicting */
     int spare_fd;             /* /dev/null, given up to accept at EMFILE */
     struct pollfd *pfds;
     tml_step_record *scratch;
@@ -190,6 +199,18 @@ static void reject_version(tml_server *s, conn *c, uint16_t version)
                      c->peer, why, s->rejected);
 }
 
+/* How many connections the loop keeps: the descriptor limit less
+ * FD_RESERVE (half the limit when it is tiny), at most MAX_CONNS. */
+static size_t conn_cap(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > MAX_CONNS + FD_RESERVE)
+        return MAX_CONNS;
+    size_t soft = (size_t)rl.rlim_cur;
+    return soft > 2 * FD_RESERVE ? soft - FD_RESERVE : soft / 2;
+}
+
 int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
 {
     int rc = TML_ENOMEM;
@@ -211,8 +232,10 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
     s->run_id = strdup(o->run_id);
     s->secret = strdup(o->secret);
     s->run_dir = o->run_dir ? strdup(o->run_dir) : NULL;
-    s->conns = calloc(MAX_CONNS, sizeof(*s->conns));
-    s->pfds = calloc(MAX_CONNS + 2, sizeof(*s->pfds));
+    s->max_conns = conn_cap();
+    s->preauth_max = s->max_conns / 4 < PREAUTH_MAX_CONNS ? s->max_conns / 4 : PREAUTH_MAX_CONNS;
+    s->conns = calloc(s->max_conns, sizeof(*s->conns));
+    s->pfds = calloc(s->max_conns + 2, sizeof(*s->pfds));
     if (!s->run_id || !s->secret || (o->run_dir && !s->run_dir) || !s->conns || !s->pfds)
         goto fail;
 
@@ -261,9 +284,14 @@ size_t tml__server_connections(const tml_server *s)
     return s->nconns;
 }
 
+size_t tml__server_max_connections(const tml_server *s)
+{
+    return s->max_conns;
+}
+
 int tml__server_adopt(tml_server *s, int fd, const char *peer)
 {
-    if (s->nconns >= MAX_CONNS)
+    if (s->nconns >= s->max_conns)
         return TML_EFULL;
     conn *c = &s->conns[s->nconns++];
     memset(c, 0, sizeof(*c));
@@ -298,12 +326,14 @@ static void shed_one(tml_server *s)
 }
 
 /* Unauthenticated connections: how many in all and from this address,
- * and the oldest of them. */
-static size_t preauth_count(const tml_server *s, const char *ip, size_t *from_ip, size_t *oldest)
+ * the oldest of them, and the oldest of those that have not even said OPEN
+ * (a rank says it as soon as it is connected). */
+static size_t preauth_count(const tml_server *s, const char *ip, size_t *from_ip, size_t *oldest,
+                            size_t *oldest_silent)
 {
     size_t n = 0, iplen = strlen(ip);
     *from_ip = 0;
-    *oldest = SIZE_MAX;
+    *oldest = *oldest_silent = SIZE_MAX;
     for (size_t i = 0; i < s->nconns; i++) {
         const conn *c = &s->conns[i];
         if (c->state >= C_AUTHED)
@@ -313,24 +343,38 @@ static size_t preauth_count(const tml_server *s, const char *ip, size_t *from_ip
             (*from_ip)++;
         if (*oldest == SIZE_MAX || c->opened_ms < s->conns[*oldest].opened_ms)
             *oldest = i;
+        if (c->state == C_OPEN &&
+            (*oldest_silent == SIZE_MAX || c->opened_ms < s->conns[*oldest_silent].opened_ms))
+            *oldest_silent = i;
     }
     return n;
 }
 
-/* Room for one more connection: NULL, or why not. Evicts the oldest
- * unauthenticated connection when it has been silent too long. */
+/* Room for one more connection: NULL, or why not. When the unauthenticated
+ * ones reach their share, or all reach the cap, one of them makes room:
+ * the oldest that has not said OPEN for SILENT_GRACE_MS, else the oldest
+ * that has not finished its handshake in PREAUTH_GRACE_MS. So silent
+ * connections, however many and however fast they come, cannot keep a
+ * rank out. */
 static const char *make_room(tml_server *s, const char *ip)
 {
-    size_t from_ip, oldest;
-    size_t pre = preauth_count(s, ip, &from_ip, &oldest);
+    size_t from_ip, oldest, silent;
+    size_t pre = preauth_count(s, ip, &from_ip, &oldest, &silent);
     if (strcmp(ip, "127.0.0.1") != 0 && from_ip >= PREAUTH_MAX_PER_PEER)
         return "too many unauthenticated connections from this address";
-    if ((pre >= PREAUTH_MAX_CONNS || s->nconns >= MAX_CONNS) && oldest != SIZE_MAX &&
-        tml__mono_ms() - s->conns[oldest].opened_ms > PREAUTH_GRACE_MS) {
-        reject(s, &s->conns[oldest], "handshake crowded out by newer connections");
-        close_conn(s, oldest);
+    if (pre >= s->preauth_max || s->nconns >= s->max_conns) {
+        int64_t now = tml__mono_ms();
+        size_t victim = SIZE_MAX;
+        if (silent != SIZE_MAX && now - s->conns[silent].opened_ms > SILENT_GRACE_MS)
+            victim = silent;
+        else if (oldest != SIZE_MAX && now - s->conns[oldest].opened_ms > PREAUTH_GRACE_MS)
+            victim = oldest;
+        if (victim != SIZE_MAX) {
+            reject(s, &s->conns[victim], "handshake crowded out by newer connections");
+            close_conn(s, victim);
+        }
     }
-    return s->nconns >= MAX_CONNS ? "too many connections" : NULL;
+    return s->nconns >= s->max_conns ? "too many connections" : NULL;
 }
 
 static void accept_all(tml_server *s)

@@ -82,6 +82,9 @@ size_t tml__server_drain(tml_server *s, int timeout_ms);
 
 /* Connections open now / rejected since start (for tests and logs). */
 size_t tml__server_connections(const tml_server *s);
+/* The most connections it keeps: the descriptor limit at its start less a
+ * reserve for the rest of the process, at most 65,536. */
+size_t tml__server_max_connections(const tml_server *s);
 /* Takes a connected, non-blocking socket as if it had been accepted (the
  * fuzz target feeds the frame handling through a socketpair). 0, or
  * TML_EFULL when no slot is free (fd not taken). */

@@ -8,10 +8,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,4 +51,24 @@ fail:;
     freeaddrinfo(ai);
     errno = saved;
     return TML_ECONN;
+}
+
+static long limit_of(rlim_t v)
+{
+    return v == RLIM_INFINITY || v > (rlim_t)LONG_MAX ? LONG_MAX : (long)v;
+}
+
+long tml__net_raise_fd_limit(long *before)
+{
+    struct rlimit rl;
+    *before = -1;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -1;
+    *before = limit_of(rl.rlim_cur);
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            return *before;
+    }
+    return limit_of(rl.rlim_cur);
 }

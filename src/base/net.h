@@ -11,4 +11,11 @@
  * address, TML_ECONN (errno kept) when socket/bind/listen fail. */
 int tml__net_listen(const char *bind_addr, int port, int backlog, int *port_out);
 
+/* Raises this process's soft limit on open descriptors to its hard limit,
+ * so that a server's connections, not EMFILE, meet its own caps. Only for
+ * a process of TraceML's own (a training's libraries may use select(2),
+ * which breaks past 1024). Returns the soft limit now (-1: unknown) and
+ * sets *before to what it was. */
+long tml__net_raise_fd_limit(long *before);
+
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/net.h"
 #include "live/feed.h"
 #include "live/live.h"
 #include "model/series.h"
@@ -152,9 +153,14 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
             so.timer_ctx = h;
             so.timer_ms = h->live ? h->feed.interval_ms : 1000;
         }
+        /* serving is always a process of TraceML's own (serve, aggregate) */
+        long fd_before, fd_now = tml__net_raise_fd_limit(&fd_before);
         rc = tml__server_new(&so, h->agg, &h->srv);
         if (rc < 0)
             goto fail;
+        tml__run_log(h->run_dir, h->who,
+                     "open files: limit %ld (was %ld), up to %zu rank connections", fd_now,
+                     fd_before, tml__server_max_connections(h->srv));
         tml__run_log(h->run_dir, h->who, "listening on %s:%d",
                      o->bind_addr ? o->bind_addr : "127.0.0.1", tml__server_port(h->srv));
     }

@@ -419,6 +419,122 @@ static void test_out_of_descriptors_does_not_spin(void)
     close(port_pipe[1]);
 }
 
+/* A connection churner: keeps opening connections that say nothing
+ * (non-blocking connects, about 5,000 a second), each closed again when
+ * RING newer ones are open, until told to stop. */
+enum { RING = 1200 };
+typedef struct churner {
+    int port;
+    atomic_int stop;
+    int ring[RING];
+} churner;
+
+static void *churn(void *arg)
+{
+    churner *ch = arg;
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)ch->port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (size_t i = 0; !atomic_load(&ch->stop); i = (i + 1) % RING) {
+        if (ch->ring[i] >= 0)
+            close(ch->ring[i]);
+        ch->ring[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (ch->ring[i] >= 0)
+            (void)connect(ch->ring[i], (struct sockaddr *)&sin, sizeof(sin));
+        usleep(200);
+    }
+    for (int i = 0; i < RING; i++)
+        if (ch->ring[i] >= 0)
+            close(ch->ring[i]);
+    return NULL;
+}
+
+/* One rank's handshake: 1 when the server said WELCOME. */
+static int rank_welcomed(int port, int rank)
+{
+    int fd = dial_port(port, NULL, 0), ok = 0;
+    uint8_t nonce[TML_WIRE_NONCE];
+    if (fd >= 0 && th_challenge(fd, nonce) == 0) {
+        tml_strbuf sb = TML_STRBUF_INIT;
+        tml_hello h;
+        hello_of(&h, RUN_ID, SECRET, rank);
+        tml__wire_hello(&sb, &h, nonce);
+        send_all(fd, sb.buf, sb.len);
+        ok = read_frame_type(fd) == TML_FRAME_WELCOME;
+        tml__sb_release(&sb);
+    }
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* Under the common 1024-descriptor limit a churner keeping 1,200 silent
+ * connections coming meets the server's own cap, a reserve below the
+ * limit, not EMFILE, and its connections make room for the 30 ranks that
+ * arrive meanwhile: every rank is served. The server runs in a child
+ * process held to 1024 descriptors. */
+static void test_churner_never_locks_ranks_out(void)
+{
+    enum { RANKS = 30 };
+    struct rlimit rl;
+    CHECK_EQ_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < RING + RANKS + 64) {
+        printf("  (skipped: the dialling side needs %d descriptors)\n", RING + RANKS + 64);
+        return;
+    }
+    struct rlimit mine = {RING + RANKS + 64, rl.rlim_max};
+    CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &mine), 0);
+    int to_parent[2], to_child[2];
+    CHECK_EQ_INT(pipe(to_parent), 0);
+    CHECK_EQ_INT(pipe(to_child), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit lim = {1024, 1024};
+        fixture f;
+        if (setrlimit(RLIMIT_NOFILE, &lim) < 0 || start(&f, "churn") < 0)
+            _exit(3);
+        int said[2] = {tml__server_port(f.srv), (int)tml__server_max_connections(f.srv)};
+        char done;
+        if (write(to_parent[1], said, sizeof(said)) != sizeof(said) ||
+            read(to_child[0], &done, 1) != 1)
+            _exit(3);
+        stop_loop(&f);
+        int emfile = log_has(&f, "out of file descriptors");
+        finish(&f);
+        _exit(emfile ? 1 : 0);
+    }
+    int said[2] = {0, 0};
+    CHECK(read(to_parent[0], said, sizeof(said)) == sizeof(said));
+    CHECK_EQ_INT(said[1], 1024 - 128);
+    static churner ch;
+    ch.port = said[0];
+    atomic_store(&ch.stop, 0);
+    for (int i = 0; i < RING; i++)
+        ch.ring[i] = -1;
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, churn, &ch), 0);
+    usleep(500000);                         /* the server full of them */
+    int welcomed = 0;
+    for (int r = 0; r < RANKS; r++) {
+        welcomed += rank_welcomed(said[0], r);
+        usleep(20000);
+    }
+    atomic_store(&ch.stop, 1);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(welcomed, RANKS);
+    CHECK(write(to_child[1], "x", 1) == 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);   /* never ran out */
+    for (int k = 0; k < 2; k++) {
+        close(to_parent[k]);
+        close(to_child[k]);
+    }
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 /* Two processes claiming rank 0 (spawned children each calling init()):
  * never merged; the second gets a rank of its own, the summary names the
  * conflict. A reconnection of the same process is no conflict. */
@@ -871,6 +987,7 @@ static void test_bind_errors(void)
 
 #define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
     X(test_preauth_bounded) X(test_out_of_descriptors_does_not_spin) \
+    X(test_churner_never_locks_ranks_out) \
     X(test_duplicate_rank_not_merged) X(test_replayed_hello_refused) \
     X(test_second_live_connection_conflict) X(test_restart_is_a_new_incarnation) \
     X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
