@@ -66,39 +66,63 @@ int tml__read_file(const char *path, size_t max, char **buf, size_t *len)
     return 0;
 }
 
-int tml__write_file(const char *path, const char *data, size_t len, unsigned mode)
+int tml__file_begin(tml_file_out *f, const char *path, unsigned mode)
 {
     static atomic_uint seq;   /* threads of one process write too */
-    char tmp[4200];
     const char *slash = strrchr(path, '/');
     int dl = slash ? (int)(slash - path + 1) : 0;
-    int n = snprintf(tmp, sizeof(tmp), "%.*s.%s.%d.%u.tmp", dl, path, slash ? slash + 1 : path,
-                     (int)getpid(), atomic_fetch_add(&seq, 1));
-    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+    f->fd = -1;
+    int n = snprintf(f->tmp, sizeof(f->tmp), "%.*s.%s.%d.%u.tmp", dl, path,
+                     slash ? slash + 1 : path, (int)getpid(), atomic_fetch_add(&seq, 1));
+    if (n < 0 || (size_t)n >= sizeof(f->tmp) || strlen(path) >= sizeof(f->path)) {
         errno = ENAMETOOLONG;
         return TML_EIO;
     }
+    memcpy(f->path, path, strlen(path) + 1);
     /* O_EXCL: never through a link or a file planted under that name */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
-    if (fd < 0)
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+    return f->fd < 0 ? TML_EIO : 0;
+}
+
+int tml__file_write(tml_file_out *f, const char *data, size_t len)
+{
+    return f->fd >= 0 && tml__write_all(f->fd, data, len) == 0 ? 0 : TML_EIO;
+}
+
+void tml__file_abort(tml_file_out *f)
+{
+    int saved = errno;
+    if (f->fd >= 0) {
+        close(f->fd);
+        unlink(f->tmp);
+    }
+    f->fd = -1;
+    errno = saved;
+}
+
+int tml__file_commit(tml_file_out *f)
+{
+    if (f->fd < 0)
         return TML_EIO;
-    if (tml__write_all(fd, data, len) < 0)
-        goto fail;
-    if (close(fd) < 0) {
-        fd = -1;
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) == 0)   /* replaces a link at `path`, never follows it */
+    int fd = f->fd;
+    f->fd = -1;
+    /* rename replaces a link at `path`, never follows it */
+    if (close(fd) == 0 && rename(f->tmp, f->path) == 0)
         return 0;
-fail: {
-        int saved = errno;
-        if (fd >= 0)
-            close(fd);
-        unlink(tmp);
-        errno = saved;
-    }
+    int saved = errno;
+    unlink(f->tmp);
+    errno = saved;
     return TML_EIO;
+}
+
+int tml__write_file(const char *path, const char *data, size_t len, unsigned mode)
+{
+    tml_file_out f;
+    if (tml__file_begin(&f, path, mode) < 0 || tml__file_write(&f, data, len) < 0) {
+        tml__file_abort(&f);
+        return TML_EIO;
+    }
+    return tml__file_commit(&f);
 }
 
 int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,

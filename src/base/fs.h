@@ -17,6 +17,18 @@ int tml__read_file(const char *path, size_t max, char **buf, size_t *len);
  * for what the user asked for, 0644 for artifacts, 0600 for secrets).
  * 0 or TML_EIO with errno kept (the temporary file removed). */
 int tml__write_file(const char *path, const char *data, size_t len, unsigned mode);
+/* The same, written piece by piece (a file larger than memory should
+ * hold): begin, write as often as needed, then commit (the rename) or
+ * abort (the temporary file removed, `path` untouched). 0 or TML_EIO with
+ * errno kept; a failed write leaves the file to abort. */
+typedef struct tml_file_out {
+    int fd;
+    char path[4096], tmp[4200];
+} tml_file_out;
+int tml__file_begin(tml_file_out *f, const char *path, unsigned mode);
+int tml__file_write(tml_file_out *f, const char *data, size_t len);
+int tml__file_commit(tml_file_out *f);
+void tml__file_abort(tml_file_out *f);
 /* The same for dir/name. */
 int tml__write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
                            unsigned mode);

@@ -95,13 +95,19 @@ static int drop_middle(tml_rank *r)
 
 /* The records just appended at steps[from..]: their ids moved on by the
  * incarnation's base, the rank's next step id kept. */
+uint64_t tml__run_step_id(uint64_t step, uint64_t base, uint64_t *next_step)
+{
+    step += base;
+    if (step + 1 > *next_step)
+        *next_step = step + 1;
+    return step;
+}
+
 static void number_on(tml_rank *rank, size_t from)
 {
-    for (size_t i = from; i < rank->nsteps; i++) {
-        rank->steps[i].step += rank->step_base;
-        if (rank->steps[i].step + 1 > rank->next_step)
-            rank->next_step = rank->steps[i].step + 1;
-    }
+    for (size_t i = from; i < rank->nsteps; i++)
+        rank->steps[i].step = tml__run_step_id(rank->steps[i].step, rank->step_base,
+                                                &rank->next_step);
 }
 
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)

@@ -133,6 +133,10 @@ tml_rank *tml__run_find(tml_run *run, int32_t rank);
  * the run keeps all), their step ids moved on by the rank's step_base. 0
  * or TML_ENOMEM. */
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n);
+/* A record's step id in the run: its process's own id moved on by the
+ * rank's base (step_base), *next_step (next_step) kept past it. What
+ * tml__run_add_steps does to every record, for a reader that keeps none. */
+uint64_t tml__run_step_id(uint64_t step, uint64_t base, uint64_t *next_step);
 /* The rank's process restarted: a new incarnation begins, its steps are
  * numbered on after those kept so far, and the run notes a RESTARTED
  * conflict (pid and host: the rank's). The aggregator and the store's

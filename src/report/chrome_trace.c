@@ -97,7 +97,7 @@ static const int phase_order[] = {
 /* A rank's communication in flight has a track of its own below the rank's. */
 #define COMM_TID(rank) ((1 << 20) + (rank))
 
-static int has_comm(const tml_step_record *s)
+int tml__chrome_trace_has_comm(const tml_step_record *s)
 {
     return (s->observed & TML_PHASE_BIT(TML_PHASE_COMM)) != 0;
 }
@@ -126,7 +126,7 @@ static void step_args(tml_strbuf *args, const tml_step_record *s, int32_t rank)
         for (int p = 0; p < TML_PHASE_COUNT; p++)
             arg_ms(args, gpu_keys[p], s->gpu_phase_ns[p]);
     }
-    if (has_comm(s)) {
+    if (tml__chrome_trace_has_comm(s)) {
         arg_ms(args, "communication_in_flight_ms", s->comm_ns);
         tml__sb_addf(args, ",\"communication_bytes\":%lld,\"collectives\":%u",
                      (long long)s->comm_bytes, s->comm_count);
@@ -147,8 +147,8 @@ static void step_args(tml_strbuf *args, const tml_step_record *s, int32_t rank)
 /* One step's slices on its rank's track: the untraced gap before it, the
  * step, its Input Wait, then its phases in order, clipped to the step.
  * Returns the number of slices. */
-static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_record *s,
-                          int32_t rank, int64_t t0)
+size_t tml__chrome_trace_step(tml_strbuf *out, tml_strbuf *args, const tml_step_record *s,
+                              int32_t rank, int64_t t0)
 {
     int tid = rank;
     int64_t in = nonneg(s->phase_ns[TML_PHASE_INPUT]), traced = nonneg(s->traced_ns);
@@ -189,7 +189,7 @@ static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_reco
     /* the time some collective was in flight, ending with the exposed wait
      * (overlapped buckets run beside Backward) */
     int64_t fly = nonneg(s->comm_ns);
-    if (has_comm(s) && fly > 0) {
+    if (tml__chrome_trace_has_comm(s) && fly > 0) {
         int64_t from = start_of(s) - t0;
         if (comm_end < 0)
             comm_end = end;
@@ -204,6 +204,54 @@ static size_t step_slices(tml_strbuf *out, tml_strbuf *args, const tml_step_reco
     return n;
 }
 
+int64_t tml__chrome_trace_t0(int64_t t0, const tml_step_record *s)
+{
+    int64_t t = start_of(s) - nonneg(s->phase_ns[TML_PHASE_INPUT]) - nonneg(s->gap_ns);
+    return t < t0 ? t : t0;
+}
+
+void tml__chrome_trace_begin(tml_strbuf *out, const char *run_name, const char *run_id)
+{
+    tml__sb_adds(out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run_name\":");
+    tml__sb_add_json_str(out, run_name);
+    tml__sb_adds(out, ",\"run_id\":");
+    tml__sb_add_json_str(out, run_id);
+    tml__sb_addf(out, ",\"traceml_version\":\"%s\",\"clock\":\"cpu monotonic\"},\n"
+                 "\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\","
+                 "\"args\":{\"name\":", TML_VERSION_STRING);
+    char pn[200];
+    snprintf(pn, sizeof(pn), "TraceML run %s", run_name);
+    tml__sb_add_json_str(out, pn);
+    tml__sb_adds(out, "}}");
+}
+
+/* A track's name and place: R<rank>/N<node>, and its communication track
+ * just below it. */
+static void track(tml_strbuf *out, int tid, int sort, int32_t rank, int32_t node,
+                  const char *suffix)
+{
+    char label[128];
+    snprintf(label, sizeof(label), "R%d/N%d%s", (int)rank, (int)node, suffix);
+    tml__sb_addf(out, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
+                 "\"args\":{\"name\":", tid);
+    tml__sb_add_json_str(out, label);
+    tml__sb_addf(out, "}},\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                 "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid, sort);
+}
+
+void tml__chrome_trace_track(tml_strbuf *out, int32_t rank, int32_t node, int comm)
+{
+    if (comm)
+        track(out, COMM_TID(rank), 2 * rank + 1, rank, node, " communication");
+    else
+        track(out, rank, 2 * rank, rank, node, "");
+}
+
+void tml__chrome_trace_end(tml_strbuf *out)
+{
+    tml__sb_adds(out, "\n]}\n");
+}
+
 int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
 {
     int64_t t0 = INT64_MAX;
@@ -211,52 +259,23 @@ int tml__chrome_trace(const tml_run *run, tml_strbuf *out, size_t *nslices)
     tml_strbuf args = TML_STRBUF_INIT;
 
     for (size_t i = 0; i < run->nranks; i++)
-        for (size_t j = 0; j < run->ranks[i].nsteps; j++) {
-            const tml_step_record *s = &run->ranks[i].steps[j];
-            int64_t t = start_of(s) - nonneg(s->phase_ns[TML_PHASE_INPUT]) - nonneg(s->gap_ns);
-            if (t < t0)
-                t0 = t;
-        }
+        for (size_t j = 0; j < run->ranks[i].nsteps; j++)
+            t0 = tml__chrome_trace_t0(t0, &run->ranks[i].steps[j]);
     if (t0 == INT64_MAX)
         t0 = 0;
-
-    tml__sb_adds(out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run_name\":");
-    tml__sb_add_json_str(out, run->name);
-    tml__sb_adds(out, ",\"run_id\":");
-    tml__sb_add_json_str(out, run->id);
-    tml__sb_addf(out, ",\"traceml_version\":\"%s\",\"clock\":\"cpu monotonic\"},\n"
-                 "\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\","
-                 "\"args\":{\"name\":", TML_VERSION_STRING);
-    {
-        char pn[200];
-        snprintf(pn, sizeof(pn), "TraceML run %s", run->name);
-        tml__sb_add_json_str(out, pn);
-    }
-    tml__sb_adds(out, "}}");
-
+    tml__chrome_trace_begin(out, run->name, run->id);
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank *r = &run->ranks[i];
-        int tid = r->info.rank;
-        char label[128];
-        snprintf(label, sizeof(label), "R%d/N%d", (int)r->info.rank, (int)r->info.node_rank);
-        tml__sb_addf(out, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
-                     "\"args\":{\"name\":", tid);
-        tml__sb_add_json_str(out, label);
-        tml__sb_addf(out, "}},\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                     "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid, 2 * tid);
+        tml__chrome_trace_track(out, r->info.rank, r->info.node_rank, 0);
         int comm = 0;
         for (size_t j = 0; j < r->nsteps && !comm; j++)
-            comm = has_comm(&r->steps[j]);
-        if (comm) {
-            tml__sb_addf(out, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
-                         "\"args\":{\"name\":\"%s communication\"}},\n{\"ph\":\"M\",\"pid\":0,"
-                         "\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
-                         COMM_TID(tid), label, COMM_TID(tid), 2 * tid + 1);
-        }
+            comm = tml__chrome_trace_has_comm(&r->steps[j]);
+        if (comm)
+            tml__chrome_trace_track(out, r->info.rank, r->info.node_rank, 1);
         for (size_t j = 0; j < r->nsteps; j++)
-            n += step_slices(out, &args, &r->steps[j], r->info.rank, t0);
+            n += tml__chrome_trace_step(out, &args, &r->steps[j], r->info.rank, t0);
     }
-    tml__sb_adds(out, "\n]}\n");
+    tml__chrome_trace_end(out);
     tml__sb_release(&args);
     if (nslices)
         *nslices = n;

@@ -596,69 +596,92 @@ static int load_ranks(tml_store *s, tml_run *run)
     return rows_end(s, st, step, rc);
 }
 
-static int load_steps(tml_store *s, tml_run *run)
+/* One row of the steps table: its rank, its process (incarnation) and the
+ * record as that process numbered it. */
+static int32_t read_step(sqlite3_stmt *st, tml_step_record *r, uint32_t *inc)
+{
+    memset(r, 0, sizeof(*r));
+    int c = 1;
+    r->step = (uint64_t)sqlite3_column_int64(st, c++);
+    r->start_ns = col_opt(st, c++);
+    r->traced_ns = col_opt(st, c++);
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        r->phase_ns[p] = col_opt(st, c++);
+    r->gpu_traced_ns = col_opt(st, c++);
+    for (int p = 0; p < TML_PHASE_COUNT; p++)
+        r->gpu_phase_ns[p] = col_opt(st, c++);
+    r->gap_ns = col_opt(st, c++);
+    r->rss_bytes = col_opt(st, c++);
+    r->cuda_allocated_peak_bytes = col_opt(st, c++);
+    r->cuda_reserved_peak_bytes = col_opt(st, c++);
+    r->observed = (uint32_t)sqlite3_column_int64(st, c++);
+    r->flags = (uint32_t)sqlite3_column_int64(st, c++);
+    r->comm_ns = col_opt(st, c++);
+    r->comm_bytes = col_opt(st, c++);
+    int64_t count = col_opt(st, c++);
+    r->comm_count = count > 0 ? (uint32_t)count : 0;
+    if (r->comm_ns < 0)
+        r->comm_ns = 0;
+    if (r->comm_bytes < 0)
+        r->comm_bytes = 0;
+    int64_t i = sqlite3_column_int64(st, c++);
+    *inc = i < 0 ? 0 : i > UINT32_MAX ? UINT32_MAX : (uint32_t)i;
+    return sqlite3_column_int(st, 0);
+}
+
+int tml__store_each_step(tml_store *s, tml_store_step_fn fn, void *ctx)
 {
     int version = steps_version(s->db);
     const char *sql = version == 1 ? sql_select_steps_v1 : version == 2 ? sql_select_steps_v2
                                                                         : sql_select_steps;
+    int rc = tml__store_flush(s);
+    if (rc < 0)
+        return rc;
     sqlite3_stmt *st = version ? prepare(s, sql) : NULL;
     if (!st)
         return TML_EIO;
-    int step, rc = 0;
-    tml_rank *cur = NULL;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int32_t rank = sqlite3_column_int(st, 0);
-        if (!cur || cur->info.rank != rank) {
-            cur = tml__run_find(run, rank);
-            if (!cur) {
-                /* steps of a rank whose hello row is missing: keep them */
-                tml_rank_info info;
-                memset(&info, 0, sizeof(info));
-                info.rank = rank;
-                info.world_size = run->world_size;
-                cur = tml__run_rank(run, &info);
-                if (!cur) {
-                    rc = TML_ENOMEM;
-                    break;
-                }
-            }
-        }
+    int step = SQLITE_DONE;
+    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
         tml_step_record r;
-        memset(&r, 0, sizeof(r));
-        int c = 1;
-        r.step = (uint64_t)sqlite3_column_int64(st, c++);
-        r.start_ns = col_opt(st, c++);
-        r.traced_ns = col_opt(st, c++);
-        for (int p = 0; p < TML_PHASE_COUNT; p++)
-            r.phase_ns[p] = col_opt(st, c++);
-        r.gpu_traced_ns = col_opt(st, c++);
-        for (int p = 0; p < TML_PHASE_COUNT; p++)
-            r.gpu_phase_ns[p] = col_opt(st, c++);
-        r.gap_ns = col_opt(st, c++);
-        r.rss_bytes = col_opt(st, c++);
-        r.cuda_allocated_peak_bytes = col_opt(st, c++);
-        r.cuda_reserved_peak_bytes = col_opt(st, c++);
-        r.observed = (uint32_t)sqlite3_column_int64(st, c++);
-        r.flags = (uint32_t)sqlite3_column_int64(st, c++);
-        r.comm_ns = col_opt(st, c++);
-        r.comm_bytes = col_opt(st, c++);
-        int64_t count = col_opt(st, c++);
-        r.comm_count = count > 0 ? (uint32_t)count : 0;
-        if (r.comm_ns < 0)
-            r.comm_ns = 0;
-        if (r.comm_bytes < 0)
-            r.comm_bytes = 0;
-        int64_t inc = sqlite3_column_int64(st, c++);
-        while (inc > (int64_t)cur->incarnation && cur->incarnation < UINT32_MAX)
-            tml__run_restart(run, cur);   /* numbered as the aggregator did */
-        if (!tml__record_possible(&r))
-            continue;   /* a hand-made file: what the aggregator would have dropped */
-        if (tml__run_add_steps(cur, &r, 1) < 0) {
-            rc = TML_ENOMEM;
-            break;
-        }
+        uint32_t inc;
+        int32_t rank = read_step(st, &r, &inc);
+        /* a hand-made file: what the aggregator would have dropped */
+        if (tml__record_possible(&r))
+            rc = fn(ctx, rank, inc, &r);
     }
     return rows_end(s, st, step, rc);
+}
+
+typedef struct load_ctx {
+    tml_run *run;
+    tml_rank *cur;
+} load_ctx;
+
+static int load_step(void *ctx, int32_t rank, uint32_t inc, const tml_step_record *r)
+{
+    load_ctx *l = ctx;
+    if (!l->cur || l->cur->info.rank != rank) {
+        l->cur = tml__run_find(l->run, rank);
+        if (!l->cur) {
+            /* steps of a rank whose hello row is missing: keep them */
+            tml_rank_info info;
+            memset(&info, 0, sizeof(info));
+            info.rank = rank;
+            info.world_size = l->run->world_size;
+            l->cur = tml__run_rank(l->run, &info);
+            if (!l->cur)
+                return TML_ENOMEM;
+        }
+    }
+    while (inc > l->cur->incarnation)
+        tml__run_restart(l->run, l->cur);   /* numbered as the aggregator did */
+    return tml__run_add_steps(l->cur, r, 1) < 0 ? TML_ENOMEM : 0;
+}
+
+static int load_steps(tml_store *s, tml_run *run)
+{
+    load_ctx l = {run, NULL};
+    return tml__store_each_step(s, load_step, &l);
 }
 
 /* Samples back into the run's per-place aggregates. */

@@ -73,6 +73,16 @@ const char *tml__store_error(const tml_store *s);
  * and id are overwritten from the database). */
 int tml__store_load(tml_store *s, tml_run *run);
 
+/* Every step record, rank by rank, each rank's processes (incarnation 0,
+ * 1, ...) in order and each one's steps in order, as that process
+ * numbered them (tml__run_restart numbers a later one's on), to fn
+ * without keeping any: constant memory whatever the run's length. A
+ * nonzero return from fn stops the walk and is returned; else 0 or
+ * TML_EIO. */
+typedef int (*tml_store_step_fn)(void *ctx, int32_t rank, uint32_t incarnation,
+                                 const tml_step_record *r);
+int tml__store_each_step(tml_store *s, tml_store_step_fn fn, void *ctx);
+
 /* ---- digest.c: what a telemetry.sqlite holds, read-only ------------ */
 
 typedef struct tml_store_rank_digest {

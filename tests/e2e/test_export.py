@@ -142,3 +142,68 @@ def test_version_1_file_still_exports(run_dir, tmp_path):
     assert len(steps) == STEPS
     assert not any(e["name"] == "Communication" for e in doc["traceEvents"])
     assert db.read_bytes() == before
+
+
+def three_ranks(run_dir, tmp_path):
+    """A copy of the run as three ranks: rank 1 the same steps, rank 2 the
+    same steps from two processes (the second a restart, incarnation 1,
+    whose steps the run numbers on after the first's)."""
+    import sqlite3
+    folder = tmp_path / "ranks3"
+    folder.mkdir()
+    db = folder / "telemetry.sqlite"
+    src = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
+    src.backup(sqlite3.connect(str(db)))
+    src.close()
+    con = sqlite3.connect(str(db))
+    cols = [r[1] for r in con.execute("PRAGMA table_info(steps)")]
+    rest = [c for c in cols if c not in ("rank", "incarnation")]
+    for rank, inc in ((1, 0), (2, 0), (2, 1)):
+        con.execute("INSERT INTO steps (rank, incarnation, %s) SELECT %d, %d, %s FROM steps "
+                    "WHERE rank = 0" % (", ".join(rest), rank, inc, ", ".join(rest)))
+    con.commit()
+    con.close()
+    return folder
+
+
+def step_slices(out):
+    doc = json.loads(out.read_text())
+    tracks = [e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"]
+    return tracks, {(e["tid"], e["args"]["step"]): e["ts"]
+                    for e in doc["traceEvents"] if e.get("cat") == "step"}
+
+
+def test_steps_and_ranks_chosen(run_dir, tmp_path):
+    """--steps A:B and --ranks LIST: only those steps of those ranks, at
+    the times the whole run's trace gives them; a restarted rank's steps
+    numbered as the summary numbers them."""
+    folder = three_ranks(run_dir, tmp_path)
+    full, part, late = tmp_path / "full.json", tmp_path / "part.json", tmp_path / "late.json"
+    p = export(["--chrome-trace", str(folder), "-o", str(full)], tmp_path)
+    assert p.returncode == 0 and "3 ranks, %d steps" % (4 * STEPS) in p.stderr, p.stderr
+    tracks, everything = step_slices(full)
+    assert tracks == ["R0/N0", "R1/N0", "R2/N0"], tracks
+    assert sorted(s for t, s in everything if t == 2) == list(range(2 * STEPS))
+    p = export(["--chrome-trace", str(folder), "-o", str(part), "--steps", "5:10",
+                "--ranks", "1-2"], tmp_path)
+    assert p.returncode == 0 and "2 ranks, 10 steps" in p.stderr, p.stderr
+    tracks, chosen = step_slices(part)
+    assert tracks == ["R1/N0", "R2/N0"], tracks
+    assert sorted(chosen) == [(t, s) for t in (1, 2) for s in range(5, 10)]
+    assert all(everything[k] == ts for k, ts in chosen.items())
+    p = export(["--chrome-trace", str(folder), "-o", str(late), "--steps",
+                "%d:" % (2 * STEPS - 2), "--ranks", "0,2"], tmp_path)
+    assert p.returncode == 0 and "1 rank, 2 steps" in p.stderr, p.stderr
+    assert sorted(step_slices(late)[1]) == [(2, 2 * STEPS - 2), (2, 2 * STEPS - 1)]
+
+
+@pytest.mark.parametrize("opt,value", [("--steps", "5"), ("--steps", "9:3"), ("--steps", "a:b"),
+                                       ("--ranks", "x"), ("--ranks", "3-1"), ("--ranks", ",")])
+def test_bad_choice(run_dir, tmp_path, opt, value):
+    out = tmp_path / "t.json"
+    out.write_text("the user's")
+    p = export(["--chrome-trace", str(run_dir), "-o", str(out), opt, value], tmp_path)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("traceml: error: --"), p.stderr
+    assert out.read_text() == "the user's"
