@@ -192,6 +192,37 @@ static int write_trace(tml_store *store, walk *w, const char *name, const char *
     return rc;
 }
 
+/* RUN (a run folder, or its telemetry.sqlite) to the database's path and
+ * the default output's (chrome_trace.json beside the database). 0, or
+ * TML_EXIT_USAGE after the error line. */
+static int locate(const char *run_arg, char *db, size_t dbcap, char *out, size_t outcap)
+{
+    char dir[4096];
+    struct stat st;
+    if (stat(run_arg, &st) < 0)
+        return tml__cli_error("cannot read '%s': %s", run_arg, strerror(errno));
+    size_t al = strnlen(run_arg, sizeof(dir) - 1);
+    memcpy(dir, run_arg, al);
+    dir[al] = '\0';
+    if (S_ISDIR(st.st_mode)) {
+        while (al > 1 && dir[al - 1] == '/')
+            dir[--al] = '\0';
+        snprintf(db, dbcap, "%s/telemetry.sqlite", dir);
+    } else {
+        snprintf(db, dbcap, "%s", dir);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(dir, sizeof(dir), ".");
+    }
+    if (stat(db, &st) < 0)
+        return tml__cli_error("'%s' has no telemetry.sqlite (is it a TraceML run folder?)",
+                              run_arg);
+    snprintf(out, outcap, "%s/chrome_trace.json", dir);
+    return 0;
+}
+
 int tml__cmd_export(int argc, char **argv)
 {
     const char *run_arg = NULL, *out_path = NULL, *v;
@@ -228,32 +259,11 @@ int tml__cmd_export(int argc, char **argv)
         return tml__cli_error("export needs a RUN folder (usage: traceml export "
                               "--chrome-trace RUN [-o OUT])");
 
-    char db[4200], dir[4096], def_out[4200];
-    struct stat st;
-    if (stat(run_arg, &st) < 0)
-        return tml__cli_error("cannot read '%s': %s", run_arg, strerror(errno));
-    size_t al = strnlen(run_arg, sizeof(dir) - 1);
-    memcpy(dir, run_arg, al);
-    dir[al] = '\0';
-    if (S_ISDIR(st.st_mode)) {
-        while (al > 1 && dir[al - 1] == '/')
-            dir[--al] = '\0';
-        snprintf(db, sizeof(db), "%s/telemetry.sqlite", dir);
-    } else {
-        snprintf(db, sizeof(db), "%s", dir);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
-        else
-            snprintf(dir, sizeof(dir), ".");
-    }
-    if (stat(db, &st) < 0)
-        return tml__cli_error("'%s' has no telemetry.sqlite (is it a TraceML run folder?)",
-                              run_arg);
-    if (!out_path) {
-        snprintf(def_out, sizeof(def_out), "%s/chrome_trace.json", dir);
+    char db[4200], def_out[4200];
+    if (locate(run_arg, db, sizeof(db), def_out, sizeof(def_out)))
+        return TML_EXIT_USAGE;
+    if (!out_path)
         out_path = def_out;
-    }
 
     tml_store_digest d;
     char why[256] = "";
