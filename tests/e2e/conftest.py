@@ -49,8 +49,9 @@ def pytest_configure(config):
         "markers", "quick: needs no real torch (the fake one or none): the quick tier, "
         "scripts/test --quick")
     config.addinivalue_line(
-        "markers", "solo: measures a latency or a rate against the wall clock: never beside "
-        "another solo test (tests/run runs them one at a time, beside the pytest workers)")
+        "markers", "solo: measures a latency or a rate against the wall clock: runs after the "
+        "tests on pytest workers, one at a time, so the suite's own load does not stretch it "
+        "(tests/run)")
     config.addinivalue_line(
         "markers", "xdist_group(name): tests that share a module's expensive fixture run "
         "on one pytest worker (tests/run: --dist loadgroup)")
