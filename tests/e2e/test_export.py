@@ -97,16 +97,22 @@ V1_DROPPED = ("comm_exposed_ns", "gpu_comm_exposed_ns", "comm_ns", "comm_bytes",
 V2_DROPPED = ("incarnation",)
 
 
+def copy_run(run_dir, folder):
+    """run_dir's telemetry.sqlite copied into a new folder: a connection to the copy."""
+    import sqlite3
+    folder.mkdir()
+    db = str(folder / "telemetry.sqlite")
+    src = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
+    src.backup(sqlite3.connect(db))
+    src.close()
+    return sqlite3.connect(db)
+
+
 def older_file(run_dir, tmp_path, dropped, version):
     """A copy of the run's telemetry.sqlite as an older schema wrote it."""
-    import sqlite3
     old = tmp_path / ("v%d" % version)
-    old.mkdir()
+    con = copy_run(run_dir, old)
     db = old / "telemetry.sqlite"
-    src = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
-    src.backup(sqlite3.connect(str(db)))
-    src.close()
-    con = sqlite3.connect(str(db))
     cols = [r[1] for r in con.execute("PRAGMA table_info(steps)") if r[1] not in dropped]
     con.executescript(
         "CREATE TABLE old AS SELECT %s FROM steps; DROP TABLE steps; ALTER TABLE old RENAME TO "
@@ -148,14 +154,8 @@ def three_ranks(run_dir, tmp_path):
     """A copy of the run as three ranks: rank 1 the same steps, rank 2 the
     same steps from two processes (the second a restart, incarnation 1,
     whose steps the run numbers on after the first's)."""
-    import sqlite3
     folder = tmp_path / "ranks3"
-    folder.mkdir()
-    db = folder / "telemetry.sqlite"
-    src = sqlite3.connect(str(run_dir / "telemetry.sqlite"))
-    src.backup(sqlite3.connect(str(db)))
-    src.close()
-    con = sqlite3.connect(str(db))
+    con = copy_run(run_dir, folder)
     cols = [r[1] for r in con.execute("PRAGMA table_info(steps)")]
     rest = [c for c in cols if c not in ("rank", "incarnation")]
     for rank, inc in ((1, 0), (2, 0), (2, 1)):
