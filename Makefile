@@ -226,7 +226,7 @@ check: all
 
 # The code with threads (engine, aggregator, live server, sampler) under
 # ThreadSanitizer: make tsan; tests/run runs these when built.
-TSAN_TESTS := test_engine test_server test_live test_sample
+TSAN_TESTS := test_engine test_server test_live test_sample test_store
 tsan:
 	$(MAKE) SANITIZE=thread $(TSAN_TESTS:%=build-tsan/tests/%)
 

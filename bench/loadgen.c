@@ -4,14 +4,18 @@
  *
  * Two measurements, printed as tables:
  *
- *  1. Live: an aggregator process (the same poll server, aggregator and
+ *  1. Live: an aggregator process (the same event loop, aggregator and
  *     SQLite store as `traceml run` forks) and N simulated ranks speaking
  *     the real wire protocol (HELLO with run id and secret, STEPS frames,
  *     STATS every second, BYE), each sending R step records per second for
  *     S seconds, one record per frame as a rank's shipper does at that
- *     rate. Reported: records sent and received (lost = the difference, from
+ *     rate (the worst case: a frame, and a read, per record). Up to
+ *     10,000 ranks: this process raises its descriptor limit to the hard
+ *     limit (a descriptor per rank here and one per connection in the
+ *     aggregator), and four threads connect and then send. Reported: records sent and received (lost = the difference, from
  *     the aggregator's own count after every BYE), the aggregator's CPU %
- *     of one core over the send phase, its peak RSS, and how long its
+ *     of one core over the send phase (all its threads, and its event
+ *     loop's thread alone), its peak RSS, and how long its
  *     finalize took (drain + store flush + diagnosis + report).
  *
  *  2. Offline: the summary of a run of N ranks x K steps built in memory
@@ -46,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -55,6 +60,7 @@
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
+#include "live/live.h"
 #include "report/report.h"
 #include "base/strbuf.h"
 #include "wire/wire.h"
@@ -62,6 +68,7 @@
 #define RUN_ID "loadgen0000000000000000000000000"
 #define SECRET "loadgen-secret-0123456789abcdef"
 #define THREADS 4
+#define MAX_RANKS 10000
 
 static long opt_ranks = 256, opt_rate = 50, opt_seconds = 60, opt_steps = 10000,
             opt_repeats = 3, opt_long = 0;
@@ -80,7 +87,8 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A plausible DDP step: 1 ms input, 5/10/1 ms compute, rank-dependent noise. */
+/* A plausible DDP step: 1 ms input, 5/10/1 ms compute, rank-dependent noise;
+ * rank 7 is the input straggler (the summary should say INPUT STRAGGLER, R7). */
 static void fake_step(tml_step_record *r, int32_t rank, uint64_t step)
 {
     memset(r, 0, sizeof(*r));
@@ -93,7 +101,9 @@ static void fake_step(tml_step_record *r, int32_t rank, uint64_t step)
     r->phase_ns[TML_PHASE_FORWARD] = 5000000 + jitter;
     r->phase_ns[TML_PHASE_BACKWARD] = 10000000 - (rank == 7 ? 4000000 : 0);
     r->phase_ns[TML_PHASE_OPTIMIZER] = 1000000;
-    r->traced_ns = 16500000 + jitter;
+    /* lock-step: R7 waits 4 ms more for input and 4 ms less in the
+     * all-reduce, so every rank's step takes the same 17.5 ms */
+    r->traced_ns = 16500000 - (rank == 7 ? 4000000 : 0) + jitter;
     r->gpu_traced_ns = -1;
     for (int p = 0; p < TML_PHASE_COUNT; p++)
         r->gpu_phase_ns[p] = -1;
@@ -120,7 +130,7 @@ static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port
 {
     tml_agg *agg = NULL;
     tml_server *srv = NULL;
-    tml_agg_opts ao = {"loadgen", RUN_ID, dir, (int32_t)opt_ranks, 1, 1, 0, NULL, 0};
+    tml_agg_opts ao = {"loadgen", RUN_ID, dir, (int32_t)opt_ranks, 1, 1, 0, NULL, 0, 0};
     signal(SIGTERM, on_term);
     signal(SIGPIPE, SIG_IGN);
     if (tml__agg_new(&ao, &agg) < 0)
@@ -161,7 +171,8 @@ static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port
 typedef struct sender {
     int port;
     int32_t first, count;   /* ranks first..first+count-1 */
-    int fds[1024];
+    int *fds;               /* count of them, -1 where not connected */
+    long connected;
     unsigned long long sent, failed;
 } sender;
 
@@ -241,6 +252,18 @@ static int connect_rank(sender *s, int32_t rank)
     return fd;
 }
 
+/* Each thread connects its own ranks (in parallel: 10,000 handshakes one
+ * after the other would take longer than the send phase). */
+static void *connect_main(void *arg)
+{
+    sender *s = arg;
+    for (int32_t i = 0; i < s->count; i++) {
+        s->fds[i] = connect_rank(s, s->first + i);
+        s->connected += s->fds[i] >= 0;
+    }
+    return NULL;
+}
+
 static void *sender_main(void *arg)
 {
     sender *s = arg;
@@ -291,10 +314,14 @@ static void *sender_main(void *arg)
     return NULL;
 }
 
-static double cpu_ticks(pid_t pid)
+/* CPU seconds of a process (thread 0) or of one of its threads. */
+static double cpu_ticks(pid_t pid, pid_t thread)
 {
     char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (thread)
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)thread);
+    else
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f)
         return NAN;
@@ -324,10 +351,27 @@ static long status_kb(pid_t pid, const char *key)
     return v;
 }
 
+/* A descriptor per simulated rank here, and one per connection in the
+ * aggregator child (which inherits the limit): the soft limit up to the
+ * hard one. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)opt_ranks + 64 > rl.rlim_cur)
+        fprintf(stderr, "loadgen: %ld ranks need more descriptors than the limit (%llu): "
+                "raise ulimit -Hn\n", opt_ranks, (unsigned long long)rl.rlim_cur);
+}
+
 static int live(void)
 {
     char dir[] = "/tmp/traceml-loadgen-XXXXXX";
     int ctl[2], st[2], pp[2];
+    raise_fd_limit();
     if (!mkdtemp(dir) || pipe(ctl) < 0 || pipe(st) < 0 || pipe(pp) < 0)
         return 2;
     pid_t pid = fork();
@@ -351,18 +395,25 @@ static int live(void)
     pthread_t th[THREADS];
     long per = (opt_ranks + THREADS - 1) / THREADS;
     long connected = 0;
+    if (!ss)
+        return 2;
     for (int t = 0; t < THREADS; t++) {
         ss[t].port = port;
         ss[t].first = (int32_t)(t * per);
         ss[t].count = (int32_t)(per < opt_ranks - t * per ? per : opt_ranks - t * per);
         if (ss[t].count < 0)
             ss[t].count = 0;
-        for (int32_t i = 0; i < ss[t].count; i++) {
-            ss[t].fds[i] = connect_rank(&ss[t], ss[t].first + i);
-            connected += ss[t].fds[i] >= 0;
-        }
+        ss[t].fds = malloc(((size_t)ss[t].count + 1) * sizeof(int));
+        if (!ss[t].fds)
+            return 2;
+        pthread_create(&th[t], NULL, connect_main, &ss[t]);
     }
-    double c0 = cpu_ticks(pid);
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        connected += ss[t].connected;
+    }
+    /* the process, and its first thread: the event loop */
+    double c0 = cpu_ticks(pid, 0), l0 = cpu_ticks(pid, pid);
     int64_t w0 = now_ns();
     for (int t = 0; t < THREADS; t++)
         pthread_create(&th[t], NULL, sender_main, &ss[t]);
@@ -373,7 +424,7 @@ static int live(void)
         failed += ss[t].failed;
     }
     double wall = (double)(now_ns() - w0) / 1e9;
-    double c1 = cpu_ticks(pid);
+    double c1 = cpu_ticks(pid, 0), l1 = cpu_ticks(pid, pid);
     long rss = status_kb(pid, "VmRSS:"), hwm = status_kb(pid, "VmHWM:");
     if (write(ctl[1], "finalize completed 0 156\n", 25) != 25)
         return 2;
@@ -390,20 +441,24 @@ static int live(void)
     unsigned long long received = 0;
     double fin_ms = NAN;
     sscanf(res, "received %llu finalize_ms %lf", &received, &fin_ms);
-    for (int t = 0; t < THREADS; t++)
+    for (int t = 0; t < THREADS; t++) {
         for (int32_t i = 0; i < ss[t].count; i++)
             if (ss[t].fds[i] >= 0)
                 close(ss[t].fds[i]);
+        free(ss[t].fds);
+    }
     free(ss);
 
     printf("## live: %ld ranks x %ld steps/s for %ld s against one aggregator\n\n",
            opt_ranks, opt_rate, opt_seconds);
     printf("| ranks connected | records sent | records received | lost | send phase s | "
-           "aggregator CPU %% (one core) | aggregator RSS MiB (end / peak) | finalize ms |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f / %.1f | %.0f |\n\n", connected,
-           sent, received, (long long)sent - (long long)received, wall,
-           100.0 * (c1 - c0) / wall, rss / 1024.0, hwm / 1024.0, fin_ms);
+           "aggregator CPU %% (one core) | its event loop's thread %% | "
+           "aggregator RSS MiB (end / peak) | finalize ms |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f | %.1f / %.1f | %.0f |\n\n",
+           connected, sent, received, (long long)sent - (long long)received, wall,
+           100.0 * (c1 - c0) / wall, 100.0 * (l1 - l0) / wall, rss / 1024.0, hwm / 1024.0,
+           fin_ms);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
@@ -475,17 +530,49 @@ static int offline(void)
 
 /* ---- long run ---------------------------------------------------------- */
 
-/* Median and max of repeated mid-run summaries, in ms. */
-static void summary_latency(tml_agg *agg, double *med, double *mx)
+/* One mid-run summary() answer (tml__agg_summary_json, what a rank's
+ * traceml.summary() gets); its size into *bytes. */
+static int one_summary(tml_agg *agg, size_t *bytes)
+{
+    tml_strbuf js = TML_STRBUF_INIT;
+    int rc = tml__agg_summary_json(agg, &js);
+    *bytes = js.len;
+    tml__sb_release(&js);
+    return rc;
+}
+
+/* One live snapshot as the aggregator's live feed builds it once a second
+ * (model, live JSON, Prometheus text); their size into *bytes. */
+static int one_snapshot(tml_agg *agg, size_t *bytes)
+{
+    tml_live_snap snap;
+    tml_live_build_opts o;
+    tml_strbuf sum = TML_STRBUF_INIT, live = TML_STRBUF_INIT, prom = TML_STRBUF_INIT;
+    memset(&o, 0, sizeof(o));
+    o.status = "running";
+    int rc = tml__live_snap_build(tml__agg_run(agg), &o, &snap, &sum);
+    if (rc == 0) {
+        tml__live_json(&snap, &live);
+        tml__live_prometheus(&snap, &prom);
+        tml__live_snap_release(&snap);
+    }
+    *bytes = live.len + prom.len;
+    tml__sb_release(&sum);
+    tml__sb_release(&live);
+    tml__sb_release(&prom);
+    return rc;
+}
+
+/* Median and max of --repeats calls of what(agg), in ms. */
+static void latency(tml_agg *agg, int (*what)(tml_agg *, size_t *), double *med, double *mx,
+                    size_t *bytes)
 {
     double *ms = calloc((size_t)opt_repeats, sizeof(*ms));
     for (long i = 0; ms && i < opt_repeats; i++) {
-        tml_strbuf js = TML_STRBUF_INIT;
         int64_t t0 = now_ns();
-        if (tml__agg_summary_json(agg, &js) < 0)
-            fprintf(stderr, "loadgen: summary failed\n");
+        if (what(agg, bytes) < 0)
+            fprintf(stderr, "loadgen: summary or snapshot failed\n");
         ms[i] = (double)(now_ns() - t0) / 1e6;
-        tml__sb_release(&js);
     }
     if (!ms)
         return;
@@ -503,7 +590,7 @@ static int longrun(void)
     if (!mkdtemp(dir))
         return 2;
     snprintf(db, sizeof(db), "%s/telemetry.sqlite", dir);
-    tml_agg_opts ao = {"longrun", RUN_ID, dir, (int32_t)opt_ranks, 1, 0, 0, NULL, 0};
+    tml_agg_opts ao = {"longrun", RUN_ID, dir, (int32_t)opt_ranks, 1, 0, 0, NULL, 0, 0};
     if (tml__agg_new(&ao, &agg) < 0)
         return 2;
     for (int32_t r = 0; r < opt_ranks; r++) {
@@ -521,9 +608,10 @@ static int longrun(void)
     }
     printf("## long run: %ld ranks x %ld steps into one aggregator (with telemetry.sqlite)\n\n",
            opt_ranks, opt_long);
-    printf("| steps per rank | step records | RSS MB | peak RSS MB | summary() median ms | "
-           "summary() max ms | records/s | telemetry.sqlite MB |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| steps per rank | step records | RSS MB | peak RSS MB | summary() median / max ms | "
+           "summary() KB | snapshot median / max ms | snapshot KB | records/s | "
+           "telemetry.sqlite MB |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     fflush(stdout);
     tml_step_record recs[BATCH];
     long next = 10000 < opt_long ? 10000 : opt_long;
@@ -545,13 +633,16 @@ static int longrun(void)
         tml__agg_tick(agg);
         double rate = (double)(done - done_mark) * (double)opt_ranks /
                       ((double)(now_ns() - t_mark) / 1e9);
-        double med = NAN, mx = NAN;
-        summary_latency(agg, &med, &mx);
+        double med = NAN, mx = NAN, smed = NAN, smx = NAN;
+        size_t bytes = 0, sbytes = 0;
+        latency(agg, one_summary, &med, &mx, &bytes);
+        latency(agg, one_snapshot, &smed, &smx, &sbytes);
         struct stat st;
         double db_mb = stat(db, &st) == 0 ? (double)st.st_size / 1048576.0 : NAN;
-        printf("| %ld | %ld | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f |\n", done,
-               done * opt_ranks, status_kb(getpid(), "VmRSS:") / 1024.0,
-               status_kb(getpid(), "VmHWM:") / 1024.0, med, mx, rate, db_mb);
+        printf("| %ld | %ld | %.1f | %.1f | %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %.0f | "
+               "%.0f |\n", done, done * opt_ranks, status_kb(getpid(), "VmRSS:") / 1024.0,
+               status_kb(getpid(), "VmHWM:") / 1024.0, med, mx, bytes / 1024.0, smed, smx,
+               sbytes / 1024.0, rate, db_mb);
         fflush(stdout);
         next = next * 10 < opt_long ? next * 10 : opt_long;
         t_mark = now_ns();
@@ -561,10 +652,15 @@ static int longrun(void)
     for (int32_t r = 0; r < opt_ranks; r++)
         tml__agg_stats(agg, r, &bye, 1);
     int64_t t0 = now_ns();
-    int rc = tml__agg_finalize(agg, "completed", 0, 156, NULL);
+    char *box = NULL;
+    int rc = tml__agg_finalize(agg, "completed", 0, 156, &box);
     double fin_ms = (double)(now_ns() - t0) / 1e6;
-    printf("\nFinal summary after the last rank's goodbye: %.0f ms (%s); peak RSS %.1f MB.\n\n",
-           fin_ms, rc == 0 ? "written" : "FAILED", status_kb(getpid(), "VmHWM:") / 1024.0);
+    /* the fake steps make rank 7 wait 4 ms more for input (fake_step) */
+    const char *verdict = box && strstr(box, "INPUT STRAGGLER") && strstr(box, "R7")
+                              ? "INPUT STRAGGLER, R7 named" : "not the injected INPUT STRAGGLER";
+    printf("\nFinal summary after the last rank's goodbye: %.0f ms (%s; %s); peak RSS %.1f MB.\n\n",
+           fin_ms, rc == 0 ? "written" : "FAILED", verdict, status_kb(getpid(), "VmHWM:") / 1024.0);
+    free(box);
     tml__agg_free(agg);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
@@ -592,7 +688,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--ranks") == 0)
-            opt_ranks = arg_long(a, v, 1, 1000), i++;
+            opt_ranks = arg_long(a, v, 1, MAX_RANKS), i++;
         else if (strcmp(a, "--rate") == 0)
             opt_rate = arg_long(a, v, 1, 10000), i++;
         else if (strcmp(a, "--seconds") == 0)

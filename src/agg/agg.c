@@ -138,6 +138,11 @@ int tml__agg_new(const tml_agg_opts *o, tml_agg **out)
         store_error(a, "create", rc);
     } else {
         store_error(a, "write run", tml__store_put_run(a->store, &a->run));
+        /* an aggregator of its own process writes telemetry.sqlite on a
+         * thread of the store's (started with the first batch), off its
+         * event loop */
+        if (a->own_process)
+            tml__store_background(a->store);
     }
     *out = a;
     return 0;

@@ -4,12 +4,21 @@
  * Ranks connect over TCP, prove they hold the per-run secret the launcher
  * gave them (OPEN, CHALLENGE, HELLO: docs/wire.md), and then stream STEPS
  * and STATS frames until BYE.
- * The loop is a single poll(2) over the listener, the control pipe and every
- * connection, all non-blocking. Each connection owns a byte buffer; bytes
+ * The loop is one epoll(7) set, level-triggered, over the listener, the
+ * control pipe and every connection, all non-blocking: a turn costs what
+ * is ready, not what is connected (poll(2) walked 10,000 descriptors in
+ * the kernel and here on every turn). An fd-to-slot table finds a
+ * connection from its event; EPOLLOUT is asked for only while an answer
+ * waits to be sent. Each connection owns a byte buffer; bytes
  * are appended as they arrive and whole frames are cut off the front, so a
  * frame split over many reads (or many frames in one read) is the same to
- * the decoder. A connection may read at most READ_BUDGET bytes per turn, so
- * one fast rank cannot starve the others or the control pipe.
+ * the decoder. A read that fills less than asked ends the connection's
+ * turn (level-triggered: what arrives later is reported again), so a rank
+ * that sent one frame costs one recv(2), not a second one that says
+ * EAGAIN. A connection may read at most READ_BUDGET bytes per turn, so
+ * one fast rank cannot starve the others or the control pipe. The
+ * timeouts below are checked every SWEEP_MS, and only while some
+ * connection is unauthenticated or has an answer waiting.
  *
  * Security is deliberately simple: loopback by default, a random secret
  * per run that never crosses the wire (a HELLO carries an HMAC-SHA256 of a
@@ -42,12 +51,12 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +82,8 @@
 #define LOG_EVERY 1000
 #define READ_BUDGET (256 * 1024)
 #define CONTROL_LINE_MAX 256
+#define MAX_EVENTS 1024                /* per epoll_wait; the rest next turn */
+#define SWEEP_MS 50                    /* handshake and answer timeouts checked */
 
 /* OPEN, then HELLO, before the connection is authenticated */
 enum conn_state { C_OPEN = 0, C_HELLO, C_AUTHED, C_BYE };
@@ -95,6 +106,7 @@ typedef struct conn {
     tml_strbuf out;
     size_t out_off;
     int64_t out_ms;           /* when `out` last moved (or was queued on empty) */
+    int out_watched;          /* EPOLLOUT asked for */
 } conn;
 
 struct tml_server {
@@ -111,10 +123,17 @@ struct tml_server {
     size_t max_conns;         /* the cap: conn_cap() */
     size_t preauth_max;       /* unauthenticated connections before evicting */
     int spare_fd;             /* /dev/null, given up to accept at EMFILE */
-    struct pollfd *pfds;
+    int epfd;
+    struct epoll_event *events;   /* MAX_EVENTS */
+    int32_t *slot_of_fd;      /* conns[] index of each fd, -1 none */
+    size_t nslots;
+    size_t npreauth;          /* connections not yet authenticated */
+    size_t nwatched;          /* connections with out_watched */
+    int64_t swept_ms;         /* the last timeout sweep */
     tml_step_record *scratch;
     char ctl[CONTROL_LINE_MAX];
     size_t ctl_len;
+    int control_always;       /* control_fd not in the epoll set */
 };
 
 static void send_frame(conn *c, const tml_strbuf *sb)
@@ -154,13 +173,72 @@ static void queue_frame(conn *c, const tml_strbuf *sb)
     flush_out(c);
 }
 
+/* fd -> slot i in conns[] (i -1: none); the table grows with the fds. */
+static int set_slot(tml_server *s, int fd, int32_t i)
+{
+    if ((size_t)fd >= s->nslots) {
+        size_t n = s->nslots ? s->nslots : 1024;
+        while (n <= (size_t)fd)
+            n *= 2;
+        int32_t *t = realloc(s->slot_of_fd, n * sizeof(*t));
+        if (!t)
+            return TML_ENOMEM;
+        for (size_t k = s->nslots; k < n; k++)
+            t[k] = -1;
+        s->slot_of_fd = t;
+        s->nslots = n;
+    }
+    s->slot_of_fd[fd] = i;
+    return 0;
+}
+
+static conn *conn_of_fd(const tml_server *s, int fd)
+{
+    if (fd < 0 || (size_t)fd >= s->nslots || s->slot_of_fd[fd] < 0)
+        return NULL;
+    return &s->conns[s->slot_of_fd[fd]];
+}
+
+static int watch(tml_server *s, int op, int fd, uint32_t events)
+{
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = events;
+    ev.data.fd = fd;
+    return epoll_ctl(s->epfd, op, fd, &ev);
+}
+
+/* EPOLLOUT while an answer waits to be sent, not otherwise (level-
+ * triggered, an idle writable socket would be reported every turn). */
+static void watch_out(tml_server *s, conn *c)
+{
+    int want = c->out.len > c->out_off;
+    if (want == c->out_watched ||
+        watch(s, EPOLL_CTL_MOD, c->fd, EPOLLIN | (want ? EPOLLOUT : 0)) < 0)
+        return;
+    c->out_watched = want;
+    if (want)
+        s->nwatched++;
+    else
+        s->nwatched--;
+}
+
 static void close_conn(tml_server *s, size_t i)
 {
-    close(s->conns[i].fd);
-    tml__sb_release(&s->conns[i].out);
-    free(s->conns[i].buf);
+    conn *c = &s->conns[i];
+    /* out of the set before close: a forked child holding the socket
+     * would otherwise keep it there */
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    s->slot_of_fd[c->fd] = -1;
+    s->npreauth -= c->state < C_AUTHED;
+    s->nwatched -= c->out_watched;
+    tml__sb_release(&c->out);
+    free(c->buf);
     s->conns[i] = s->conns[s->nconns - 1];
     s->nconns--;
+    if (i < s->nconns)
+        s->slot_of_fd[s->conns[i].fd] = (int32_t)i;
 }
 
 /* Refusals are logged, but not without bound: an attacker's flood must
@@ -222,6 +300,7 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
     if (!s)
         return TML_ENOMEM;
     s->listen_fd = -1;
+    s->epfd = -1;
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->agg = agg;
     s->control_fd = o->control_fd;
@@ -235,8 +314,8 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
     s->max_conns = conn_cap();
     s->preauth_max = s->max_conns / 4 < PREAUTH_MAX_CONNS ? s->max_conns / 4 : PREAUTH_MAX_CONNS;
     s->conns = calloc(s->max_conns, sizeof(*s->conns));
-    s->pfds = calloc(s->max_conns + 2, sizeof(*s->pfds));
-    if (!s->run_id || !s->secret || (o->run_dir && !s->run_dir) || !s->conns || !s->pfds)
+    s->events = calloc(MAX_EVENTS, sizeof(*s->events));
+    if (!s->run_id || !s->secret || (o->run_dir && !s->run_dir) || !s->conns || !s->events)
         goto fail;
 
     s->listen_fd = tml__net_listen(o->bind_addr, o->port, 128, &s->port);
@@ -244,6 +323,14 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
         rc = s->listen_fd;
         goto fail;
     }
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd < 0 || watch(s, EPOLL_CTL_ADD, s->listen_fd, EPOLLIN) < 0) {
+        rc = TML_EIO;
+        goto fail;
+    }
+    /* a control fd epoll cannot watch (a regular file) is read every turn */
+    if (s->control_fd >= 0 && watch(s, EPOLL_CTL_ADD, s->control_fd, EPOLLIN) < 0)
+        s->control_always = 1;
     *out = s;
     return 0;
 fail:
@@ -265,8 +352,11 @@ void tml__server_free(tml_server *s)
         close(s->listen_fd);
     if (s->spare_fd >= 0)
         close(s->spare_fd);
+    if (s->epfd >= 0)
+        close(s->epfd);
     free(s->conns);
-    free(s->pfds);
+    free(s->events);
+    free(s->slot_of_fd);
     free(s->scratch);
     free(s->run_id);
     free(s->secret);
@@ -293,12 +383,19 @@ int tml__server_adopt(tml_server *s, int fd, const char *peer)
 {
     if (s->nconns >= s->max_conns)
         return TML_EFULL;
+    if (fd < 0 || set_slot(s, fd, (int32_t)s->nconns) < 0)
+        return TML_ENOMEM;
+    if (watch(s, EPOLL_CTL_ADD, fd, EPOLLIN) < 0) {
+        s->slot_of_fd[fd] = -1;
+        return TML_ENOMEM;   /* ENOMEM, or ENOSPC: max_user_watches */
+    }
     conn *c = &s->conns[s->nconns++];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->rank = -1;
     c->opened_ms = tml__mono_ms();
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    s->npreauth++;
     return 0;
 }
 
@@ -358,11 +455,16 @@ static size_t preauth_count(const tml_server *s, const char *ip, size_t *from_ip
  * rank out. */
 static const char *make_room(tml_server *s, const char *ip)
 {
-    size_t from_ip, oldest, silent;
-    size_t pre = preauth_count(s, ip, &from_ip, &oldest, &silent);
-    if (strcmp(ip, "127.0.0.1") != 0 && from_ip >= PREAUTH_MAX_PER_PEER)
+    size_t from_ip = 0, oldest = SIZE_MAX, silent = SIZE_MAX;
+    int local = strcmp(ip, "127.0.0.1") == 0;
+    int full = s->npreauth >= s->preauth_max || s->nconns >= s->max_conns;
+    /* the walk over every connection only when its answer matters: a
+     * local rank connecting while there is room costs O(1) */
+    if ((!local || full) && s->npreauth)
+        preauth_count(s, ip, &from_ip, &oldest, &silent);
+    if (!local && from_ip >= PREAUTH_MAX_PER_PEER)
         return "too many unauthenticated connections from this address";
-    if (pre >= s->preauth_max || s->nconns >= s->max_conns) {
+    if (full) {
         int64_t now = tml__mono_ms();
         size_t victim = SIZE_MAX;
         if (silent != SIZE_MAX && now - s->conns[silent].opened_ms > SILENT_GRACE_MS)
@@ -401,7 +503,8 @@ static void accept_all(tml_server *s)
         }
         char peer[64];
         snprintf(peer, sizeof(peer), "%s:%d", ip, ntohs(sin.sin_port));
-        tml__server_adopt(s, fd, peer);   /* make_room said there is a slot */
+        if (tml__server_adopt(s, fd, peer) < 0)   /* make_room said there is a slot */
+            close(fd);
     }
 }
 
@@ -466,6 +569,7 @@ static int on_hello(tml_server *s, conn *c, const tml_frame_header *h, const uin
         return -1;
     }
     c->state = C_AUTHED;
+    s->npreauth--;
     c->claimed = i->rank;
     c->pid = i->pid;
     c->instance = i->instance;
@@ -636,6 +740,8 @@ static int service(tml_server *s, conn *c)
         }
         c->len += (size_t)r;
         budget -= (size_t)r;
+        if ((size_t)r < want)
+            break;   /* drained for now; more is reported again */
     }
     size_t off = 0;
     while (c->len - off >= TML_WIRE_HEADER) {
@@ -693,6 +799,8 @@ static int read_control(tml_server *s, tml_server_cmd *cmd)
         if (r < 0)
             return 0;
         if (r == 0) {
+            if (!s->control_always)
+                epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->control_fd, NULL);
             close(s->control_fd);
             s->control_fd = -1;
             cmd->event = TML_SERVER_CONTROL_EOF;
@@ -721,40 +829,9 @@ static int read_control(tml_server *s, tml_server_cmd *cmd)
     }
 }
 
-int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
+/* Connections that took too long: to say HELLO, or to read an answer. */
+static void sweep(tml_server *s, int64_t now)
 {
-    size_t np = 0;
-    int got = 0;
-    s->pfds[np].fd = s->listen_fd;
-    s->pfds[np++].events = POLLIN;
-    s->pfds[np].fd = s->control_fd;   /* -1 is skipped by poll */
-    s->pfds[np++].events = POLLIN;
-    for (size_t i = 0; i < s->nconns; i++) {
-        s->pfds[np].fd = s->conns[i].fd;
-        s->pfds[np++].events = POLLIN | (s->conns[i].out.len ? POLLOUT : 0);
-    }
-    int n = poll(s->pfds, np, timeout_ms);
-    if (n < 0 && errno != EINTR)
-        return TML_EIO;
-    if (n > 0) {
-        /* connections first: their slots shift when one closes */
-        size_t nc = s->nconns;
-        for (size_t k = nc; k-- > 0;) {
-            if (!s->pfds[2 + k].revents)
-                continue;
-            if ((s->pfds[2 + k].revents & POLLOUT) && s->conns[k].out.len)
-                flush_out(&s->conns[k]);
-            if (!(s->pfds[2 + k].revents & ~POLLOUT))
-                continue;
-            if (service(s, &s->conns[k]) < 0)
-                close_conn(s, k);
-        }
-        if (s->pfds[1].revents && s->control_fd >= 0)
-            got = read_control(s, cmd);
-        if (s->pfds[0].revents)
-            accept_all(s);
-    }
-    int64_t now = tml__mono_ms();
     for (size_t k = s->nconns; k-- > 0;) {
         conn *c = &s->conns[k];
         if (c->state < C_AUTHED && now - c->opened_ms > HELLO_TIMEOUT_MS) {
@@ -768,6 +845,50 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
                 tml__agg_lost(s->agg, c->rank);
             close_conn(s, k);
         }
+    }
+}
+
+/* One connection's event: send what waits, read what came. */
+static void on_conn_event(tml_server *s, conn *c, uint32_t ev)
+{
+    if ((ev & EPOLLOUT) && c->out.len)
+        flush_out(c);
+    if ((ev & ~(uint32_t)EPOLLOUT) && service(s, c) < 0) {
+        close_conn(s, (size_t)(c - s->conns));
+        return;
+    }
+    watch_out(s, c);
+}
+
+int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
+{
+    int got = 0, listener = 0, control = s->control_always && s->control_fd >= 0;
+    int n = epoll_wait(s->epfd, s->events, MAX_EVENTS, control ? 0 : timeout_ms);
+    if (n < 0 && errno != EINTR)
+        return TML_EIO;
+    /* connections first, then the control pipe, then new connections:
+     * only the connection at hand closes while events are read, and an
+     * fd that closed is no one's until accept reuses it */
+    for (int k = 0; k < n; k++) {
+        int fd = s->events[k].data.fd;
+        if (fd == s->listen_fd) {
+            listener = 1;
+        } else if (fd == s->control_fd) {
+            control = 1;
+        } else {
+            conn *c = conn_of_fd(s, fd);
+            if (c)
+                on_conn_event(s, c, s->events[k].events);
+        }
+    }
+    if (control && s->control_fd >= 0)
+        got = read_control(s, cmd);
+    if (listener)
+        accept_all(s);
+    int64_t now = tml__mono_ms();
+    if ((s->npreauth || s->nwatched) && now - s->swept_ms >= SWEEP_MS) {
+        s->swept_ms = now;
+        sweep(s, now);
     }
     tml__agg_tick(s->agg);
     return got;

@@ -13,7 +13,7 @@
  *     tml__agg_finalize(agg, cmd.status, cmd.exit_code, cmd.width, &text);
  *     tml__server_free(srv);
  *
- * One thread, one poll(2) loop, non-blocking sockets: a slow or silent
+ * One thread, one epoll(7) loop, non-blocking sockets: a slow or silent
  * client only ever costs a buffer, never a stalled loop. Connections that
  * do not start with a valid HELLO (right run id, right secret) get REJECT,
  * are closed and logged to <run_dir>/traceml.log. Garbage or oversized

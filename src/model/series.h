@@ -33,6 +33,12 @@ typedef struct tml_series_set {
     size_t n, cap;
     tml_rank_gpu *rg;
     size_t nrg, caprg;
+    /* Hash indexes of v (by place and metric) and rg (by rank): slot i
+     * holds an index + 1, 0 empty; open addressing, at most half full.
+     * A thousand ranks sample six process metrics each a second, so a
+     * linear search would cost the aggregator 6,000 compares a sample. */
+    uint32_t *vi, *rgi;
+    size_t vi_cap, rgi_cap;
     uint64_t samples;      /* accepted so far */
 } tml_series_set;
 

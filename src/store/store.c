@@ -10,8 +10,24 @@
  * step. WAL with synchronous=NORMAL keeps a crash of the aggregator from
  * losing committed batches and lets a reader open the file while it runs.
  *
+ * A rank's counters (STATS, once a second per rank) go the same way: at
+ * 10,000 ranks, one autocommitted UPDATE each was 10,000 transactions a
+ * second (a WAL frame and file locks apiece), the aggregator's largest
+ * cost; queued, they are written after the batch's steps in its
+ * transaction, so a reader still never sees counters ahead of records. A
+ * rank's last counters (its goodbye) are written at once, after the queue.
+ *
  * What is in the queue when the aggregator is SIGKILLed is lost (at most one
  * flush interval); that is the price of batching and is documented.
+ *
+ * An aggregator of its own process (tml__store_background) has the
+ * batches written by a thread of the store's: at 10,000 ranks SQLite is
+ * three quarters of the aggregator's CPU (the steps table is kept in
+ * (rank, step) order, so every batch rewrites a page per rank), and on
+ * the loop it would be the loop's. The loop hands the queue over and goes
+ * on filling a fresh one; the writer owns the database until it is done,
+ * and every other call waits for it first, so nothing else changes (a
+ * SIGKILL may also lose the batch being written).
  *
  * Steps are keyed by (rank, incarnation, step): a rank whose process
  * restarted (a re-exec under the same pid starts its step ids again) is a
@@ -23,6 +39,7 @@
 #include "base/array.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +131,9 @@ const char tml__store_schema_sql[] =
 static const char sql_insert_step[] =
     "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?)";
+static const char sql_update_stats[] =
+    "UPDATE ranks SET events_dropped=?, records_dropped=?, records_sent=?,"
+    " overhead_ns_per_step=?, shipper_cpu_ns=?, ended=? WHERE rank=?";
 static const char sql_select_steps[] = "SELECT * FROM steps ORDER BY rank, incarnation, step";
 
 /* Older files are read, never written to: a version-2 file (before
@@ -136,6 +156,11 @@ typedef struct queued_step {
     tml_step_record rec;
 } queued_step;
 
+typedef struct queued_stats {
+    int32_t rank;
+    tml_rank_stats stats;
+} queued_stats;
+
 typedef struct queued_sample {
     int64_t ts_unix_ms;
     int32_t node, rank, gpu;
@@ -143,17 +168,37 @@ typedef struct queued_sample {
     char metric[48];
 } queued_sample;
 
-struct tml_store {
-    sqlite3 *db;
-    sqlite3_stmt *ins_step, *ins_sample;
+/* What one transaction writes. */
+typedef struct batch {
     queued_step *steps;
     size_t nsteps, capsteps;
+    queued_stats *stats;     /* counters of ranks that have not ended */
+    size_t nstats, capstats;
     queued_sample *samples;
     size_t nsamples, capsamples;
+} batch;
+
+struct tml_store {
+    sqlite3 *db;
+    sqlite3_stmt *ins_step, *ins_sample, *upd_stats;
+    batch q;                 /* the queue, filled by the owner's thread */
     int64_t oldest_ms;       /* tick time when the queue became non-empty, -1 empty */
     char err[160];           /* why the last write failed (tml__store_error) */
     int err_errno;           /* the same as an errno value */
+    /* The writer thread (tml__store_background): it owns the database
+     * while `busy`, writing `w`; the owner's thread touches neither then. */
+    int background, started, busy, quit;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    batch w;
+    int wrc;                 /* the writer's failure, until a tick or flush reports it */
+    char werr[160];
+    int werr_errno;
 };
+
+/* Set on a writer thread: failed() keeps its reasons apart. */
+static _Thread_local int on_writer;
 
 /* Keeps why the last call on the database failed, before a ROLLBACK or a
  * finalize replaces SQLite's message, in the system's words where there
@@ -162,11 +207,13 @@ struct tml_store {
 static int failed(tml_store *s)
 {
     int code = sqlite3_extended_errcode(s->db) & 0xff, sys = sqlite3_system_errno(s->db);
-    s->err_errno = code == SQLITE_FULL ? ENOSPC : sys ? sys : EIO;
+    char *err = on_writer ? s->werr : s->err;
+    int *err_errno = on_writer ? &s->werr_errno : &s->err_errno;
+    *err_errno = code == SQLITE_FULL ? ENOSPC : sys ? sys : EIO;
     if (code == SQLITE_FULL || (sys && (code == SQLITE_IOERR || code == SQLITE_CANTOPEN)))
-        snprintf(s->err, sizeof(s->err), "%s", strerror(s->err_errno));
+        snprintf(err, sizeof(s->err), "%s", strerror(*err_errno));
     else
-        snprintf(s->err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
+        snprintf(err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
     return TML_EIO;
 }
 
@@ -242,6 +289,15 @@ static int rows_end(tml_store *s, sqlite3_stmt *st, int step, int rc)
     return rc;
 }
 
+static void batch_release(batch *b)
+{
+    free(b->steps);
+    free(b->stats);
+    free(b->samples);
+}
+
+static int writer_idle(tml_store *s, int report);
+
 int tml__store_open(const char *path, int create, tml_store **out)
 {
     tml_store *s = NULL;
@@ -254,6 +310,8 @@ int tml__store_open(const char *path, int create, tml_store **out)
     if (!s)
         return TML_ENOMEM;
     s->oldest_ms = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
     int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK)
         goto fail;
@@ -271,7 +329,8 @@ int tml__store_open(const char *path, int create, tml_store **out)
     if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
     if (steps_version(s->db) == 3 &&
-        sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK)
+        (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(s->db, sql_update_stats, -1, &s->upd_stats, NULL) != SQLITE_OK))
         goto fail;
     if (!s->ins_step && (create || !steps_version(s->db) || exec(s, "PRAGMA query_only=1") < 0))
         goto fail;   /* an older version is read only; anything else is not ours */
@@ -285,7 +344,10 @@ fail: {
         }
         sqlite3_finalize(s->ins_step);
         sqlite3_finalize(s->ins_sample);
+        sqlite3_finalize(s->upd_stats);
         sqlite3_close(s->db);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
         free(s);
         errno = e ? e : ENOMEM;   /* no handle at all: SQLite could not allocate one */
     }
@@ -297,11 +359,21 @@ void tml__store_close(tml_store *s)
     if (!s)
         return;
     tml__store_flush(s);
+    if (s->started) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
     sqlite3_finalize(s->ins_step);
     sqlite3_finalize(s->ins_sample);
+    sqlite3_finalize(s->upd_stats);
     sqlite3_close(s->db);
-    free(s->steps);
-    free(s->samples);
+    batch_release(&s->q);
+    batch_release(&s->w);
     free(s);
 }
 
@@ -309,6 +381,7 @@ int tml__store_put_run(tml_store *s, const tml_run *run)
 {
     if (!s)
         return TML_EINVAL;
+    writer_idle(s, 0);
     sqlite3_stmt *st = prepare(s, "INSERT OR REPLACE INTO run VALUES (?,?,?,?,?,?,?,?)");
     if (!st)
         return TML_EIO;
@@ -333,6 +406,7 @@ int tml__store_put_meta(tml_store *s, const char *key, const char *value)
 {
     if (!s || !key)
         return TML_EINVAL;
+    writer_idle(s, 0);
     sqlite3_stmt *st = prepare(s, "INSERT OR REPLACE INTO meta VALUES (?,?)");
     if (!st)
         return TML_EIO;
@@ -348,6 +422,7 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
 {
     if (!s || !i)
         return TML_EINVAL;
+    writer_idle(s, 0);
     /* An upsert keeps the counters of a rank that says hello again. */
     sqlite3_stmt *st = prepare(s,
             "INSERT INTO ranks (rank, local_rank, world_size, node_rank, nnodes, pid, host,"
@@ -377,15 +452,9 @@ int tml__store_put_rank(tml_store *s, const tml_rank_info *i)
     return run_once(s, st);
 }
 
-int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, int ended)
+static void bind_stats(sqlite3_stmt *st, int32_t rank, const tml_rank_stats *x, int ended)
 {
-    if (!s || !x)
-        return TML_EINVAL;
-    sqlite3_stmt *st = prepare(s,
-            "UPDATE ranks SET events_dropped=?, records_dropped=?, records_sent=?,"
-            " overhead_ns_per_step=?, shipper_cpu_ns=?, ended=? WHERE rank=?");
-    if (!st)
-        return TML_EIO;
+    sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, (int64_t)x->events_dropped);
     sqlite3_bind_int64(st, 2, (int64_t)x->records_dropped);
     sqlite3_bind_int64(st, 3, (int64_t)x->records_sent);
@@ -393,6 +462,39 @@ int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, in
     bind_opt(st, 5, x->shipper_cpu_ns);
     sqlite3_bind_int(st, 6, ended ? 1 : 0);
     sqlite3_bind_int(st, 7, rank);
+}
+
+static void note_queued(tml_store *s);
+
+/* A rank's counters: queued while it runs (written with the next batch),
+ * written at once when it ended, after what is queued, so that its
+ * earlier counters never overwrite its last ones. */
+int tml__store_put_stats(tml_store *s, int32_t rank, const tml_rank_stats *x, int ended)
+{
+    if (!s || !x)
+        return TML_EINVAL;
+    if (!ended && s->upd_stats) {
+        if (TML_GROW(s->q.stats, s->q.nstats + 1, s->q.capstats) < 0)
+            return TML_ENOMEM;
+        s->q.stats[s->q.nstats].rank = rank;
+        s->q.stats[s->q.nstats].stats = *x;
+        s->q.nstats++;
+        note_queued(s);
+        return 0;
+    }
+    int rc = s->q.nstats || s->started ? tml__store_flush(s) : 0;
+    if (rc < 0)
+        return rc;
+    if (s->upd_stats) {
+        bind_stats(s->upd_stats, rank, x, ended);
+        rc = sqlite3_step(s->upd_stats) == SQLITE_DONE ? 0 : failed(s);
+        sqlite3_reset(s->upd_stats);
+        return rc;
+    }
+    sqlite3_stmt *st = prepare(s, sql_update_stats);   /* an older file: refused */
+    if (!st)
+        return TML_EIO;
+    bind_stats(st, rank, x, ended);
     return run_once(s, st);
 }
 
@@ -412,13 +514,13 @@ int tml__store_put_steps(tml_store *s, int32_t rank, uint32_t incarnation,
         s->err_errno = EROFS;
         return TML_EIO;
     }
-    if (TML_GROW(s->steps, s->nsteps + n, s->capsteps) < 0)
+    if (TML_GROW(s->q.steps, s->q.nsteps + n, s->q.capsteps) < 0)
         return TML_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        s->steps[s->nsteps].rank = rank;
-        s->steps[s->nsteps].incarnation = incarnation;
-        s->steps[s->nsteps].rec = recs[i];
-        s->nsteps++;
+        s->q.steps[s->q.nsteps].rank = rank;
+        s->q.steps[s->q.nsteps].incarnation = incarnation;
+        s->q.steps[s->q.nsteps].rec = recs[i];
+        s->q.nsteps++;
     }
     note_queued(s);
     return 0;
@@ -452,9 +554,9 @@ static int put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t ra
 {
     if (!s || !metric)
         return TML_EINVAL;
-    if (TML_GROW(s->samples, s->nsamples + 1, s->capsamples) < 0)
+    if (TML_GROW(s->q.samples, s->q.nsamples + 1, s->q.capsamples) < 0)
         return TML_ENOMEM;
-    queued_sample *q = &s->samples[s->nsamples++];
+    queued_sample *q = &s->q.samples[s->q.nsamples++];
     q->ts_unix_ms = ts_unix_ms;
     q->node = node;
     q->rank = rank;
@@ -462,18 +564,6 @@ static int put_sample(tml_store *s, int64_t ts_unix_ms, int32_t node, int32_t ra
     q->value = value;
     snprintf(q->metric, sizeof(q->metric), "%s", metric);
     note_queued(s);
-    return 0;
-}
-
-int tml__store_tick(tml_store *s, int64_t now_ms)
-{
-    if (!s || s->oldest_ms < 0)
-        return 0;
-    if (s->oldest_ms == 0)
-        s->oldest_ms = now_ms > 0 ? now_ms : 1;
-    if (s->nsteps + s->nsamples >= TML_STORE_BATCH ||
-        now_ms - s->oldest_ms >= TML_STORE_FLUSH_MS)
-        return tml__store_flush(s);
     return 0;
 }
 
@@ -528,28 +618,148 @@ static int write_sample(tml_store *s, const queued_sample *q)
     return sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 }
 
-int tml__store_flush(tml_store *s)
+/* One transaction: the batch's steps, samples and counters; the batch is
+ * emptied, written or not (a batch that cannot be written is dropped
+ * rather than retried forever: the in-memory run still has it for the
+ * summary). */
+static int write_batch(tml_store *s, batch *b)
 {
-    if (!s)
-        return TML_EINVAL;
-    if (s->nsteps == 0 && s->nsamples == 0) {
-        s->oldest_ms = -1;
+    if (b->nsteps == 0 && b->nsamples == 0 && b->nstats == 0)
         return 0;
-    }
     int rc = exec(s, "BEGIN");
-    for (size_t i = 0; rc == 0 && i < s->nsteps; i++)
-        rc = write_step(s, &s->steps[i]);
-    for (size_t i = 0; rc == 0 && i < s->nsamples; i++)
-        rc = write_sample(s, &s->samples[i]);
+    for (size_t i = 0; rc == 0 && i < b->nsteps; i++) {
+        /* at most TML_STORE_BATCH steps a transaction: a bigger one
+         * outgrows SQLite's page cache and costs more a record */
+        if (i && i % TML_STORE_BATCH == 0 && (rc = exec(s, "COMMIT")) == 0)
+            rc = exec(s, "BEGIN");
+        if (rc == 0)
+            rc = write_step(s, &b->steps[i]);
+    }
+    for (size_t i = 0; rc == 0 && i < b->nsamples; i++)
+        rc = write_sample(s, &b->samples[i]);
+    for (size_t i = 0; rc == 0 && i < b->nstats; i++) {
+        bind_stats(s->upd_stats, b->stats[i].rank, &b->stats[i].stats, 0);
+        rc = sqlite3_step(s->upd_stats) == SQLITE_DONE ? 0 : failed(s);
+    }
+    if (s->upd_stats)
+        sqlite3_reset(s->upd_stats);
     if (rc == 0)
         rc = exec(s, "COMMIT");
     if (rc < 0)
         rollback(s);
-    /* A batch that cannot be written is dropped rather than retried
-     * forever: the in-memory run still has it for the summary. */
-    s->nsteps = s->nsamples = 0;
-    s->oldest_ms = -1;
+    b->nsteps = b->nsamples = b->nstats = 0;
     return rc;
+}
+
+static void *writer_main(void *arg)
+{
+    tml_store *s = arg;
+    on_writer = 1;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->busy && !s->quit)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->busy)
+            break;   /* quit, and nothing handed over */
+        pthread_mutex_unlock(&s->mu);
+        int rc = write_batch(s, &s->w);
+        pthread_mutex_lock(&s->mu);
+        if (rc < 0)
+            s->wrc = rc;
+        s->busy = 0;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Waits until the writer has written what it was handed: the database is
+ * the caller's again. Its failure, if any, is the caller's to report
+ * (report = 1; then its reason is tml__store_error's), or stays for the
+ * next tick or flush. */
+static int writer_idle(tml_store *s, int report)
+{
+    int rc = 0;
+    if (!s->started)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    while (s->busy)
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (report && s->wrc < 0) {
+        rc = s->wrc;
+        s->wrc = 0;
+        memcpy(s->err, s->werr, sizeof(s->err));
+        s->err_errno = s->werr_errno;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* The queue to the writer thread (started on first use), when it is
+ * free; while it writes the last batch the queue goes on filling, and
+ * past TML_STORE_QUEUE_MAX the caller waits for it (the back-pressure the
+ * synchronous flush gave). 1 handed over (*rc: the writer's last failure),
+ * 0 not yet, -1 no thread (write here). */
+static int hand_over(tml_store *s, int *rc)
+{
+    *rc = 0;
+    if (!s->started) {
+        if (pthread_create(&s->thread, NULL, writer_main, s) != 0) {
+            s->background = 0;
+            return -1;
+        }
+        s->started = 1;
+    }
+    size_t queued = s->q.nsteps + s->q.nsamples + s->q.nstats;
+    pthread_mutex_lock(&s->mu);
+    int busy = s->busy;
+    pthread_mutex_unlock(&s->mu);
+    if (busy && queued < TML_STORE_QUEUE_MAX)
+        return 0;
+    *rc = writer_idle(s, 1);
+    batch b = s->w;           /* the written batch's arrays become the queue's */
+    s->w = s->q;
+    s->q = b;
+    pthread_mutex_lock(&s->mu);
+    s->busy = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    s->oldest_ms = -1;
+    return 1;
+}
+
+int tml__store_background(tml_store *s)
+{
+    if (!s)
+        return TML_EINVAL;
+    if (s->ins_step)         /* else read only: nothing to write */
+        s->background = 1;
+    return 0;
+}
+
+int tml__store_tick(tml_store *s, int64_t now_ms)
+{
+    if (!s || s->oldest_ms < 0)
+        return 0;
+    if (s->oldest_ms == 0)
+        s->oldest_ms = now_ms > 0 ? now_ms : 1;
+    if (s->q.nsteps + s->q.nsamples + s->q.nstats < TML_STORE_BATCH &&
+        now_ms - s->oldest_ms < TML_STORE_FLUSH_MS)
+        return 0;
+    int rc;
+    if (s->background && hand_over(s, &rc) >= 0)
+        return rc;
+    return tml__store_flush(s);
+}
+
+int tml__store_flush(tml_store *s)
+{
+    if (!s)
+        return TML_EINVAL;
+    int rc = writer_idle(s, 1);
+    int rc2 = write_batch(s, &s->q);
+    s->oldest_ms = -1;
+    return rc < 0 ? rc : rc2;
 }
 
 static int load_ranks(tml_store *s, tml_run *run)

@@ -2,11 +2,12 @@
  * store.h - telemetry.sqlite: every rank, every step record and (from a
  * later issue) every resource sample of a run, on disk in the run folder.
  *
- * The aggregator is the only writer. Step records and samples are queued
- * in memory and written in one transaction per batch: tml__store_tick()
- * writes the batch when it is TML_STORE_FLUSH_MS old or TML_STORE_BATCH
- * records long; tml__store_flush() writes it now. Ranks, counters and run
- * metadata are rare and written at once. The schema is docs/sqlite-schema.md
+ * The aggregator is the only writer. Step records, samples and the
+ * counters of running ranks (STATS) are queued in memory and written in
+ * one transaction per batch: tml__store_tick() writes the batch when it is
+ * TML_STORE_FLUSH_MS old or TML_STORE_BATCH entries long;
+ * tml__store_flush() writes it now. Ranks, a rank's last counters (ended)
+ * and run metadata are rare and written at once. The schema is docs/sqlite-schema.md
  * (a unit test keeps the two equal).
  *
  * Missing values (-1 in a step record) are stored as NULL and come back as
@@ -26,6 +27,8 @@
 #define TML_STORE_SCHEMA_VERSION 3
 #define TML_STORE_FLUSH_MS 200
 #define TML_STORE_BATCH 2048
+/* With a writer thread: queued entries past which tick waits for it. */
+#define TML_STORE_QUEUE_MAX (16 * TML_STORE_BATCH)
 
 typedef struct tml_store tml_store;
 
@@ -37,8 +40,18 @@ extern const char tml__store_schema_sql[];
  * version (TML_EIO when missing or not ours, with
  * errno saying why: ENOSPC on a full disk, EEXIST, ...). */
 int tml__store_open(const char *path, int create, tml_store **out);
-/* Flushes what is queued and closes. NULL is fine. */
+/* Flushes what is queued and closes (and stops the writer thread). NULL
+ * is fine. */
 void tml__store_close(tml_store *s);
+/* From now on tick hands each due batch to a writer thread of the
+ * store's (started with the first batch) and returns without waiting:
+ * the caller's loop stops paying for SQLite. The writer owns the
+ * database while it writes a batch; every other call waits for it first,
+ * flush included, so what a call returns is as without it. The queue
+ * fills meanwhile; past TML_STORE_QUEUE_MAX entries tick waits. A
+ * writer's failure is returned by the next tick or flush. Not for a
+ * store used from a forked child. 0, TML_EINVAL. */
+int tml__store_background(tml_store *s);
 
 /* The run row (one per database): identity, expected size, wall times. */
 int tml__store_put_run(tml_store *s, const tml_run *run);

@@ -4,6 +4,7 @@
  * rejected and logged; a good session lands in the run; frames split
  * into single bytes decode the same; the control pipe and drain work. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -79,7 +80,7 @@ static int start(fixture *f, const char *name)
     }
     snprintf(f->run_dir, sizeof(f->run_dir), "%s/%s", dir, name);
     mkdir(f->run_dir, 0755);
-    tml_agg_opts ao = {name, RUN_ID, f->run_dir, 0, 0, 0, 0, NULL, 0};
+    tml_agg_opts ao = {name, RUN_ID, f->run_dir, 0, 0, 0, 0, NULL, 0, 0};
     if (tml__agg_new(&ao, &f->agg) < 0)
         return -1;
     if (pipe(f->ctl) < 0)
@@ -787,7 +788,7 @@ static void test_restart_is_a_new_incarnation(void)
     CHECK(log_has(&f, "rank 0 restarted"));
     /* the run again, from telemetry.sqlite alone */
     tml_agg *again = NULL;
-    tml_agg_opts ao = {"reexec", RUN_ID, f.run_dir, 0, 0, 0, 0, NULL, 0};
+    tml_agg_opts ao = {"reexec", RUN_ID, f.run_dir, 0, 0, 0, 0, NULL, 0, 0};
     CHECK_EQ_INT(tml__agg_open_existing(&ao, &again), 0);
     const tml_run *back = tml__agg_run(again);
     CHECK_EQ_INT(back->nranks, 1);
@@ -905,7 +906,7 @@ static void test_good_session(void)
 
     /* and the same run comes back from telemetry.sqlite */
     tml_agg *again = NULL;
-    tml_agg_opts ao = {"good", RUN_ID, f.run_dir, 0, 0, 0, 0, NULL, 0};
+    tml_agg_opts ao = {"good", RUN_ID, f.run_dir, 0, 0, 0, 0, NULL, 0, 0};
     CHECK_EQ_INT(tml__agg_open_existing(&ao, &again), 0);
     if (again) {
         const tml_run *run2 = tml__agg_run(again);
@@ -962,6 +963,47 @@ static void test_control_and_drain(void)
     finish(&f);
 }
 
+/* A control fd that epoll(7) cannot watch (a regular file) is read every
+ * turn, as poll(2) read it: its line, then its end. */
+static void test_control_file(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "controlfile"), 0);
+    stop_loop(&f);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/control", f.run_dir);
+    FILE *fp = fopen(path, "w");
+    CHECK(fp != NULL);
+    if (!fp)
+        return;
+    fputs("finalize failed 3 100\n", fp);
+    fclose(fp);
+    int cfd = open(path, O_RDONLY);
+    tml_server *srv = NULL;
+    tml_server_opts so;
+    memset(&so, 0, sizeof(so));
+    so.run_id = RUN_ID;
+    so.secret = SECRET;
+    so.control_fd = cfd;
+    CHECK_EQ_INT(tml__server_new(&so, f.agg, &srv), 0);
+    if (!srv) {
+        close(cfd);
+        finish(&f);
+        return;
+    }
+    tml_server_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    CHECK_EQ_INT(tml__server_poll(srv, 1000, &cmd), 1);   /* at once, not after 1 s */
+    CHECK_EQ_INT(cmd.event, TML_SERVER_FINALIZE);
+    CHECK_STR(cmd.status, "failed");
+    CHECK_EQ_INT(cmd.exit_code, 3);
+    memset(&cmd, 0, sizeof(cmd));
+    CHECK_EQ_INT(tml__server_poll(srv, 1000, &cmd), 1);
+    CHECK_EQ_INT(cmd.event, TML_SERVER_CONTROL_EOF);
+    tml__server_free(srv);   /* closed the file at its end */
+    finish(&f);
+}
+
 static void test_bind_errors(void)
 {
     fixture f;
@@ -991,5 +1033,5 @@ static void test_bind_errors(void)
     X(test_duplicate_rank_not_merged) X(test_replayed_hello_refused) \
     X(test_second_live_connection_conflict) X(test_restart_is_a_new_incarnation) \
     X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
-    X(test_bind_errors)
+    X(test_control_file) X(test_bind_errors)
 #include "harness.h"

@@ -1,8 +1,13 @@
 /* test_store.c - telemetry.sqlite: write, reopen, load back equal; NULL for
- * missing values; batching by time; the documented schema is the real one. */
+ * missing values; batching by time; the documented schema is the real one;
+ * the writer thread (background) writes the same file, and its failures
+ * are reported. */
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "model/run.h"
@@ -478,6 +483,98 @@ static void test_incarnations_kept(void)
     free(n);
 }
 
+/* Batches written by the writer thread: the same rows as written in
+ * place, a rank's queued counters never overwrite its last ones, a resent
+ * record still replaces, and every other call waits for the writer. */
+static void test_background(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "background.sqlite");
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), 0);
+    if (!s)
+        return;
+    CHECK_EQ_INT(tml__store_background(s), 0);
+    tml_rank_info info;
+    memset(&info, 0, sizeof(info));
+    for (int r = 0; r < 4; r++) {
+        info.rank = r;
+        CHECK_EQ_INT(tml__store_put_rank(s, &info), 0);
+    }
+    enum { STEPS = 3000 };
+    int64_t now = 1000;
+    for (int i = 0; i < STEPS; i++) {
+        tml_step_record rec = make_step((uint64_t)i, i % 2);
+        CHECK_EQ_INT(tml__store_put_steps(s, i % 4, 0, &rec, 1), 0);
+        if (i % 100 == 99) {
+            tml_rank_stats st = {0, 0, (uint64_t)i, 900, TML_MISSING};
+            CHECK_EQ_INT(tml__store_put_stats(s, 1, &st, 0), 0);
+        }
+        now += 1;
+        CHECK_EQ_INT(tml__store_tick(s, now), 0);   /* hands over; never waits */
+    }
+    tml_step_record again = make_step(8, 0);
+    again.traced_ns = 77;
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, &again, 1), 0);   /* step 8 of rank 0, resent */
+    tml_rank_stats last = {1, 2, STEPS, 800, 5};
+    CHECK_EQ_INT(tml__store_put_stats(s, 1, &last, 1), 0);   /* written at once, after the queue */
+    CHECK_EQ_INT(tml__store_put_meta(s, "status", "running"), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), STEPS);
+    CHECK_EQ_INT(count_rows(path, "SELECT traced_ns FROM steps WHERE rank = 0 AND step = 8"), 77);
+    CHECK_EQ_INT(count_rows(path, "SELECT ended * 1000000 + records_sent FROM ranks WHERE rank = 1"),
+                 1000000 + STEPS);
+    /* more, then flush: written when it returns */
+    tml_step_record more = make_step(STEPS, 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 3, 0, &more, 1), 0);
+    CHECK_EQ_INT(tml__store_tick(s, now + TML_STORE_FLUSH_MS), 0);
+    CHECK_EQ_INT(tml__store_flush(s), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), STEPS + 1);
+    tml_run run;
+    tml__run_init(&run, "", "");
+    CHECK_EQ_INT(tml__store_load(s, &run), 0);
+    CHECK_EQ_INT((long long)run.nranks, 4);
+    tml__run_release(&run);
+    tml__store_close(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM meta WHERE value = 'running'"), 1);
+}
+
+/* A writer that cannot write (a full disk; here a file size limit, in a
+ * child) says so through the next tick or flush, with the reason. */
+static void test_background_failure_reported(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "background-full.sqlite");
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {256 * 1024, 256 * 1024};
+        tml_store *s = NULL;
+        if (setrlimit(RLIMIT_FSIZE, &rl) < 0 || tml__store_open(path, 1, &s) < 0)
+            _exit(2);
+        tml__store_background(s);
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        tml__store_put_rank(s, &info);
+        int rc = 0;
+        for (int i = 0; i < 20000 && rc == 0; i++) {
+            tml_step_record rec = make_step((uint64_t)i, 0);
+            tml__store_put_steps(s, 0, 0, &rec, 1);
+            rc = tml__store_tick(s, 1000 + i);
+        }
+        if (rc == 0)
+            rc = tml__store_flush(s);
+        int ok = rc == TML_EIO && strstr(tml__store_error(s), "too large") != NULL;
+        if (!ok)
+            fprintf(stderr, "rc %d: %s\n", rc, tml__store_error(s));
+        tml__store_close(s);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 #define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_reads_version_2) \
-    X(test_incarnations_kept) X(test_batching) X(test_doc_matches_schema)
+    X(test_incarnations_kept) X(test_batching) X(test_doc_matches_schema) X(test_background) \
+    X(test_background_failure_reported)
 #include "harness.h"
