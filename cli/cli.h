@@ -139,7 +139,7 @@ int tml__cli_term_width(void);
 /* The aggregator's variables (base/env.h: TRACEML_THRESHOLDS,
  * TRACEML_WINDOW_STEPS) for its options (tml_agg_opts, tml_host_opts); a
  * value not taken is a warning line and the default. */
-void tml__cli_agg_env(const char **thresholds, int *window_steps);
+void tml__cli_agg_env(const char **thresholds, int *window_steps, int *memory_mb);
 
 /* A run folder being set up by `run` or `serve`. */
 typedef struct tml_cli_run {

@@ -189,7 +189,7 @@ int tml__cmd_aggregate(int argc, char **argv)
                         .live_port = live_port, .live_bind = live_bind,
                         .live_interval_ms = live_interval_ms, .sample_host = 1,
                         .sample_interval_s = tml__env_double("TRACEML_INTERVAL", NULL, 0)};
-    tml__cli_agg_env(&ho.thresholds, &ho.window_steps);
+    tml__cli_agg_env(&ho.thresholds, &ho.window_steps, &ho.memory_mb);
     if (tml__host_open(&ho, &h) < 0) {
         say(status_fd, "error\n");
         return 1;

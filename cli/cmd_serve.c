@@ -166,7 +166,7 @@ int tml__cmd_serve(int argc, char **argv)
                         .port = port, .secret = r.secret, .control_fd = -1, .stop = &stop,
                         .live_port = dash ? dash_port : -1, .live_bind = dash_bind,
                         .live_interval_ms = (int)(interval * 1000.0)};
-    tml__cli_agg_env(&ho.thresholds, &ho.window_steps);
+    tml__cli_agg_env(&ho.thresholds, &ho.window_steps, &ho.memory_mb);
     rc = tml__host_open(&ho, &h);
     if (rc < 0) {
         /* nothing ran: no run folder is left behind */

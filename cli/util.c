@@ -216,11 +216,14 @@ int tml__cli_term_width(void)
     return tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
 }
 
-void tml__cli_agg_env(const char **thresholds, int *window_steps)
+void tml__cli_agg_env(const char **thresholds, int *window_steps, int *memory_mb)
 {
     char bad[160];
     *thresholds = tml__env_str("TRACEML_THRESHOLDS");
     *window_steps = (int)tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
+    if (bad[0])
+        tml__cli_warn("%s", bad);
+    *memory_mb = (int)tml__env_int("TRACEML_MEMORY_MB", bad, sizeof(bad));
     if (bad[0])
         tml__cli_warn("%s", bad);
 }

@@ -194,8 +194,8 @@ char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, const 
     tml_agg *agg = NULL;
     char *text = NULL;
     tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
-                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns, NULL, 0};
-    tml__cli_agg_env(&ao.thresholds, &ao.window_steps);
+                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns, NULL, 0, 0};
+    tml__cli_agg_env(&ao.thresholds, &ao.window_steps, &ao.memory_mb);
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
         char why[256];

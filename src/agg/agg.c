@@ -103,6 +103,7 @@ static int agg_alloc(const tml_agg_opts *o, tml_agg **out)
     tml__run_init(&a->run, o->run_name, o->run_id);
     a->run.world_size = o->world_size;
     a->run.nnodes = o->nnodes;
+    a->run.mem_budget = o->memory_mb > 0 ? (size_t)o->memory_mb << 20 : 0;
     a->own_process = o->own_process;
     a->window_steps = o->window_steps >= 2 && o->window_steps <= TML_WINDOW_DEFAULT_STEPS
                       ? (size_t)o->window_steps : TML_WINDOW_DEFAULT_STEPS;

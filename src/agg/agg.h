@@ -42,6 +42,9 @@ typedef struct tml_agg_opts {
      * cap, TRACEML_WINDOW_STEPS (0: 10,000). The aggregator copies them. */
     const char *thresholds;
     int window_steps;
+    /* TRACEML_MEMORY_MB: what the ranks' step records may take in all
+     * (model/run.h), MiB; 0: the default. */
+    int memory_mb;
 } tml_agg_opts;
 
 int tml__agg_new(const tml_agg_opts *opts, tml_agg **out);

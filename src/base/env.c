@@ -43,6 +43,8 @@ static const tml_env_var table[] = {
      "seconds between resource samples"},
     {"TRACEML_WINDOW_STEPS", TML_ENV_INT, "10000", 2, 10000, A, "window-steps",
      "the most steps the diagnosis window holds"},
+    {"TRACEML_MEMORY_MB", TML_ENV_INT, "160", 16, 1048576, A, NULL,
+     "MiB of step records the aggregator keeps, all ranks together (past it, fewer steps each)"},
     {"TRACEML_THRESHOLDS", TML_ENV_STRING, NULL, 0, 0, A, "thresholds",
      "key=value,... overrides of the diagnosis thresholds (docs/diagnosis.md)"},
     {"TRACEML_HTML_REPORT", TML_ENV_BOOL, "0", 0, 0, A, "html-report",

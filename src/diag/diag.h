@@ -135,6 +135,11 @@ typedef struct tml_window {
     size_t window_steps;      /* steps analysed (the last N after warm-up) */
     uint64_t first_step, last_step;   /* step ids bounding the window (valid if window_steps) */
     size_t max_steps;         /* N: the window's cap */
+    /* Why the window holds fewer steps than asked (NULL: it does not, or
+     * the run had fewer): "ranks", so many ranks that the cap (max_steps)
+     * came down to TML_WINDOW_CELLS / ranks (100 at least); "memory", the
+     * ranks keep fewer of their last records (model/run.h's budget). */
+    const char *limited_by;
     size_t nranks;
     tml_rank_window *ranks;   /* sorted by rank */
     int launch;               /* the run's tml_launch */

@@ -40,14 +40,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct step_ref {
+/* A rank's record as the passes across ranks need it: its step id, where
+ * it is and the few figures they compare. One pass in order over a rank's
+ * records builds its keys; the passes across ranks then read keys (a
+ * column at a time, in order), not the records. */
+typedef struct step_key {
     uint64_t step;
-    size_t idx;
-} step_ref;
+    uint32_t idx;            /* in the rank's records */
+    uint32_t flags;          /* the record's, KEY_GPU when it has GPU timing */
+    double warm;             /* Fetch + traced, CPU clock: the warm-up series */
+    double wait;             /* Fetch + Untraced gap: an epoch start's wait */
+    double culprit[2];       /* Backward + exposed communication, per clock */
+} step_key;
 
-static int cmp_ref(const void *a, const void *b)
+#define KEY_GPU 0x80000000u
+
+static int cmp_key(const void *a, const void *b)
 {
-    const step_ref *x = a, *y = b;
+    const step_key *x = a, *y = b;
     if (x->step != y->step)
         return x->step < y->step ? -1 : 1;
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
@@ -133,32 +143,6 @@ size_t tml__warmup_count(const double *step_ns, size_t n)
     return k;
 }
 
-/* A rank's records sorted by step id, first occurrence of each id kept. */
-static step_ref *sorted_refs(const tml_rank *r, size_t *out_n)
-{
-    *out_n = 0;
-    if (r->nsteps == 0)
-        return NULL;
-    step_ref *refs = malloc(r->nsteps * sizeof(*refs));
-    if (!refs)
-        return NULL;
-    for (size_t i = 0; i < r->nsteps; i++) {
-        refs[i].step = r->steps[i].step;
-        refs[i].idx = i;
-    }
-    int sorted = 1;   /* the usual case: records arrive in step order */
-    for (size_t i = 1; i < r->nsteps && sorted; i++)
-        sorted = refs[i - 1].step < refs[i].step;
-    if (!sorted)
-        qsort(refs, r->nsteps, sizeof(*refs), cmp_ref);
-    size_t m = 0;
-    for (size_t i = 0; i < r->nsteps; i++)
-        if (m == 0 || refs[m - 1].step != refs[i].step)
-            refs[m++] = refs[i];
-    *out_n = m;
-    return refs;
-}
-
 static int64_t nonneg(int64_t v)
 {
     return v > 0 ? v : 0;
@@ -168,6 +152,61 @@ static int64_t nonneg(int64_t v)
 static double phase_on(const tml_step_record *s, int p, tml_clock clock)
 {
     return (double)nonneg(clock == TML_CLOCK_GPU ? s->gpu_phase_ns[p] : s->phase_ns[p]);
+}
+
+static int has_gpu_figures(const tml_step_record *s)
+{
+    return s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
+           s->cuda_reserved_peak_bytes >= 0;
+}
+
+/* The records of r a window of max_steps can use: all of them, or, past
+ * its first lim.head and its last max_steps + a quarter + 64 (ranks a few
+ * steps apart), the records between are left out (*skipped): counted as
+ * common like a long run's dropped middle, not compared. */
+static size_t usable(const tml_rank *r, size_t max_steps, size_t *skipped)
+{
+    size_t head = r->lim.head, tail = max_steps + max_steps / 4 + 64;
+    *skipped = r->nsteps > head + tail ? r->nsteps - head - tail : 0;
+    return head;
+}
+
+/* A rank's keys sorted by step id, the first record of each id kept
+ * (records arrive in step order, so usually no sort); *gpu |= any record
+ * with GPU figures. Records [head, head + skipped) are left out. */
+static step_key *sorted_keys(const tml_rank *r, size_t head, size_t skipped, size_t *out_n,
+                             int *gpu)
+{
+    size_t n = r->nsteps - skipped;
+    *out_n = 0;
+    step_key *keys = malloc((n ? n : 1) * sizeof(*keys));
+    if (!keys)
+        return NULL;
+    int sorted = 1;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = j < head || !skipped ? j : j + skipped;
+        const tml_step_record *s = &r->steps[i];
+        step_key *k = &keys[j];
+        k->step = s->step;
+        k->idx = (uint32_t)i;
+        k->flags = s->flags | (s->gpu_traced_ns >= 0 ? KEY_GPU : 0);
+        /* in double: two int64 durations from a wire may overflow */
+        k->warm = (double)nonneg(s->phase_ns[TML_PHASE_INPUT]) + (double)nonneg(s->traced_ns);
+        k->wait = (double)s->phase_ns[TML_PHASE_INPUT] + (double)(s->gap_ns > 0 ? s->gap_ns : 0);
+        for (int c = 0; c < 2; c++)
+            k->culprit[c] = phase_on(s, TML_PHASE_BACKWARD, (tml_clock)c) +
+                            phase_on(s, TML_PHASE_COMM, (tml_clock)c);
+        *gpu |= has_gpu_figures(s);
+        sorted = sorted && (j == 0 || keys[j - 1].step < k->step);
+    }
+    if (!sorted)
+        qsort(keys, n, sizeof(*keys), cmp_key);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || keys[m - 1].step != keys[i].step)
+            keys[m++] = keys[i];
+    *out_n = m;
+    return keys;
 }
 
 static void rank_empty(tml_rank_window *rw, const tml_rank *r)
@@ -192,12 +231,6 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->records_dropped = r->stats.records_dropped;
     rw->events_dropped = r->stats.events_dropped;
     rw->has_gpu = r->past_gpu;
-    for (size_t i = 0; i < r->nsteps && !rw->has_gpu; i++) {
-        const tml_step_record *s = &r->steps[i];
-        if (s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
-            s->cuda_reserved_peak_bytes >= 0)
-            rw->has_gpu = 1;
-    }
 }
 
 /* Block medians of the window's Step Times st (window order), into rw;
@@ -218,9 +251,9 @@ static void block_medians(tml_rank_window *rw, const double *st, size_t nwin, do
 /* Averages of one rank over the window rows (idx[j * stride + col]): the
  * step breakdown (model/breakdown.h) summed over the steps, then the
  * phases never observed in the window marked missing (one pass over the
- * records). */
-static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
-                     size_t nwin, size_t stride, size_t col, tml_clock clock)
+ * records). idx: the window's records of r, in order. */
+static int rank_fill(tml_rank_window *rw, const tml_rank *r, const uint32_t *idx,
+                     size_t nwin, tml_clock clock)
 {
     double sum[TML_M_COUNT] = {0}, v[TML_M_COUNT];
     double rss = 0, alloc = 0, resv = 0, comm_bytes = 0, comm_ns = 0, comm_count = 0;
@@ -234,7 +267,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const size_t *idx,
     if (!st)
         return TML_ENOMEM;
     for (size_t j = 0; j < nwin; j++) {
-        const tml_step_record *s = &r->steps[idx[j * stride + col]];
+        const tml_step_record *s = &r->steps[idx[j]];
         observed |= s->observed;
         tml__step_breakdown_all(s, clock, v);
         st[j] = v[TML_M_STEP];
@@ -352,35 +385,6 @@ void tml__window_release(tml_window *w)
 static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
                           tml_window *w);
 
-/* GPU timing is often set up during the first step (CUDA initialises
- * lazily), so the first few steps may lack GPU figures while every later
- * one has them. Those few (at most GPU_LATE_MAX, and only when all later
- * common steps have GPU figures) count as warm-up rather than sending the
- * whole run to the CPU clock. */
-#define GPU_LATE_MAX 5
-
-static size_t gpu_late_start(const tml_run *run, const size_t *col, size_t nactive,
-                             const size_t *idx, size_t ncommon, size_t from)
-{
-    size_t k = 0;
-    for (size_t j = from; j < ncommon; j++) {
-        int all = 1;
-        for (size_t c = 0; c < nactive && all; c++)
-            if (run->ranks[col[c]].steps[idx[j * nactive + c]].gpu_traced_ns < 0)
-                all = 0;
-        if (all)
-            break;
-        k++;
-    }
-    if (k == 0 || k > GPU_LATE_MAX || from + k >= ncommon)
-        return 0;
-    for (size_t j = from + k; j < ncommon; j++)
-        for (size_t c = 0; c < nactive; c++)
-            if (run->ranks[col[c]].steps[idx[j * nactive + c]].gpu_traced_ns < 0)
-                return 0;
-    return k;
-}
-
 int tml__window_compute(const tml_run *run, size_t max_steps, tml_window *w)
 {
     return window_compute(run, max_steps, 1, w);
@@ -402,192 +406,331 @@ static void window_reset(tml_window *w, size_t max_steps)
     w->epoch_start_wait_ns = NAN;
 }
 
-/* Every rank's empty window; the ranks that sent steps become the active
- * columns, each with its records sorted by step id. */
-static int collect_ranks(const tml_run *run, tml_window *w, step_ref **refs, size_t *nrefs,
-                         size_t *col, size_t *nactive)
+/*
+ * The common steps as a table: a row per step id, a column per active
+ * rank (one that sent steps), each cell the index of that rank's key.
+ * Columns are stored one after the other, so every pass across ranks
+ * walks one rank's keys at a time and in order: at a thousand ranks a row
+ * at a time would touch a thousand arrays per step.
+ */
+typedef struct table {
+    size_t ncols;
+    size_t *rank;            /* column k -> index in run->ranks */
+    step_key **keys;         /* column k's keys, sorted by step id */
+    size_t *nkeys;
+    size_t *skipped;         /* column k's records left out between head and tail */
+    uint32_t *cell;          /* cell[k * cap + j]: row j of column k */
+    size_t cap, rows;
+} table;
+
+static uint32_t *column(const table *t, size_t k)
 {
+    return t->cell + k * t->cap;
+}
+
+static const step_key *key_at(const table *t, size_t k, size_t j)
+{
+    return &t->keys[k][column(t, k)[j]];
+}
+
+/* Keeps the rows listed in keep[0..n) (ascending), in every column. */
+static void keep_rows(table *t, const size_t *keep, size_t n)
+{
+    for (size_t k = 0; k < t->ncols; k++) {
+        uint32_t *c = column(t, k);
+        for (size_t i = 0; i < n; i++)
+            c[i] = c[keep[i]];
+    }
+    t->rows = n;
+}
+
+/* The window's cap for n active ranks (TML_WINDOW_CELLS). */
+static void cap_for_ranks(tml_window *w, size_t n)
+{
+    if (n == 0 || w->max_steps * n <= TML_WINDOW_CELLS)
+        return;
+    size_t cap = TML_WINDOW_CELLS / n;
+    w->max_steps = cap > TML_WINDOW_MIN_STEPS ? cap : TML_WINDOW_MIN_STEPS;
+    w->limited_by = "ranks";
+}
+
+/* Every rank's empty window; the ranks that sent steps become the
+ * columns, each with its keys. */
+static int collect_ranks(const tml_run *run, tml_window *w, table *t)
+{
+    size_t active = 0;
+    for (size_t i = 0; i < run->nranks; i++)
+        active += run->ranks[i].nsteps > 0;
+    cap_for_ranks(w, active);
     for (size_t i = 0; i < run->nranks; i++) {
-        rank_empty(&w->ranks[i], &run->ranks[i]);
-        if (run->ranks[i].nsteps == 0)
+        const tml_rank *r = &run->ranks[i];
+        rank_empty(&w->ranks[i], r);
+        if (r->nsteps == 0)
             continue;
-        refs[i] = sorted_refs(&run->ranks[i], &nrefs[i]);
-        if (!refs[i])
+        size_t k = t->ncols, head = usable(r, w->max_steps, &t->skipped[k]);
+        t->keys[k] = sorted_keys(r, head, t->skipped[k], &t->nkeys[k], &w->ranks[i].has_gpu);
+        if (!t->keys[k])
             return TML_ENOMEM;
-        col[(*nactive)++] = i;
+        t->rank[t->ncols++] = i;
     }
     return 0;
 }
 
-/* Epoch starts after warm-up leave the rows of idx (compacted in place);
- * their wait is averaged into the window. Returns the rows left. */
-static size_t drop_epoch_starts(const tml_run *run, const size_t *col, size_t nactive,
-                                size_t *idx, size_t ncommon, tml_window *w)
+/* The common steps: the ids every column reported, none aborted, as the
+ * table's rows (the first column's ids are the candidates, each column
+ * then strikes out those it lacks). Counts aborted ids. */
+static int common_steps(table *t, tml_window *w)
 {
-    size_t out = w->warmup_steps;
-    double sum = 0;
-    for (size_t j = w->warmup_steps; j < ncommon; j++) {
-        const size_t *row = idx + j * nactive;
-        int start = 0;
-        double wait = 0;
-        for (size_t k = 0; k < nactive; k++) {
-            const tml_step_record *s = &run->ranks[col[k]].steps[row[k]];
-            start |= (s->flags & TML_STEP_EPOCH_START) != 0;
-            double v = (double)s->phase_ns[TML_PHASE_INPUT] + (double)(s->gap_ns > 0 ? s->gap_ns : 0);
-            if (v > wait)
-                wait = v;
+    size_t n = t->nkeys[0], m = 0;
+    t->cap = n;
+    t->cell = malloc(n * t->ncols * sizeof(*t->cell));
+    uint8_t *state = calloc(n, 1);       /* 1 missing somewhere, 2 aborted somewhere */
+    size_t *keep = malloc(n * sizeof(*keep));
+    if (!t->cell || !state || !keep) {
+        free(state);
+        free(keep);
+        return TML_ENOMEM;
+    }
+    for (size_t k = 0; k < t->ncols; k++) {
+        const step_key *f = t->keys[k];
+        uint32_t *c = column(t, k);
+        size_t at = 0;                    /* ids ascend in both lists */
+        for (size_t j = 0; j < n; j++) {
+            if (state[j] & 1)
+                continue;
+            uint64_t id = t->keys[0][j].step;
+            while (at < t->nkeys[k] && f[at].step < id)
+                at++;
+            if (at == t->nkeys[k] || f[at].step != id) {
+                state[j] |= 1;
+                continue;
+            }
+            c[j] = (uint32_t)at;
+            if (f[at].flags & TML_STEP_ABORTED)
+                state[j] |= 2;
         }
-        if (!start) {
-            if (out != j)
-                memmove(idx + out * nactive, row, nactive * sizeof(*idx));
-            out++;
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (state[j] == 2)
+            w->aborted_steps++;
+        else if (state[j] == 0)
+            keep[m++] = j;
+    }
+    keep_rows(t, keep, m);
+    free(state);
+    free(keep);
+    w->common_steps = m;
+    return 0;
+}
+
+/* 1 when every column's record of rows from..to has GPU timing. */
+static int rows_on_gpu(const table *t, size_t from, size_t to)
+{
+    for (size_t k = 0; k < t->ncols; k++)
+        for (size_t j = from; j < to; j++)
+            if (!(key_at(t, k, j)->flags & KEY_GPU))
+                return 0;
+    return 1;
+}
+
+/* GPU timing is often set up during the first step (CUDA initialises
+ * lazily), so the first few steps may lack GPU figures while every later
+ * one has them. Those few (at most GPU_LATE_MAX, and only when all later
+ * common steps have GPU figures) count as warm-up rather than sending the
+ * whole run to the CPU clock. */
+#define GPU_LATE_MAX 5
+
+static size_t gpu_late_start(const table *t, size_t from)
+{
+    size_t k = 0;
+    while (from + k < t->rows && !rows_on_gpu(t, from + k, from + k + 1))
+        k++;
+    if (k == 0 || k > GPU_LATE_MAX || from + k >= t->rows)
+        return 0;
+    return rows_on_gpu(t, from + k, t->rows) ? k : 0;
+}
+
+/* Warm-up over the slowest rank's CPU step time per common step, plus the
+ * leading steps that lack GPU figures when the GPU clock is allowed. */
+static int warmup_steps(const table *t, int allow_gpu, tml_window *w)
+{
+    double *series = calloc(t->rows, sizeof(*series));
+    if (!series)
+        return TML_ENOMEM;
+    for (size_t k = 0; k < t->ncols; k++)
+        for (size_t j = 0; j < t->rows; j++) {
+            double v = key_at(t, k, j)->warm;
+            if (v > series[j])
+                series[j] = v;
+        }
+    w->warmup_steps = tml__warmup_count(series, t->rows);
+    free(series);
+    if (allow_gpu)
+        w->warmup_steps += gpu_late_start(t, w->warmup_steps);
+    return 0;
+}
+
+/* Epoch starts after warm-up leave the table; their wait (the longest
+ * Fetch + Untraced gap of the row) is averaged into the window. */
+static int drop_epoch_starts(table *t, tml_window *w)
+{
+    size_t n = t->rows, from = w->warmup_steps, m = 0;
+    double *wait = calloc(n ? n : 1, sizeof(*wait)), sum = 0;
+    uint8_t *start = calloc(n ? n : 1, 1);
+    size_t *keep = malloc((n ? n : 1) * sizeof(*keep));
+    if (!wait || !start || !keep) {
+        free(wait);
+        free(start);
+        free(keep);
+        return TML_ENOMEM;
+    }
+    for (size_t k = 0; k < t->ncols; k++)
+        for (size_t j = from; j < n; j++) {
+            const step_key *s = key_at(t, k, j);
+            start[j] |= (s->flags & TML_STEP_EPOCH_START) != 0;
+            if (s->wait > wait[j])
+                wait[j] = s->wait;
+        }
+    for (size_t j = 0; j < n; j++) {
+        if (!start[j]) {
+            keep[m++] = j;
             continue;
         }
         w->epoch_start_steps++;
-        sum += wait;
+        sum += wait[j];
     }
+    keep_rows(t, keep, m);
     if (w->epoch_start_steps)
         w->epoch_start_wait_ns = sum / (double)w->epoch_start_steps;
-    return out;
-}
-
-/* The common steps: the ids every active rank reported, none aborted, as
- * rows of record indices (*idx, ncommon x nactive). Counts aborted ids. */
-static int common_steps(const tml_run *run, step_ref *const *refs, const size_t *nrefs,
-                        const size_t *col, size_t nactive, size_t **idx_out, tml_window *w)
-{
-    size_t first = col[0], ncommon = 0;
-    size_t *idx = malloc(nrefs[first] * nactive * sizeof(*idx));
-    size_t *at = calloc(nactive, sizeof(*at));   /* each rank's cursor: ids ascend */
-    if (!idx || !at) {
-        free(idx);
-        free(at);
-        return TML_ENOMEM;
-    }
-    *idx_out = idx;
-    for (size_t j = 0; j < nrefs[first]; j++) {
-        uint64_t id = refs[first][j].step;
-        int common = 1, aborted = 0;
-        for (size_t k = 0; k < nactive && common; k++) {
-            size_t ri = col[k];
-            while (at[k] < nrefs[ri] && refs[ri][at[k]].step < id)
-                at[k]++;
-            const step_ref *f = at[k] < nrefs[ri] ? &refs[ri][at[k]] : NULL;
-            if (!f || f->step != id) {
-                common = 0;
-                break;
-            }
-            if (run->ranks[ri].steps[f->idx].flags & TML_STEP_ABORTED)
-                aborted = 1;
-            idx[ncommon * nactive + k] = f->idx;
-        }
-        if (!common)
-            continue;
-        if (aborted) {
-            w->aborted_steps++;
-            continue;
-        }
-        ncommon++;
-    }
-    free(at);
-    w->common_steps = ncommon;
+    free(wait);
+    free(start);
+    free(keep);
     return 0;
 }
 
-/* The dropped middle of a long run (model/run.h): counted as common when
- * every active rank dropped some (the fewest, less aborted ones), not
- * compared. */
-static void count_dropped(const tml_run *run, const size_t *col, size_t nactive,
-                          tml_window *w)
+/* The dropped middle of a long run (model/run.h), and the records left
+ * out between head and tail (usable): counted as common when every active
+ * rank dropped some (the fewest, less aborted ones), not compared. When
+ * the ranks keep fewer records than the window asks, the memory budget
+ * limited it. */
+static void count_dropped(const tml_run *run, const table *t, tml_window *w)
 {
     uint64_t past = UINT64_MAX, past_aborted = 0;
-    for (size_t k = 0; k < nactive; k++) {
-        const tml_rank *r = &run->ranks[col[k]];
-        uint64_t clean = r->past_steps - r->past_aborted;
+    for (size_t k = 0; k < t->ncols; k++) {
+        const tml_rank *r = &run->ranks[t->rank[k]];
+        uint64_t clean = r->past_steps - r->past_aborted + t->skipped[k];
+        if (r->past_steps && r->lim.keep < w->max_steps && w->window_steps < w->max_steps)
+            w->limited_by = "memory";
         if (clean < past)
             past = clean;
         if (r->past_aborted > past_aborted)
             past_aborted = r->past_aborted;
     }
-    if (nactive > 0 && past > 0) {
+    if (t->ncols > 0 && past > 0) {
         w->common_steps += (size_t)past;
         w->aborted_steps += (size_t)past_aborted;
     }
 }
 
-/* Warm-up over the slowest rank's CPU step time per common step, plus the
- * leading steps that lack GPU figures when the GPU clock is allowed. */
-static int warmup_steps(const tml_run *run, const size_t *col, size_t nactive,
-                        const size_t *idx, size_t ncommon, int allow_gpu, tml_window *w)
+/* Per-step straggler culprit: the rank that waited least in Backward and
+ * its exposed communication (the all-reduce); ties to the lowest rank. */
+static int count_culprits(const table *t, size_t start, tml_window *w)
 {
-    double *series = malloc(ncommon * sizeof(*series));
-    if (!series)
+    size_t n = t->rows - start;
+    double *bv = malloc(n * sizeof(*bv));
+    size_t *best = calloc(n, sizeof(*best));
+    if (!bv || !best) {
+        free(bv);
+        free(best);
         return TML_ENOMEM;
-    for (size_t j = 0; j < ncommon; j++) {
-        double mx = 0;
-        for (size_t k = 0; k < nactive; k++) {
-            const tml_step_record *s = &run->ranks[col[k]].steps[idx[j * nactive + k]];
-            /* in double: two int64 durations from a wire may overflow */
-            double t = (double)nonneg(s->phase_ns[TML_PHASE_INPUT]) + (double)nonneg(s->traced_ns);
-            if (t > mx)
-                mx = t;
-        }
-        series[j] = mx;
     }
-    w->warmup_steps = tml__warmup_count(series, ncommon);
-    free(series);
-    if (allow_gpu)
-        w->warmup_steps += gpu_late_start(run, col, nactive, idx, ncommon, w->warmup_steps);
+    for (size_t j = 0; j < n; j++)
+        bv[j] = INFINITY;
+    for (size_t k = 0; k < t->ncols; k++)
+        for (size_t j = 0; j < n; j++) {
+            double b = key_at(t, k, start + j)->culprit[w->clock];
+            if (b < bv[j]) {
+                bv[j] = b;
+                best[j] = k;
+            }
+        }
+    for (size_t j = 0; j < n; j++)
+        w->ranks[t->rank[best[j]]].culprit_steps++;
+    free(bv);
+    free(best);
     return 0;
 }
 
-/* The window's step ids and clock: GPU only when allowed and every window
- * step of every active rank carries GPU figures. */
-static void window_bounds(const tml_run *run, const size_t *col, size_t nactive,
-                          const size_t *win, size_t nwin, int allow_gpu, tml_window *w)
+/* The first row the window may take: after the warm-up and, when records
+ * between a rank's first ones and its last are gone (dropped or left out,
+ * model/run.h), after every rank's first ones: the window is the run's
+ * last steps, never its start joined to its end. */
+static size_t after_head(const tml_run *run, const table *t, size_t from)
 {
-    const tml_rank *r0 = &run->ranks[col[0]];
-    w->first_step = r0->steps[win[0]].step;
-    w->last_step = r0->steps[win[(nwin - 1) * nactive]].step;
-    w->clock = allow_gpu ? TML_CLOCK_GPU : TML_CLOCK_CPU;
-    for (size_t j = 0; j < nwin && w->clock == TML_CLOCK_GPU; j++)
-        for (size_t k = 0; k < nactive; k++)
-            if (run->ranks[col[k]].steps[win[j * nactive + k]].gpu_traced_ns < 0) {
-                w->clock = TML_CLOCK_CPU;
-                break;
-            }
+    uint64_t bound = 0;
+    int gap = 0;
+    for (size_t k = 0; k < t->ncols; k++) {
+        const tml_rank *r = &run->ranks[t->rank[k]];
+        if ((r->past_steps || t->skipped[k]) && r->lim.head > 0 && r->nsteps > r->lim.head) {
+            uint64_t last = r->steps[r->lim.head - 1].step;
+            bound = !gap || last > bound ? last : bound;
+            gap = 1;
+        }
+    }
+    while (gap && from < t->rows && key_at(t, 0, from)->step <= bound)
+        from++;
+    return from;
 }
 
-/* Per-step straggler culprit: the rank that waited least in Backward and
- * its exposed communication (the all-reduce). */
-static void count_culprits(const tml_run *run, const size_t *col, size_t nactive,
-                           const size_t *win, size_t nwin, tml_window *w)
+/* The table's rows, then the window: the last max_steps rows after the
+ * warm-up and without epoch starts, its step ids and its clock (GPU only
+ * when allowed and every window step of every rank has GPU timing). */
+static int window_rows(const tml_run *run, table *t, int allow_gpu, tml_window *w,
+                       size_t *start)
 {
-    for (size_t j = 0; j < nwin; j++) {
-        size_t best = 0;
-        double bv = INFINITY;
-        for (size_t k = 0; k < nactive; k++) {
-            const tml_step_record *s = &run->ranks[col[k]].steps[win[j * nactive + k]];
-            double b = phase_on(s, TML_PHASE_BACKWARD, w->clock) +
-                       phase_on(s, TML_PHASE_COMM, w->clock);
-            if (b < bv) {
-                bv = b;
-                best = k;
-            }
-        }
-        w->ranks[col[best]].culprit_steps++;
-    }
+    *start = 0;
+    if (t->ncols == 0)
+        return 0;
+    if (common_steps(t, w) < 0 || (t->rows > 0 && warmup_steps(t, allow_gpu, w) < 0) ||
+        drop_epoch_starts(t, w) < 0)
+        return TML_ENOMEM;
+    size_t from = after_head(run, t, w->warmup_steps);
+    size_t avail = t->rows - from;
+    w->window_steps = avail < w->max_steps ? avail : w->max_steps;
+    *start = t->rows - w->window_steps;
+    if (w->window_steps == 0)
+        return 0;
+    w->first_step = key_at(t, 0, *start)->step;
+    w->last_step = key_at(t, 0, t->rows - 1)->step;
+    w->clock = allow_gpu && rows_on_gpu(t, *start, t->rows) ? TML_CLOCK_GPU : TML_CLOCK_CPU;
+    return 0;
+}
+
+/* Column k's window records, by index into the rank's records (into idx). */
+static void window_records(const table *t, size_t k, size_t start, uint32_t *idx)
+{
+    for (size_t j = start; j < t->rows; j++)
+        idx[j - start] = key_at(t, k, j)->idx;
+}
+
+static void table_release(table *t, size_t nranks)
+{
+    if (t->keys)
+        for (size_t i = 0; i < nranks; i++)
+            free(t->keys[i]);
+    free(t->keys);
+    free(t->nkeys);
+    free(t->skipped);
+    free(t->rank);
+    free(t->cell);
 }
 
 static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
                           tml_window *w)
 {
-    step_ref **refs = NULL;
-    size_t *nrefs = NULL;
-    size_t *idx = NULL;       /* common steps x active ranks */
-    size_t *col = NULL;       /* active rank k -> index in run->ranks */
-    size_t nactive = 0;
-    int err = TML_ENOMEM;
+    table t = {0};
+    uint32_t *idx = NULL;
+    size_t start;
 
     window_reset(w, max_steps);
     w->launch = run->launch;
@@ -595,33 +738,25 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
         return 0;
 
     w->ranks = calloc(run->nranks, sizeof(*w->ranks));
-    refs = calloc(run->nranks, sizeof(*refs));
-    nrefs = calloc(run->nranks, sizeof(*nrefs));
-    col = calloc(run->nranks, sizeof(*col));
-    if (!w->ranks || !refs || !nrefs || !col)
+    t.keys = calloc(run->nranks, sizeof(*t.keys));
+    t.nkeys = calloc(run->nranks, sizeof(*t.nkeys));
+    t.skipped = calloc(run->nranks, sizeof(*t.skipped));
+    t.rank = calloc(run->nranks, sizeof(*t.rank));
+    if (!w->ranks || !t.keys || !t.nkeys || !t.skipped || !t.rank)
         goto fail;
     w->nranks = run->nranks;
-    if (collect_ranks(run, w, refs, nrefs, col, &nactive) < 0)
+    if (collect_ranks(run, w, &t) < 0 || window_rows(run, &t, allow_gpu, w, &start) < 0)
         goto fail;
-    if (nactive > 0 && common_steps(run, refs, nrefs, col, nactive, &idx, w) < 0)
-        goto fail;
-    size_t ncommon = w->common_steps;
-    if (ncommon > 0 && warmup_steps(run, col, nactive, idx, ncommon, allow_gpu, w) < 0)
-        goto fail;
+    if (w->window_steps < w->max_steps)   /* the run had fewer: not limited */
+        w->limited_by = NULL;
 
-    ncommon = drop_epoch_starts(run, col, nactive, idx, ncommon, w);
-    size_t avail = ncommon - w->warmup_steps;
-    size_t nwin = avail < w->max_steps ? avail : w->max_steps;
-    size_t start = ncommon - nwin;
-    const size_t *win = idx ? idx + start * nactive : NULL;
-    w->window_steps = nwin;
-    if (nwin > 0)
-        window_bounds(run, col, nactive, win, nwin, allow_gpu, w);
-
-    for (size_t k = 0; k < nactive; k++) {
-        err = rank_fill(&w->ranks[col[k]], &run->ranks[col[k]], win, nwin,
-                        nactive, k, w->clock);
-        if (err < 0)
+    size_t nwin = w->window_steps;
+    idx = malloc((nwin ? nwin : 1) * sizeof(*idx));
+    if (!idx)
+        goto fail;
+    for (size_t k = 0; k < t.ncols; k++) {
+        window_records(&t, k, start, idx);
+        if (rank_fill(&w->ranks[t.rank[k]], &run->ranks[t.rank[k]], idx, nwin, w->clock) < 0)
             goto fail;
     }
     for (size_t i = 0; i < w->nranks; i++)
@@ -629,24 +764,20 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
     if (nwin == 0)
         w->missing = 0;
 
-    if (nactive >= 2 && nwin > 0 && !(w->missing & TML_PHASE_BIT(TML_PHASE_BACKWARD)))
-        count_culprits(run, col, nactive, win, nwin, w);
+    if (t.ncols >= 2 && nwin > 0 && !(w->missing & TML_PHASE_BIT(TML_PHASE_BACKWARD)) &&
+        count_culprits(&t, start, w) < 0)
+        goto fail;
     across_ranks(w);
-    count_dropped(run, col, nactive, w);
-    err = 0;
-    goto done;
+    count_dropped(run, &t, w);
+    free(idx);
+    table_release(&t, run->nranks);
+    return 0;
 
 fail:
     free(w->ranks);
     w->ranks = NULL;
     w->nranks = 0;
-done:
-    if (refs)
-        for (size_t i = 0; i < run->nranks; i++)
-            free(refs[i]);
-    free(refs);
-    free(nrefs);
-    free(col);
     free(idx);
-    return err;
+    table_release(&t, run->nranks);
+    return TML_ENOMEM;
 }

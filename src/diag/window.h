@@ -10,10 +10,16 @@
 #include "diag/diag.h"
 
 #define TML_WINDOW_DEFAULT_STEPS 10000
+/* Steps x ranks a window analyses at most: past it, the cap comes down to
+ * TML_WINDOW_CELLS / ranks (TML_WINDOW_MIN_STEPS at least), so that a
+ * summary of a thousand ranks costs what one of 25 ranks does. */
+#define TML_WINDOW_CELLS 250000
+#define TML_WINDOW_MIN_STEPS 100
 
 /*
- * Computes the window of `run`: the last max_steps (0 = 10000) common,
- * non-aborted steps after the warm-up prefix, on the GPU clock when every
+ * Computes the window of `run`: the last max_steps (0 = 10000; fewer for
+ * many ranks, TML_WINDOW_CELLS) common, non-aborted steps after the
+ * warm-up prefix, on the GPU clock when every
  * window step of every rank has GPU figures, else on the CPU clock; then
  * per-rank averages and the median/worst rank. Ranks that sent no step at
  * all are kept (nsteps 0, every metric NAN) and take no part in choosing

@@ -124,7 +124,7 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
         write_manifest(h);
     /* a host with a socket server is its own process: its CPU is TraceML's */
     tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes,
-                       o->serve, 0, o->thresholds, o->window_steps};
+                       o->serve, 0, o->thresholds, o->window_steps, o->memory_mb};
     int rc = tml__agg_new(&ao, &h->agg);
     if (rc < 0)
         goto fail;

@@ -58,6 +58,7 @@ typedef struct tml_host_opts {
     /* the aggregator's, from the environment (tml_agg_opts) */
     const char *thresholds;
     int window_steps;
+    int memory_mb;
 } tml_host_opts;
 
 /* 0 (the live server may still be missing: a busy port costs the live

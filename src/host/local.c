@@ -106,6 +106,9 @@ static void agg_env(tml_host_opts *ho)
     ho->window_steps = (int)tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
     if (bad[0])
         tml__run_log(ho->run_dir, "aggregator", "%s", bad);
+    ho->memory_mb = (int)tml__env_int("TRACEML_MEMORY_MB", bad, sizeof(bad));
+    if (bad[0])
+        tml__run_log(ho->run_dir, "aggregator", "%s", bad);
 }
 
 static int local_sink_open(tml_sink **out)

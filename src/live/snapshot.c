@@ -151,8 +151,10 @@ static int tail_of(const tml_run *run, tml_run *tail)
         tail->ranks[i].steps = n ? run->ranks[i].steps + (n - k) : NULL;   /* no NULL + 0 */
         tail->ranks[i].nsteps = k;
         tail->ranks[i].cap = k;
-        /* the live window is the tail alone: nothing older is counted */
+        /* the live window is the tail alone: nothing older is counted,
+         * and its first records are no run's start */
         tail->ranks[i].past_steps = tail->ranks[i].past_aborted = 0;
+        tail->ranks[i].lim.head = 0;
         memset(&tail->ranks[i].past, 0, sizeof(tail->ranks[i].past));
     }
     return 0;
@@ -248,7 +250,10 @@ static int snap_ranks(tml_live_snap *snap, const tml_run *run, const tml_window 
     for (size_t i = 0; i < run->nranks; i++) {
         const tml_rank *r = &run->ranks[i];
         tml_live_rank *lr = &snap->ranks[i];
-        rank_fill(lr, r, window_rank(win, r->info.rank));
+        /* the window's ranks are the run's, in the same order */
+        const tml_rank_window *rw = i < win->nranks && win->ranks[i].rank == r->info.rank
+                                        ? &win->ranks[i] : window_rank(win, r->info.rank);
+        rank_fill(lr, r, rw);
         snap->records_dropped += lr->records_dropped;
         snap->events_dropped += lr->events_dropped;
         if (lr->steps_received > snap->steps_received)

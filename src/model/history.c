@@ -74,7 +74,8 @@ int tml__history_add(tml_step_history *h, const tml_step_record *s)
     }
     /* an id before the base (resent out of order) joins the first bucket */
     uint64_t off = s->step > h->base ? s->step - h->base : 0;
-    while (off / h->width >= TML_HISTORY_BUCKETS)
+    size_t max = h->max ? h->max : TML_HISTORY_BUCKETS;
+    while (off / h->width >= max)
         halve(h);
     size_t i = (size_t)(off / h->width);
     if (i >= h->nb) {
@@ -91,6 +92,22 @@ int tml__history_add(tml_step_history *h, const tml_step_record *s)
         h->last = s->step;
     h->steps++;
     return 0;
+}
+
+void tml__history_limit(tml_step_history *h, size_t buckets)
+{
+    h->max = buckets;
+    if (h->steps == 0)
+        return;
+    while (h->nb > buckets)
+        halve(h);
+    if (h->cap > buckets) {
+        tml_step_bucket *b = realloc(h->b, buckets * sizeof(*b));
+        if (b) {
+            h->b = b;
+            h->cap = buckets;
+        }
+    }
 }
 
 void tml__history_release(tml_step_history *h)

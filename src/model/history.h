@@ -37,6 +37,7 @@ void tml__step_bucket_merge(tml_step_bucket *into, const tml_step_bucket *b);
 #define TML_HISTORY_BUCKETS 1024
 
 typedef struct tml_step_history {
+    size_t max;                    /* buckets at most; 0: TML_HISTORY_BUCKETS */
     uint64_t base;                 /* first step id of bucket 0 */
     uint64_t width;                /* step ids per bucket, a power of two */
     uint64_t first, last;          /* smallest and largest id folded in */
@@ -47,6 +48,9 @@ typedef struct tml_step_history {
 
 /* Folds step s in. 0, or TML_ENOMEM with the history as it was. */
 int tml__history_add(tml_step_history *h, const tml_step_record *s);
+/* At most `buckets` (a power of two, at most TML_HISTORY_BUCKETS) from now
+ * on: neighbours merged until it fits, the memory given back. */
+void tml__history_limit(tml_step_history *h, size_t buckets);
 void tml__history_release(tml_step_history *h);
 
 #endif

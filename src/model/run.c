@@ -14,6 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+static const tml_rank_limits FULL_SHARE = { TML_RUN_HEAD_STEPS, TML_RUN_KEEP_STEPS,
+                                             TML_RUN_CAP_STEPS, TML_HISTORY_BUCKETS };
+
 void tml__run_init(tml_run *run, const char *name, const char *id)
 {
     memset(run, 0, sizeof(*run));
@@ -21,6 +24,107 @@ void tml__run_init(tml_run *run, const char *name, const char *id)
         snprintf(run->name, sizeof(run->name), "%s", name);
     if (id)
         snprintf(run->id, sizeof(run->id), "%s", id);
+    run->lim = FULL_SHARE;
+}
+
+/* A rank's share of `budget` bytes among n ranks: a tenth for the history
+ * (a power of two of buckets, 16 at least), the rest for records, of
+ * which a sixteenth the first ones and a quarter room to append. */
+static tml_rank_limits share_of(size_t budget, size_t n)
+{
+    const size_t rec = sizeof(tml_step_record), bucket = sizeof(tml_step_bucket);
+    size_t share = budget / (n ? n : 1);
+    if (share >= TML_RUN_CAP_STEPS * rec + TML_HISTORY_BUCKETS * bucket)
+        return FULL_SHARE;
+    tml_rank_limits l;
+    l.buckets = 16;
+    while (l.buckets * 2 * bucket <= share / 10 && l.buckets < TML_HISTORY_BUCKETS)
+        l.buckets *= 2;
+    size_t left = share > l.buckets * bucket ? share - l.buckets * bucket : 0;
+    l.cap = left / rec;
+    if (l.cap > TML_RUN_CAP_STEPS)
+        l.cap = TML_RUN_CAP_STEPS;
+    if (l.cap < TML_RUN_MIN_STEPS)
+        l.cap = TML_RUN_MIN_STEPS;
+    l.head = l.cap / 16;
+    l.keep = l.cap - l.head - l.cap / 4;
+    return l;
+}
+
+/* Drops the records between the first lim.head and the last lim.keep:
+ * counted, folded into the history, then the tail moves down. */
+static int drop_middle(tml_rank *r)
+{
+    size_t from = r->lim.head, keep = r->lim.keep;
+    if (r->nsteps <= from + keep)
+        return 0;
+    size_t n = r->nsteps - from - keep;
+    for (size_t i = from; i < from + n; i++) {
+        const tml_step_record *s = &r->steps[i];
+        if (tml__history_add(&r->past, s) < 0)
+            return TML_ENOMEM;
+        r->past_aborted += (s->flags & TML_STEP_ABORTED) != 0;
+        r->past_gpu |= s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
+                       s->cuda_reserved_peak_bytes >= 0;
+    }
+    memmove(&r->steps[from], &r->steps[from + n], keep * sizeof(*r->steps));
+    r->past_steps += n;
+    r->nsteps -= n;
+    return 0;
+}
+
+/* The rank held to limits lim: its middle dropped past them, its arrays
+ * given back. */
+static int rank_fit(tml_rank *r, const tml_rank_limits *lim)
+{
+    r->lim = *lim;
+    tml__history_limit(&r->past, lim->buckets);
+    if (r->nsteps >= lim->cap && drop_middle(r) < 0)
+        return TML_ENOMEM;
+    if (r->cap > lim->cap) {
+        tml_step_record *v = realloc(r->steps, lim->cap * sizeof(*v));
+        if (v) {
+            r->steps = v;
+            r->cap = lim->cap;
+        }
+    }
+    return 0;
+}
+
+/* The ranks to share the budget among: those seen rounded up (to an
+ * eighth of the power of two below), so that ranks arriving one by one
+ * reshare it a few times per doubling, not every time; or the world size
+ * expected, when more. */
+static size_t ranks_planned(const tml_run *run)
+{
+    size_t n = run->nranks, step = 1;
+    while (step * 16 <= n)
+        step *= 2;
+    n = (n + step - 1) / step * step;
+    if (run->world_size > 0 && (size_t)run->world_size > n)
+        n = (size_t)run->world_size;
+    return n;
+}
+
+int tml__run_share_budget(tml_run *run)
+{
+    size_t n = ranks_planned(run);
+    tml_rank_limits l = share_of(run->mem_budget ? run->mem_budget
+                                                 : (size_t)TML_RUN_BUDGET_MB << 20, n);
+    if (memcmp(&l, &run->lim, sizeof(l)) == 0)
+        return 0;
+    run->lim = l;
+    int rc = 0;
+    for (size_t i = 0; i < run->nranks; i++)
+        if (!run->ranks[i].keep_all && rank_fit(&run->ranks[i], &l) < 0)
+            rc = TML_ENOMEM;
+    return rc;
+}
+
+int tml__run_set_budget(tml_run *run, size_t bytes)
+{
+    run->mem_budget = bytes;
+    return tml__run_share_budget(run);
 }
 
 void tml__run_release(tml_run *run)
@@ -66,31 +170,17 @@ tml_rank *tml__run_rank(tml_run *run, const tml_rank_info *info)
         at++;
     memmove(&run->ranks[at + 1], &run->ranks[at],
             (run->nranks - at) * sizeof(*run->ranks));
-    memset(&run->ranks[at], 0, sizeof(run->ranks[at]));
-    run->ranks[at].info = *info;
-    run->ranks[at].keep_all = run->keep_all;
-    run->ranks[at].stats.overhead_ns_per_step = -1;
+    r = &run->ranks[at];
+    memset(r, 0, sizeof(*r));
+    r->info = *info;
+    r->keep_all = run->keep_all;
+    r->stats.overhead_ns_per_step = -1;
     run->nranks++;
-    return &run->ranks[at];
-}
-
-/* The full array drops the records between the head and the kept tail:
- * counted, folded into the history, then the tail moves down. */
-static int drop_middle(tml_rank *r)
-{
-    size_t from = TML_RUN_HEAD_STEPS, n = r->nsteps - TML_RUN_HEAD_STEPS - TML_RUN_KEEP_STEPS;
-    for (size_t i = from; i < from + n; i++) {
-        const tml_step_record *s = &r->steps[i];
-        if (tml__history_add(&r->past, s) < 0)
-            return TML_ENOMEM;
-        r->past_aborted += (s->flags & TML_STEP_ABORTED) != 0;
-        r->past_gpu |= s->gpu_traced_ns >= 0 || s->cuda_allocated_peak_bytes >= 0 ||
-                       s->cuda_reserved_peak_bytes >= 0;
-    }
-    memmove(&r->steps[from], &r->steps[from + n], TML_RUN_KEEP_STEPS * sizeof(*r->steps));
-    r->past_steps += n;
-    r->nsteps -= n;
-    return 0;
+    r->lim = run->lim;
+    r->past.max = r->lim.buckets;
+    /* a smaller share shrinks every rank, r with them (none moves) */
+    tml__run_share_budget(run);
+    return r;
 }
 
 /* The records just appended at steps[from..]: their ids moved on by the
@@ -105,9 +195,37 @@ uint64_t tml__run_step_id(uint64_t step, uint64_t base, uint64_t *next_step)
 
 static void number_on(tml_rank *rank, size_t from)
 {
-    for (size_t i = from; i < rank->nsteps; i++)
+    for (size_t i = from; i < rank->nsteps; i++) {
+        uint64_t next = rank->next_step;
         rank->steps[i].step = tml__run_step_id(rank->steps[i].step, rank->step_base,
                                                 &rank->next_step);
+        rank->unordered |= next > 0 && rank->steps[i].step < next;
+    }
+}
+
+/* The first record of r at index >= lo whose id is >= id (ids ascend). */
+static size_t lower_bound(const tml_rank *r, size_t lo, uint64_t id)
+{
+    size_t hi = r->nsteps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->steps[mid].step < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void tml__rank_span(const tml_rank *r, uint64_t first, uint64_t last, size_t *lo, size_t *hi)
+{
+    if (r->unordered || first > last) {
+        *lo = 0;
+        *hi = r->unordered ? r->nsteps : 0;
+        return;
+    }
+    *lo = lower_bound(r, 0, first);
+    *hi = last == UINT64_MAX ? r->nsteps : lower_bound(r, *lo, last + 1);
 }
 
 int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
@@ -122,15 +240,23 @@ int tml__run_add_steps(tml_rank *rank, const tml_step_record *recs, size_t n)
         number_on(rank, rank->nsteps - n);
         return 0;
     }
+    const size_t cap = rank->lim.cap;
     while (n > 0) {
-        if (rank->nsteps == TML_RUN_CAP_STEPS && drop_middle(rank) < 0)
+        if (rank->nsteps >= cap && drop_middle(rank) < 0)
             return TML_ENOMEM;
-        size_t k = TML_RUN_CAP_STEPS - rank->nsteps;
+        size_t k = cap - rank->nsteps;
         if (k > n)
             k = n;
-        /* capacities double from 16, so the cap stops at TML_RUN_CAP_STEPS */
-        if (TML_GROW(rank->steps, rank->nsteps + k, rank->cap) < 0)
-            return TML_ENOMEM;
+        if (rank->nsteps + k > rank->cap) {   /* doubling, up to the cap */
+            size_t c = rank->cap ? rank->cap * 2 : 16;
+            c = c < rank->nsteps + k ? rank->nsteps + k : c;
+            c = c > cap ? cap : c;
+            tml_step_record *v = realloc(rank->steps, c * sizeof(*v));
+            if (!v)
+                return TML_ENOMEM;
+            rank->steps = v;
+            rank->cap = c;
+        }
         memcpy(&rank->steps[rank->nsteps], recs, k * sizeof(*recs));
         rank->nsteps += k;
         number_on(rank, rank->nsteps - k);

@@ -5,14 +5,23 @@
  * load them back into a tml_run, so the summary is built from one shape
  * whether it comes from a live aggregator or from telemetry.sqlite.
  *
- * Memory does not grow with the run. A rank keeps its first
- * TML_RUN_HEAD_STEPS records (the warm-up rule reads a run's start) and its
- * last TML_RUN_KEEP_STEPS (the window is the last 10,000 steps; the rest is
- * room for ranks a few thousand steps apart mid-run). Records in between
- * are dropped from memory as the run goes, after being counted and folded
- * into the rank's step history (the charts). At most TML_RUN_CAP_STEPS
- * records (~2.5 MB) plus the history (~250 KB) per rank, whatever the run
- * length. A reader that wants every record (the trace export) sets keep_all.
+ * Memory does not grow with the run, nor past a budget with the ranks. A
+ * rank keeps its first records (the warm-up rule reads a run's start) and
+ * its last (the window is the last 10,000 steps; the rest is room for
+ * ranks a few thousand steps apart mid-run). Records in between are
+ * dropped from memory as the run goes, after being counted and folded into
+ * the rank's step history (the charts). At most TML_RUN_HEAD_STEPS +
+ * TML_RUN_KEEP_STEPS kept and TML_RUN_CAP_STEPS in all (~3 MB) plus the
+ * history (TML_HISTORY_BUCKETS, ~270 KB) per rank, whatever the run length.
+ *
+ * The run's memory budget (mem_budget, TRACEML_MEMORY_MB) bounds the sum
+ * over ranks: past budget / (TML_RUN_CAP_STEPS records + a full history)
+ * ranks, each rank's share shrinks — fewer records kept (the window is the
+ * last steps every rank still holds; the summary says so), fewer history
+ * buckets (coarser charts) — never below TML_RUN_MIN_STEPS records. The
+ * share is set by the ranks expected (world_size) or seen, whichever is
+ * more, and shrinks the ranks already there when it changes. A reader that
+ * wants every record (the trace export) sets keep_all, and no budget.
  */
 #ifndef TML_RUN_H
 #define TML_RUN_H
@@ -26,6 +35,14 @@
 #define TML_RUN_HEAD_STEPS 64
 #define TML_RUN_KEEP_STEPS 12288
 #define TML_RUN_CAP_STEPS 16384     /* head + kept tail + room to append */
+#define TML_RUN_MIN_STEPS 64        /* a rank's records however many ranks */
+#define TML_RUN_BUDGET_MB 160       /* mem_budget's default, MiB */
+
+/* What a rank may hold (the run's budget shared out). */
+typedef struct tml_rank_limits {
+    size_t head, keep, cap;  /* records: first kept, last kept, in all */
+    size_t buckets;          /* step history buckets */
+} tml_rank_limits;
 
 typedef struct tml_rank {
     tml_rank_info info;
@@ -43,6 +60,7 @@ typedef struct tml_rank {
      * goodbye: the rank died or was cut off. Set by the socket server. */
     int lost;
     int keep_all;            /* the run's keep_all when the rank was added */
+    tml_rank_limits lim;     /* the run's, when the rank was added or they changed */
     uint64_t detected_steps; /* found by automatic step detection (TML_STEP_DETECTED) */
     /* Incarnations: a rank whose process restarted (a re-exec under the
      * same pid restarts its step ids) keeps every incarnation's steps, the
@@ -50,6 +68,7 @@ typedef struct tml_rank {
     uint32_t incarnation;    /* 0 for the first process */
     uint64_t step_base;      /* added to the current incarnation's step ids */
     uint64_t next_step;      /* the highest step id kept + 1 (0 without steps) */
+    int unordered;           /* a record arrived with an id not above the last's */
 } tml_rank;
 
 /* What a conflict is. */
@@ -100,6 +119,10 @@ typedef struct tml_run {
     tml_rank *ranks;         /* sorted by info.rank */
     size_t nranks, cap;
     int keep_all;            /* keep every step record in memory (export) */
+    /* Bytes the ranks' records and histories may take in all (0: the
+     * default, TML_RUN_BUDGET_MB), and each rank's share of it now. */
+    size_t mem_budget;
+    tml_rank_limits lim;
     /* Why the run's data is incomplete (the aggregator died and the run
      * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
     char partial[256];
@@ -124,6 +147,12 @@ typedef struct tml_run {
 } tml_run;
 
 void tml__run_init(tml_run *run, const char *name, const char *id);
+/* Sets the memory budget (bytes, 0: the default) and shares it out again. */
+int tml__run_set_budget(tml_run *run, size_t bytes);
+/* Shares the budget out for the ranks expected (world_size) or seen, and
+ * shrinks ranks past their new share. tml__run_rank calls it. 0 or
+ * TML_ENOMEM (a history could not fold; the records stay). */
+int tml__run_share_budget(tml_run *run);
 void tml__run_release(tml_run *run);
 /* Returns the rank's slot, adding it (sorted) on first sight; NULL on OOM.
  * A second hello for the same rank updates its info and keeps its steps. */
@@ -164,6 +193,9 @@ typedef struct tml_run_pace {
  * hello's host name; NULL: any): its timestamps compare with this host's
  * tml__mono_ns() only when it ran here. */
 void tml__run_pace(const tml_run *run, const char *host, tml_run_pace *out);
+/* The records of r with step ids first..last: [*lo, *hi). Ids ascend in
+ * a rank's records unless it resent some (r->unordered): then all of them. */
+void tml__rank_span(const tml_rank *r, uint64_t first, uint64_t last, size_t *lo, size_t *hi);
 /* Records the rank sent, kept or not. */
 static inline uint64_t tml__rank_received(const tml_rank *r)
 {

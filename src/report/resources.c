@@ -126,6 +126,15 @@ static int in_window(const tml_window *w, const tml_step_record *s)
            !(s->flags & TML_STEP_ABORTED);
 }
 
+/* Where r's window records are: [*lo, *hi) of its records (a thousand
+ * ranks' records outside the window are not read). */
+static void window_span(const tml_window *w, const tml_rank *r, size_t *lo, size_t *hi)
+{
+    *lo = *hi = 0;
+    if (w->window_steps)
+        tml__rank_span(r, w->first_step, w->last_step, lo, hi);
+}
+
 static int build_memory(tml_report_model *m)
 {
     const tml_run *run = m->run;
@@ -133,8 +142,10 @@ static int build_memory(tml_report_model *m)
     size_t total = 0;
 
     m->mem_gpu = 0;
-    for (size_t i = 0; i < run->nranks; i++)
-        for (size_t j = 0; j < run->ranks[i].nsteps; j++) {
+    for (size_t i = 0; i < run->nranks; i++) {
+        size_t lo, hi;
+        window_span(w, &run->ranks[i], &lo, &hi);
+        for (size_t j = lo; j < hi; j++) {
             const tml_step_record *s = &run->ranks[i].steps[j];
             if (!in_window(w, s))
                 continue;
@@ -142,6 +153,7 @@ static int build_memory(tml_report_model *m)
             if (s->cuda_reserved_peak_bytes >= 0)
                 m->mem_gpu = 1;
         }
+    }
     m->mem_nranks = run->nranks;
     m->mem_ranks = calloc(run->nranks ? run->nranks : 1, sizeof(*m->mem_ranks));
     m->mem_values = malloc((total ? total : 1) * sizeof(*m->mem_values));
@@ -159,7 +171,9 @@ static int build_memory(tml_report_model *m)
         /* steps arrive in order per rank; a resent id keeps its first copy */
         uint64_t last = 0;
         int have = 0;
-        for (size_t j = 0; j < r->nsteps; j++) {
+        size_t lo, hi;
+        window_span(w, r, &lo, &hi);
+        for (size_t j = lo; j < hi; j++) {
             const tml_step_record *s = &r->steps[j];
             int64_t v = step_mem(s, m->mem_gpu);
             if (!in_window(w, s) || v < 0 || (have && s->step <= last))
@@ -234,7 +248,9 @@ int tml__report_resources(tml_report_model *m, const int32_t *nodes, size_t nnod
         if (isnan(p->device_total_bytes) && p->gpu >= 0)
             p->device_total_bytes = max_or_nan(find(ss, node, -1, p->gpu, TML_S_GPU_MEM_TOTAL_BYTES));
         p->cuda_reserved_peak_bytes = max_or_nan(cr);
-        for (size_t j = 0; j < run->ranks[i].nsteps; j++) {
+        size_t lo, hi;
+        window_span(&m->win, &run->ranks[i], &lo, &hi);
+        for (size_t j = lo; j < hi; j++) {
             const tml_step_record *s = &run->ranks[i].steps[j];
             if (in_window(&m->win, s) && s->cuda_reserved_peak_bytes >= 0 &&
                 (isnan(p->cuda_reserved_peak_bytes) ||
