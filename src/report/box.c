@@ -19,6 +19,7 @@
  * non-zero share that rounds to 0), "n/a" for anything missing.
  */
 #include "report/model.h"
+#include "diag/window.h"
 #include "base/fmt.h"
 #include "base/utf8.h"
 
@@ -385,6 +386,15 @@ static void step_panel(const tml_report_model *m, panel *p)
     if (dropped && n > 0 && (size_t)n < sizeof(t))
         snprintf(t + n, sizeof(t) - (size_t)n, " · dropped: %llu", (unsigned long long)dropped);
     padd_text(p, t);
+    if (w->limited_by) {   /* fewer steps than asked, and why (docs/design.md "Memory") */
+        if (strcmp(w->limited_by, "ranks") == 0)
+            snprintf(t, sizeof(t), "Window: last %zu steps (%zu ranks: %d steps x ranks at most)",
+                     w->window_steps, (size_t)m->active_ranks, TML_WINDOW_CELLS);
+        else
+            snprintf(t, sizeof(t), "Window: last %zu steps, what each rank keeps within "
+                     "TRACEML_MEMORY_MB", w->window_steps);
+        padd_text(p, t);
+    }
     if (own_line) {
         snprintf(t, sizeof(t), "TraceML cost: %.1f µs/step (%.1f in step, %.1f%% of a core)",
                  m->overhead_total_us, m->overhead_us, m->background_cpu_percent);

@@ -203,6 +203,55 @@ static void step_means(tml_report_model *m)
     }
 }
 
+static void name_rank(tml_report_model *m, int32_t rank)
+{
+    for (size_t i = 0; i < m->nnamed; i++)
+        if (m->named[i] == rank)
+            return;
+    if (m->nnamed < TML_REPORT_NAMED_RANKS)
+        m->named[m->nnamed++] = rank;
+}
+
+static void name_issues(tml_report_model *m, const tml_section_diag *s)
+{
+    for (size_t i = 0; i < s->nissues; i++)
+        if (s->issues[i].res.valid && s->issues[i].res.rank >= 0)
+            name_rank(m, s->issues[i].res.rank);
+}
+
+/* The ranks a compact summary's per_rank lists keep (model.h). */
+static void named_ranks(tml_report_model *m)
+{
+    const tml_window *w = &m->win;
+    size_t ranks = w->nranks > m->nprocs ? w->nranks : m->nprocs;
+    ranks = ranks > m->nnodes ? ranks : m->nnodes;
+    m->compact = m->compact && ranks > TML_REPORT_ALL_RANKS;
+    if (!m->compact)
+        return;
+    const int idx[3] = { w->median_rank, w->worst_rank, tml__report_straggler(m) };
+    for (int k = 0; k < 3; k++)
+        if (idx[k] >= 0)
+            name_rank(m, w->ranks[idx[k]].rank);
+    for (int s = 0; s < TML_REPORT_ROWS; s += 2) {   /* step memory, process */
+        const tml_report_rows *r = &m->rows[s];
+        const int pick[2] = { r->pick.median, r->pick.worst };
+        for (int k = 0; k < 2; k++) {
+            int32_t rank;
+            if (pick[k] < 0 || (size_t)pick[k] >= r->nrows)
+                continue;
+            memcpy(&rank, (const char *)row_at(r, (size_t)pick[k]) + r->id_off, sizeof(rank));
+            name_rank(m, rank);
+        }
+    }
+    name_issues(m, &m->mem_s);
+    name_issues(m, &m->proc_s);
+    for (size_t i = 0; i < m->sys_s.nissues; i++) {
+        const tml_res_evidence *e = &m->sys_s.issues[i].res;
+        if (e->valid && e->node >= 0 && m->nnamed_nodes < TML_REPORT_NAMED_RANKS)
+            m->named_nodes[m->nnamed_nodes++] = e->node;
+    }
+}
+
 int tml__report_derive(tml_report_model *m)
 {
     tml_report_rows *r = m->rows;
@@ -233,5 +282,6 @@ int tml__report_derive(tml_report_model *m)
         for (size_t k = 0; k < r[s].nfields; k++)
             r[s].field[k] = field_pick(&r[s], k, tmp);
     free(tmp);
+    named_ranks(m);
     return 0;
 }

@@ -237,6 +237,9 @@ static void window_obj(jw *w, const tml_window *win, const char *clock)
     tml__jw_int(w, "warmup_steps_excluded", (long long)win->warmup_steps);
     tml__jw_int(w, "aborted_steps_excluded", (long long)win->aborted_steps);
     tml__jw_int(w, "epoch_start_steps_excluded", (long long)win->epoch_start_steps);
+    if (win->limited_by) {   /* only then: the file's shape is unchanged otherwise */
+        tml__jw_str(w, "limited_by", win->limited_by);
+    }
     tml__jw_num(w, "epoch_start_wait_ms", win->epoch_start_wait_ns / 1e6, 3);
     if (win->window_steps) {
         tml__jw_int(w, "first_step", (long long)win->first_step);
@@ -295,6 +298,13 @@ static void clock_figures(jw *w, const char *key, const tml_window *win)
     tml__jw_close(w, '}');
 }
 
+/* After a compact per_rank list: how many ranks it left out. */
+static void per_rank_omitted(jw *w, const tml_report_model *m, size_t n)
+{
+    if (m->compact)
+        tml__jw_int(w, "per_rank_omitted", (long long)n);
+}
+
 static void step_time_section(jw *w, const tml_report_model *m)
 {
     const tml_window *win = &m->win;
@@ -324,9 +334,14 @@ static void step_time_section(jw *w, const tml_report_model *m)
         tml__jw_null(w, "gpu");
     tml__jw_close(w, '}');
     tml__jw_open(w, "per_rank", '[');
+    size_t omitted = 0;
     for (size_t i = 0; i < win->nranks; i++) {
         const tml_rank_window *r = &win->ranks[i];
         char l[32];
+        if (!tml__report_named(m, r->rank)) {
+            omitted++;
+            continue;
+        }
         tml__jw_open(w, NULL, '{');
         tml__jw_int(w, "rank", r->rank);
         tml__jw_int(w, "node", r->node);
@@ -351,6 +366,7 @@ static void step_time_section(jw *w, const tml_report_model *m)
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
+    per_rank_omitted(w, m, omitted);
     tml__jw_close(w, '}');
 }
 
@@ -414,14 +430,20 @@ static void step_memory_section(jw *w, const tml_report_model *m, const tml_repo
         tml__jw_close(w, '}');
     }
     tml__jw_open(w, "per_rank", '[');
+    size_t omitted = 0;
     for (size_t i = 0; i < r->nrows; i++) {
         const tml_mem_row *row = row_at(r, (int)i);
+        if (!tml__report_named(m, row->rank)) {
+            omitted++;
+            continue;
+        }
         tml__jw_open(w, NULL, '{');
         rank_ident(w, 1, row->rank, row->node);
         row_fields(w, r, row, r->nfields);
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
+    per_rank_omitted(w, m, omitted);
     tml__jw_close(w, '}');
 }
 
@@ -448,7 +470,13 @@ static void system_section(jw *w, const tml_report_model *m, const tml_report_ro
         tml__jw_close(w, '}');
     }
     tml__jw_open(w, "per_node", '[');
+    size_t omitted = 0;
     for (size_t i = 0; i < m->nnodes; i++) {
+        if (m->compact && (int)i != pick[0] && (int)i != pick[1] &&
+            !tml__report_named_node(m, m->nodes[i].node)) {
+            omitted++;
+            continue;
+        }
         tml__jw_open(w, NULL, '{');
         tml__jw_int(w, "node", m->nodes[i].node);
         tml__jw_int(w, "samples", (long long)m->nodes[i].samples);
@@ -456,6 +484,8 @@ static void system_section(jw *w, const tml_report_model *m, const tml_report_ro
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
+    if (m->compact)
+        tml__jw_int(w, "per_node_omitted", (long long)omitted);
     tml__jw_close(w, '}');
 }
 
@@ -480,7 +510,12 @@ static void process_section(jw *w, const tml_report_model *m, const tml_report_r
         tml__jw_close(w, '}');
     }
     tml__jw_open(w, "per_rank", '[');
+    size_t omitted = 0;
     for (size_t i = 0; i < m->nprocs; i++) {
+        if (!tml__report_named(m, m->procs[i].rank)) {
+            omitted++;
+            continue;
+        }
         tml__jw_open(w, NULL, '{');
         rank_ident(w, 1, m->procs[i].rank, m->procs[i].node);
         tml__jw_int(w, "samples", (long long)m->procs[i].samples);
@@ -488,6 +523,7 @@ static void process_section(jw *w, const tml_report_model *m, const tml_report_r
         tml__jw_close(w, '}');
     }
     tml__jw_close(w, ']');
+    per_rank_omitted(w, m, omitted);
     tml__jw_close(w, '}');
 }
 

@@ -67,8 +67,17 @@ typedef struct tml_report_rows {
     size_t samples;               /* samples over the rows (system, process) */
 } tml_report_rows;
 
+#define TML_REPORT_NAMED_RANKS 16
+
 typedef struct tml_report_model {
     const tml_run *run;
+    /* opts.compact_ranks past TML_REPORT_ALL_RANKS ranks: the ranks the
+     * per_rank lists keep (derive.c), else compact is 0 and they keep all. */
+    int compact;
+    int32_t named[TML_REPORT_NAMED_RANKS];
+    size_t nnamed;
+    int32_t named_nodes[TML_REPORT_NAMED_RANKS];   /* the system section's issues' */
+    size_t nnamed_nodes;
     const char *status;
     int exit_code;
     double duration_s;            /* NAN unknown */
@@ -170,6 +179,26 @@ static inline double tml__report_field(const void *row, const tml_report_field *
     double v;
     memcpy(&v, (const char *)row + f->off, sizeof(v));
     return v;
+}
+
+/* 1 when a per_rank list keeps rank (every rank unless m->compact). */
+static inline int tml__report_named(const tml_report_model *m, int32_t rank)
+{
+    if (!m->compact)
+        return 1;
+    for (size_t i = 0; i < m->nnamed; i++)
+        if (m->named[i] == rank)
+            return 1;
+    return 0;
+}
+
+/* 1 when the system section's issues name node (m->compact only). */
+static inline int tml__report_named_node(const tml_report_model *m, int32_t node)
+{
+    for (size_t i = 0; i < m->nnamed_nodes; i++)
+        if (m->named_nodes[i] == node)
+            return 1;
+    return 0;
 }
 
 /* The window index of the straggler the verdict names (a straggler kind

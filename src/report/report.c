@@ -186,6 +186,7 @@ static void model_opts(tml_report_model *m, const tml_report_opts *o)
     m->json_path = o ? o->json_path : NULL;
     m->not_saved = o && o->not_saved && o->not_saved[0] ? o->not_saved : NULL;
     m->width = tml__report_width(o ? o->width : 0);
+    m->compact = o && o->compact_ranks;
     if (o && o->generated_at)
         snprintf(m->generated_at, sizeof(m->generated_at), "%s", o->generated_at);
     else

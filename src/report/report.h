@@ -45,7 +45,15 @@ typedef struct tml_report_opts {
     const char *not_saved;    /* the artifacts that could not be written and
                                * why, shown as the box's NOT SAVED line;
                                * NULL or "" = no line */
+    /* 1: past TML_REPORT_ALL_RANKS ranks, the JSON's per_rank lists keep
+     * only the ranks the summary names (median, worst, straggler, the
+     * resource sections' picks and issues), each followed by
+     * per_rank_omitted: what traceml.summary() gets mid-run, which must
+     * fit a frame at any rank count. final_summary.json keeps them all. */
+    int compact_ranks;
 } tml_report_opts;
+
+#define TML_REPORT_ALL_RANKS 64
 
 /*
  * Builds the box text and the final_summary.json text (whose "text" field

@@ -12,6 +12,7 @@
 #include "model/run.h"
 #include "diag/window.h"
 #include "report/report.h"
+#include "report/model.h"
 #include "base/json.h"
 #include "base/strbuf.h"
 
@@ -222,7 +223,138 @@ static void test_ranks_apart(void)
     tml__run_release(&run);
 }
 
+/* What the ranks' records and histories hold now, in bytes. */
+static size_t held(const tml_run *run)
+{
+    size_t b = 0;
+    for (size_t i = 0; i < run->nranks; i++)
+        b += run->ranks[i].cap * sizeof(tml_step_record) +
+             run->ranks[i].past.cap * sizeof(tml_step_bucket);
+    return b;
+}
+
+/* Many ranks share the memory budget (model/run.h): what they hold stays
+ * within it, each keeps its last steps, every record is counted, and the
+ * summary says the window was limited, with the right verdict. */
+static void test_budget_is_shared(void)
+{
+    tml_run run;
+    tml__run_init(&run, "many", "id0");
+    run.world_size = 400;
+    CHECK_EQ_INT(tml__run_set_budget(&run, 8u << 20), 0);
+    tml_step_record recs[700];
+    for (int r = 0; r < 400; r++) {
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.rank = r;
+        info.world_size = 400;
+        info.instrumented = TML_PHASES_ALL;
+        tml_rank *rk = tml__run_rank(&run, &info);
+        for (uint64_t i = 0; i < 3000;) {
+            size_t k = 0;
+            for (; k < 700 && i < 3000; k++, i++)
+                fill(&recs[k], i, 3000, r, -1);
+            CHECK_EQ_INT(tml__run_add_steps(rk, recs, k), 0);
+        }
+    }
+    CHECK(held(&run) <= (8u << 20));
+    CHECK(run.lim.cap < TML_RUN_CAP_STEPS && run.lim.cap >= TML_RUN_MIN_STEPS);
+    for (size_t i = 0; i < run.nranks; i++) {
+        const tml_rank *r = &run.ranks[i];
+        CHECK_EQ_INT(tml__rank_received(r), 3000);
+        CHECK_EQ_INT(r->steps[r->nsteps - 1].step, 2999);
+        CHECK(r->past.nb <= run.lim.buckets);
+    }
+    tml_window w;
+    CHECK_EQ_INT(tml__window_compute(&run, 0, &w), 0);
+    CHECK_STR(w.limited_by, "memory");
+    CHECK(w.window_steps > 0 && w.window_steps < run.lim.cap);
+    CHECK(w.first_step >= run.lim.head);          /* never the run's first steps */
+    CHECK_EQ_INT(w.last_step, 2999);
+    CHECK(w.common_steps >= 2990 && w.common_steps <= 3000);
+    tml__window_release(&w);
+    tml_json *doc = summary_of(&run);
+    CHECK_STR(tml__json_str(tml__json_path(doc, "step_time.window.limited_by")), "memory");
+    CHECK_STR(tml__json_str(tml__json_path(doc, "step_time.diagnosis.kind")), "INPUT_BOUND");
+    tml__json_free(doc);
+    /* a larger budget later does not bring records back, and a smaller one
+     * shrinks every rank at once */
+    CHECK_EQ_INT(tml__run_set_budget(&run, 7u << 20), 0);
+    CHECK(held(&run) <= (7u << 20));
+    for (size_t i = 0; i < run.nranks; i++)
+        CHECK_EQ_INT(tml__rank_received(&run.ranks[i]), 3000);
+    tml__run_release(&run);
+}
+
+/* Past TML_WINDOW_CELLS steps x ranks the window's cap comes down, and
+ * the summary says so; below it nothing changes. */
+static void test_many_ranks_cap_the_window(void)
+{
+    tml_run run;
+    make_run(&run, 200, 2000, 0, -1);
+    tml_window w;
+    CHECK_EQ_INT(tml__window_compute(&run, 0, &w), 0);
+    CHECK_EQ_INT(w.max_steps, TML_WINDOW_CELLS / 200);
+    CHECK_EQ_INT(w.window_steps, TML_WINDOW_CELLS / 200);
+    CHECK_STR(w.limited_by, "ranks");
+    CHECK_EQ_INT(w.last_step, 1999);
+    CHECK_EQ_INT(w.common_steps, 2000);
+    tml__window_release(&w);
+    tml__run_release(&run);
+    make_run(&run, 20, 2000, 0, -1);
+    CHECK_EQ_INT(tml__window_compute(&run, 0, &w), 0);
+    CHECK(w.limited_by == NULL);
+    CHECK_EQ_INT(w.window_steps, 2000 - 5);   /* all but the warm-up */
+    tml__window_release(&w);
+    tml__run_release(&run);
+}
+
+/* traceml.summary()'s answer (compact_ranks) keeps the per-rank rows of
+ * the ranks the summary names, whatever the rank count; the file keeps all. */
+static void test_compact_answer(void)
+{
+    tml_run run;
+    make_run(&run, 300, 200, 0, -1);
+    tml_strbuf full = TML_STRBUF_INIT, small = TML_STRBUF_INIT;
+    tml_report_opts o;
+    memset(&o, 0, sizeof(o));
+    o.generated_at = "2025-01-01T00:00:00Z";
+    CHECK_EQ_INT(tml__report_build(&run, &o, NULL, &full), 0);
+    o.compact_ranks = 1;
+    CHECK_EQ_INT(tml__report_build(&run, &o, NULL, &small), 0);
+    tml_json *a = NULL, *b = NULL;
+    tml_json_error err = {0, NULL};
+    CHECK(tml__json_parse(full.buf, full.len, &a, &err) == 0);
+    CHECK(tml__json_parse(small.buf, small.len, &b, &err) == 0);
+    const char *lists[3] = { "step_time", "step_memory", "process" };
+    for (int k = 0; k < 3; k++) {
+        char path[64];
+        snprintf(path, sizeof(path), "%s.per_rank", lists[k]);
+        const tml_json *pa = tml__json_path(a, path), *pb = tml__json_path(b, path);
+        CHECK(pa && pb && pa->n == 300 && pb->n >= 1 && pb->n <= TML_REPORT_NAMED_RANKS);
+        snprintf(path, sizeof(path), "%s.per_rank_omitted", lists[k]);
+        CHECK(tml__json_path(a, path) == NULL);
+        CHECK_EQ_INT((long)num(b, path) + (long)(pb ? pb->n : 0), 300);
+    }
+    /* the worst rank (rank 299: the most input) is among those kept */
+    double worst = num(b, "step_time.worst.rank");
+    const tml_json *pb = tml__json_path(b, "step_time.per_rank");
+    int found = 0;
+    for (size_t i = 0; pb && i < pb->n; i++)
+        found |= num(tml__json_at(pb, i), "rank") == worst;
+    CHECK(found);
+    CHECK(small.len < full.len / 10);
+    CHECK_STR(tml__json_str(tml__json_path(a, "primary_diagnosis.kind")),
+              tml__json_str(tml__json_path(b, "primary_diagnosis.kind")));
+    tml__json_free(a);
+    tml__json_free(b);
+    tml__sb_release(&full);
+    tml__sb_release(&small);
+    tml__run_release(&run);
+}
+
 #define TESTS X(test_memory_is_bounded) X(test_window_is_the_last_steps) \
-    X(test_bounded_matches_whole) X(test_ranks_apart)
+    X(test_bounded_matches_whole) X(test_ranks_apart) X(test_budget_is_shared) \
+    X(test_many_ranks_cap_the_window) X(test_compact_answer)
 #include "harness.h"
 
