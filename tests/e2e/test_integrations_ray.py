@@ -83,7 +83,12 @@ def test_plain_python_slow_input_is_input_bound(plain_python, ray_env, slept):
     else:
         assert prim["kind"] == "INPUT_BOUND", prim
     wait, ref = step_metric_ms(s, "input_wait"), slept.mean(20)
-    assert covers(wait, ref, abs_ms=2.0), (wait, ref)
+    # The fetch is the sleep plus its own work (indexing, collate, the
+    # batch from the worker); on a saturated host that work waits for a
+    # core too, so it may add a quarter of the sleep, not 1 ms (busy-loop
+    # run: 41.5 ms for 35.4 ms slept).
+    extra = 0.25 * ref if host_saturated(s) else 1.0
+    assert covers(wait, ref, abs_ms=2.0, extra_ms=extra), (wait, ref, extra)
     assert "traceml: warning" not in r.stderr, r.stderr[-3000:]
 
 
