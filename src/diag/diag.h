@@ -151,6 +151,10 @@ typedef struct tml_window {
      * saturated (HIGH CPU; set by the report), else 0: INPUT-BOUND then
      * does not advise more DataLoader workers. */
     double host_cpu_busy;
+    /* The host CPU average (percent) of the node HIGH CPU looks at (the
+     * busiest), whether or not it fired; NAN unsampled. Near the HIGH CPU
+     * threshold the Next lines call the choice close (TML_HOST_CPU_CLOSE). */
+    double host_cpu_percent;
     double skew;              /* (worst - median) / median; NAN when unknown */
 } tml_window;
 
@@ -165,6 +169,17 @@ typedef enum tml_severity {
 const char *tml__severity_name(tml_severity s);   /* "INFO", ... */
 
 #define TML_DIAG_TEXT 512
+
+/* HIGH CPU (SPEC 4.3): the host CPU average, in percent, at which the
+ * system section calls the host saturated, and the step-time rules stop
+ * advising more DataLoader workers. Within TML_HOST_CPU_CLOSE points of it
+ * (75% to 85%) their Next lines call the choice close and give one text
+ * whichever side the average fell on: a run's average of samples a
+ * second apart moves by a few points between identical runs (start-up,
+ * other processes, where the samples fall; docs/diagnosis.md, "Close
+ * calls"). */
+#define TML_HOST_CPU_HIGH 80.0
+#define TML_HOST_CPU_CLOSE 5.0
 
 /* Evidence of a resource finding (step memory, system, process). */
 typedef struct tml_res_evidence {

@@ -42,7 +42,7 @@
 #define SYS_GPU_TEMP_HIGH 85.0
 #define SYS_GPU_POWER_HIGH 80.0
 #define SYS_RAM_HIGH 80.0
-#define SYS_CPU_HIGH 80.0
+#define SYS_CPU_HIGH TML_HOST_CPU_HIGH   /* diag.h: the step-time rules use it too */
 #define SYS_GPU_UTIL_LOW 30.0
 #define SYS_GPU_UTIL_MODERATE 70.0
 #define PROC_GPU_MEM_VERY_HIGH 90.0

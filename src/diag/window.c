@@ -380,6 +380,7 @@ void tml__window_release(tml_window *w)
     memset(w, 0, sizeof(*w));
     w->median_rank = w->worst_rank = -1;
     w->skew = NAN;
+    w->host_cpu_percent = NAN;
 }
 
 static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
@@ -401,6 +402,7 @@ static void window_reset(tml_window *w, size_t max_steps)
     memset(w, 0, sizeof(*w));
     w->median_rank = w->worst_rank = -1;
     w->skew = NAN;
+    w->host_cpu_percent = NAN;
     w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
     w->clock = TML_CLOCK_CPU;
     w->epoch_start_wait_ns = NAN;

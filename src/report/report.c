@@ -73,6 +73,9 @@ static void step_rule_inputs(tml_report_model *m)
     for (size_t i = 0; i < m->sys_s.nissues; i++)
         if (strcmp(m->sys_s.issues[i].kind, "HIGH_CPU") == 0)
             m->win.host_cpu_busy = m->sys_s.issues[i].res.value;
+    /* the busiest node's, as HIGH CPU takes it, fired or not */
+    tml__rows_argmax(m->nodes, m->nnodes, sizeof(*m->nodes), offsetof(tml_sys_node, cpu_percent),
+                     TML_ROWS_PLAIN, &m->win.host_cpu_percent);
     for (size_t i = 0; i < m->win.nranks && i < m->nprocs; i++) {
         m->win.ranks[i].cpu_percent = m->procs[i].cpu_percent;
         m->win.ranks[i].runq_wait_percent = m->procs[i].runq_wait_percent;
