@@ -520,6 +520,50 @@ static int share_issue(double share, double warn, double crit, const char *kind,
     return 1;
 }
 
+/*
+ * Close calls. Some Next lines choose between two pieces of advice by a
+ * measured value against a threshold (a batch's fetch against what a
+ * worker costs, the host CPU against HIGH CPU). A value near the
+ * threshold falls on either side in identical runs, and the advice would
+ * flip with it; so around each threshold a band gives one text that says
+ * the call is close, names both ways and how to settle it (`traceml
+ * tune`), the same whichever side the value fell on: it names the band,
+ * not the value. Outside the band the advice is as before. The verdicts
+ * and severities are not banded: only the Next text.
+ *
+ * A call: whether a reason against the advice holds clearly not, is too
+ * close to call, or holds clearly.
+ */
+typedef enum call { CALL_NO, CALL_CLOSE, CALL_YES } call;
+
+/* The host CPU as the rules read it: HIGH CPU's figure when it fired, else
+ * the measured average (NAN unsampled). */
+static double host_cpu(const tml_window *w)
+{
+    return w->host_cpu_busy > 0 ? w->host_cpu_busy : w->host_cpu_percent;
+}
+
+/* Is the host too busy for more workers (or ranks' collectives)? A HIGH
+ * CPU below the band (a caller's own figure) stays a yes. */
+static call host_busy_call(const tml_window *w)
+{
+    double cpu = host_cpu(w);
+    if (ge(cpu, TML_HOST_CPU_HIGH + TML_HOST_CPU_CLOSE))
+        return CALL_YES;
+    if (ge(cpu, TML_HOST_CPU_HIGH - TML_HOST_CPU_CLOSE))
+        return CALL_CLOSE;
+    return w->host_cpu_busy > 0 ? CALL_YES : CALL_NO;
+}
+
+/* "host CPU averaged between 75% and 85%, near HIGH CPU's 80%": the band,
+ * not the value, so that either side of the threshold reads the same. */
+static void host_cpu_band(char *out, size_t cap)
+{
+    snprintf(out, cap, "host CPU averaged between %.0f%% and %.0f%%, near HIGH CPU's %.0f%%",
+             TML_HOST_CPU_HIGH - TML_HOST_CPU_CLOSE, TML_HOST_CPU_HIGH + TML_HOST_CPU_CLOSE,
+             TML_HOST_CPU_HIGH);
+}
+
 /* COMMUNICATION-BOUND: the exposed communication of the rank that waited
  * least is over the thresholds. Waiting for a slow peer shows on the
  * peers only (the straggler rules name it); what the least-waiting rank
@@ -538,9 +582,13 @@ static void comm_next(const tml_window *w, tml_diagnosis *d)
         gpu |= w->ranks[i].has_gpu;
         multi_node |= w->ranks[i].nsteps && w->ranks[i].node != w->ranks[0].node;
     }
-    char cpu[96] = "";
-    if (w->host_cpu_busy > 0)
-        snprintf(cpu, sizeof(cpu), " (the host CPU averaged %.0f%%: HIGH CPU)", w->host_cpu_busy);
+    call busy = host_busy_call(w);
+    char cpu[128] = "", band[96];
+    host_cpu_band(band, sizeof(band));
+    if (busy == CALL_YES)
+        snprintf(cpu, sizeof(cpu), " (the host CPU averaged %.0f%%: HIGH CPU)", host_cpu(w));
+    else if (busy == CALL_CLOSE)   /* the same advice either side: only the note is banded */
+        snprintf(cpu, sizeof(cpu), " (the %s)", band);
     if (!multi_node && !gpu)
         snprintf(d->next, sizeof(d->next), "Every rank is on this host and trains on its CPU: "
                  "gloo reduces the gradients over loopback on the cores the training also "
@@ -550,12 +598,18 @@ static void comm_next(const tml_window *w, tml_diagnosis *d)
         snprintf(d->next, sizeof(d->next), "Every rank is on this host: the all-reduce goes "
                  "over NVLink/PCIe, no network is involved%s. %s; check that NCCL uses "
                  "peer-to-peer (NCCL_DEBUG=INFO).", cpu, less);
-    else if (w->host_cpu_busy > 0)   /* descheduled ranks hold the collectives up too */
+    else if (busy == CALL_YES)   /* descheduled ranks hold the collectives up too */
         snprintf(d->next, sizeof(d->next), "The host CPU averaged %.0f%% (HIGH CPU): ranks "
                  "waiting for CPU time hold the collectives up as much as the link does; "
                  "give each rank its cores (fewer ranks or threads per host), then look "
                  "at the transfer: a bf16/fp16 comm hook, DDP bucket_cap_mb.",
-                 w->host_cpu_busy);
+                 host_cpu(w));
+    else if (busy == CALL_CLOSE)
+        snprintf(d->next, sizeof(d->next), "The %s: a close call between giving each rank its "
+                 "cores (fewer ranks or threads per host: ranks waiting for CPU time hold the "
+                 "collectives up too) and the transfer itself (a bf16/fp16 comm hook, DDP "
+                 "bucket_cap_mb, the link between the nodes); measure it with `traceml tune "
+                 "SCRIPT`.", band);
     else
         snprintf(d->next, sizeof(d->next), "The transfer itself is slow on every rank, not a "
                  "peer: %s, overlap more of it with backward, or check the link between the "
@@ -594,10 +648,100 @@ static int comm_issue(const tml_window *w, const tml_thresholds *th, tml_diagnos
 
 /* Below this a DataLoader fetch gains nothing from worker processes. */
 #define INPUT_CHEAP_FETCH_MS 2.0
+/* Within this fraction of INPUT_CHEAP_FETCH_MS (1.5 to 2.5 ms) the call is
+ * close: the hand-over cost is an estimate (it grows with the batch), and
+ * a fetch's average moves by up to a quarter between identical runs on a
+ * busy host (docs/diagnosis.md, "Close calls"). */
+#define INPUT_CHEAP_FETCH_CLOSE 0.25
+
+/* Is a batch too cheap to fetch for a worker to pay? (A fetch is only
+ * handed over from num_workers=0.) The band is under the threshold as
+ * over it, a fraction of it. */
+static call cheap_fetch_call(int workers, double fetch_ms)
+{
+    double band = INPUT_CHEAP_FETCH_MS * INPUT_CHEAP_FETCH_CLOSE;
+    if (workers != 0 || isnan(fetch_ms))
+        return CALL_NO;
+    if (fetch_ms < INPUT_CHEAP_FETCH_MS - band)
+        return CALL_YES;
+    return fetch_ms < INPUT_CHEAP_FETCH_MS + band ? CALL_CLOSE : CALL_NO;
+}
+
+/* The number of workers to try from `workers`: min(8, max(2, cores)) from
+ * none, else double, at most the cores. */
+static int workers_to_try(int workers, int cores)
+{
+    if (workers == 0)
+        return cores > 0 ? (cores < 2 ? 2 : cores > 8 ? 8 : cores) : 4;
+    return cores > 0 && workers * 2 > cores ? cores : workers * 2;
+}
+
+/* " on 16 cores", "" when unknown. */
+static void on_cores(int cores, char *out, size_t cap)
+{
+    if (cores > 0)
+        snprintf(out, cap, " on %d core%s", cores, cores == 1 ? "" : "s");
+    else if (cap)
+        out[0] = '\0';
+}
+
+/* The text of a close call: the same whichever side of the threshold the
+ * measured value fell on, so it names the band, not the value; both ways
+ * and how to settle it. */
+static void input_close_call(const tml_window *w, const tml_rank_window *rw, double share,
+                             call fetch, call cpu, char *out, size_t cap)
+{
+    char on[32], why_fetch[160] = "", why_cpu[160] = "";
+    int workers = rw->loader_workers, cores = rw->cpu_count;
+    on_cores(cores, on, sizeof(on));
+    if (fetch == CALL_CLOSE)
+        snprintf(why_fetch, sizeof(why_fetch), ", a batch takes %.1f to %.1f ms to fetch, about "
+                 "what handing it to a worker costs (~%.0f ms)",
+                 INPUT_CHEAP_FETCH_MS * (1 - INPUT_CHEAP_FETCH_CLOSE),
+                 INPUT_CHEAP_FETCH_MS * (1 + INPUT_CHEAP_FETCH_CLOSE), INPUT_CHEAP_FETCH_MS);
+    if (cpu == CALL_CLOSE) {
+        char band[96];
+        host_cpu_band(band, sizeof(band));
+        snprintf(why_cpu, sizeof(why_cpu), "%s the %s", fetch == CALL_CLOSE ? ", and" : ",", band);
+    }
+    snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=%d)%s%s%s: a close call "
+             "between num_workers=%d%s and %s; measure it with `traceml tune SCRIPT`.",
+             pct(share), workers, on, why_fetch, why_cpu, workers_to_try(workers, cores),
+             w->clock == TML_CLOCK_GPU && !rw->loader_pin_memory ? " (with pin_memory=True)" : "",
+             fetch == CALL_CLOSE ? "a cheaper fetch (index whole batches instead of collating "
+                                   "samples one by one)"
+                                 : "cheaper batches (transforms, decoding, collation), as more "
+                                   "workers may compete with the training for cores");
+}
+
+/* More workers, or cheaper batches, by the workers and cores configured. */
+static void input_workers_next(const tml_window *w, const tml_rank_window *rw, double share,
+                               char *out, size_t cap)
+{
+    int workers = rw->loader_workers, cores = rw->cpu_count;
+    char on[32];
+    on_cores(cores, on, sizeof(on));
+    const char *pin = w->clock == TML_CLOCK_GPU && !rw->loader_pin_memory ? ", pin_memory=True" : "";
+    if (workers == 0)
+        snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=0)%s: try num_workers=%d%s.",
+                 pct(share), on, workers_to_try(workers, cores), pin);
+    else if (cores <= 0 || workers < cores)
+        snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=%d)%s: try num_workers=%d%s, "
+                 "or make each batch cheaper (transforms, decoding, storage).",
+                 pct(share), workers, on, workers_to_try(workers, cores), pin);
+    else
+        snprintf(out, cap, "Input Wait %d%% although DataLoader(num_workers=%d) already matches "
+                 "the %d cores: make each batch cheaper (transforms, decoding, collation, storage).",
+                 pct(share), workers, cores);
+}
 
 /* The INPUT-BOUND Next line, naming the user's own loader settings when
  * the rank reported them (SPEC 4.4: the cause as configured, with its
- * measured cost). The median rank's settings, else any rank's. */
+ * measured cost). The median rank's settings, else any rank's. Two
+ * reasons can speak against more workers, each a measured value against
+ * a threshold: a fetch too cheap to hand over, a host too busy. Near
+ * either threshold the advice is one close-call text, so identical runs
+ * get the same Next line. */
 static void input_next(const tml_window *w, double share, char *out, size_t cap)
 {
     const tml_rank_window *rw = NULL;
@@ -612,40 +756,27 @@ static void input_next(const tml_window *w, double share, char *out, size_t cap)
     }
     int workers = rw->loader_workers, cores = rw->cpu_count;
     double fetch_ms = rw->avg_ns[TML_M_INPUT] / 1e6;
-    if (workers == 0 && fetch_ms < INPUT_CHEAP_FETCH_MS) {
+    int grow = workers == 0 || cores <= 0 || workers < cores;   /* more workers to advise */
+    call fetch = cheap_fetch_call(workers, fetch_ms);
+    call cpu = grow ? host_busy_call(w) : CALL_NO;
+    if (fetch == CALL_YES) {
         /* a worker hands each batch over through a pipe and shared memory:
          * for a fetch this cheap that costs about as much as the fetch */
         snprintf(out, cap, "Input Wait %d%%, but a batch takes only %.2f ms to fetch: worker "
                  "processes (num_workers>0) would cost about as much to hand it over. Make "
                  "the fetch cheaper: index whole batches (BatchSampler, tensor slicing) "
                  "instead of collating samples one by one.", pct(share), fetch_ms);
-        return;
-    }
-    if (w->host_cpu_busy > 0 && (workers == 0 || cores <= 0 || workers < cores)) {
-        /* the cores more workers would need are taken already */
+    } else if (cpu == CALL_YES) {
+        /* the cores more workers would need are taken already (whatever
+         * the fetch costs: no worker then) */
         snprintf(out, cap, "Input Wait %d%%, but the host CPU averaged %.0f%% (HIGH CPU): more "
                  "DataLoader workers would compete with the training. Make batches cheaper "
                  "(transforms, decoding, collation) or prepare them ahead.", pct(share),
-                 w->host_cpu_busy);
-        return;
-    }
-    char on[32] = "";
-    if (cores > 0)
-        snprintf(on, sizeof(on), " on %d core%s", cores, cores == 1 ? "" : "s");
-    const char *pin = w->clock == TML_CLOCK_GPU && !rw->loader_pin_memory ? ", pin_memory=True" : "";
-    if (workers == 0) {
-        int k = cores > 0 ? (cores < 2 ? 2 : cores > 8 ? 8 : cores) : 4;
-        snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=0)%s: try num_workers=%d%s.",
-                 pct(share), on, k, pin);
-    } else if (cores <= 0 || workers < cores) {
-        int k = cores > 0 && workers * 2 > cores ? cores : workers * 2;
-        snprintf(out, cap, "Input Wait %d%% with DataLoader(num_workers=%d)%s: try num_workers=%d%s, "
-                 "or make each batch cheaper (transforms, decoding, storage).",
-                 pct(share), workers, on, k, pin);
+                 host_cpu(w));
+    } else if (fetch == CALL_CLOSE || cpu == CALL_CLOSE) {
+        input_close_call(w, rw, share, fetch, cpu, out, cap);
     } else {
-        snprintf(out, cap, "Input Wait %d%% although DataLoader(num_workers=%d) already matches "
-                 "the %d cores: make each batch cheaper (transforms, decoding, collation, storage).",
-                 pct(share), workers, cores);
+        input_workers_next(w, rw, share, out, cap);
     }
 }
 

@@ -724,6 +724,105 @@ static void test_input_advice_vs_saturated_host(void)
     CHECK(strstr(d.issues[0].next, "host CPU averaged 97%") != NULL);
 }
 
+/* An INPUT-BOUND window (Input Wait 64% of the step) whose batch takes
+ * fetch_ms to fetch, with the loader and host CPU given; cpu at or over
+ * HIGH CPU's threshold is also host_cpu_busy, as the report sets it. */
+static const char *input_next_at(double fetch_ms, int workers, int cores, tml_clock clock,
+                                 double cpu)
+{
+    static tml_step_diag d;
+    shares s = split(64, 0.4, 1.6, 34);
+    tml_window w = window(1, &s, 256, clock);
+    for (int m = 0; m < TML_M_COUNT; m++)
+        w.ranks[0].avg_ns[m] *= fetch_ms / 64.0;
+    w.ranks[0].step_median_ns = w.ranks[0].step_p90_ns = w.ranks[0].avg_ns[TML_M_STEP];
+    w.ranks[0].loader_known = 1;
+    w.ranks[0].loader_workers = workers;
+    w.ranks[0].cpu_count = cores;
+    w.host_cpu_percent = cpu;
+    w.host_cpu_busy = cpu >= TML_HOST_CPU_HIGH ? cpu : 0;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "INPUT_BOUND");
+    return d.primary.next;
+}
+
+#define FETCH_CLOSE "Input Wait 64% with DataLoader(num_workers=0) on 16 cores, a batch takes " \
+    "1.5 to 2.5 ms to fetch, about what handing it to a worker costs (~2 ms): a close call " \
+    "between num_workers=8 and a cheaper fetch (index whole batches instead of collating " \
+    "samples one by one); measure it with `traceml tune SCRIPT`."
+#define CPU_CLOSE "Input Wait 64% with DataLoader(num_workers=2) on 16 cores, the host CPU " \
+    "averaged between 75% and 85%, near HIGH CPU's 80%: a close call between num_workers=4 " \
+    "and cheaper batches (transforms, decoding, collation), as more workers may compete with " \
+    "the training for cores; measure it with `traceml tune SCRIPT`."
+#define BOTH_CLOSE "Input Wait 64% with DataLoader(num_workers=0) on 16 cores, a batch takes " \
+    "1.5 to 2.5 ms to fetch, about what handing it to a worker costs (~2 ms), and the host CPU " \
+    "averaged between 75% and 85%, near HIGH CPU's 80%: a close call between num_workers=8 " \
+    "(with pin_memory=True) and a cheaper fetch (index whole batches instead of collating " \
+    "samples one by one); measure it with `traceml tune SCRIPT`."
+#define SATURATED(pct) "Input Wait 64%, but the host CPU averaged " pct " (HIGH CPU): more " \
+    "DataLoader workers would compete with the training. Make batches cheaper (transforms, " \
+    "decoding, collation) or prepare them ahead."
+
+/* Close calls (docs/diagnosis.md): near the cheap-fetch threshold (2 ms,
+ * band 1.5 to 2.5 ms) and near HIGH CPU (80%, band 75% to 85%) the
+ * INPUT-BOUND Next line is one text whichever side the value fell on;
+ * outside the bands it is the advice of either side, as before. */
+static void test_input_next_close_calls(void)
+{
+    static const struct {
+        double fetch_ms;
+        int workers, cores;
+        tml_clock clock;
+        double cpu;             /* host CPU %; NAN unsampled */
+        const char *next;       /* NULL: starts with prefix */
+        const char *prefix;
+    } t[] = {
+        /* the fetch, host CPU unsampled and well below HIGH CPU */
+        { 1.49, 0, 16, TML_CLOCK_CPU, NAN, NULL, "Input Wait 64%, but a batch takes only 1.49 ms" },
+        { 1.50, 0, 16, TML_CLOCK_CPU, NAN, FETCH_CLOSE, NULL },
+        { 1.99, 0, 16, TML_CLOCK_CPU, NAN, FETCH_CLOSE, NULL },   /* just below: was "cheap" */
+        { 2.00, 0, 16, TML_CLOCK_CPU, NAN, FETCH_CLOSE, NULL },   /* just above: was "try 8" */
+        { 2.49, 0, 16, TML_CLOCK_CPU, 50, FETCH_CLOSE, NULL },
+        { 2.50, 0, 16, TML_CLOCK_CPU, 50, "Input Wait 64% with DataLoader(num_workers=0) on 16 "
+          "cores: try num_workers=8.", NULL },
+        /* the host CPU, the fetch far from cheap */
+        { 64, 2, 16, TML_CLOCK_CPU, 74.9, "Input Wait 64% with DataLoader(num_workers=2) on 16 "
+          "cores: try num_workers=4, or make each batch cheaper (transforms, decoding, "
+          "storage).", NULL },
+        { 64, 2, 16, TML_CLOCK_CPU, 75.0, CPU_CLOSE, NULL },
+        { 64, 2, 16, TML_CLOCK_CPU, 79.9, CPU_CLOSE, NULL },      /* just below: was "try 4" */
+        { 64, 2, 16, TML_CLOCK_CPU, 80.0, CPU_CLOSE, NULL },      /* HIGH CPU: was "compete" */
+        { 64, 2, 16, TML_CLOCK_CPU, 84.9, CPU_CLOSE, NULL },
+        { 64, 2, 16, TML_CLOCK_CPU, 85.0, SATURATED("85%"), NULL },
+        /* both close, either side of either threshold */
+        { 1.9, 0, 16, TML_CLOCK_GPU, 78, BOTH_CLOSE, NULL },
+        { 2.1, 0, 16, TML_CLOCK_GPU, 78, BOTH_CLOSE, NULL },
+        { 1.9, 0, 16, TML_CLOCK_GPU, 82, BOTH_CLOSE, NULL },
+        { 2.1, 0, 16, TML_CLOCK_GPU, 82, BOTH_CLOSE, NULL },
+        /* a saturated host: no workers, whatever the fetch in its band */
+        { 1.9, 0, 16, TML_CLOCK_CPU, 90, SATURATED("90%"), NULL },
+        { 2.1, 0, 16, TML_CLOCK_CPU, 90, SATURATED("90%"), NULL },
+        { 1.4, 0, 16, TML_CLOCK_CPU, 90, NULL, "Input Wait 64%, but a batch takes only 1.40 ms" },
+        /* a cheap fetch is cheap whatever the host */
+        { 1.4, 0, 16, TML_CLOCK_CPU, 78, NULL, "Input Wait 64%, but a batch takes only 1.40 ms" },
+        /* workers already match the cores: no more workers either side */
+        { 64, 16, 16, TML_CLOCK_CPU, 78, "Input Wait 64% although DataLoader(num_workers=16) "
+          "already matches the 16 cores: make each batch cheaper (transforms, decoding, "
+          "collation, storage).", NULL },
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        const char *next = input_next_at(t[i].fetch_ms, t[i].workers, t[i].cores, t[i].clock,
+                                         t[i].cpu);
+        if (t[i].next ? strcmp(next, t[i].next) != 0
+                      : strncmp(next, t[i].prefix, strlen(t[i].prefix)) != 0)
+            fprintf(stderr, "row %zu: got \"%s\"\n", i, next);
+        if (t[i].next)
+            CHECK_STR(next, t[i].next);
+        else
+            CHECK(strncmp(next, t[i].prefix, strlen(t[i].prefix)) == 0);
+    }
+}
+
 /* EPOCH START: workers restarted each epoch; left out of the window,
  * reported apart, the verdict when it outweighs the steady state's. */
 static void test_epoch_start(void)
@@ -878,6 +977,51 @@ static void test_communication_bound(void)
     CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
 }
 
+
+/* COMMUNICATION-BOUND's Next on the host CPU (close calls): across nodes
+ * a saturated host is named before the link; near HIGH CPU one text;
+ * on one host only the note about the CPU is banded. */
+static const char *comm_next_at(int nodes, double cpu)
+{
+    static tml_step_diag d;
+    shares s[2] = { split(2, 0, 31, 67), split(2, 0, 31, 67) };
+    tml_window w = window(2, s, 100, TML_CLOCK_CPU);
+    double c[2] = { 30, 25 };
+    with_comm(&w, c);
+    w.ranks[0].has_gpu = w.ranks[1].has_gpu = 1;
+    w.ranks[1].node = nodes > 1;
+    w.host_cpu_percent = cpu;
+    w.host_cpu_busy = cpu >= TML_HOST_CPU_HIGH ? cpu : 0;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
+    return d.primary.next;
+}
+
+static void test_comm_next_close_call(void)
+{
+    static const char close[] = "The host CPU averaged between 75% and 85%, near HIGH CPU's 80%: "
+        "a close call between giving each rank its cores (fewer ranks or threads per host: "
+        "ranks waiting for CPU time hold the collectives up too) and the transfer itself (a "
+        "bf16/fp16 comm hook, DDP bucket_cap_mb, the link between the nodes); measure it with "
+        "`traceml tune SCRIPT`.";
+    char below[TML_DIAG_TEXT], above[TML_DIAG_TEXT];
+    CHECK(strncmp(comm_next_at(2, 74.9), "The transfer itself is slow on every rank", 41) == 0);
+    CHECK_STR(comm_next_at(2, 75.0), close);
+    CHECK_STR(comm_next_at(2, 79.9), close);   /* just below: was the link */
+    CHECK_STR(comm_next_at(2, 80.0), close);   /* HIGH CPU: was the cores first */
+    CHECK_STR(comm_next_at(2, 84.9), close);
+    CHECK(strncmp(comm_next_at(2, 85.0), "The host CPU averaged 85% (HIGH CPU): ranks waiting", 51) == 0);
+    CHECK(strncmp(comm_next_at(2, NAN), "The transfer itself is slow on every rank", 41) == 0);
+    /* one host: the same advice either side, the note banded */
+    snprintf(below, sizeof(below), "%s", comm_next_at(1, 79.9));
+    snprintf(above, sizeof(above), "%s", comm_next_at(1, 80.0));
+    CHECK_STR(below, above);
+    CHECK(strstr(below, "no network is involved (the host CPU averaged between 75% and 85%, "
+                        "near HIGH CPU's 80%).") != NULL);
+    CHECK(strstr(comm_next_at(1, 74.9), "no network is involved. ") != NULL);
+    CHECK(strstr(comm_next_at(1, 85.0), "(the host CPU averaged 85%: HIGH CPU)") != NULL);
+}
+
 /* A rank slowed in its forward: its peer waits in the all-reduce (exposed
  * communication), which neither makes the run COMMUNICATION-BOUND nor
  * hides the straggler (the score reads Backward + Communication). */
@@ -1019,7 +1163,7 @@ static void test_straggler_cpu_contention(void)
     }
 }
 
-#define TESTS X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+#define TESTS X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
