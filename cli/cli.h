@@ -45,6 +45,8 @@ int tml__cmd_aggregate(int argc, char **argv);   /* hidden: `traceml run`'s chil
 int tml__cmd_compare(int argc, char **argv);
 int tml__cmd_export(int argc, char **argv);
 int tml__cmd_config(int argc, char **argv);
+int tml__cmd_tune(int argc, char **argv);
+extern const char tml__usage_tune[];
 extern const char tml__usage_compare[], tml__usage_export[], tml__usage_config[];
 
 extern const char tml__usage_run[], tml__usage_view[], tml__usage_serve[],

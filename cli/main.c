@@ -20,6 +20,8 @@ const tml_cli_cmd tml__cli_cmds[] = {
     {"view", tml__cmd_view, "Print a stored run summary again", tml__usage_view},
     {"serve", tml__cmd_serve, "Run the aggregator alone, for scripts launched another way",
      tml__usage_serve},
+    {"tune", tml__cmd_tune, "Try performance settings in short trials and measure what they gain",
+     tml__usage_tune},
     {"compare", tml__cmd_compare, "Compare two run summaries: improvement, regression, ...",
      tml__usage_compare},
     {"inspect", tml__cmd_inspect, "Describe a run folder, telemetry.sqlite, a summary or a manifest",

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/json.h"
+#include "report/tune.h"
 
 /* The distributed shape (dist.h): which launcher hosts the aggregator, and
  * the names every launcher of the run must agree on. */
@@ -55,6 +57,35 @@ static int validate_dist(tml_run_opts *o)
     return 0;
 }
 
+/* --apply FILE: the settings a `traceml tune` recommended, applied by the
+ * start-up code in the script's process (docs/tune.md). */
+static int check_apply(tml_run_ctx *c)
+{
+    const tml_run_opts *o = &c->o;
+    tml_json *doc = NULL;
+    if (tml__cli_read_json(o->apply, "tune result", &doc, NULL, NULL))
+        return TML_EXIT_USAGE;
+    const tml_json *v = tml__json_get(doc, "apply");
+    const char *s = tml__json_str(v);
+    char why[256];
+    int rc = 0;
+    if (!v || !tml__json_get(doc, "trials"))
+        rc = tml__cli_error("--apply %s: not a tune.json written by traceml tune", o->apply);
+    else if (!s)
+        rc = tml__cli_error("--apply %s: that tune recommended no setting (none was faster "
+                            "over its whole interval)", o->apply);
+    else if (tml__tune_settings_check(s, why, sizeof(why)) < 0)
+        rc = tml__cli_error("--apply %s: %s", o->apply, why);
+    else if (o->dashdash || o->no_auto_trace || o->disabled)
+        rc = tml__cli_error("--apply needs TraceML's start-up code in the script's process: "
+                            "not with %s", o->dashdash ? "-- COMMAND" : o->no_auto_trace
+                            ? "--no-auto-trace" : "--disable-traceml");
+    else
+        snprintf(c->apply_settings, sizeof(c->apply_settings), "%s", s);
+    tml__json_free(doc);
+    return rc;
+}
+
 /* Everything that can be checked before creating anything; an error
  * about a value from the project's file names its line. */
 static int check_all(tml_run_ctx *c)
@@ -89,6 +120,8 @@ static int check_all(tml_run_ctx *c)
         if (access(script, R_OK) < 0)
             return tml__cli_error("script '%s' is not readable", script);
     }
+    if (o->apply && check_apply(c))
+        return TML_EXIT_USAGE;
     tml__cli_origin(tml__run_from_file(c, o->run_name));
     if (o->run_name && !tml__run_name_valid(o->run_name))
         return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",

@@ -86,6 +86,8 @@ void tml__run_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disa
             size_t n = strlen(*k);
             skip = strncmp(*p, *k, n) == 0 && (*p)[n] == '=';
         }
+        if (c->apply_settings[0] && strncmp(*p, "TRACEML_TUNE_SETTINGS=", 22) == 0)
+            skip = 1;   /* --apply's win */
         if (!skip)
             env_push(e, *p);
     }
@@ -120,6 +122,8 @@ void tml__run_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disa
         env_set(e, "PYTHONPATH", v);
         free(v);
         env_set(e, "TRACEML_SCRIPT", c->zero_edit_script);
+        if (c->apply_settings[0])
+            env_set(e, "TRACEML_TUNE_SETTINGS", c->apply_settings);
     }
     if (d && d->enabled) {
         char nn[32];

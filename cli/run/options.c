@@ -55,6 +55,9 @@ const char tml__usage_run[] =
     "                          (the original's --summary-window-rows)\n"
     "  --finalize-timeout-sec S  time the summary may take before the fallback [20]\n"
     "  --aggregator-bind-host A  node 0's aggregator address, multi-host [0.0.0.0]\n"
+    "  --apply FILE            run with the settings a `traceml tune` recommended\n"
+    "                          (its tune.json), applied at start-up: the script\n"
+    "                          is not edited (docs/tune.md)\n"
     "  --args \"...\"            more script arguments, split as a shell would\n"
     "\n"
     "TraceML's options may also follow SCRIPT (traceml run train.py --mode=cli);\n"
@@ -104,7 +107,8 @@ static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
         tml__cli_opt(argc, argv, i, "--master-addr", &o->master_addr) ||
         tml__cli_opt(argc, argv, i, "--python", &o->python) ||
         tml__cli_opt(argc, argv, i, "--dashboard-bind", &o->live_bind) ||
-        tml__cli_opt(argc, argv, i, "--aggregator-bind-host", &o->agg_bind))
+        tml__cli_opt(argc, argv, i, "--aggregator-bind-host", &o->agg_bind) ||
+        tml__cli_opt(argc, argv, i, "--apply", &o->apply))
         return 1;
     if (tml__cli_opt(argc, argv, i, "--nproc-per-node", &v))
         o->nproc = tml__cli_long("--nproc-per-node", v, 1, 4096);
@@ -141,7 +145,7 @@ static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
 }
 
 /* An option without a value ("--html-report"), ours or 0.5.0's. */
-static int is_flag(const char *name)
+int tml__run_is_flag(const char *name)
 {
     for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
         if (strcmp(name, run_flags[k].name) == 0)
@@ -202,7 +206,7 @@ static void take_file_options(tml_run_ctx *c)
                              name + 2, other + 2, project->path, project->line[j]);
             }
         }
-        if (is_flag(name)) {
+        if (tml__run_is_flag(name)) {
             char *flag[] = {name, NULL};
             if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)
                 tml__cli_die(TML_EXIT_USAGE, "'%s' is a flag: true or false, got '%s'",

@@ -56,6 +56,7 @@ typedef struct tml_run_opts {
     char follower_dir[160];   /* a follower's own folder name */
     char slurm_name[128];     /* a Slurm run's name when none was given */
     const char *live_bind;    /* --dashboard-bind, NULL: the live server's default */
+    const char *apply;        /* --apply FILE: a tune.json whose settings the training gets */
     const char *agg_bind;     /* --aggregator-bind-host: node 0's aggregator, multi-host */
     double finalize_timeout_s;   /* --finalize-timeout-sec: fractions too (0.5.0's float) */
 } tml_run_opts;
@@ -73,6 +74,7 @@ typedef struct tml_run_ctx {
     tml_launch launch_kind;    /* how the training is run, for a summary in which no
                                 * rank reported */
     const char *zero_edit_script;   /* SCRIPT when zero-edit tracing is on */
+    char apply_settings[160];  /* --apply's settings (TRACEML_TUNE_SETTINGS), "" none */
     char zero_edit_dir[4200];  /* <run>/zero-edit, once written */
     /* live views (--mode cli / dashboard, live_view.h): what the aggregator
      * is asked to serve (-1: none), what it serves, and the terminal view
@@ -104,6 +106,8 @@ void tml__run_parse(tml_run_ctx *c, int argc, char **argv);
 /* Frees what tml__run_parse allocated: the command's array and the words
  * --args split (those of argc/argv, the same, are not). */
 void tml__run_opts_release(tml_run_opts *o, int argc, char **argv);
+/* 1: name ("--html-report") is an option of `traceml run` without a value. */
+int tml__run_is_flag(const char *name);
 /* "traceml.yaml:3" when value is the one that line of the project's file
  * gave, else NULL (a static buffer, valid until the next call). */
 const char *tml__run_from_file(const tml_run_ctx *c, const char *value);

@@ -1,0 +1,542 @@
+/*
+ * tune.c - `traceml tune`'s plan, statistics and report (tune.h).
+ */
+#include "tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/jsonw.h"
+#include "traceml/traceml.h"
+
+/* ---- settings ------------------------------------------------------- */
+
+/* The settings the start-up code applies (python/traceml_ai/_tune_apply.py)
+ * and their ranges; 0/1 settings have max 1. */
+static const struct {
+    const char *key;
+    double min, max;
+    int integer;
+    const char *code;          /* the line for the script; %s the value */
+} settings[] = {
+    {"num_workers", 0, 256, 1, "DataLoader(..., num_workers=%s)"},
+    {"pin_memory", 0, 1, 1, "DataLoader(..., pin_memory=%s)"},
+    {"persistent_workers", 0, 1, 1, "DataLoader(..., persistent_workers=%s)"},
+    {"prefetch_factor", 1, 64, 1, "DataLoader(..., prefetch_factor=%s)"},
+    {"threads", 1, 1024, 1, "torch.set_num_threads(%s)"},
+    {"bucket_cap_mb", 0.001, 65536, 0, "DistributedDataParallel(..., bucket_cap_mb=%s)"},
+    {"gradient_as_bucket_view", 0, 1, 1,
+     "DistributedDataParallel(..., gradient_as_bucket_view=%s)"},
+    {"comm_hook", 0, 0, 0, "ddp_model.register_comm_hook(None, default_hooks.%s_compress_hook)"},
+    {"cudnn_benchmark", 0, 1, 1, "torch.backends.cudnn.benchmark = %s"},
+};
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static int setting_of(const char *key, size_t len)
+{
+    for (size_t k = 0; k < NSETTINGS; k++)
+        if (strlen(settings[k].key) == len && strncmp(settings[k].key, key, len) == 0)
+            return (int)k;
+    return -1;
+}
+
+static int value_ok(int k, const char *v)
+{
+    if (strcmp(settings[k].key, "comm_hook") == 0)
+        return strcmp(v, "fp16") == 0 || strcmp(v, "bf16") == 0 || strcmp(v, "none") == 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= settings[k].min && x <= settings[k].max))
+        return 0;
+    return !settings[k].integer || x == floor(x);
+}
+
+int tml__tune_settings_check(const char *s, char *why, size_t cap)
+{
+    if (!s || !*s) {
+        snprintf(why, cap, "no setting");
+        return TML_EINVAL;
+    }
+    char item[TML_TUNE_SETTING];
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof(item)) {
+            snprintf(why, cap, "an empty or too long setting in '%s'", s);
+            return TML_EINVAL;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *eq = strchr(item, '=');
+        int k = eq ? setting_of(item, (size_t)(eq - item)) : -1;
+        if (!eq || k < 0) {
+            snprintf(why, cap, "'%s' is not a setting tune applies", item);
+            return TML_EINVAL;
+        }
+        if (!value_ok(k, eq + 1)) {
+            snprintf(why, cap, "'%s': not a valid value for %s", item, settings[k].key);
+            return TML_EINVAL;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* Appends "key=value" from src to dst unless dst already has the key. */
+static void merge_from(const char *src, char *out, size_t cap)
+{
+    for (const char *p = src; p && *p;) {
+        size_t len = strcspn(p, ","), klen = strcspn(p, "=");
+        int have = 0;
+        for (const char *q = out; *q && !have;) {
+            size_t qk = strcspn(q, "=");
+            have = qk == klen && strncmp(q, p, klen) == 0;
+            q += strcspn(q, ",");
+            q += *q == ',';
+        }
+        size_t used = strlen(out);
+        if (!have && klen < len && used + len + 2 < cap)
+            snprintf(out + used, cap - used, "%s%.*s", used ? "," : "", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+}
+
+void tml__tune_merge(const char *a, const char *b, char *out, size_t cap)
+{
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    merge_from(b, out, cap);   /* b's first: its keys win */
+    merge_from(a, out, cap);
+}
+
+void tml__tune_code(const char *s, tml_strbuf *out)
+{
+    for (const char *p = s; p && *p;) {
+        size_t len = strcspn(p, ","), klen = strcspn(p, "=");
+        int k = klen < len ? setting_of(p, klen) : -1;
+        if (k >= 0) {
+            char v[64];
+            snprintf(v, sizeof(v), "%.*s", (int)(len - klen - 1), p + klen + 1);
+            int flag = settings[k].integer && settings[k].max == 1;
+            if (flag)
+                snprintf(v, sizeof(v), "%s", strcmp(v, "1") == 0 ? "True" : "False");
+            const char *code = settings[k].code, *at = strstr(code, "%s");
+            tml__sb_addf(out, "%.*s%s%s\n", (int)(at - code), code, v, at + 2);
+        }
+        p += len + (p[len] == ',');
+    }
+}
+
+/* ---- statistics ----------------------------------------------------- */
+
+double tml__tune_t95(double df)
+{
+    static const double t[] = {
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+    if (!(df >= 1))
+        return NAN;
+    size_t k = (size_t)floor(df);
+    if (k <= 30)
+        return t[k - 1];
+    return k <= 60 ? 2.000 : k <= 120 ? 1.980 : 1.960;
+}
+
+static void mean_var(const double *x, size_t n, double *mean, double *var)
+{
+    double s = 0, ss = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
+    *mean = n ? s / (double)n : NAN;
+    for (size_t i = 0; i < n; i++)
+        ss += (x[i] - *mean) * (x[i] - *mean);
+    *var = n > 1 ? ss / (double)(n - 1) : NAN;
+}
+
+void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t nc,
+                       tml_tune_cmp *out)
+{
+    double mb, vb, mc, vc;
+    mean_var(base, nb, &mb, &vb);
+    mean_var(cand, nc, &mc, &vc);
+    out->base_ms = mb;
+    out->ms = mc;
+    out->change = out->lo = out->hi = NAN;
+    out->verdict = TML_TUNE_UNSURE;
+    if (nb < 2 || nc < 2 || !(mb > 0))
+        return;
+    double qb = vb / (double)nb, qc = vc / (double)nc, se = sqrt(qb + qc);
+    /* Welch-Satterthwaite; identical processes (se 0) are a point */
+    double df = se > 0 ? (qb + qc) * (qb + qc) /
+                         (qb * qb / (double)(nb - 1) + qc * qc / (double)(nc - 1))
+                       : (double)(nb + nc - 2);
+    double half = tml__tune_t95(df) * se;
+    out->change = (mc - mb) / mb;
+    out->lo = (mc - mb - half) / mb;
+    out->hi = (mc - mb + half) / mb;
+    out->verdict = out->hi < 0 ? TML_TUNE_GAIN : out->lo > 0 ? TML_TUNE_LOSS : TML_TUNE_UNSURE;
+}
+
+int tml__tune_pick(const tml_tune_result *r)
+{
+    if (r->combo >= 0 && r->arms[r->combo].cmp.verdict == TML_TUNE_GAIN)
+        return r->combo;
+    int best = -1;
+    for (size_t i = 1; i < r->narms; i++) {
+        const tml_tune_cmp *c = &r->arms[i].cmp;
+        if ((int)i != r->combo && c->verdict == TML_TUNE_GAIN &&
+            (best < 0 || c->change < r->arms[best].cmp.change))
+            best = (int)i;
+    }
+    return best;
+}
+
+/* ---- the plan ------------------------------------------------------- */
+
+static tml_tune_dir *dir_new(tml_tune_dir *out, size_t *n, size_t cap, const char *name,
+                             int ladder)
+{
+    if (*n >= cap)
+        return NULL;
+    tml_tune_dir *d = &out[(*n)++];
+    memset(d, 0, sizeof(*d));
+    snprintf(d->name, sizeof(d->name), "%s", name);
+    d->ladder = ladder;
+    d->on_best_of = -1;
+    return d;
+}
+
+static void dir_add(tml_tune_dir *d, const char *key, int v)
+{
+    if (d && d->n < TML_TUNE_STEPS)
+        snprintf(d->steps[d->n++], TML_TUNE_SETTING, "%s=%d", key, v);
+}
+
+/* Cores one rank may use: the host's shared by its ranks. */
+static int cores_per_rank(const tml_tune_base *b)
+{
+    int cores = b->cores > 0 ? b->cores : 1, ranks = b->ranks_here > 0 ? b->ranks_here : 1;
+    return cores / ranks > 0 ? cores / ranks : 1;
+}
+
+/* More workers, up to the cores a rank has (half of them on a host whose
+ * CPU is already busy), doubling; then, on top of the best, the loader's
+ * other settings. A loader that has workers also tries none (a cheap
+ * fetch costs less than handing it over). */
+static void plan_loader(const tml_tune_base *b, tml_tune_dir *out, size_t *n, size_t cap)
+{
+    int avail = cores_per_rank(b);
+    int maxw = b->host_cpu_high ? (avail / 2 > 0 ? avail / 2 : 1) : avail;
+    int wdir = (int)*n;
+    tml_tune_dir *d = dir_new(out, n, cap, "DataLoader workers", 1);
+    for (int w = b->workers > 0 ? b->workers * 2 : 1; d && w <= maxw; w *= 2)
+        dir_add(d, "num_workers", w);
+    if (d && b->workers > 0 && b->workers * 2 > maxw && b->workers < maxw)
+        dir_add(d, "num_workers", maxw);
+    if (d && d->n == 0) {
+        (*n)--;   /* no room for more workers */
+        wdir = -1;
+    }
+    if (!d)
+        wdir = -1;
+    if (b->workers > 0)
+        dir_add(dir_new(out, n, cap, "no DataLoader workers", 0), "num_workers", 0);
+    if (b->workers <= 0 && wdir < 0)
+        return;   /* the other settings need workers */
+    tml_tune_dir *x = dir_new(out, n, cap, "DataLoader settings", 0);
+    if (!x)
+        return;
+    x->on_best_of = wdir;   /* on the best worker count found; it needs workers */
+    dir_add(x, "persistent_workers", 1);
+    dir_add(x, "prefetch_factor", 4);
+    if (b->gpu && !b->pin_memory)
+        dir_add(x, "pin_memory", 1);
+}
+
+static void plan_threads(const tml_tune_base *b, tml_tune_dir *out, size_t *n, size_t cap)
+{
+    int avail = cores_per_rank(b), cores = b->cores > 0 ? b->cores : 1;
+    tml_tune_dir *d = dir_new(out, n, cap, "intra-op threads", 1);
+    if (!d)
+        return;
+    if (avail < cores)
+        dir_add(d, "threads", avail);   /* the ranks' threads oversubscribe the cores */
+    else if (cores / 2 > 1)
+        dir_add(d, "threads", cores / 2);
+    if (d->n == 0 || strcmp(d->steps[d->n - 1], "threads=1") != 0)
+        dir_add(d, "threads", 1);
+}
+
+static void plan_ddp(const tml_tune_base *b, tml_tune_dir *out, size_t *n, size_t cap)
+{
+    tml_tune_dir *d = dir_new(out, n, cap, "DDP communication", 0);
+    dir_add(d, "bucket_cap_mb", 100);
+    dir_add(d, "gradient_as_bucket_view", 1);
+    if (d && d->n < TML_TUNE_STEPS)
+        snprintf(d->steps[d->n++], TML_TUNE_SETTING, "comm_hook=fp16");
+    if (d && b->gpu && d->n < TML_TUNE_STEPS)
+        snprintf(d->steps[d->n++], TML_TUNE_SETTING, "comm_hook=bf16");
+}
+
+size_t tml__tune_plan(const tml_tune_base *b, tml_tune_dir *out, size_t cap)
+{
+    size_t n = 0;
+    int input = strstr(b->verdict, "INPUT") != NULL || strcmp(b->verdict, "EPOCH_START") == 0;
+    int comm = strcmp(b->verdict, "COMMUNICATION_BOUND") == 0;
+    if (input && b->workers >= 0)
+        plan_loader(b, out, &n, cap);
+    if (comm && b->ddp)
+        plan_ddp(b, out, &n, cap);
+    if (b->gpu) {
+        tml_tune_dir *d = dir_new(out, &n, cap, "cuDNN autotuner", 0);
+        dir_add(d, "cudnn_benchmark", 1);
+    }
+    plan_threads(b, out, &n, cap);
+    if (!input && b->workers >= 0)
+        plan_loader(b, out, &n, cap);
+    if (!comm && b->ddp)
+        plan_ddp(b, out, &n, cap);
+    return n;
+}
+
+/* ---- the report ----------------------------------------------------- */
+
+static const char *result_word(const tml_tune_arm *a)
+{
+    if (a->skipped)
+        return "not tried";
+    if (a->n == 0)
+        return "failed";
+    switch (a->cmp.verdict) {
+    case TML_TUNE_GAIN:
+        return "gain";
+    case TML_TUNE_LOSS:
+        return "loss";
+    default:
+        return a->n < 2 ? "too few runs" : "no clear change";
+    }
+}
+
+/* "-52.2% (-55.0% .. -49.1%)", or "" without an interval */
+static void change_text(const tml_tune_cmp *c, char *out, size_t cap)
+{
+    if (isnan(c->change))
+        snprintf(out, cap, "%s", "");
+    else
+        snprintf(out, cap, "%+.1f%% (%+.1f%% .. %+.1f%%)", c->change * 100, c->lo * 100,
+                 c->hi * 100);
+}
+
+/* What the measurements point at that tune does not try: settings that
+ * change what the training computes. */
+static void notes(const tml_tune_result *r, tml_strbuf *out, int json)
+{
+    const tml_tune_base *b = &r->base;
+    char line[400] = "";
+    if (strcmp(b->verdict, "COMMUNICATION_BOUND") == 0 && b->comm_bytes_per_step < 1e6)
+        snprintf(line, sizeof(line), "The all-reduce moves only %.0f KB a step: it is bound by "
+                 "latency, not bandwidth. A larger batch per step (or gradient accumulation) "
+                 "would share that latency among more samples; tune does not try it, since it "
+                 "changes what the training computes.", b->comm_bytes_per_step / 1e3);
+    else if (r->pick < 0 && strstr(b->verdict, "INPUT"))
+        snprintf(line, sizeof(line), "No loader setting paid: make each batch cheaper "
+                 "(index whole batches, lighter transforms, faster storage).");
+    if (!line[0])
+        return;
+    if (json)
+        tml__sb_add_json_str(out, line);
+    else
+        tml__sb_addf(out, "Note: %s\n", line);
+}
+
+static void text_arm(const tml_tune_arm *a, tml_strbuf *out)
+{
+    char ch[64], ms[32] = "";
+    change_text(&a->cmp, ch, sizeof(ch));
+    if (a->n)
+        snprintf(ms, sizeof(ms), "%.2f ms", a->cmp.ms);
+    tml__sb_addf(out, "    %-30s %11s   %-28s %4zu  %s", a->settings, ms, ch, a->n,
+                 result_word(a));
+    if ((a->skipped || a->failures) && a->why[0])
+        tml__sb_addf(out, " (%s)", a->why);
+    tml__sb_addc(out, '\n');
+}
+
+void tml__tune_text(const tml_tune_result *r, tml_strbuf *out)
+{
+    const tml_tune_arm *b = &r->arms[0];
+    tml__sb_addf(out, "TraceML Tune: %s\n", r->command ? r->command : "");
+    tml__sb_addf(out, "Baseline: %s, %.2f ms a step (%zu processes)\n",
+                 r->base.label[0] ? r->base.label : "no verdict", b->cmp.base_ms, b->n);
+    tml__sb_addf(out, "Trials: %d processes of %d warm-up + %d measured steps, %.0f s of a "
+                 "%.0f s budget\n\n", r->trials, r->warmup, r->steps, r->elapsed_s, r->budget_s);
+    tml__sb_addf(out, "    %-30s %11s   %-28s %4s  %s\n", "setting", "step time",
+                 "change vs baseline (95% CI)", "runs", "result");
+    const char *dir = "";
+    for (size_t i = 1; i < r->narms; i++) {
+        const tml_tune_arm *a = &r->arms[i];
+        if (strcmp(a->direction, dir) != 0) {
+            dir = a->direction;
+            tml__sb_addf(out, "  %s\n", dir);
+        }
+        text_arm(a, out);
+    }
+    tml__sb_addc(out, '\n');
+    if (r->pick < 0) {
+        tml__sb_adds(out, "Recommended: nothing. No setting tried was faster over its whole "
+                     "95% interval; keep the script's settings.\n");
+    } else {
+        const tml_tune_arm *p = &r->arms[r->pick];
+        tml__sb_addf(out, "Recommended: %s: %.1f%% less time a step (%.1f%% .. %.1f%%), %.2fx "
+                     "the steps (and samples) per second\n", p->settings, -p->cmp.change * 100,
+                     -p->cmp.hi * 100, -p->cmp.lo * 100, 1.0 / (1.0 + p->cmp.change));
+        tml__sb_adds(out, "Put in the script:\n");
+        tml_strbuf code = {0};
+        tml__tune_code(p->settings, &code);
+        for (const char *c = code.buf; c && *c;) {
+            size_t len = strcspn(c, "\n");
+            tml__sb_addf(out, "    %.*s\n", (int)len, c);
+            c += len + (c[len] == '\n');
+        }
+        tml__sb_release(&code);
+        tml__sb_addf(out, "or run it with them applied (the script unchanged):\n    traceml run "
+                     "--apply %s/tune.json %s\n", r->dir ? r->dir : ".", r->command ? r->command : "");
+    }
+    notes(r, out, 0);
+}
+
+static void json_arm(tml_jsonw *w, const tml_tune_arm *a)
+{
+    tml__jw_open(w, NULL, '{');
+    tml__jw_str(w, "settings", a->settings);
+    tml__jw_str(w, "direction", a->direction);
+    tml__jw_int(w, "runs", (long long)a->n);
+    tml__jw_int(w, "failures", a->failures);
+    tml__jw_num(w, "step_time_ms", a->n ? a->cmp.ms : NAN, 3);
+    tml__jw_num(w, "steps_per_s", a->n ? 1000.0 / a->cmp.ms : NAN, 3);
+    tml__jw_num(w, "change_percent", a->cmp.change * 100, 2);
+    tml__jw_open(w, "ci_percent", '[');
+    tml__jw_num(w, NULL, a->cmp.lo * 100, 2);
+    tml__jw_num(w, NULL, a->cmp.hi * 100, 2);
+    tml__jw_close(w, ']');
+    tml__jw_open(w, "step_time_ms_per_run", '[');
+    for (size_t i = 0; i < a->n; i++)
+        tml__jw_num(w, NULL, a->step_ms[i], 3);
+    tml__jw_close(w, ']');
+    tml__jw_str(w, "result", result_word(a));
+    tml__jw_str(w, "why", a->why[0] ? a->why : NULL);
+    tml__jw_close(w, '}');
+}
+
+static void json_head(tml_jsonw *w, const tml_tune_result *r)
+{
+    const tml_tune_arm *b = &r->arms[0];
+    tml__jw_int(w, "schema_version", 1);
+    tml__jw_str(w, "command", r->command);
+    tml__jw_open(w, "baseline", '{');
+    tml__jw_str(w, "verdict", r->base.verdict[0] ? r->base.verdict : NULL);
+    tml__jw_str(w, "label", r->base.label[0] ? r->base.label : NULL);
+    tml__jw_num(w, "step_time_ms", b->n ? b->cmp.base_ms : NAN, 3);
+    tml__jw_num(w, "steps_per_s", b->n ? 1000.0 / b->cmp.base_ms : NAN, 3);
+    tml__jw_int(w, "runs", (long long)b->n);
+    tml__jw_open(w, "step_time_ms_per_run", '[');
+    for (size_t i = 0; i < b->n; i++)
+        tml__jw_num(w, NULL, b->step_ms[i], 3);
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
+    tml__jw_int(w, "trials_run", r->trials);
+    tml__jw_int(w, "repeats", r->repeats);
+    tml__jw_int(w, "warmup_steps", r->warmup);
+    tml__jw_int(w, "measured_steps", r->steps);
+    tml__jw_num(w, "elapsed_s", r->elapsed_s, 1);
+    tml__jw_num(w, "budget_s", r->budget_s, 1);
+}
+
+void tml__tune_json(const tml_tune_result *r, tml_strbuf *out)
+{
+    tml_jsonw w;
+    tml__jw_init(&w, out, 1);
+    tml__jw_open(&w, NULL, '{');
+    json_head(&w, r);
+    tml__jw_open(&w, "trials", '[');
+    for (size_t i = 1; i < r->narms; i++)
+        if ((int)i != r->combo)
+            json_arm(&w, &r->arms[i]);
+    tml__jw_close(&w, ']');
+    if (r->combo >= 0) {
+        tml__jw_key(&w, "combination");
+        json_arm(&w, &r->arms[r->combo]);
+    } else {
+        tml__jw_null(&w, "combination");
+    }
+    /* what `traceml run --apply` applies */
+    tml__jw_str(&w, "apply", r->pick >= 0 ? r->arms[r->pick].settings : NULL);
+    tml__jw_open(&w, "code", '[');
+    tml_strbuf code = {0};
+    if (r->pick >= 0)
+        tml__tune_code(r->arms[r->pick].settings, &code);
+    for (const char *c = code.buf; c && *c;) {
+        size_t len = strcspn(c, "\n");
+        char line[256];
+        snprintf(line, sizeof(line), "%.*s", (int)len, c);
+        tml__jw_str(&w, NULL, line);
+        c += len + (c[len] == '\n');
+    }
+    tml__sb_release(&code);
+    tml__jw_close(&w, ']');
+    tml__jw_key(&w, "note");
+    size_t before = out->len;
+    notes(r, out, 1);
+    if (out->len == before)
+        tml__sb_adds(out, "null");
+    tml__jw_close(&w, '}');
+    tml__sb_addc(out, '\n');
+}
+
+static void html_esc(tml_strbuf *out, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '<')
+            tml__sb_adds(out, "&lt;");
+        else if (*s == '>')
+            tml__sb_adds(out, "&gt;");
+        else if (*s == '&')
+            tml__sb_adds(out, "&amp;");
+        else
+            tml__sb_addc(out, *s);
+    }
+}
+
+void tml__tune_html(const tml_tune_result *r, tml_strbuf *out)
+{
+    tml__sb_adds(out, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>TraceML Tune"
+                 "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:"
+                 "collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}"
+                 ".gain{color:#080}.loss{color:#b00}pre{background:#f4f4f4;padding:1em}</style>"
+                 "</head><body>\n<h1>TraceML Tune</h1>\n<p>");
+    html_esc(out, r->command);
+    tml__sb_adds(out, "</p>\n<table><tr><th>setting</th><th>step time (ms)</th><th>change vs "
+                 "baseline</th><th>95% interval</th><th>runs</th><th>result</th></tr>\n");
+    for (size_t i = 0; i < r->narms; i++) {
+        const tml_tune_arm *a = &r->arms[i];
+        const char *word = i ? result_word(a) : "";
+        tml__sb_adds(out, "<tr><td>");
+        html_esc(out, i ? a->settings : "baseline");
+        tml__sb_addf(out, "</td><td>%.2f</td>", i ? a->cmp.ms : a->cmp.base_ms);
+        if (isnan(a->cmp.change) || !i)
+            tml__sb_adds(out, "<td></td><td></td>");
+        else
+            tml__sb_addf(out, "<td>%+.1f%%</td><td>%+.1f%% .. %+.1f%%</td>", a->cmp.change * 100,
+                         a->cmp.lo * 100, a->cmp.hi * 100);
+        tml__sb_addf(out, "<td>%zu</td><td class=\"%s\">%s</td></tr>\n", a->n, word, word);
+    }
+    tml__sb_adds(out, "</table>\n<pre>");
+    tml_strbuf text = {0};
+    tml__tune_text(r, &text);
+    html_esc(out, text.buf);
+    tml__sb_release(&text);
+    tml__sb_adds(out, "</pre>\n</body></html>\n");
+}

@@ -1,0 +1,119 @@
+/*
+ * tune.h - `traceml tune`'s reckoning: which settings to try for a
+ * baseline's diagnosis, whether a setting's trials beat the baseline's
+ * (a confidence interval over processes), and the report (terminal table,
+ * tune.json, tune.html). The trials themselves are run by cli/cmd_tune.c;
+ * nothing here starts a process, so a table-driven test can feed numbers.
+ *
+ *     tml_tune_dir dirs[TML_TUNE_DIRS];
+ *     size_t n = tml__tune_plan(&base, dirs, TML_TUNE_DIRS);
+ *     ... trials ...
+ *     tml__tune_compare(base_ms, nb, cand_ms, nc, &arm->cmp);
+ *     tml__tune_text(&result, &sb);  tml__tune_json(&result, &sb);
+ *
+ * A setting string is what the injected start-up code applies
+ * (TRACEML_TUNE_SETTINGS, docs/tune.md): "num_workers=2,prefetch_factor=4".
+ */
+#ifndef TML_TUNE_H
+#define TML_TUNE_H
+
+#include <stddef.h>
+
+#include "base/strbuf.h"
+
+#define TML_TUNE_SETTING 160   /* a setting string, NUL included */
+#define TML_TUNE_RUNS 32       /* processes an arm keeps */
+#define TML_TUNE_ARMS 32       /* the baseline and the settings tried */
+#define TML_TUNE_DIRS 6
+#define TML_TUNE_STEPS 8       /* settings a direction tries at most */
+
+/* What the baseline's trials said (final_summary.json, telemetry.sqlite). */
+typedef struct tml_tune_base {
+    char verdict[40];          /* primary_diagnosis.kind: INPUT_BOUND, ... */
+    char label[64];            /* as printed: INPUT-BOUND (CRITICAL) */
+    int host_cpu_high;         /* the system section said HIGH_CPU */
+    int cores;                 /* the host's logical CPUs (0 unknown) */
+    int ranks_here;            /* training processes on this host */
+    int workers;               /* the script's DataLoader num_workers; -1: no DataLoader seen */
+    int pin_memory;
+    int gpu;                   /* step times on the GPU clock */
+    int ddp;                   /* several ranks that communicate */
+    double comm_bytes_per_step;   /* the median rank's; NAN without communication */
+    double comm_share;            /* exposed communication / Step Time, 0-1; NAN */
+} tml_tune_base;
+
+/* One direction: settings tried in order, each on top of `on`. A ladder
+ * stops at the first step that does not beat the one before it (more
+ * workers after two did not pay); a list tries every step. */
+typedef struct tml_tune_dir {
+    char name[40];
+    int ladder;
+    int on_best_of;            /* index of the direction whose best is under each step; -1 */
+    char steps[TML_TUNE_STEPS][TML_TUNE_SETTING];
+    size_t n;
+} tml_tune_dir;
+
+/* The directions worth trying for this baseline, most promising first. */
+size_t tml__tune_plan(const tml_tune_base *b, tml_tune_dir *out, size_t cap);
+
+enum { TML_TUNE_UNSURE = 0, TML_TUNE_GAIN, TML_TUNE_LOSS };
+
+/* A setting against the baseline: means over processes (each process's
+ * mean step time over its steady steps) and the 95% interval of the
+ * relative change (Welch's t over processes, so process-to-process noise
+ * is in it). GAIN only when the whole interval is below zero (faster),
+ * LOSS when it is above. change/lo/hi NAN when either side has fewer than
+ * two processes. */
+typedef struct tml_tune_cmp {
+    double base_ms, ms;        /* means */
+    double change, lo, hi;     /* (ms - base_ms) / base_ms and its interval */
+    int verdict;
+} tml_tune_cmp;
+
+void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t nc,
+                       tml_tune_cmp *out);
+/* The two-sided 95% quantile of Student's t with df degrees of freedom
+ * (rounded down: the interval errs wide). */
+double tml__tune_t95(double df);
+
+/* One arm: the baseline (settings "") or a setting, its processes. */
+typedef struct tml_tune_arm {
+    char settings[TML_TUNE_SETTING];
+    char direction[40];
+    double step_ms[TML_TUNE_RUNS];
+    size_t n;
+    int failures;              /* trial processes that gave no steady steps */
+    char why[200];             /* the last failure, or why it was not tried */
+    int skipped;               /* not tried (the budget) */
+    tml_tune_cmp cmp;
+} tml_tune_arm;
+
+typedef struct tml_tune_result {
+    const char *command;       /* the script and its arguments, as one line */
+    const char *dir;           /* the tune folder */
+    tml_tune_base base;
+    tml_tune_arm arms[TML_TUNE_ARMS];   /* arms[0]: the baseline */
+    size_t narms;
+    int combo;                 /* the arm re-measuring the best settings together; -1 */
+    int pick;                  /* the arm recommended; -1: none */
+    int trials, repeats, warmup, steps;
+    double elapsed_s, budget_s;
+} tml_tune_result;
+
+/* Picks the recommendation: the combination if it gained, else the single
+ * setting that gained most; -1 when none gained over its whole interval. */
+int tml__tune_pick(const tml_tune_result *r);
+
+/* Checks a setting string: known keys, values in range. 0, or
+ * TML_EINVAL with the reason in why. */
+int tml__tune_settings_check(const char *s, char *why, size_t cap);
+/* a's settings with b's on top (b's value wins for a key in both). */
+void tml__tune_merge(const char *a, const char *b, char *out, size_t cap);
+/* The lines to put in the script for these settings, one per setting. */
+void tml__tune_code(const char *settings, tml_strbuf *out);
+
+void tml__tune_text(const tml_tune_result *r, tml_strbuf *out);
+void tml__tune_json(const tml_tune_result *r, tml_strbuf *out);
+void tml__tune_html(const tml_tune_result *r, tml_strbuf *out);
+
+#endif

@@ -1,0 +1,223 @@
+/*
+ * test_tune.c - `traceml tune`'s reckoning (src/report/tune.c): the
+ * interval that decides a gain, the plan a diagnosis leads to, the setting
+ * strings `--apply` accepts, and the report.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "base/json.h"
+#include "report/tune.h"
+#include "traceml/traceml.h"
+
+/* Welch's interval against hand-computed figures: base 10, 11, 12 (mean
+ * 11, var 1), cand 5, 6, 7 (mean 6, var 1): se = sqrt(2/3), df = 4,
+ * t = 2.776: -5 +- 2.2666 ms over 11 ms. */
+static void test_interval_is_welch(void)
+{
+    double b[] = {10, 11, 12}, c[] = {5, 6, 7};
+    tml_tune_cmp r;
+    tml__tune_compare(b, 3, c, 3, &r);
+    CHECK_NEAR(r.base_ms, 11, 1e-9);
+    CHECK_NEAR(r.ms, 6, 1e-9);
+    CHECK_NEAR(r.change, -5.0 / 11, 1e-9);
+    CHECK_NEAR(r.lo, (-5 - 2.776 * sqrt(2.0 / 3)) / 11, 1e-6);
+    CHECK_NEAR(r.hi, (-5 + 2.776 * sqrt(2.0 / 3)) / 11, 1e-6);
+    CHECK_EQ_INT(r.verdict, TML_TUNE_GAIN);
+}
+
+/* A gain only when the whole interval is one: a noisy small change is no
+ * clear change; a clear slow-down a loss; one process is too few. */
+static void test_gain_needs_whole_interval(void)
+{
+    double b[] = {10, 12, 9, 11}, c1[] = {9.5, 11.5, 8.8, 10.9}, c2[] = {14, 15, 14.5, 15.2};
+    tml_tune_cmp r;
+    tml__tune_compare(b, 4, c1, 4, &r);
+    CHECK(r.change < 0);
+    CHECK_EQ_INT(r.verdict, TML_TUNE_UNSURE);
+    tml__tune_compare(b, 4, c2, 4, &r);
+    CHECK_EQ_INT(r.verdict, TML_TUNE_LOSS);
+    tml__tune_compare(b, 4, c2, 1, &r);
+    CHECK(isnan(r.change));
+    CHECK_EQ_INT(r.verdict, TML_TUNE_UNSURE);
+    CHECK_NEAR(tml__tune_t95(2.7), 4.303, 1e-9);   /* rounded down: wider */
+    CHECK_NEAR(tml__tune_t95(1000), 1.96, 1e-9);
+    CHECK(isnan(tml__tune_t95(0.5)));
+}
+
+static int has_step(const tml_tune_dir *d, const char *s)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->steps[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+static tml_tune_base base_of(const char *verdict, int cores, int ranks, int workers)
+{
+    tml_tune_base b;
+    memset(&b, 0, sizeof(b));
+    snprintf(b.verdict, sizeof(b.verdict), "%s", verdict);
+    b.cores = cores;
+    b.ranks_here = ranks;
+    b.workers = workers;
+    b.comm_bytes_per_step = b.comm_share = NAN;
+    return b;
+}
+
+/* INPUT-BOUND tries the loader first: more workers up to the cores a rank
+ * has, then the loader's other settings on top of the best; a busy host
+ * half as many workers. */
+static void test_plan_input_bound(void)
+{
+    tml_tune_dir d[TML_TUNE_DIRS];
+    tml_tune_base b = base_of("INPUT_BOUND", 8, 1, 0);
+    size_t n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK(n >= 3);
+    CHECK_STR(d[0].name, "DataLoader workers");
+    CHECK_EQ_INT(d[0].ladder, 1);
+    CHECK_EQ_INT(d[0].n, 4);   /* 1, 2, 4, 8 */
+    CHECK_STR(d[0].steps[3], "num_workers=8");
+    CHECK_STR(d[1].name, "DataLoader settings");
+    CHECK_EQ_INT(d[1].on_best_of, 0);
+    CHECK(has_step(&d[1], "persistent_workers=1"));
+    CHECK(!has_step(&d[1], "pin_memory=1"));   /* no GPU */
+    b.host_cpu_high = 1;
+    n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_STR(d[0].steps[d[0].n - 1], "num_workers=4");
+    /* two ranks on two cores: one worker each at most; their threads
+     * oversubscribe the cores */
+    b = base_of("INPUT_BOUND", 2, 2, 0);
+    n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_EQ_INT(d[0].n, 1);
+    CHECK_STR(d[0].steps[0], "num_workers=1");
+    int threads = -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(d[i].name, "intra-op threads") == 0)
+            threads = (int)i;
+    CHECK(threads >= 0 && has_step(&d[threads], "threads=1"));
+    /* a loader with workers also tries none */
+    b = base_of("INPUT_BOUND", 4, 1, 2);
+    n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_STR(d[0].steps[0], "num_workers=4");
+    CHECK_STR(d[1].name, "no DataLoader workers");
+    CHECK_STR(d[1].steps[0], "num_workers=0");
+}
+
+/* COMMUNICATION-BOUND tries DDP's settings first; no DataLoader seen, no
+ * loader settings; a GPU adds cuDNN's autotuner. */
+static void test_plan_communication_bound(void)
+{
+    tml_tune_dir d[TML_TUNE_DIRS];
+    tml_tune_base b = base_of("COMMUNICATION_BOUND", 2, 2, -1);
+    b.ddp = 1;
+    size_t n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_STR(d[0].name, "DDP communication");
+    CHECK(has_step(&d[0], "bucket_cap_mb=100"));
+    CHECK(has_step(&d[0], "comm_hook=fp16"));
+    CHECK(!has_step(&d[0], "comm_hook=bf16"));
+    for (size_t i = 0; i < n; i++)
+        CHECK(strstr(d[i].name, "DataLoader") == NULL);
+    b.gpu = 1;
+    b = base_of("COMPUTE_BOUND", 16, 1, 4);
+    b.gpu = 1;
+    n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_STR(d[0].name, "cuDNN autotuner");
+    CHECK_STR(d[1].name, "intra-op threads");
+    CHECK_STR(d[1].steps[0], "threads=8");
+}
+
+static void test_settings_strings(void)
+{
+    char why[200], out[TML_TUNE_SETTING];
+    CHECK_EQ_INT(tml__tune_settings_check("num_workers=2,pin_memory=1", why, sizeof(why)), 0);
+    CHECK_EQ_INT(tml__tune_settings_check("comm_hook=fp16,bucket_cap_mb=12.5", why, sizeof(why)), 0);
+    CHECK_EQ_INT(tml__tune_settings_check("batch_size=64", why, sizeof(why)), TML_EINVAL);
+    CHECK(strstr(why, "batch_size=64") != NULL);
+    CHECK_EQ_INT(tml__tune_settings_check("num_workers=-1", why, sizeof(why)), TML_EINVAL);
+    CHECK_EQ_INT(tml__tune_settings_check("num_workers=1.5", why, sizeof(why)), TML_EINVAL);
+    CHECK_EQ_INT(tml__tune_settings_check("pin_memory=2", why, sizeof(why)), TML_EINVAL);
+    CHECK_EQ_INT(tml__tune_settings_check("comm_hook=int8", why, sizeof(why)), TML_EINVAL);
+    CHECK_EQ_INT(tml__tune_settings_check("", why, sizeof(why)), TML_EINVAL);
+    CHECK_EQ_INT(tml__tune_settings_check("num_workers=2,", why, sizeof(why)), 0);
+    CHECK_EQ_INT(tml__tune_settings_check(",num_workers=2", why, sizeof(why)), TML_EINVAL);
+    tml__tune_merge("num_workers=2", "prefetch_factor=4", out, sizeof(out));
+    CHECK_STR(out, "prefetch_factor=4,num_workers=2");
+    tml__tune_merge("num_workers=2,threads=1", "num_workers=4", out, sizeof(out));
+    CHECK_STR(out, "num_workers=4,threads=1");
+    tml__tune_merge("", "threads=1", out, sizeof(out));
+    CHECK_STR(out, "threads=1");
+    tml_strbuf sb = {0};
+    tml__tune_code("num_workers=2,persistent_workers=1,comm_hook=fp16", &sb);
+    CHECK_STR(sb.buf, "DataLoader(..., num_workers=2)\n"
+                      "DataLoader(..., persistent_workers=True)\n"
+                      "ddp_model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n");
+    tml__sb_release(&sb);
+}
+
+/* The report: the recommendation, the line for the script and the file
+ * `--apply` reads; nothing recommended when nothing gained. */
+static void test_report(void)
+{
+    static tml_tune_result r;
+    memset(&r, 0, sizeof(r));
+    r.command = "train.py --epochs 1";
+    r.dir = "logs/tune_train";
+    snprintf(r.base.verdict, sizeof(r.base.verdict), "INPUT_BOUND");
+    snprintf(r.base.label, sizeof(r.base.label), "INPUT-BOUND (CRITICAL)");
+    r.narms = 3;
+    double b[] = {20, 21, 20.5, 19.8}, c1[] = {10, 10.4, 10.2}, c2[] = {21, 19, 22};
+    memcpy(r.arms[0].step_ms, b, sizeof(b));
+    r.arms[0].n = 4;
+    snprintf(r.arms[1].settings, TML_TUNE_SETTING, "num_workers=2");
+    snprintf(r.arms[1].direction, 40, "DataLoader workers");
+    memcpy(r.arms[1].step_ms, c1, sizeof(c1));
+    r.arms[1].n = 3;
+    snprintf(r.arms[2].settings, TML_TUNE_SETTING, "num_workers=2,prefetch_factor=4");
+    snprintf(r.arms[2].direction, 40, "DataLoader settings");
+    memcpy(r.arms[2].step_ms, c2, sizeof(c2));
+    r.arms[2].n = 3;
+    for (int i = 0; i < 3; i++)
+        tml__tune_compare(b, 4, r.arms[i].step_ms, r.arms[i].n, &r.arms[i].cmp);
+    r.combo = -1;
+    r.pick = tml__tune_pick(&r);
+    CHECK_EQ_INT(r.pick, 1);
+    tml_strbuf text = {0}, json = {0};
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Recommended: num_workers=2: 49.8% less time a step") != NULL);
+    CHECK(strstr(text.buf, "    DataLoader(..., num_workers=2)\n") != NULL);
+    CHECK(strstr(text.buf, "traceml run --apply logs/tune_train/tune.json train.py --epochs 1")
+          != NULL);
+    CHECK(strstr(text.buf, "no clear change") != NULL);
+    tml__tune_json(&r, &json);
+    tml_json *doc = NULL;
+    CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
+    CHECK_STR(tml__json_str(tml__json_get(doc, "apply")), "num_workers=2");
+    const tml_json *trials = tml__json_get(doc, "trials");
+    CHECK(trials && trials->n == 2);
+    CHECK_STR(tml__json_str(tml__json_get(tml__json_at(trials, 0), "result")), "gain");
+    tml__json_free(doc);
+    /* nothing gained: nothing to apply, and the loader note */
+    r.arms[1].n = 1;
+    tml__tune_compare(b, 4, c1, 1, &r.arms[1].cmp);
+    r.pick = tml__tune_pick(&r);
+    CHECK_EQ_INT(r.pick, -1);
+    tml__sb_reset(&json);
+    tml__tune_json(&r, &json);
+    CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
+    CHECK(tml__json_get(doc, "apply") && tml__json_get(doc, "apply")->type == TML_JSON_NULL);
+    CHECK(tml__json_str(tml__json_get(doc, "note")) != NULL);
+    tml__json_free(doc);
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+}
+
+#define TESTS \
+    X(test_interval_is_welch) \
+    X(test_gain_needs_whole_interval) \
+    X(test_plan_input_bound) \
+    X(test_plan_communication_bound) \
+    X(test_settings_strings) \
+    X(test_report)
+#include "harness.h"
