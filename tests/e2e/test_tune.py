@@ -1,0 +1,137 @@
+"""`traceml tune` (docs/tune.md): trials of the unmodified script with one
+setting applied at start-up, measured against the baseline's processes,
+and `traceml run --apply` of what it recommends.
+
+The quick ones are the command's refusals (one line, exit 2, nothing
+created). The others run real trials on real torch: a slow loader (workers
+win), a cheap one (workers never recommended), and 2-rank DDP (an fp16 comm
+hook really halves what each step sends; a small all-reduce is named
+latency-bound). Their budgets are small: what they check is what the
+first settings' rounds measured, not a full search (bench/ has none; the
+figures of full tunes are in docs/performance.md)."""
+import json
+import os
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import DIAG, EXAMPLES, REPO, TRACEML, base_env
+
+SLOW = os.path.join(DIAG, "input_bound.py")
+DDP = os.path.join(EXAMPLES, "distributed", "train_ddp.py")
+
+
+def run(args, cwd, timeout=600, env=None):
+    return subprocess.run([TRACEML] + args, cwd=str(cwd), env=base_env(**(env or {})),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def tune(tmp_path, *args, timeout=600):
+    logs = tmp_path / "logs"
+    r = run(["tune", "--logs-dir", str(logs)] + [str(a) for a in args], REPO, timeout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    dirs = [d for d in os.listdir(logs) if d.startswith("tune_")]
+    assert len(dirs) == 1, dirs
+    folder = logs / dirs[0]
+    with open(folder / "tune.json", encoding="utf-8") as f:
+        return r, folder, json.load(f)
+
+
+def trial(doc, settings):
+    found = [t for t in doc["trials"] if t["settings"] == settings]
+    assert found, (settings, [t["settings"] for t in doc["trials"]])
+    return found[0]
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("args,says", [
+    (["tune", "--budget", "soon", "x.py"], "--budget must be a time"),
+    (["tune", "--only", "batch", "x.py"], "--only takes loader, threads, ddp or cudnn"),
+    (["tune", "--", "ls"], "not -- COMMAND"),
+    (["tune", "missing.py"], "script 'missing.py' not found"),
+    (["tune", "--no-auto-trace", "x.py"], "not with --no-auto-trace"),
+    (["run", "--apply", "nothing.json", "x.py"], "cannot read 'nothing.json'"),
+    (["run", "--apply", "bad.json", "x.py"], "is not valid JSON"),
+    (["run", "--apply", "other.json", "x.py"], "not a tune.json"),
+    (["run", "--apply", "none.json", "x.py"], "recommended no setting"),
+    (["run", "--apply", "math.json", "x.py"], "'batch_size=64' is not a setting tune applies"),
+    (["run", "--apply", "ok.json", "--no-auto-trace", "x.py"], "not with --no-auto-trace"),
+])
+def test_refusals_are_one_line(tmp_path, args, says):
+    (tmp_path / "x.py").write_text("print('never run')\n")
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "other.json").write_text('{"schema_version": 1}')
+    for name, apply in (("none", None), ("math", "batch_size=64"), ("ok", "num_workers=1")):
+        (tmp_path / (name + ".json")).write_text(json.dumps({"trials": [], "apply": apply}))
+    r = run(args, tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and says in lines[0], r.stderr
+    assert "never run" not in r.stdout
+    assert not (tmp_path / "logs").exists()
+
+
+def test_slow_loader_workers_win_and_apply(tmp_path):
+    """A loader that sleeps 20 ms a batch with num_workers=0: a worker
+    overlaps the sleep with the step. tune measures num_workers=1 as a gain
+    over its whole interval and recommends workers; --apply runs the script
+    with them (the DataLoader the rank reported has them)."""
+    r, folder, doc = tune(tmp_path, "--only", "loader", "--repeats", 2, "--budget", 60,
+                          "--warmup", 5, "--steps", 40, SLOW, "--steps", 400,
+                          "--delay-ms", 20)
+    assert doc["baseline"]["verdict"] == "INPUT_BOUND", doc["baseline"]
+    one = trial(doc, "num_workers=1")
+    assert one["runs"] == 2 and one["result"] == "gain", one
+    # the sleep leaves the step: what is left is the model's few ms
+    assert one["change_percent"] < -30, one
+    assert doc["apply"] and doc["apply"].startswith("num_workers="), doc["apply"]
+    assert "Recommended: num_workers=" in r.stdout, r.stdout
+    assert "DataLoader(..., num_workers=" in r.stdout
+    assert os.path.exists(folder / "tune.html") and os.path.exists(folder / "tune.txt")
+    workers = int(doc["apply"].split(",")[0].split("=")[1])
+    a = run(["run", "--logs-dir", str(tmp_path / "applied"), "--run-name", "a",
+             "--apply", str(folder / "tune.json"), SLOW, "--steps", 60, "--delay-ms", 20],
+            REPO)
+    assert a.returncode == 0, a.stdout[-2000:] + a.stderr[-2000:]
+    db = sqlite3.connect(str(tmp_path / "applied" / "a" / "telemetry.sqlite"))
+    got = db.execute("SELECT loader_num_workers FROM ranks").fetchall()
+    assert got == [(workers,)], got
+
+
+def test_cheap_fetch_workers_not_recommended(tmp_path):
+    """A loader that indexes whole batches (tens of microseconds a fetch):
+    handing batches to a worker costs about as much as the fetch, so a
+    worker is never measured as a gain, and tune recommends no workers."""
+    r, folder, doc = tune(tmp_path, "--only", "loader", "--repeats", 2, "--budget", 45,
+                          "--warmup", 5, "--steps", 40, SLOW, "--steps", 400,
+                          "--delay-ms", 0)
+    one = trial(doc, "num_workers=1")
+    assert one["runs"] == 2 and one["result"] in ("loss", "no clear change"), one
+    assert not doc["apply"] or "num_workers" not in doc["apply"], doc["apply"]
+
+
+def comm_bytes(trial_dir):
+    with open(os.path.join(trial_dir, "final_summary.json"), encoding="utf-8") as f:
+        return json.load(f)["step_time"]["median"]["communication_bytes_per_step"]
+
+
+def test_ddp_comm_hook_applied_to_every_rank(tmp_path):
+    """Two ranks whose gradients are 4 MB a step: the fp16 comm hook tune
+    applies at start-up really compresses them (each step sends half the
+    bytes), and the baseline's all-reduce is named for what it is."""
+    r, folder, doc = tune(tmp_path, "--nproc-per-node", 2, "--only", "ddp", "--repeats", 2,
+                          "--budget", 1, "--warmup", 3, "--steps", 10, DDP, "--steps", 200,
+                          "--grad-mb", 4, "--device-ms", 5)
+    # a budget of 1 s: the baseline only, every setting "not tried"
+    assert all(t["result"] == "not tried" for t in doc["trials"]), doc["trials"]
+    assert [t["settings"] for t in doc["trials"]][:3] == [
+        "bucket_cap_mb=100", "gradient_as_bucket_view=1", "comm_hook=fp16"], doc["trials"]
+    base = comm_bytes(folder / "trials" / "t001")
+    hook = tmp_path / "hook"
+    env = {"TRACEML_TUNE_SETTINGS": "comm_hook=fp16"}
+    h = run(["run", "--logs-dir", str(hook), "--run-name", "h", "--nproc-per-node", "2", DDP,
+             "--steps", 20, "--grad-mb", 4, "--device-ms", 5], REPO, env=env)
+    assert h.returncode == 0, h.stdout[-2000:] + h.stderr[-2000:]
+    half = comm_bytes(hook / "h")
+    assert 0.45 * base <= half <= 0.55 * base, (base, half)
