@@ -2,8 +2,9 @@
 # this file, embedded in the binary at build time, as
 # logs/<run>/zero-edit/sitecustomize.py, first on the training's
 # PYTHONPATH; it starts TraceML in the training script's process when the
-# script does not. Imported under any other name (traceml_ai._sitecustomize)
-# it does nothing.
+# script does not, and there applies traceml tune's settings
+# (TRACEML_TUNE_SETTINGS, _tune_apply.py). Imported under any other name
+# (traceml_ai._sitecustomize) it does nothing.
 def _traceml_zero_edit():
     import os, sys
     me = sys.modules.get('sitecustomize')
@@ -30,6 +31,14 @@ def _traceml_zero_edit():
     if not script or not (spawned or (argv[0] and
             os.path.realpath(argv[0]) == os.path.realpath(script))):
         return
+    if os.environ.get('TRACEML_TUNE_SETTINGS') is not None:
+        # before zero-edit's start: torch's import runs their hooks in this
+        # order, so TraceML's own patches (DDP's constructor) wrap the tuned ones
+        try:
+            from traceml_ai import _tune_apply
+            _tune_apply.start()
+        except Exception as e:
+            sys.stderr.write('traceml: warning: TRACEML_TUNE_SETTINGS: not applied (%s)\n' % (e,))
     try:
         from traceml_ai import _zero_edit
         _zero_edit.start(script, spawned)

@@ -53,6 +53,8 @@ static const tml_env_var table[] = {
      "watch: system and process metrics only, no step tracing (traceml watch)"},
     {"TRACEML_SCRIPT", TML_ENV_PATH, NULL, 0, 0, E, NULL,
      "the script zero-edit tracing starts TraceML in (set by traceml run)"},
+    {"TRACEML_TUNE_SETTINGS", TML_ENV_STRING, NULL, 0, 0, E, NULL,
+     "key=value,... settings the zero-edit start-up applies (traceml tune, run --apply)"},
     {"TRACEML_COMM", TML_ENV_BOOL, "1", 0, 0, E, NULL,
      "off: DDP buckets and torch.distributed collectives are not timed"},
     {"TRACEML_ON_MISSING_AGGREGATOR", TML_ENV_STRING, "warn", 0, 0, E, NULL,

@@ -3,9 +3,11 @@
 It has exactly what traceml_ai patches and calls -- nn.Module's call path
 (__call__, _compiled_call_impl, _call_impl), Tensor.backward / .to / .cuda
 / .copy_, torch.autograd.backward, the optimizer-step hooks, the DataLoader
-iterator, torch.cuda, torch.compiler, torch.multiprocessing -- and the
-little a training loop touches (randn, Linear, SGD, cross_entropy, a
-DataLoader), computing nothing: a Tensor is a shape. It imports in
+(its constructor's checks too) and its iterator, torch.cuda,
+torch.compiler, torch.multiprocessing, set_num_threads, cudnn.benchmark,
+DDP's constructor and comm-hook registration (what `traceml tune` sets) --
+and the little a training loop touches (randn, Linear, SGD, cross_entropy,
+a DataLoader), computing nothing: a Tensor is a shape. It imports in
 milliseconds where the real one takes seconds, so the glue's behaviour
 (init modes, disabled paths, manual wrappers, configuration, errors) is
 tested in well under a second a test. Put its folder first on PYTHONPATH
@@ -155,8 +157,17 @@ def manual_seed(seed):
     return None
 
 
+_threads = [4]
+
+
 def set_num_threads(n):
-    return None
+    if int(n) < 1:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _threads[0] = int(n)
+
+
+def get_num_threads():
+    return _threads[0]
 
 
 class Generator(object):
@@ -192,4 +203,5 @@ def set_grad_enabled(on):
     return _grad_mode(bool(on))
 
 
-from . import autograd, compiler, cuda, distributed, multiprocessing, nn, optim, utils  # noqa: E402
+from . import (autograd, backends, compiler, cuda, distributed, multiprocessing, nn,  # noqa: E402
+               optim, utils)

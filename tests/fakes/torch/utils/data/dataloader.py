@@ -63,13 +63,31 @@ def default_collate(samples):
 
 
 class DataLoader(object):
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None,
-                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False,
-                 persistent_workers=False, **kwargs):
+    """torch 2.13's signature, and its checks of the arguments that only
+    go with workers (ValueError as torch raises them)."""
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True, **kwargs):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; "
+                             "use num_workers=0 to disable multiprocessing.")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing.")
+        elif num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None and num_workers == 0:
+            raise ValueError("multiprocessing_context can only be used with "
+                             "multi-process loading (num_workers > 0)")
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.sampler = sampler
         self.num_workers, self.pin_memory = num_workers, pin_memory
-        self.persistent_workers = persistent_workers
+        self.persistent_workers, self.prefetch_factor = persistent_workers, prefetch_factor
+        self.multiprocessing_context = multiprocessing_context
         self.collate_fn = collate_fn or default_collate
         self.convert = collate_fn or (lambda sample: sample)    # batch_size=None
 

@@ -1,0 +1,4 @@
+"""torch.backends.cudnn: the flags a script sets (tests/fakes/torch)."""
+benchmark = False
+deterministic = False
+enabled = True

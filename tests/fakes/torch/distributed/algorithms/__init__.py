@@ -1,0 +1,1 @@
+"""torch.distributed.algorithms (tests/fakes/torch)."""

@@ -1,0 +1,1 @@
+"""torch.distributed.algorithms.ddp_comm_hooks (tests/fakes/torch)."""
