@@ -421,6 +421,7 @@ static tml_tune_arm *arm_new(tune_ctx *t, const char *settings, const char *dire
     memset(a, 0, sizeof(*a));
     snprintf(a->settings, sizeof(a->settings), "%s", settings);
     snprintf(a->direction, sizeof(a->direction), "%.39s", direction);
+    a->over = -1;
     return a;
 }
 
@@ -434,6 +435,10 @@ static void compare(tune_ctx *t, tml_tune_arm *a)
 {
     const tml_tune_arm *b = &t->res.arms[0];
     tml__tune_compare(b->step_ms, b->n, a->step_ms, a->n, &a->cmp);
+    if (a->over >= 0) {
+        const tml_tune_arm *u = &t->res.arms[a->over];
+        tml__tune_compare(u->step_ms, u->n, a->step_ms, a->n, &a->vs_over);
+    }
 }
 
 /* One trial of the baseline or of arm a; a failure is kept in a->why. */
@@ -486,11 +491,12 @@ static void explore(tune_ctx *t, const tml_tune_dir *dirs, size_t nd, int *best)
     for (size_t d = 0; d < nd && !interrupted; d++) {
         const tml_tune_dir *dir = &dirs[d];
         const char *on = "";
+        int under = -1;
         best[d] = -1;
         if (!wanted(t, dir->name))
             continue;
         if (dir->on_best_of >= 0) {
-            int under = best[dir->on_best_of];
+            under = best[dir->on_best_of];
             on = under >= 0 ? t->res.arms[under].settings : "";
             if (under < 0 && t->res.base.workers <= 0)
                 continue;   /* these settings need workers, and more did not pay */
@@ -501,6 +507,7 @@ static void explore(tune_ctx *t, const tml_tune_dir *dirs, size_t nd, int *best)
             tml_tune_arm *a = arm_new(t, settings, dir->name);
             if (!a)
                 return;
+            a->over = under;
             if (!affordable(t)) {
                 a->skipped = 1;
                 snprintf(a->why, sizeof(a->why), "the budget");
@@ -514,6 +521,7 @@ static void explore(tune_ctx *t, const tml_tune_dir *dirs, size_t nd, int *best)
             int idx = (int)(a - t->res.arms);
             double prev = s == 0 ? a->cmp.base_ms : a[-1].cmp.ms;
             if (a->cmp.verdict == TML_TUNE_GAIN &&
+                (a->over < 0 || a->vs_over.verdict == TML_TUNE_GAIN) &&
                 (best[d] < 0 || a->cmp.ms < t->res.arms[best[d]].cmp.ms))
                 best[d] = idx;
             if (dir->ladder && !(a->n && a->cmp.ms < prev * 0.97))
@@ -536,6 +544,9 @@ static void combine(tune_ctx *t, const int *best, size_t nd)
         snprintf(all, sizeof(all), "%s", tmp);
     }
     t->res.combo = -1;
+    for (size_t i = 1; i < t->res.narms; i++)
+        if (strcmp(t->res.arms[i].settings, all) == 0)
+            return;   /* measured already (the loader's settings on the best workers) */
     if (gained < 2 || interrupted)
         return;
     tml_tune_arm *a = arm_new(t, all, "the best together");

@@ -184,7 +184,7 @@ def _loader_arguments(s):
     """The DataLoader's arguments with the loader settings s: those that
     only go with workers where the loader has workers."""
     def change(a):
-        forced = "num_workers" in s
+        forced = "num_workers" in s and not _iterable(a.get("dataset"))
         if forced:
             a["num_workers"] = s["num_workers"]
         if "pin_memory" in s:
@@ -199,6 +199,23 @@ def _loader_arguments(s):
             for k in ("prefetch_factor", "persistent_workers", "multiprocessing_context"):
                 a.pop(k, None)
     return change
+
+
+def _iterable(dataset):
+    """An IterableDataset yields all its items in every worker unless it
+    splits them itself (get_worker_info): another worker count would change
+    the data the training sees, so its loaders keep their own (once said)."""
+    import torch.utils.data as data
+    if not isinstance(dataset, getattr(data, "IterableDataset", ())):
+        return False
+    if not _iterable.said:
+        _iterable.said = True
+        _warn("num_workers not applied to a DataLoader of an IterableDataset (another "
+              "worker count could change the items it yields)")
+    return True
+
+
+_iterable.said = False
 
 
 def _patch_loader(torch, s):

@@ -104,11 +104,23 @@ static void merge_from(const char *src, char *out, size_t cap)
 
 void tml__tune_merge(const char *a, const char *b, char *out, size_t cap)
 {
+    char both[2 * TML_TUNE_SETTING] = "";
+    merge_from(b, both, sizeof(both));   /* b's first: its keys win */
+    merge_from(a, both, sizeof(both));
     if (cap == 0)
         return;
     out[0] = '\0';
-    merge_from(b, out, cap);   /* b's first: its keys win */
-    merge_from(a, out, cap);
+    for (size_t k = 0; k < NSETTINGS; k++) {   /* the table's order */
+        size_t klen = strlen(settings[k].key);
+        for (const char *p = both; *p;) {
+            size_t len = strcspn(p, ",");
+            size_t used = strlen(out);
+            if (len > klen && p[klen] == '=' && strncmp(p, settings[k].key, klen) == 0 &&
+                used + len + 2 < cap)
+                snprintf(out + used, cap - used, "%s%.*s", used ? "," : "", (int)len, p);
+            p += len + (p[len] == ',');
+        }
+    }
 }
 
 void tml__tune_code(const char *s, tml_strbuf *out)
@@ -187,6 +199,9 @@ int tml__tune_pick(const tml_tune_result *r)
     int best = -1;
     for (size_t i = 1; i < r->narms; i++) {
         const tml_tune_cmp *c = &r->arms[i].cmp;
+        const tml_tune_arm *a = &r->arms[i];
+        if (a->over >= 0 && a->vs_over.verdict != TML_TUNE_GAIN)
+            continue;   /* no better than the setting under it */
         if ((int)i != r->combo && c->verdict == TML_TUNE_GAIN &&
             (best < 0 || c->change < r->arms[best].cmp.change))
             best = (int)i;
@@ -306,6 +321,9 @@ size_t tml__tune_plan(const tml_tune_base *b, tml_tune_dir *out, size_t cap)
 
 static const char *result_word(const tml_tune_arm *a)
 {
+    if (a->n && a->over >= 0 && a->cmp.verdict == TML_TUNE_GAIN &&
+        a->vs_over.verdict != TML_TUNE_GAIN)
+        return "no gain over the one under it";
     if (a->skipped)
         return "not tried";
     if (a->n == 0)
@@ -352,13 +370,13 @@ static void notes(const tml_tune_result *r, tml_strbuf *out, int json)
         tml__sb_addf(out, "Note: %s\n", line);
 }
 
-static void text_arm(const tml_tune_arm *a, tml_strbuf *out)
+static void text_arm(const tml_tune_arm *a, int width, tml_strbuf *out)
 {
     char ch[64], ms[32] = "";
     change_text(&a->cmp, ch, sizeof(ch));
     if (a->n)
         snprintf(ms, sizeof(ms), "%.2f ms", a->cmp.ms);
-    tml__sb_addf(out, "    %-30s %11s   %-28s %4zu  %s", a->settings, ms, ch, a->n,
+    tml__sb_addf(out, "    %-*s %11s   %-28s %4zu  %s", width, a->settings, ms, ch, a->n,
                  result_word(a));
     if ((a->skipped || a->failures) && a->why[0])
         tml__sb_addf(out, " (%s)", a->why);
@@ -373,7 +391,11 @@ void tml__tune_text(const tml_tune_result *r, tml_strbuf *out)
                  r->base.label[0] ? r->base.label : "no verdict", b->cmp.base_ms, b->n);
     tml__sb_addf(out, "Trials: %d processes of %d warm-up + %d measured steps, %.0f s of a "
                  "%.0f s budget\n\n", r->trials, r->warmup, r->steps, r->elapsed_s, r->budget_s);
-    tml__sb_addf(out, "    %-30s %11s   %-28s %4s  %s\n", "setting", "step time",
+    int width = 24;
+    for (size_t i = 1; i < r->narms; i++)
+        if ((int)strlen(r->arms[i].settings) > width)
+            width = (int)strlen(r->arms[i].settings);
+    tml__sb_addf(out, "    %-*s %11s   %-28s %4s  %s\n", width, "setting", "step time",
                  "change vs baseline (95% CI)", "runs", "result");
     const char *dir = "";
     for (size_t i = 1; i < r->narms; i++) {
@@ -382,7 +404,7 @@ void tml__tune_text(const tml_tune_result *r, tml_strbuf *out)
             dir = a->direction;
             tml__sb_addf(out, "  %s\n", dir);
         }
-        text_arm(a, out);
+        text_arm(a, width, out);
     }
     tml__sb_addc(out, '\n');
     if (r->pick < 0) {
@@ -408,9 +430,10 @@ void tml__tune_text(const tml_tune_result *r, tml_strbuf *out)
     notes(r, out, 0);
 }
 
-static void json_arm(tml_jsonw *w, const tml_tune_arm *a)
+static void json_arm(tml_jsonw *w, const char *key, const tml_tune_result *r,
+                     const tml_tune_arm *a)
 {
-    tml__jw_open(w, NULL, '{');
+    tml__jw_open(w, key, '{');
     tml__jw_str(w, "settings", a->settings);
     tml__jw_str(w, "direction", a->direction);
     tml__jw_int(w, "runs", (long long)a->n);
@@ -428,6 +451,18 @@ static void json_arm(tml_jsonw *w, const tml_tune_arm *a)
     tml__jw_close(w, ']');
     tml__jw_str(w, "result", result_word(a));
     tml__jw_str(w, "why", a->why[0] ? a->why : NULL);
+    if (a->over >= 0) {   /* on top of another setting: the change against it */
+        tml__jw_open(w, "over", '{');
+        tml__jw_str(w, "settings", r->arms[a->over].settings);
+        tml__jw_num(w, "change_percent", a->vs_over.change * 100, 2);
+        tml__jw_open(w, "ci_percent", '[');
+        tml__jw_num(w, NULL, a->vs_over.lo * 100, 2);
+        tml__jw_num(w, NULL, a->vs_over.hi * 100, 2);
+        tml__jw_close(w, ']');
+        tml__jw_close(w, '}');
+    } else {
+        tml__jw_null(w, "over");
+    }
     tml__jw_close(w, '}');
 }
 
@@ -464,11 +499,10 @@ void tml__tune_json(const tml_tune_result *r, tml_strbuf *out)
     tml__jw_open(&w, "trials", '[');
     for (size_t i = 1; i < r->narms; i++)
         if ((int)i != r->combo)
-            json_arm(&w, &r->arms[i]);
+            json_arm(&w, NULL, r, &r->arms[i]);
     tml__jw_close(&w, ']');
     if (r->combo >= 0) {
-        tml__jw_key(&w, "combination");
-        json_arm(&w, &r->arms[r->combo]);
+        json_arm(&w, "combination", r, &r->arms[r->combo]);
     } else {
         tml__jw_null(&w, "combination");
     }

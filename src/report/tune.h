@@ -86,6 +86,11 @@ typedef struct tml_tune_arm {
     char why[200];             /* the last failure, or why it was not tried */
     int skipped;               /* not tried (the budget) */
     tml_tune_cmp cmp;
+    /* A setting on top of another's best (the loader's settings on the
+     * best worker count): that arm, and the change against it, which must
+     * be a gain too for this one to be recommended. -1: on the baseline. */
+    int over;
+    tml_tune_cmp vs_over;
 } tml_tune_arm;
 
 typedef struct tml_tune_result {
@@ -107,7 +112,9 @@ int tml__tune_pick(const tml_tune_result *r);
 /* Checks a setting string: known keys, values in range. 0, or
  * TML_EINVAL with the reason in why. */
 int tml__tune_settings_check(const char *s, char *why, size_t cap);
-/* a's settings with b's on top (b's value wins for a key in both). */
+/* a's settings with b's on top (b's value wins for a key in both), in the
+ * order of the settings' table (num_workers first), so that the same
+ * settings are always the same string. */
 void tml__tune_merge(const char *a, const char *b, char *out, size_t cap);
 /* The lines to put in the script for these settings, one per setting. */
 void tml__tune_code(const char *settings, tml_strbuf *out);

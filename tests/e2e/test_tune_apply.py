@@ -265,3 +265,24 @@ def test_through_traceml_run_with_tracing_on(traceml_run, tmp_path):
     assert "seen 1 1" in r.stdout, r.explain()
     assert r.summary()["meta"]["step_detection"] == "automatic", r.explain()
 
+
+
+def test_iterable_dataset_keeps_its_worker_count(tmp_path):
+    # each worker of an IterableDataset that does not split its items
+    # yields all of them: another count would change what the training sees
+    r = run(tmp_path, """
+        import torch
+        from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                return iter(range(4))
+
+        a = DataLoader(Stream(), batch_size=None, num_workers=0)
+        b = DataLoader(Stream(), batch_size=None, num_workers=0)
+        c = DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=2)
+        print("loader", a.num_workers, b.num_workers, c.num_workers)
+    """, "num_workers=2")
+    assert lines(r, "loader") == [["0", "0", "2"]], r.stdout + r.stderr
+    warned = [ln for ln in r.stderr.splitlines() if ln.startswith(WARNING)]
+    assert len(warned) == 1 and "IterableDataset" in warned[0], r.stderr
