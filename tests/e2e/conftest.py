@@ -41,7 +41,7 @@ FAKE_TORCH = {"PYTHONPATH": FAKES}
 SLOW_FIRST = ("test_integrations_rfdetr", "test_integrations_ray", "test_integrations_hf",
               "test_live", "test_distributed", "test_demos_050", "test_integrations_deepspeed",
               "test_unchanged", "test_comm", "test_install", "test_integrations_lightning",
-              "test_compare", "test_multinode_live")
+              "test_compare", "test_multinode_live", "test_tune")
 
 
 def pytest_configure(config):

@@ -115,7 +115,7 @@ def test_slow_loader_workers_win_and_apply(tmp_path):
     workers; --apply runs the script with them (the DataLoader the rank
     reported has them)."""
     script = loop(tmp_path)
-    r, folder, doc = tune(tmp_path, "--only", "loader", "--repeats", 3, "--budget", 150,
+    r, folder, doc = tune(tmp_path, "--only", "loader", "--repeats", 3, "--budget", 100,
                           "--warmup", 5, "--steps", 30, script, 400, 20)
     assert doc["baseline"]["verdict"] == "INPUT_BOUND", doc["baseline"]
     one = trial(doc, "num_workers=1")

@@ -128,6 +128,30 @@ static void test_plan_communication_bound(void)
     CHECK_STR(d[1].steps[0], "threads=8");
 }
 
+/* A small all-reduce is bound by latency: the report says that a larger
+ * batch would share it, and that tune does not try one; a large one gets
+ * no such note. */
+static void test_latency_bound_note(void)
+{
+    static tml_tune_result r;
+    memset(&r, 0, sizeof(r));
+    r.narms = 1;
+    r.combo = r.pick = -1;
+    r.arms[0].over = -1;
+    snprintf(r.base.verdict, sizeof(r.base.verdict), "COMMUNICATION_BOUND");
+    r.base.comm_bytes_per_step = 19e3;
+    tml_strbuf text = {0};
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Note: The all-reduce moves only 19 KB a step: it is bound by latency")
+          != NULL);
+    CHECK(strstr(text.buf, "tune does not try it") != NULL);
+    r.base.comm_bytes_per_step = 16e6;
+    tml__sb_reset(&text);
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Note:") == NULL);
+    tml__sb_release(&text);
+}
+
 static void test_settings_strings(void)
 {
     char why[200], out[TML_TUNE_SETTING];
@@ -235,6 +259,7 @@ static void test_report(void)
     X(test_gain_needs_whole_interval) \
     X(test_plan_input_bound) \
     X(test_plan_communication_bound) \
+    X(test_latency_bound_note) \
     X(test_settings_strings) \
     X(test_report)
 #include "harness.h"

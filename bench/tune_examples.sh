@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `traceml tune` on the scenario suite's examples whose Next line advises a
+# setting (docs/diagnosis.md §6, the "advice verified" column): a slow
+# loader, a cheap-fetch loader, 2-rank DDP with a bandwidth-bound and with
+# a latency-bound all-reduce. Each tune's table is printed and its folder
+# kept under $OUT (default build/tune-examples/). About 15 minutes on 2 cores.
+#
+#   scripts/venv --test && bench/tune_examples.sh [BUDGET]   # BUDGET per tune [3m]
+set -eu
+cd "$(dirname "$0")/.."
+TRACEML=${TRACEML:-.venv/bin/traceml}
+OUT=${OUT:-build/tune-examples}
+BUDGET=${1:-3m}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+mkdir -p "$OUT"
+tune() {
+    echo "=== traceml tune $*"
+    "$TRACEML" tune --logs-dir "$OUT" --budget "$BUDGET" "$@" 2>/dev/null
+}
+tune examples/diagnosis/input_bound.py --steps 2000 --delay-ms 20
+tune examples/diagnosis/input_bound.py --steps 4000 --delay-ms 0
+tune --nproc-per-node 2 examples/distributed/train_ddp.py --steps 2000 --grad-mb 16 --device-ms 5
+tune --nproc-per-node 2 examples/distributed/train_ddp.py --steps 2000
