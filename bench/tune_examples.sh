@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # `traceml tune` on the scenario suite's examples whose Next line advises a
 # setting (docs/diagnosis.md §6, the "advice verified" column): a slow
-# loader, a cheap-fetch loader, 2-rank DDP with a bandwidth-bound and with
-# a latency-bound all-reduce. Each tune's table is printed and its folder
-# kept under $OUT (default build/tune-examples/). About 15 minutes on 2 cores.
+# loader, a cheap-fetch loader, 2-rank DDP with a bandwidth-bound and with a
+# latency-bound all-reduce, and workers restarted every epoch. Each tune's
+# table is printed and its folder kept under $OUT (default
+# build/tune-examples/). About 13 minutes on 2 cores (five tunes of BUDGET).
 #
-#   scripts/venv --test && bench/tune_examples.sh [BUDGET]   # BUDGET per tune [3m]
+#   scripts/venv --test && bench/tune_examples.sh [BUDGET]   # BUDGET per tune [150s]
 set -eu
 cd "$(dirname "$0")/.."
 TRACEML=${TRACEML:-.venv/bin/traceml}
 OUT=${OUT:-build/tune-examples}
-BUDGET=${1:-3m}
+BUDGET=${1:-150s}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 mkdir -p "$OUT"
 tune() {
@@ -21,3 +22,4 @@ tune examples/diagnosis/input_bound.py --steps 2000 --delay-ms 20
 tune examples/diagnosis/input_bound.py --steps 4000 --delay-ms 0
 tune --nproc-per-node 2 examples/distributed/train_ddp.py --steps 2000 --grad-mb 16 --device-ms 5
 tune --nproc-per-node 2 examples/distributed/train_ddp.py --steps 2000
+tune --only loader examples/diagnosis/epoch_start.py --epochs 400 --steps-per-epoch 15 --delay-ms 300
