@@ -568,19 +568,36 @@ static void host_cpu_band(char *out, size_t cap)
  * least is over the thresholds. Waiting for a slow peer shows on the
  * peers only (the straggler rules name it); what the least-waiting rank
  * spends there is the transfer itself, paid by every rank. */
+/* Below this a step's all-reduce is bound by latency, not bandwidth (a
+ * gloo or NCCL round trip costs about what 1 MB takes to send). */
+#define COMM_LATENCY_BYTES 1e6
+
 /* COMMUNICATION-BOUND's Next, by where the collectives run: between
  * nodes the link is a suspect; on one node there is none (loopback or
  * NVLink/PCIe), and a CPU training's gloo reduces on the very cores the
  * training needs; a saturated host holds every collective up. */
 static void comm_next(const tml_window *w, tml_diagnosis *d)
 {
-    static const char less[] = "sync less often (gradient accumulation under model.no_sync()), "
-                               "send less (a bf16/fp16 or PowerSGD comm hook), fewer and larger "
-                               "buckets (DDP bucket_cap_mb)";
+    char less[192], moved[32];
     int multi_node = 0, gpu = 0;
+    double bytes = NAN;
     for (size_t i = 0; i < w->nranks; i++) {
         gpu |= w->ranks[i].has_gpu;
         multi_node |= w->ranks[i].nsteps && w->ranks[i].node != w->ranks[0].node;
+        if (!(bytes >= w->ranks[i].comm_bytes_per_step))
+            bytes = w->ranks[i].comm_bytes_per_step;   /* the most any rank sends */
+    }
+    if (bytes < COMM_LATENCY_BYTES) {
+        /* a few kB a step: fewer bytes or buckets change nothing (traceml
+         * tune measures no gain from an fp16 hook there) */
+        tml__fmt_bytes(bytes, moved, sizeof(moved));
+        snprintf(less, sizeof(less), "sync less often (gradient accumulation under "
+                 "model.no_sync(), or larger batches): %s a step is bound by latency, a comm "
+                 "hook or other buckets would gain little", moved);
+    } else {
+        snprintf(less, sizeof(less), "sync less often (gradient accumulation under "
+                 "model.no_sync()), send less (a bf16/fp16 or PowerSGD comm hook), fewer and "
+                 "larger buckets (DDP bucket_cap_mb)");
     }
     call busy = host_busy_call(w);
     char cpu[128] = "", band[96];
@@ -592,11 +609,11 @@ static void comm_next(const tml_window *w, tml_diagnosis *d)
     if (!multi_node && !gpu)
         snprintf(d->next, sizeof(d->next), "Every rank is on this host and trains on its CPU: "
                  "gloo reduces the gradients over loopback on the cores the training also "
-                 "needs%s, no network is involved. Give each rank its cores (fewer ranks or "
+                 "needs%.80s, no network is involved. Give each rank its cores (fewer ranks or "
                  "threads), %s; on GPUs, NCCL.", cpu, less);
     else if (!multi_node)
         snprintf(d->next, sizeof(d->next), "Every rank is on this host: the all-reduce goes "
-                 "over NVLink/PCIe, no network is involved%s. %s; check that NCCL uses "
+                 "over NVLink/PCIe, no network is involved%.80s. %s; check that NCCL uses "
                  "peer-to-peer (NCCL_DEBUG=INFO).", cpu, less);
     else if (busy == CALL_YES)   /* descheduled ranks hold the collectives up too */
         snprintf(d->next, sizeof(d->next), "The host CPU averaged %.0f%% (HIGH CPU): ranks "

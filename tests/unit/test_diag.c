@@ -943,6 +943,17 @@ static void test_communication_bound(void)
     tml__diag_step_time(&w, NULL, &d);
     CHECK(strstr(d.primary.next, "Every rank is on this host and trains on its CPU: gloo") != NULL);
     CHECK(strstr(d.primary.next, "check the link") == NULL);
+    CHECK(strstr(d.primary.next, "send less (a bf16/fp16 or PowerSGD comm hook)") != NULL);
+    /* a few kB a step: bound by latency, so no comm hook or buckets (a tune
+     * measures no gain from them there), a larger batch or fewer syncs */
+    double sent[2] = {w.ranks[0].comm_bytes_per_step, w.ranks[1].comm_bytes_per_step};
+    w.ranks[0].comm_bytes_per_step = w.ranks[1].comm_bytes_per_step = 19000;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "a step is bound by latency") != NULL);
+    CHECK(strstr(d.primary.next, "larger batches") != NULL);
+    CHECK(strstr(d.primary.next, "send less") == NULL);
+    w.ranks[0].comm_bytes_per_step = sent[0];
+    w.ranks[1].comm_bytes_per_step = sent[1];
     w.host_cpu_busy = 97;
     tml__diag_step_time(&w, NULL, &d);
     CHECK(strstr(d.primary.next, "the host CPU averaged 97%: HIGH CPU") != NULL);
