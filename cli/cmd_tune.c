@@ -544,6 +544,9 @@ static void combine(tune_ctx *t, const int *best, size_t nd)
         snprintf(all, sizeof(all), "%s", tmp);
     }
     t->res.combo = -1;
+    if (strstr(all, "num_workers=0,") && (strstr(all, "persistent_workers") ||
+                                          strstr(all, "prefetch_factor")))
+        return;   /* no workers and settings of workers: the better one alone */
     for (size_t i = 1; i < t->res.narms; i++)
         if (strcmp(t->res.arms[i].settings, all) == 0)
             return;   /* measured already (the loader's settings on the best workers) */
