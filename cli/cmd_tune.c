@@ -467,12 +467,6 @@ static void measure(tune_ctx *t, tml_tune_arm *a)
     compare(t, a);
 }
 
-/* Whether another setting's rounds fit in what is left of the budget. */
-static int affordable(const tune_ctx *t)
-{
-    return since_s(t->start_ns) + 2.0 * t->repeats * t->trial_s <= t->budget_s;
-}
-
 static void progress_line(const tune_ctx *t, const tml_tune_arm *a)
 {
     char ch[48] = "";
@@ -481,6 +475,19 @@ static void progress_line(const tune_ctx *t, const tml_tune_arm *a)
                  a->cmp.lo * 100, a->cmp.hi * 100);
     fprintf(stderr, "traceml tune: %-32s %s%s [%.0f s]\n", a->settings,
             a->n ? "measured" : "failed", ch, since_s(t->start_ns));
+}
+
+/* Measures a when its rounds fit in what is left of the budget; else
+ * marks it not tried. */
+static void measure_in_budget(tune_ctx *t, tml_tune_arm *a)
+{
+    if (since_s(t->start_ns) + 2.0 * t->repeats * t->trial_s > t->budget_s) {
+        a->skipped = 1;
+        snprintf(a->why, sizeof(a->why), "the budget");
+        return;
+    }
+    measure(t, a);
+    progress_line(t, a);
 }
 
 /* The directions of the plan in order; a ladder stops at the first step
@@ -508,13 +515,9 @@ static void explore(tune_ctx *t, const tml_tune_dir *dirs, size_t nd, int *best)
             if (!a)
                 return;
             a->over = under;
-            if (!affordable(t)) {
-                a->skipped = 1;
-                snprintf(a->why, sizeof(a->why), "the budget");
+            measure_in_budget(t, a);
+            if (a->skipped)
                 continue;
-            }
-            measure(t, a);
-            progress_line(t, a);
             /* a ladder climbs while each step is faster than the one
              * before it (by its point estimate: the interval decides what
              * is recommended, not how far to look) */
@@ -556,13 +559,7 @@ static void combine(tune_ctx *t, const int *best, size_t nd)
     if (!a)
         return;
     t->res.combo = (int)(a - t->res.arms);
-    if (!affordable(t)) {
-        a->skipped = 1;
-        snprintf(a->why, sizeof(a->why), "the budget");
-        return;
-    }
-    measure(t, a);
-    progress_line(t, a);
+    measure_in_budget(t, a);
 }
 
 static int write_out(const tune_ctx *t, const char *file, const tml_strbuf *sb)

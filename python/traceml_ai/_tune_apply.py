@@ -32,20 +32,13 @@ import sys
 
 _INT = re.compile(r"[0-9]+\Z")
 _NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)\Z")
-_warned = set()
 
 
 def _warn(msg):
-    """One line on stderr, once per message (a setting DDP refuses is said
-    once, not for every model built)."""
-    if msg in _warned:
-        return
-    _warned.add(msg)
-    try:
-        sys.stderr.write("traceml: warning: TRACEML_TUNE_SETTINGS: %s\n" % msg)
-        sys.stderr.flush()
-    except Exception:
-        pass
+    """The package's one line on stderr, once per message (a setting DDP
+    refuses is said once, not for every model built)."""
+    from . import _warn as warn
+    warn("TRACEML_TUNE_SETTINGS: %s" % msg)
 
 
 # --------------------------------------------------------------------------
