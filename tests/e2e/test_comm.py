@@ -70,9 +70,16 @@ def test_shaped_link_is_communication_bound(tmp_path):
 
 
 def test_slow_rank_on_fast_link_is_a_straggler_not_the_network(tmp_path):
+    """A step of 100 ms of compute, as the healthy run below. With the
+    default 15 ms, the slow rank's own all-reduce (gloo's 1-4 ms on the veth
+    pair) had TCP stalls of 15-50 ms in a few steps of 30, which both ranks
+    waited out: 10-13% of its 65 ms step, over the threshold -- rightly, a
+    real cost, but not the cause this test injects. At 100 ms it is
+    1.4-1.9 ms a step (3 runs, kernel 6.18)."""
     needs_netns()
     variant, p0, p1, logs0 = run_two_nodes(
-        tmp_path, args=["--slow-compute-rank", 1, "--delay-ms", 40, "--steps", 30],
+        tmp_path, args=["--slow-compute-rank", 1, "--delay-ms", 40, "--device-ms", 100,
+                        "--steps", 30],
         name="slowrank")
     assert p0.returncode == 0, explain(p0)
     assert p1.returncode == 0, explain(p1)
