@@ -984,14 +984,36 @@ static int compute_bound_issue(const tml_step_diag *st, const tml_thresholds *th
  * missing, Residual is unknown (a hand-written update would hide in it),
  * but the step is still measurable: the share outside the phases that
  * were measured is the fact the verdict states, naming what is in it. */
+/* On a saturated host a process that waits for a core between two traced
+ * phases adds that wait to Residual: the Next line says so first (a
+ * banded note near HIGH CPU, as COMMUNICATION-BOUND's). */
+static void residual_host_note(const tml_window *w, tml_diagnosis *d)
+{
+    char was[sizeof(d->next)], cpu[128] = "host CPU averaged ";
+    call busy = host_busy_call(w);
+    if (busy == CALL_NO)
+        return;
+    if (busy == CALL_YES)
+        snprintf(cpu + strlen(cpu), sizeof(cpu) - strlen(cpu), "%.0f%% (HIGH CPU)", host_cpu(w));
+    else
+        host_cpu_band(cpu, sizeof(cpu));
+    memcpy(was, d->next, sizeof(was));
+    snprintf(d->next, sizeof(d->next), "The %.100s: waiting for a core between the traced "
+             "phases is Residual too, so give the training its cores first. %.300s", cpu, was);
+}
+
 static int residual_issue(const tml_window *w, const tml_thresholds *th, double residual,
                           const char *multi, tml_diagnosis *d)
 {
     static const char look[] = "Look for work in the step outside traced phases: CPU stalls, "
                                ".item() syncs, logging.";
-    if (!isnan(residual) || !(w->missing & UNSEEN_INPUT_OPT))
-        return share_issue(residual, th->residual_warn, th->residual_crit, "RESIDUAL_HEAVY",
-                           "RESIDUAL-HEAVY", TML_M_RESIDUAL, look, multi, d);
+    if (!isnan(residual) || !(w->missing & UNSEEN_INPUT_OPT)) {
+        if (!share_issue(residual, th->residual_warn, th->residual_crit, "RESIDUAL_HEAVY",
+                         "RESIDUAL-HEAVY", TML_M_RESIDUAL, look, multi, d))
+            return 0;
+        residual_host_note(w, d);
+        return 1;
+    }
     double share = median_of(w, outside_share, TML_M_RESIDUAL, 0);
     if (!share_issue(share, th->residual_warn, th->residual_crit, "RESIDUAL_HEAVY",
                      "RESIDUAL-HEAVY", TML_M_RESIDUAL, look, multi, d))
@@ -1011,6 +1033,7 @@ static int residual_issue(const tml_window *w, const tml_thresholds *th, double 
                         "traceml.wrap_input(get_batch); " : "",
              no_opt ? "a torch.optim optimizer's step() inside trace_step (or "
                       "traceml.wrap_optimizer(optimizer)) is timed apart; " : "");
+    residual_host_note(w, d);
     return 1;
 }
 

@@ -290,10 +290,14 @@ def check_healthy(summary):
     for real: ranks waiting for a core hold the collectives up, and
     COMMUNICATION-BOUND then says so (its Next names HIGH CPU); a CPU
     training's rank that got fewer cores than its peer falls behind, and
-    the STRAGGLER then says it waited for a core."""
+    the STRAGGLER then says it waited for a core; a process waiting for a
+    core between its phases adds to Residual, and RESIDUAL-HEAVY then says
+    so."""
     prim = summary["primary_diagnosis"]
     if host_saturated(summary) and prim["kind"] == "COMMUNICATION_BOUND":
         assert "HIGH CPU" in prim["next"], prim
+    elif host_saturated(summary) and prim["kind"] == "RESIDUAL_HEAVY":
+        assert prim["next"].startswith("The host CPU averaged "), prim
     elif host_saturated(summary) and contention_straggler(prim):
         pass
     else:

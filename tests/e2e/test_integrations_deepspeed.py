@@ -10,13 +10,10 @@ import os
 
 import pytest
 
-from conftest import (EXAMPLES, covers, old_version_site, primary, step_diag,
+from conftest import (EXAMPLES, check_healthy, covers, old_version_site, primary,
                       step_metric_ms)
 
 SCRIPT = os.path.join(EXAMPLES, "integrations", "deepspeed_train.py")
-
-NO_ALARM = ("WARNING", "CRITICAL")
-
 
 def test_slow_dataset_is_input_bound(traceml_run, slept):
     """ZeRO 0 under `traceml run`: each batch sleeps 20 ms → INPUT-BOUND,
@@ -39,15 +36,14 @@ def test_accumulation_healthy(plain_python, stage):
     """ZeRO 1 / 2, plain python, 3 micro-batches per optimizer step, fast
     data: 30 optimizer steps are 30 TraceML steps (not 90), the backward
     is not counted twice (the phases fit in the step), and no WARNING or
-    CRITICAL verdict."""
+    CRITICAL verdict but what a saturated host earns (conftest.check_healthy)."""
     r = plain_python(SCRIPT, "--steps", 30, "--stage", stage, "--accum", 3,
                      env={"TRACEML_RUN_NAME": "ds%d" % stage})
     assert r.rc == 0, r.explain()
     assert "30 optimizer steps (3 micro-batches each)" in r.stdout, r.explain()
     s = r.summary()
     assert s["meta"]["common_steps"] == 30, s["meta"]
-    assert primary(s)["severity"] not in NO_ALARM, primary(s)
-    assert step_diag(s)["severity"] not in NO_ALARM, step_diag(s)
+    check_healthy(s)
     phases = sum(step_metric_ms(s, p) for p in ("input_wait", "forward", "backward",
                                                   "optimizer"))
     assert phases <= step_metric_ms(s, "step_time") * 1.02, s["step_time"]["median"]

@@ -1033,6 +1033,41 @@ static void test_comm_next_close_call(void)
     CHECK(strstr(comm_next_at(1, 85.0), "(the host CPU averaged 85%: HIGH CPU)") != NULL);
 }
 
+/* RESIDUAL-HEAVY on a saturated host: waiting for a core between the
+ * phases is Residual too, and the Next line says so first; near HIGH CPU
+ * the note is the band, the same either side. */
+static const char *residual_next_at(double cpu)
+{
+    static tml_step_diag d;
+    shares s = split(0, 0, 12, 88);
+    tml_window w = window(1, &s, 30, TML_CLOCK_CPU);
+    w.host_cpu_percent = cpu;
+    w.host_cpu_busy = cpu >= TML_HOST_CPU_HIGH ? cpu : 0;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "RESIDUAL_HEAVY");
+    return d.primary.next;
+}
+
+static void test_residual_next_on_saturated_host(void)
+{
+    static const char look[] = "Look for work in the step outside traced phases: CPU stalls, "
+                               ".item() syncs, logging.";
+    char below[TML_DIAG_TEXT], above[TML_DIAG_TEXT];
+    CHECK_STR(residual_next_at(NAN), look);
+    CHECK_STR(residual_next_at(74.9), look);
+    snprintf(below, sizeof(below), "%s", residual_next_at(79.9));
+    snprintf(above, sizeof(above), "%s", residual_next_at(80.0));
+    CHECK_STR(below, above);
+#define STARTS(s, lit) (strncmp((s), lit, sizeof(lit) - 1) == 0)
+    CHECK(STARTS(below, "The host CPU averaged between 75% and 85%, near HIGH CPU's 80%: "
+                 "waiting for a core"));
+    const char *high = residual_next_at(97.0);
+    CHECK(STARTS(high, "The host CPU averaged 97% (HIGH CPU): waiting for a core between the "
+                 "traced phases is Residual too, so give the training its cores first. "));
+#undef STARTS
+    CHECK(strstr(high, look) != NULL);
+}
+
 /* A rank slowed in its forward: its peer waits in the all-reduce (exposed
  * communication), which neither makes the run COMMUNICATION-BOUND nor
  * hides the straggler (the score reads Backward + Communication). */
@@ -1174,7 +1209,7 @@ static void test_straggler_cpu_contention(void)
     }
 }
 
-#define TESTS X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+#define TESTS X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
