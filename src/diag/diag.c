@@ -587,6 +587,7 @@ static void comm_next(const tml_window *w, tml_diagnosis *d)
         if (!(bytes >= w->ranks[i].comm_bytes_per_step))
             bytes = w->ranks[i].comm_bytes_per_step;   /* the most any rank sends */
     }
+    int cpu_host = !multi_node && !gpu;
     if (bytes < COMM_LATENCY_BYTES) {
         /* a few kB a step: fewer bytes or buckets change nothing (traceml
          * tune measures no gain from an fp16 hook there) */
@@ -594,6 +595,13 @@ static void comm_next(const tml_window *w, tml_diagnosis *d)
         snprintf(less, sizeof(less), "sync less often (gradient accumulation under "
                  "model.no_sync(), or larger batches): %s a step is bound by latency, a comm "
                  "hook or other buckets would gain little", moved);
+    } else if (cpu_host) {
+        /* loopback costs what the cores do: a comm hook's casts run on the
+         * same cores for no gain, a copy less into the buckets is a gain
+         * (both measured by traceml tune, docs/tune.md) */
+        snprintf(less, sizeof(less), "sync less often (gradient accumulation under "
+                 "model.no_sync()), copy less (DDP gradient_as_bucket_view=True); a comm "
+                 "hook's casts would take those cores too");
     } else {
         snprintf(less, sizeof(less), "sync less often (gradient accumulation under "
                  "model.no_sync()), send less (a bf16/fp16 or PowerSGD comm hook), fewer and "
@@ -606,7 +614,7 @@ static void comm_next(const tml_window *w, tml_diagnosis *d)
         snprintf(cpu, sizeof(cpu), " (the host CPU averaged %.0f%%: HIGH CPU)", host_cpu(w));
     else if (busy == CALL_CLOSE)   /* the same advice either side: only the note is banded */
         snprintf(cpu, sizeof(cpu), " (the %s)", band);
-    if (!multi_node && !gpu)
+    if (cpu_host)
         snprintf(d->next, sizeof(d->next), "Every rank is on this host and trains on its CPU: "
                  "gloo reduces the gradients over loopback on the cores the training also "
                  "needs%.80s, no network is involved. Give each rank its cores (fewer ranks or "
