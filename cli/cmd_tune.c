@@ -36,6 +36,7 @@
 #include "base/json.h"
 #include "model/progress.h"
 #include "model/run.h"
+#include "report/html.h"
 #include "report/tune.h"
 #include "run/run.h"
 #include "store/store.h"
@@ -74,6 +75,7 @@ typedef struct tune_ctx {
     int64_t start_ns;
     double trial_s;             /* a trial's mean duration so far */
     char command[1024];
+    char base_dir[4400];        /* the first baseline trial's run folder */
     tml_tune_result res;
 } tune_ctx;
 
@@ -405,8 +407,10 @@ static int trial(tune_ctx *t, const char *settings, double *ms, char *why, size_
                  WIFEXITED(status) ? "it exited" : "it was killed", name);
     else if ((rc = steady_ms(&run, t, ms, why, cap)) < 0)
         snprintf(why + strlen(why), cap - strlen(why), "; see trials/%s.log", name);
-    if (rc == 0 && learn)
+    if (rc == 0 && learn) {
         learn_base(t, &run, run_dir);
+        snprintf(t->base_dir, sizeof(t->base_dir), "%s", run_dir);
+    }
     if (s)
         tml__store_close(s);
     tml__run_release(&run);
@@ -573,6 +577,31 @@ static int write_out(const tune_ctx *t, const char *file, const tml_strbuf *sb)
     return 0;
 }
 
+/* tune.html: the baseline trial's own report (final_summary.json, drawn
+ * by web/report.js) with the tune as its first section ("tune": tune.json);
+ * without that summary, tune's page alone. */
+static void tune_html(const tune_ctx *t, const tml_strbuf *json, tml_strbuf *html)
+{
+    char p[4500], *sum = NULL;
+    size_t len = 0;
+    snprintf(p, sizeof(p), "%s/final_summary.json", t->base_dir);
+    if (t->base_dir[0] && tml__read_file(p, (size_t)256 << 20, &sum, &len) == 0)
+        while (len > 0 && sum[len - 1] != '}')
+            len--;
+    if (len < 2) {
+        tml__tune_html(&t->res, html);
+    } else {
+        tml_strbuf doc = {0};
+        tml__sb_add(&doc, sum, len - 1);
+        tml__sb_adds(&doc, ",\n\"tune\": ");
+        tml__sb_add(&doc, json->buf, json->len);
+        tml__sb_adds(&doc, "}\n");
+        tml__html_render(doc.buf, doc.len, html);
+        tml__sb_release(&doc);
+    }
+    free(sum);
+}
+
 static void report(tune_ctx *t)
 {
     tml_tune_result *r = &t->res;
@@ -584,7 +613,7 @@ static void report(tune_ctx *t)
     tml_strbuf text = {0}, json = {0}, html = {0};
     tml__tune_text(r, &text);
     tml__tune_json(r, &json);
-    tml__tune_html(r, &html);
+    tune_html(t, &json, &html);
     fputs("\n", stdout);
     tml__cli_print_summary(text.buf);
     write_out(t, "tune.txt", &text);

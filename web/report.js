@@ -96,6 +96,36 @@
     return d;
   }
 
+  /* ---- traceml tune ------------------------------------------------
+   * tune.html is the baseline trial's own report with the tune's result
+   * (tune.json, docs/tune.md) in "tune": shown first, the run below. */
+  function signed(v) { return isNum(v) ? (v > 0 ? "+" : "") + v.toFixed(1) + "%" : ""; }
+  if (S.tune) {
+    var T = S.tune, TB = T.baseline || {};
+    var tsec = el("section", { id: "tune" }, el("h1", { text: "TraceML Tune" }));
+    tsec.appendChild(el("div", { cls: "meta", id: "tune-header", text: [T.command,
+      T.trials_run + " trials", T.repeats + " processes a side",
+      num(T.elapsed_s, 0) + " s of a " + num(T.budget_s, 0) + " s budget"].join(" \u00b7 ") }));
+    var trows = [["baseline" + (TB.label ? " (" + TB.label + ")" : ""), ms(TB.step_time_ms),
+      num(TB.steps_per_s, 2), "", "", TB.runs, ""]];
+    (T.trials || []).concat(T.combination ? [T.combination] : []).forEach(function (a) {
+      var c = a.ci_percent || [];
+      trows.push({ cls: a.result === "gain" ? "gain" : a.result === "loss" ? "loss" : "",
+        cells: [a.settings, a.runs ? ms(a.step_time_ms) : "", a.runs ? num(a.steps_per_s, 2) : "",
+          signed(a.change_percent), isNum(c[0]) ? signed(c[0]) + " .. " + signed(c[1]) : "",
+          a.runs, a.result + (a.why && !a.runs ? " (" + a.why + ")" : "")] });
+    });
+    tsec.appendChild(table(["Setting", "Step time", "Steps/s", "Change", "95% interval",
+      "Runs", "Result"], trows, "tune"));
+    tsec.appendChild(el("p", { id: "tune-pick", text: T.apply ? "Recommended: " + T.apply +
+      " \u2014 traceml run --apply tune.json SCRIPT, or in the script:" :
+      "Nothing recommended: no setting was faster over its whole interval." }));
+    if (T.code && T.code.length) tsec.appendChild(el("pre", { cls: "box", text: T.code.join("\n") }));
+    if (T.note) tsec.appendChild(el("p", { cls: "note", text: "Note: " + T.note }));
+    tsec.appendChild(el("p", { cls: "meta", text: "Below: the baseline trial's own run report." }));
+    root.appendChild(tsec);
+  }
+
   /* ---- banner and header ------------------------------------------ */
   var meta = S.meta || {};
   var verdict = S.primary_diagnosis || {};

@@ -220,6 +220,53 @@ def test_view_html_without_series(tmp_path):
     assert "BOX &lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in dom   # shown as text, not markup
 
 
+# what `traceml tune` writes into tune.html's data block beside the
+# baseline trial's summary (tune.json, docs/tune.md)
+TUNE = {
+    "schema_version": 1, "command": "train.py --epochs 1",
+    "baseline": {"verdict": "INPUT_BOUND", "label": "INPUT-BOUND", "step_time_ms": 42.1,
+                 "steps_per_s": 23.75, "runs": 3, "step_time_ms_per_run": [42.0, 42.2, 42.1]},
+    "trials_run": 9, "repeats": 3, "warmup_steps": 10, "measured_steps": 50,
+    "elapsed_s": 96.0, "budget_s": 300.0,
+    "trials": [
+        {"settings": "num_workers=1", "direction": "DataLoader workers", "runs": 3,
+         "failures": 0, "step_time_ms": 20.5, "steps_per_s": 48.8, "change_percent": -51.3,
+         "ci_percent": [-52.0, -50.6], "step_time_ms_per_run": [20.4, 20.5, 20.6],
+         "result": "gain", "why": None, "over": None},
+        {"settings": "prefetch_factor=4", "direction": "DataLoader settings", "runs": 0,
+         "failures": 0, "step_time_ms": None, "steps_per_s": None, "change_percent": None,
+         "ci_percent": [None, None], "step_time_ms_per_run": [], "result": "not tried",
+         "why": "the budget", "over": None}],
+    "combination": None, "apply": "num_workers=1",
+    "code": ["DataLoader(..., num_workers=1)"], "note": None}
+
+
+def test_tune_section_renders(run_dir, tmp_path):
+    """tune.html is the baseline trial's report with "tune" in its data
+    block: the page shows the tune first (each setting, its change and
+    interval, the recommendation and its line of code), then the run."""
+    doc = json.loads((run_dir / "final_summary.json").read_text())
+    doc["tune"] = TUNE
+    (tmp_path / "tuned.json").write_text(json.dumps(doc))
+    p = subprocess.run([TRACEML, "view", "tuned.json", "--html"], cwd=str(tmp_path),
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    with Page(tmp_path / "tuned.html") as pg:
+        assert pg.errors == [] and 'data-rendered="1"' in body(pg.dom), pg.errors
+        tune = pg.browser.evaluate("document.getElementById('tune').innerText")
+        rows = pg.browser.evaluate("Array.from(document.querySelectorAll('table.tune tr'))"
+                                   ".map(function (r) { return r.className + '|' + r.innerText; })")
+        first = pg.browser.evaluate("document.querySelector('h1').innerText")
+    assert first == "TraceML Tune"
+    assert "train.py --epochs 1" in tune and "9 trials" in tune, tune
+    assert "Recommended: num_workers=1" in tune and "DataLoader(..., num_workers=1)" in tune, tune
+    gain = [r for r in rows if r.startswith("gain|")]
+    assert len(gain) == 1 and "num_workers=1" in gain[0] and "-51.3%" in gain[0], rows
+    assert "-52.0% .. -50.6%" in gain[0], rows
+    assert any("not tried (the budget)" in r for r in rows), rows
+    assert "TraceML Run Summary" in pg.dom      # the baseline's run below
+
+
 def test_view_html_bad_input(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     p = subprocess.run([TRACEML, "view", "bad.json", "--html"], cwd=str(tmp_path),

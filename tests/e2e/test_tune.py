@@ -125,7 +125,13 @@ def test_slow_loader_workers_win_and_apply(tmp_path):
     assert doc["apply"] and doc["apply"].startswith("num_workers="), doc["apply"]
     assert "Recommended: num_workers=" in r.stdout, r.stdout
     assert "DataLoader(..., num_workers=" in r.stdout
-    assert os.path.exists(folder / "tune.html") and os.path.exists(folder / "tune.txt")
+    assert os.path.exists(folder / "tune.txt")
+    # tune.html: the baseline trial's report with the tune in its data block
+    # (drawn first by web/report.js; tests/e2e/test_html.py renders it)
+    html = (folder / "tune.html").read_text()
+    block = html.split('id="traceml-summary">', 1)[1].split("</script>", 1)[0]
+    page = json.loads(block)
+    assert page["tune"]["apply"] == doc["apply"] and page["step_time"]["per_rank"], page.keys()
     workers = int(doc["apply"].split(",")[0].split("=")[1])
     a = run(["run", "--logs-dir", str(tmp_path / "applied"), "--run-name", "a",
              "--apply", str(folder / "tune.json"), script, "60", "20"], REPO)
