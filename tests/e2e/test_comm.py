@@ -20,7 +20,8 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env, free_port_pair
+from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, free_port_pair,
+                      host_saturated)
 from test_distributed import explain, launch, run_two_nodes, summary, two_node_variant
 
 RATE_MBIT = 50           # the shaped link, each direction
@@ -33,6 +34,18 @@ def kinds(s):
 
 def per_rank(s):
     return s["step_time"]["per_rank"]
+
+
+def no_comm_bound(s):
+    """No COMMUNICATION-BOUND, but what a saturated host earns: both ranks
+    share this machine's cores, and beside two busy loops a rank waiting
+    for a core holds the all-reduce up (both tests failed so in the busy
+    run of 361822e); the Next line then names the host CPU first."""
+    comm = [i for i in s["step_time"]["issues"] if i["kind"] == "COMMUNICATION_BOUND"]
+    if comm and host_saturated(s):
+        assert "HIGH CPU" in comm[0]["next"], comm[0]
+    else:
+        assert not comm, kinds(s)
 
 
 def needs_netns():
@@ -69,6 +82,7 @@ def test_shaped_link_is_communication_bound(tmp_path):
     assert "MB/s" in prim["why"]
 
 
+@pytest.mark.solo
 def test_slow_rank_on_fast_link_is_a_straggler_not_the_network(tmp_path):
     """A step of 100 ms of compute, as the healthy run below. With the
     default 15 ms, the slow rank's own all-reduce (gloo's 1-4 ms on the veth
@@ -87,7 +101,7 @@ def test_slow_rank_on_fast_link_is_a_straggler_not_the_network(tmp_path):
     prim = s["primary_diagnosis"]
     assert prim["kind"] == "COMPUTE_STRAGGLER", (prim, kinds(s))
     assert "R1/N1" in prim["why"], prim["why"]
-    assert "COMMUNICATION_BOUND" not in kinds(s)
+    no_comm_bound(s)
     # the fast rank waits for the slow one in its all-reduce: its exposed
     # communication holds the wait (about the injected 40 ms), the slow
     # rank's does not
@@ -95,6 +109,7 @@ def test_slow_rank_on_fast_link_is_a_straggler_not_the_network(tmp_path):
     assert fast["communication_ms"] - slow["communication_ms"] > 0.8 * 40, (fast, slow)
 
 
+@pytest.mark.solo
 def test_healthy_two_nodes_no_false_alarm(tmp_path):
     """A step of 60 ms of compute: the small model's all-reduce (a few ms of
     gloo latency on this machine) stays far below the 10% threshold."""
@@ -103,7 +118,7 @@ def test_healthy_two_nodes_no_false_alarm(tmp_path):
                                            name="healthy")
     assert p0.returncode == 0, explain(p0)
     s = summary(logs0, "healthy")
-    assert "COMMUNICATION_BOUND" not in kinds(s), kinds(s)
+    no_comm_bound(s)
     assert "STRAGGLER" not in " ".join(kinds(s)), kinds(s)
     for r in per_rank(s):
         assert r["communication_ms"] is not None and r["communication_bytes_per_step"] > 0
