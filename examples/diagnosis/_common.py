@@ -15,13 +15,18 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset, default_collate
 
 
-def parse(steps, delay_ms, description=""):
+def parser(steps, delay_ms, description=""):
+    """--steps and --delay-ms; a scenario adds its own options."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--steps", type=int,
                    default=int(os.environ.get("TRACEML_EX_STEPS", steps)))
     p.add_argument("--delay-ms", type=float,
                    default=float(os.environ.get("TRACEML_EX_DELAY_MS", delay_ms)))
-    return p.parse_args()
+    return p
+
+
+def parse(steps, delay_ms, description=""):
+    return parser(steps, delay_ms, description).parse_args()
 
 
 def dataset(steps, batch, dim=64, classes=10, seed=0):

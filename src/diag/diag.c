@@ -963,9 +963,13 @@ static void add_caveat(tml_diagnosis *v, const tml_diagnosis *inc)
                  "steps in Untraced. %s", inc->next);
 }
 
-/* COMPUTE-BOUND: compute dominates and no other share reaches its cap. */
-static int compute_bound_issue(const tml_step_diag *st, const tml_thresholds *th,
-                               const char *multi, tml_diagnosis *d)
+/* COMPUTE-BOUND: compute dominates and no other share reaches its cap.
+ * On the CPU clock the intra-op thread count is the first lever, and one
+ * only a measurement settles (too many threads for the cores lose several
+ * times over; more than one on a busy host may not pay): Next names the
+ * measurement, not a count. */
+static int compute_bound_issue(const tml_step_diag *st, tml_clock clock,
+                               const tml_thresholds *th, const char *multi, tml_diagnosis *d)
 {
     double c = st->share[TML_M_COMPUTE];
     if (!ge(c, th->compute_min) ||
@@ -979,8 +983,10 @@ static int compute_bound_issue(const tml_step_diag *st, const tml_thresholds *th
     d->share = c;
     d->threshold = th->compute_min;
     snprintf(d->why, sizeof(d->why), "Compute took %d%% of Step Time%s.", pct(c), multi);
-    snprintf(d->next, sizeof(d->next),
-             "Speed up model compute: mixed precision, batch size, kernel-level profiling.");
+    snprintf(d->next, sizeof(d->next), "Speed up model compute: %smixed precision, batch size, "
+             "kernel-level profiling.", clock == TML_CLOCK_GPU ? "" :
+             "on the CPU, the intra-op thread count first (`traceml tune --only threads` "
+             "measures it); ");
     return 1;
 }
 
@@ -1089,7 +1095,7 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
         out->issues[i] = out->issues[i + 1];
         out->issues[i + 1] = t;
     }
-    if (compute_bound_issue(out, th, multi, &d))
+    if (compute_bound_issue(out, w->clock, th, multi, &d))
         out->issues[out->nissues++] = d;
 }
 

@@ -271,17 +271,22 @@ static void plan_loader(const tml_tune_base *b, tml_tune_dir *out, size_t *n, si
         dir_add(x, "pin_memory", 1);
 }
 
+/* The cores a rank has, half of them, one. The script's own count is not
+ * known (torch's default, OMP_NUM_THREADS, its own set_num_threads), and
+ * either direction can win: more threads on idle cores, fewer where they
+ * oversubscribe them (8 per core on small layers: several times the step,
+ * docs/diagnosis.md §6 row 58). So a list, each count measured, not a
+ * ladder that a first loss would stop. */
 static void plan_threads(const tml_tune_base *b, tml_tune_dir *out, size_t *n, size_t cap)
 {
-    int avail = cores_per_rank(b), cores = b->cores > 0 ? b->cores : 1;
-    tml_tune_dir *d = dir_new(out, n, cap, "intra-op threads", 1);
+    int avail = cores_per_rank(b);
+    tml_tune_dir *d = dir_new(out, n, cap, "intra-op threads", 0);
     if (!d)
         return;
-    if (avail < cores)
-        dir_add(d, "threads", avail);   /* the ranks' threads oversubscribe the cores */
-    else if (cores / 2 > 1)
-        dir_add(d, "threads", cores / 2);
-    if (d->n == 0 || strcmp(d->steps[d->n - 1], "threads=1") != 0)
+    dir_add(d, "threads", avail);
+    if (avail / 2 > 1)
+        dir_add(d, "threads", avail / 2);
+    if (avail > 1)
         dir_add(d, "threads", 1);
 }
 
@@ -359,9 +364,24 @@ static void notes(const tml_tune_result *r, tml_strbuf *out, int json)
                  "latency, not bandwidth. A larger batch per step (or gradient accumulation) "
                  "would share that latency among more samples; tune does not try it, since it "
                  "changes what the training computes.", b->comm_bytes_per_step / 1e3);
-    else if (r->pick < 0 && strstr(b->verdict, "INPUT"))
-        snprintf(line, sizeof(line), "No loader setting paid: make each batch cheaper "
-                 "(index whole batches, lighter transforms, faster storage).");
+    else if (r->pick < 0 && strstr(b->verdict, "INPUT")) {
+        size_t listed = 0, measured = 0;
+        for (size_t i = 1; i < r->narms; i++)
+            if (strstr(r->arms[i].direction, "DataLoader")) {
+                listed++;
+                measured += r->arms[i].n > 0;
+            }
+        if (b->workers < 0)
+            snprintf(line, sizeof(line), "No DataLoader's settings were seen in the script, so "
+                     "no loader setting was tried: a loader built without torch's DataLoader "
+                     "has its own workers and prefetch to set.");
+        else if (listed && !measured)
+            snprintf(line, sizeof(line), "No loader setting fit in the budget: run again with "
+                     "a larger --budget.");
+        else
+            snprintf(line, sizeof(line), "No loader setting paid: make each batch cheaper "
+                     "(index whole batches, lighter transforms, faster storage).");
+    }
     if (!line[0])
         return;
     if (json)

@@ -15,8 +15,8 @@ import statistics
 
 import pytest
 
-from conftest import (EXAMPLES, covers, near, old_version_site, primary, step_diag,
-                      step_metric_ms, straggler_severity)
+from conftest import (EXAMPLES, check_input_advice, covers, near, old_version_site, primary,
+                      step_diag, step_metric_ms, straggler_severity)
 
 HF = os.path.join(EXAMPLES, "integrations", "hf_trainer.py")
 ACC = os.path.join(EXAMPLES, "integrations", "hf_accelerate.py")
@@ -104,6 +104,12 @@ def test_accelerate_loop_input_bound(plain_python, slept):
         "median Input Wait %.1f ms, slept 4 x %.3f ms" % (wait, ref / 4)
     assert optimizer_steps(r.stdout) == 40 and s["meta"]["common_steps"] == 40, s["meta"]
     assert_phases_observed(s)
+    # the prepared loader's settings reach the verdict, though the first
+    # epoch's iterator was made before the first trace_step started TraceML
+    db = sqlite3.connect(os.path.join(r.run_dir, "telemetry.sqlite"))
+    assert db.execute("SELECT loader_num_workers FROM ranks").fetchall() == [(0,)]
+    db.close()
+    check_input_advice(s)
 
 
 def test_trainer_ddp_straggler(traceml_run, slept):

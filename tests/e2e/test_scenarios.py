@@ -51,6 +51,9 @@ def test_compute_bound(traceml_run):
     p = primary(s)
     assert p["label"] == "COMPUTE-BOUND", json.dumps(p)
     assert p["severity"] == "INFO"
+    # on the CPU the thread count is the lever, measured (test_tune's
+    # oversubscribed threads), never a count guessed here
+    assert "intra-op thread count first (`traceml tune --only threads`" in p["next"], p["next"]
     # small beside the step (a busy host stretches the little there is)
     step = step_metric_ms(s, "step_time")
     assert step_metric_ms(s, "input_wait") < 0.1 * step, (step_metric_ms(s, "input_wait"), step)

@@ -4,7 +4,8 @@ and `traceml run --apply` of what it recommends.
 
 The quick ones are the command's refusals (one line, exit 2, nothing
 created). The others run real trials on real torch: a slow loader (workers
-win), a cheap one (workers never recommended), and 2-rank DDP (an fp16 comm
+win), a cheap one (workers never recommended), intra-op threads set for a
+larger host (fewer win), and 2-rank DDP (an fp16 comm
 hook really halves what each step sends; a small all-reduce is named
 latency-bound). Their budgets are small: what they check is what the
 first settings' rounds measured, not a full search (bench/ has none; the
@@ -151,6 +152,25 @@ def test_cheap_fetch_workers_not_recommended(tmp_path):
     one = trial(doc, "num_workers=1")
     assert one["runs"] == 2 and one["result"] in ("loss", "no clear change"), one
     assert not doc["apply"] or "num_workers" not in doc["apply"], doc["apply"]
+
+
+def test_oversubscribed_threads_fewer_win(tmp_path):
+    """A script that sets 8 intra-op threads per CPU for 128-wide layers
+    (examples/diagnosis/threads_oversubscribed.py): each op's parallel
+    region waits for threads the cores cannot all run, several times the
+    step of one thread per core. The thread count tune tries (the cores a
+    rank has, half of them, 1; docs/tune.md) is measured as a gain over its
+    whole interval, recommended, and applied over the script's own
+    torch.set_num_threads. The direction holds on a busy host too: more
+    threads than cores lose more there."""
+    script = os.path.join(EXAMPLES, "diagnosis", "threads_oversubscribed.py")
+    r, folder, doc = tune(tmp_path, "--only", "threads", "--repeats", 3, "--budget", 150,
+                          "--warmup", 5, "--steps", 40, script, "--steps", 400)
+    tried = [t for t in doc["trials"] if t["settings"].startswith("threads=")]
+    assert tried and tried[0]["runs"] == 3 and tried[0]["result"] == "gain", doc["trials"]
+    assert tried[0]["change_percent"] < -40, tried[0]
+    assert doc["apply"] and doc["apply"].startswith("threads="), doc["apply"]
+    assert "torch.set_num_threads(" in r.stdout, r.stdout
 
 
 def comm_bytes(trial_dir):

@@ -96,7 +96,7 @@ static void test_plan_input_bound(void)
     for (size_t i = 0; i < n; i++)
         if (strcmp(d[i].name, "intra-op threads") == 0)
             threads = (int)i;
-    CHECK(threads >= 0 && has_step(&d[threads], "threads=1"));
+    CHECK(threads >= 0 && d[threads].n == 1 && has_step(&d[threads], "threads=1"));
     /* a loader with workers also tries none */
     b = base_of("INPUT_BOUND", 4, 1, 2);
     n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
@@ -124,8 +124,14 @@ static void test_plan_communication_bound(void)
     b.gpu = 1;
     n = tml__tune_plan(&b, d, TML_TUNE_DIRS);
     CHECK_STR(d[0].name, "cuDNN autotuner");
+    /* the script's count is unknown: the cores a rank has, half, one,
+     * each measured (a list: a loss of the first does not stop it) */
     CHECK_STR(d[1].name, "intra-op threads");
-    CHECK_STR(d[1].steps[0], "threads=8");
+    CHECK_EQ_INT(d[1].ladder, 0);
+    CHECK_EQ_INT(d[1].n, 3);
+    CHECK_STR(d[1].steps[0], "threads=16");
+    CHECK_STR(d[1].steps[1], "threads=8");
+    CHECK_STR(d[1].steps[2], "threads=1");
 }
 
 /* A small all-reduce is bound by latency: the report says that a larger
@@ -149,6 +155,36 @@ static void test_latency_bound_note(void)
     tml__sb_reset(&text);
     tml__tune_text(&r, &text);
     CHECK(strstr(text.buf, "Note:") == NULL);
+    tml__sb_release(&text);
+}
+
+/* INPUT-BOUND with nothing recommended: the note says why, from what was
+ * measured (a loader setting that did not pay; none that fit the budget;
+ * no DataLoader seen, so none tried). */
+static void test_input_bound_notes(void)
+{
+    static tml_tune_result r;
+    memset(&r, 0, sizeof(r));
+    r.narms = 2;
+    r.combo = r.pick = -1;
+    r.arms[0].over = r.arms[1].over = -1;
+    snprintf(r.base.verdict, sizeof(r.base.verdict), "INPUT_BOUND");
+    snprintf(r.arms[1].direction, sizeof(r.arms[1].direction), "DataLoader workers");
+    snprintf(r.arms[1].settings, sizeof(r.arms[1].settings), "num_workers=1");
+    r.arms[1].n = 3;
+    tml_strbuf text = {0};
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Note: No loader setting paid") != NULL);
+    r.arms[1].n = 0;
+    r.arms[1].skipped = 1;
+    tml__sb_reset(&text);
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Note: No loader setting fit in the budget") != NULL);
+    r.narms = 1;
+    r.base.workers = -1;
+    tml__sb_reset(&text);
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Note: No DataLoader's settings were seen") != NULL);
     tml__sb_release(&text);
 }
 
@@ -260,6 +296,7 @@ static void test_report(void)
     X(test_plan_input_bound) \
     X(test_plan_communication_bound) \
     X(test_latency_bound_note) \
+    X(test_input_bound_notes) \
     X(test_settings_strings) \
     X(test_report)
 #include "harness.h"

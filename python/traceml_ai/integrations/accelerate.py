@@ -115,6 +115,11 @@ def trace_step(accelerator, *models):
         return _NULL
     steps = _steps.get(accelerator)
     if steps is None:
+        # `for batch in loader:` made the first epoch's iterator before
+        # this first block started TraceML's patches, so the loader's
+        # settings were not seen there: the prepared loader's, now
+        for loader in getattr(accelerator, "_dataloaders", ())[:1]:
+            _t._note_loader(loader)
         steps = _common.Steps()
         try:
             _steps[accelerator] = steps
