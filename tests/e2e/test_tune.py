@@ -166,10 +166,12 @@ def test_oversubscribed_threads_fewer_win(tmp_path):
     script = os.path.join(EXAMPLES, "diagnosis", "threads_oversubscribed.py")
     r, folder, doc = tune(tmp_path, "--only", "threads", "--repeats", 3, "--budget", 150,
                           "--warmup", 5, "--steps", 40, script, "--steps", 400)
-    tried = [t for t in doc["trials"] if t["settings"].startswith("threads=")]
-    assert tried and tried[0]["runs"] == 3 and tried[0]["result"] == "gain", doc["trials"]
-    assert tried[0]["change_percent"] < -40, tried[0]
-    assert doc["apply"] and doc["apply"].startswith("threads="), doc["apply"]
+    # which count wins depends on the load beside it (two busy loops:
+    # threads=2 +16%, threads=1 -79%); fewer than the script's always do
+    assert doc["apply"] and doc["apply"].startswith("threads="), (doc["apply"], doc["trials"])
+    best = trial(doc, doc["apply"])
+    assert best["runs"] == 3 and best["result"] == "gain", best
+    assert best["change_percent"] < -40, best
     assert "torch.set_num_threads(" in r.stdout, r.stdout
 
 
