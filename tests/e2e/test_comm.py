@@ -149,6 +149,22 @@ def test_explicit_collectives_and_user_comm_hook(tmp_path):
     assert losses and losses == [l for l in q.out.splitlines() if l.startswith("loss ")]
 
 
+def gloo_exit_race(p):
+    """PyTorch's own abort at exit, with or without TraceML: a blocking
+    collective launched in backward (FSDP2's reduce-scatter on gloo) keeps
+    the backward's Python context in its Work's thread-local state; when
+    the gloo worker thread drops that Work only after the interpreter has
+    begun finalizing, taking the GIL ends the thread (pthread_exit) through
+    a C++ destructor: "terminate called without an active exception",
+    SIGABRT. On a loaded host: 2 runs in 125 under traceml run, 5 in about
+    33 with TRACEML_DISABLED=1 (docs/distributed.md, Limits; core dumps:
+    ProcessGroupGloo::runLoop -> ~AsyncAllreduceWork -> ~ThreadLocalState
+    -> gil_scoped_acquire -> PyThread_exit_thread). Only that abort, with no Python error before
+    it; the test then checks that every step ran."""
+    mark = "terminate called without an active exception"
+    return p.returncode != 0 and mark in p.stderr and "Traceback" not in p.stderr.split(mark)[0]
+
+
 def test_fsdp_collectives_are_communication(tmp_path):
     """FSDP2 on gloo: its all-gathers and reduce-scatters
     (dist.all_gather_single / reduce_scatter_single in torch 2.13) are
@@ -159,9 +175,10 @@ def test_fsdp_collectives_are_communication(tmp_path):
                         "--nproc-per-node", "2", "--master-port", str(free_port_pair()),
                         script, "--steps", "25"],
                        cwd=REPO, env=base_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode == 0 or gloo_exit_race(p), p.stderr[-3000:]
     s = summary(logs, "fsdp")
     for r in per_rank(s):
+        assert r["steps"] == 24, r                        # 25 less the first, on every rank
         assert r["collectives_per_step"] >= 4, r          # gathers forward and backward, scatters
         assert r["communication_bytes_per_step"] > 0, r
         assert r["communication_ms"] is not None and r["communication_total_ms"] > 0, r
