@@ -20,17 +20,21 @@ static const struct {
     double min, max;
     int integer;
     const char *code;          /* the line for the script; %s the value */
+    const char *trainer;       /* the HF Trainer's TrainingArguments field, if any */
 } settings[] = {
-    {"num_workers", 0, 256, 1, "DataLoader(..., num_workers=%s)"},
-    {"pin_memory", 0, 1, 1, "DataLoader(..., pin_memory=%s)"},
-    {"persistent_workers", 0, 1, 1, "DataLoader(..., persistent_workers=%s)"},
-    {"prefetch_factor", 1, 64, 1, "DataLoader(..., prefetch_factor=%s)"},
-    {"threads", 1, 1024, 1, "torch.set_num_threads(%s)"},
-    {"bucket_cap_mb", 0.001, 65536, 0, "DistributedDataParallel(..., bucket_cap_mb=%s)"},
+    {"num_workers", 0, 256, 1, "DataLoader(..., num_workers=%s)", "dataloader_num_workers"},
+    {"pin_memory", 0, 1, 1, "DataLoader(..., pin_memory=%s)", "dataloader_pin_memory"},
+    {"persistent_workers", 0, 1, 1, "DataLoader(..., persistent_workers=%s)",
+     "dataloader_persistent_workers"},
+    {"prefetch_factor", 1, 64, 1, "DataLoader(..., prefetch_factor=%s)",
+     "dataloader_prefetch_factor"},
+    {"threads", 1, 1024, 1, "torch.set_num_threads(%s)", NULL},
+    {"bucket_cap_mb", 0.001, 65536, 0, "DistributedDataParallel(..., bucket_cap_mb=%s)", NULL},
     {"gradient_as_bucket_view", 0, 1, 1,
-     "DistributedDataParallel(..., gradient_as_bucket_view=%s)"},
-    {"comm_hook", 0, 0, 0, "ddp_model.register_comm_hook(None, default_hooks.%s_compress_hook)"},
-    {"cudnn_benchmark", 0, 1, 1, "torch.backends.cudnn.benchmark = %s"},
+     "DistributedDataParallel(..., gradient_as_bucket_view=%s)", NULL},
+    {"comm_hook", 0, 0, 0, "ddp_model.register_comm_hook(None, default_hooks.%s_compress_hook)",
+     NULL},
+    {"cudnn_benchmark", 0, 1, 1, "torch.backends.cudnn.benchmark = %s", NULL},
 };
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -123,8 +127,11 @@ void tml__tune_merge(const char *a, const char *b, char *out, size_t cap)
     }
 }
 
+/* One line per setting, and where the HF Trainer builds the DataLoader
+ * itself, the same loader settings as its TrainingArguments fields. */
 void tml__tune_code(const char *s, tml_strbuf *out)
 {
+    tml_strbuf trainer = {0};
     for (const char *p = s; p && *p;) {
         size_t len = strcspn(p, ","), klen = strcspn(p, "=");
         int k = klen < len ? setting_of(p, klen) : -1;
@@ -136,9 +143,14 @@ void tml__tune_code(const char *s, tml_strbuf *out)
                 snprintf(v, sizeof(v), "%s", strcmp(v, "1") == 0 ? "True" : "False");
             const char *code = settings[k].code, *at = strstr(code, "%s");
             tml__sb_addf(out, "%.*s%s%s\n", (int)(at - code), code, v, at + 2);
+            if (settings[k].trainer)
+                tml__sb_addf(&trainer, ", %s=%s", settings[k].trainer, v);
         }
         p += len + (p[len] == ',');
     }
+    if (trainer.len)
+        tml__sb_addf(out, "TrainingArguments(...%s)  # the HF Trainer's DataLoader\n", trainer.buf);
+    tml__sb_release(&trainer);
 }
 
 /* ---- statistics ----------------------------------------------------- */

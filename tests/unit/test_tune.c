@@ -212,7 +212,12 @@ static void test_settings_strings(void)
     tml__tune_code("num_workers=2,persistent_workers=1,comm_hook=fp16", &sb);
     CHECK_STR(sb.buf, "DataLoader(..., num_workers=2)\n"
                       "DataLoader(..., persistent_workers=True)\n"
-                      "ddp_model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n");
+                      "ddp_model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n"
+                      "TrainingArguments(..., dataloader_num_workers=2, "
+                      "dataloader_persistent_workers=True)  # the HF Trainer's DataLoader\n");
+    tml__sb_release(&sb);
+    tml__tune_code("threads=1", &sb);         /* no loader setting: no Trainer line */
+    CHECK_STR(sb.buf, "torch.set_num_threads(1)\n");
     tml__sb_release(&sb);
 }
 
