@@ -159,8 +159,8 @@ def gloo_exit_race(p):
     SIGABRT. On a loaded host: 2 runs in 125 under traceml run, 5 in about
     33 with TRACEML_DISABLED=1 (docs/distributed.md, Limits; core dumps:
     ProcessGroupGloo::runLoop -> ~AsyncAllreduceWork -> ~ThreadLocalState
-    -> gil_scoped_acquire -> PyThread_exit_thread). Only that abort, with no Python error before
-    it; the test then checks that every step ran."""
+    -> gil_scoped_acquire -> PyThread_exit_thread). Only that abort, with
+    no Python error before it; the test then checks that every step ran."""
     mark = "terminate called without an active exception"
     return p.returncode != 0 and mark in p.stderr and "Traceback" not in p.stderr.split(mark)[0]
 
