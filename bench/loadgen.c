@@ -15,8 +15,10 @@
  *     aggregator), and four threads connect and then send. Reported: records sent and received (lost = the difference, from
  *     the aggregator's own count after every BYE), the aggregator's CPU %
  *     of one core over the send phase (all its threads, and its event
- *     loop's thread alone), its peak RSS, and how long its
- *     finalize took (drain + store flush + diagnosis + report).
+ *     loop's thread alone), its peak RSS, how long its finalize took
+ *     (drain + store flush + diagnosis + report), and how many of its
+ *     loop's turns found so many connections with data that it waited
+ *     before the next (src/agg/server.c, PACE_READY).
  *
  *  2. Offline: the summary of a run of N ranks x K steps built in memory
  *     (tml__report_build: window, diagnosis, box and JSON), median of
@@ -125,7 +127,7 @@ static void on_term(int sig)
 }
 
 /* Runs the server until the control pipe says finalize; reports
- * "received <n> finalize_ms <ms>\n" on status_fd. */
+ * "received <n> finalize_ms <ms> paced <turns>\n" on status_fd. */
 static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port_fd)
 {
     tml_agg *agg = NULL;
@@ -158,7 +160,8 @@ static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port
     unsigned long long got = 0;
     for (size_t i = 0; i < run->nranks; i++)
         got += tml__rank_received(&run->ranks[i]);
-    n = snprintf(line, sizeof(line), "received %llu finalize_ms %.1f\n", got, fin_ms);
+    n = snprintf(line, sizeof(line), "received %llu finalize_ms %.1f paced %zu\n", got, fin_ms,
+                 tml__server_paced(srv));
     if (write(status_fd, line, (size_t)n) != n)
         return 1;
     tml__server_free(srv);
@@ -440,7 +443,8 @@ static int live(void)
     waitpid(pid, &status, 0);
     unsigned long long received = 0;
     double fin_ms = NAN;
-    sscanf(res, "received %llu finalize_ms %lf", &received, &fin_ms);
+    unsigned long long paced = 0;
+    sscanf(res, "received %llu finalize_ms %lf paced %llu", &received, &fin_ms, &paced);
     for (int t = 0; t < THREADS; t++) {
         for (int32_t i = 0; i < ss[t].count; i++)
             if (ss[t].fds[i] >= 0)
@@ -453,12 +457,12 @@ static int live(void)
            opt_ranks, opt_rate, opt_seconds);
     printf("| ranks connected | records sent | records received | lost | send phase s | "
            "aggregator CPU %% (one core) | its event loop's thread %% | "
-           "aggregator RSS MiB (end / peak) | finalize ms |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f | %.1f / %.1f | %.0f |\n\n",
+           "aggregator RSS MiB (end / peak) | finalize ms | turns paced |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f | %.1f / %.1f | %.0f | %llu |\n\n",
            connected, sent, received, (long long)sent - (long long)received, wall,
            100.0 * (c1 - c0) / wall, 100.0 * (l1 - l0) / wall, rss / 1024.0, hwm / 1024.0,
-           fin_ms);
+           fin_ms, paced);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -18,7 +18,12 @@
  * EAGAIN. A connection may read at most READ_BUDGET bytes per turn, so
  * one fast rank cannot starve the others or the control pipe. The
  * timeouts below are checked every SWEEP_MS, and only while some
- * connection is unauthenticated or has an answer waiting.
+ * connection is unauthenticated or has an answer waiting. Under load (a
+ * turn that found PACE_READY connections with data: thousands of ranks)
+ * tml__server_run waits PACE_MS before the next turn, so that each
+ * connection has several frames waiting and one recv(2) takes them all
+ * (at 10,000 ranks x 10 steps/s, -25 % of the loop's CPU,
+ * docs/performance.md); below that a turn follows at once.
  *
  * Security is deliberately simple: loopback by default, a random secret
  * per run that never crosses the wire (a HELLO carries an HMAC-SHA256 of a
@@ -84,6 +89,8 @@
 #define CONTROL_LINE_MAX 256
 #define MAX_EVENTS 1024                /* per epoll_wait; the rest next turn */
 #define SWEEP_MS 50                    /* handshake and answer timeouts checked */
+#define PACE_READY 256                 /* connections with data in a turn: under load */
+#define PACE_MS 30                     /* then the wait before the next turn */
 
 /* OPEN, then HELLO, before the connection is authenticated */
 enum conn_state { C_OPEN = 0, C_HELLO, C_AUTHED, C_BYE };
@@ -130,6 +137,8 @@ struct tml_server {
     size_t npreauth;          /* connections not yet authenticated */
     size_t nwatched;          /* connections with out_watched */
     int64_t swept_ms;         /* the last timeout sweep */
+    size_t ready;             /* connections with an event in the last turn */
+    size_t paced;             /* turns tml__server_run waited PACE_MS after */
     tml_step_record *scratch;
     char ctl[CONTROL_LINE_MAX];
     size_t ctl_len;
@@ -397,6 +406,11 @@ int tml__server_adopt(tml_server *s, int fd, const char *peer)
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     s->npreauth++;
     return 0;
+}
+
+size_t tml__server_paced(const tml_server *s)
+{
+    return s ? s->paced : 0;
 }
 
 size_t tml__server_rejected(const tml_server *s)
@@ -869,6 +883,7 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
     /* connections first, then the control pipe, then new connections:
      * only the connection at hand closes while events are read, and an
      * fd that closed is no one's until accept reuses it */
+    s->ready = 0;
     for (int k = 0; k < n; k++) {
         int fd = s->events[k].data.fd;
         if (fd == s->listen_fd) {
@@ -877,6 +892,7 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
             control = 1;
         } else {
             conn *c = conn_of_fd(s, fd);
+            s->ready++;
             if (c)
                 on_conn_event(s, c, s->events[k].events);
         }
@@ -921,6 +937,10 @@ int tml__server_run(tml_server *s, tml_server_cmd *cmd)
             return rc;
         if (rc == 1)
             return 0;
+        if (s->ready >= PACE_READY) {
+            tml__sleep_ms(PACE_MS);
+            s->paced++;
+        }
     }
 }
 

@@ -74,7 +74,9 @@ int tml__server_port(const tml_server *s);
  * control event is ready in *cmd, else 0. */
 int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd);
 /* Turns until *stop, a finalize line or the control fd's end, calling the
- * timer once at the start and then every timer_ms. */
+ * timer once at the start and then every timer_ms. A turn that found
+ * hundreds of connections with data is followed by a short wait, so that
+ * the next reads take several frames each (tml__server_paced counts them). */
 int tml__server_run(tml_server *s, tml_server_cmd *cmd);
 /* Turns until every connection has said BYE or closed (and none is still
  * in its handshake), at most timeout_ms. Returns the number still open. */
@@ -90,5 +92,6 @@ size_t tml__server_max_connections(const tml_server *s);
  * TML_EFULL when no slot is free (fd not taken). */
 int tml__server_adopt(tml_server *s, int fd, const char *peer);
 size_t tml__server_rejected(const tml_server *s);
+size_t tml__server_paced(const tml_server *s);
 
 #endif

@@ -1027,11 +1027,78 @@ static void test_bind_errors(void)
     finish(&f);
 }
 
+typedef struct runner {
+    tml_server *srv;
+    int rc;
+} runner;
+
+static void *run_until_finalize(void *arg)
+{
+    runner *r = arg;
+    tml_server_cmd cmd;
+    r->rc = tml__server_run(r->srv, &cmd);
+    return NULL;
+}
+
+/* Thousands of ranks: a turn that finds PACE_READY (256) connections with
+ * data waits before the next (server.c); nothing any of them sent is
+ * lost or held back by it. */
+static void test_paced_turns_lose_nothing(void)
+{
+    enum { N = 300, STEPS = 3 };
+    static int fds[N];
+    fixture f;
+    CHECK_EQ_INT(start(&f, "paced"), 0);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    int authed = 0;
+    for (int i = 0; i < N; i++) {
+        tml_hello h;
+        uint8_t nonce[TML_WIRE_NONCE];
+        fds[i] = dial(&f);
+        hello_of(&h, RUN_ID, SECRET, i);
+        h.info.world_size = N;
+        tml__sb_reset(&sb);
+        if (fds[i] >= 0 && th_challenge(fds[i], nonce) == 0) {
+            tml__wire_hello(&sb, &h, nonce);
+            send_all(fds[i], sb.buf, sb.len);
+            authed += read_frame_type(fds[i]) == TML_FRAME_WELCOME;
+        }
+    }
+    CHECK_EQ_INT(authed, N);
+    stop_loop(&f);
+    /* every connection has a frame waiting before the loop's next turn */
+    for (int i = 0; i < N; i++) {
+        tml__sb_reset(&sb);
+        steps(&sb, 0, STEPS);
+        send_all(fds[i], sb.buf, sb.len);
+    }
+    runner r = {f.srv, 0};
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, run_until_finalize, &r), 0);
+    usleep(300000);
+    static const char fin[] = "finalize completed 0 80\n";
+    CHECK_EQ_INT(write(f.ctl[1], fin, sizeof(fin) - 1), (int)sizeof(fin) - 1);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(tml__server_paced(f.srv) >= 1);
+    const tml_run *run = tml__agg_run(f.agg);
+    CHECK_EQ_INT(run->nranks, N);
+    uint64_t got = 0;
+    for (size_t i = 0; i < run->nranks; i++)
+        got += tml__rank_received(&run->ranks[i]);
+    CHECK_EQ_INT(got, (uint64_t)N * STEPS);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    tml__sb_release(&sb);
+    finish(&f);
+}
+
 #define TESTS X(test_bad_secret_rejected_and_logged) X(test_frames_before_hello_and_garbage) \
     X(test_preauth_bounded) X(test_out_of_descriptors_does_not_spin) \
     X(test_churner_never_locks_ranks_out) \
     X(test_duplicate_rank_not_merged) X(test_replayed_hello_refused) \
     X(test_second_live_connection_conflict) X(test_restart_is_a_new_incarnation) \
     X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
-    X(test_control_file) X(test_bind_errors)
+    X(test_control_file) X(test_bind_errors) X(test_paced_turns_lose_nothing)
 #include "harness.h"
