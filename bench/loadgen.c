@@ -18,7 +18,12 @@
  *     loop's thread alone), its peak RSS, how long its finalize took
  *     (drain + store flush + diagnosis + report), and how many of its
  *     loop's turns found so many connections with data that it waited
- *     before the next (src/agg/server.c, PACE_READY).
+ *     before the next (src/agg/server.c, PACE_READY). And what a rank
+ *     meets at that load (probe_main): the last rank joins a quarter into
+ *     the send phase (its handshake, OPEN to WELCOME, in ms), and rank 0
+ *     asks for the summary four times (SUMMARY_REQ to the whole answer,
+ *     in ms: traceml.summary() over the wire). Exit status 1 also when
+ *     an answer did not come within 10 s.
  *
  *  2. Offline: the summary of a run of N ranks x K steps built in memory
  *     (tml__report_build: window, diagnosis, box and JSON), median of
@@ -57,6 +62,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "agg/agg.h"
@@ -71,6 +77,17 @@
 #define SECRET "loadgen-secret-0123456789abcdef"
 #define THREADS 4
 #define MAX_RANKS 10000
+
+/* The probe (live mode): the last rank joins a quarter into the send
+ * phase (its handshake timed, then handed to its sender thread through
+ * late_fd), and rank 0 asks for the summary at four points of it (its
+ * sender sends the request with its next frame; the probe times the
+ * answer): what a late or restarted rank and traceml.summary() meet at
+ * full load. */
+#define PROBE_ASKS 4
+static atomic_int late_fd = -1, probe_ask;
+static _Atomic int64_t probe_asked_ns;
+static int32_t late_rank = -1;
 
 static long opt_ranks = 256, opt_rate = 50, opt_seconds = 60, opt_steps = 10000,
             opt_repeats = 3, opt_long = 0;
@@ -261,7 +278,7 @@ static void *connect_main(void *arg)
 {
     sender *s = arg;
     for (int32_t i = 0; i < s->count; i++) {
-        s->fds[i] = connect_rank(s, s->first + i);
+        s->fds[i] = s->first + i == late_rank ? -1 : connect_rank(s, s->first + i);
         s->connected += s->fds[i] >= 0;
     }
     return NULL;
@@ -287,11 +304,17 @@ static void *sender_main(void *arg)
             nanosleep(&ts, NULL);
         }
         for (int32_t i = 0; i < s->count; i++) {
+            if (s->fds[i] < 0 && s->first + i == late_rank)
+                s->fds[i] = atomic_exchange(&late_fd, -1);   /* joined (probe_main) */
             if (s->fds[i] < 0)
                 continue;
             fake_step(&rec, s->first + i, (uint64_t)step);
             tml__sb_reset(&sb);
             tml__wire_steps(&sb, &rec, 1);
+            if (s->first + i == 0 && atomic_exchange(&probe_ask, 0)) {
+                tml__wire_summary_req(&sb);
+                atomic_store(&probe_asked_ns, now_ns());
+            }
             if (step % opt_rate == opt_rate - 1) {
                 st.records_sent = (uint64_t)step + 1;
                 tml__wire_stats(&sb, TML_FRAME_STATS, &st);
@@ -314,6 +337,60 @@ static void *sender_main(void *arg)
         send_all(s->fds[i], sb.buf, sb.len);
     }
     tml__sb_release(&sb);
+    return NULL;
+}
+
+typedef struct probe {
+    int port, fd0;                 /* rank 0's connection: the answers come on it */
+    int64_t t0;                    /* the send phase's start */
+    double join_ms, ask_ms[PROBE_ASKS];
+    int joined, nask;
+} probe;
+
+static void sleep_until(int64_t t)
+{
+    int64_t now = now_ns();
+    if (t > now) {
+        struct timespec ts = {(time_t)((t - now) / 1000000000), (long)((t - now) % 1000000000)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* One SUMMARY frame from fd within 10 s: 0, else -1. */
+static int read_answer(int fd)
+{
+    uint8_t hdr[TML_WIRE_HEADER];
+    tml_frame_header h;
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, 10000) != 1 || recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr) ||
+        tml__wire_header(hdr, sizeof(hdr), &h) < 0 || h.type != TML_FRAME_SUMMARY)
+        return -1;
+    uint8_t *body = malloc(h.len ? h.len : 1);
+    int rc = body && (h.len == 0 || recv(fd, body, h.len, MSG_WAITALL) == (ssize_t)h.len) ? 0 : -1;
+    free(body);
+    return rc;
+}
+
+static void *probe_main(void *arg)
+{
+    probe *p = arg;
+    int64_t span = opt_seconds * 1000000000LL;
+    if (late_rank >= 0) {
+        sleep_until(p->t0 + span / 4);
+        sender tmp = {p->port, 0, 0, NULL, 0, 0, 0};
+        int64_t a = now_ns();
+        int fd = connect_rank(&tmp, late_rank);
+        p->join_ms = (double)(now_ns() - a) / 1e6;
+        p->joined = fd >= 0;
+        atomic_store(&late_fd, fd);
+    }
+    for (int k = 0; k < PROBE_ASKS && p->fd0 >= 0; k++) {
+        sleep_until(p->t0 + span * (4 + k) / 8);
+        atomic_store(&probe_ask, 1);
+        if (read_answer(p->fd0) < 0)
+            break;
+        p->ask_ms[p->nask++] = (double)(now_ns() - atomic_load(&probe_asked_ns)) / 1e6;
+    }
     return NULL;
 }
 
@@ -400,6 +477,7 @@ static int live(void)
     long connected = 0;
     if (!ss)
         return 2;
+    late_rank = opt_ranks > 1 ? (int32_t)opt_ranks - 1 : -1;
     for (int t = 0; t < THREADS; t++) {
         ss[t].port = port;
         ss[t].first = (int32_t)(t * per);
@@ -418,6 +496,13 @@ static int live(void)
     /* the process, and its first thread: the event loop */
     double c0 = cpu_ticks(pid, 0), l0 = cpu_ticks(pid, pid);
     int64_t w0 = now_ns();
+    probe pr;
+    memset(&pr, 0, sizeof(pr));
+    pr.port = port;
+    pr.fd0 = ss[0].count ? ss[0].fds[0] : -1;
+    pr.t0 = w0;
+    pthread_t pth;
+    pthread_create(&pth, NULL, probe_main, &pr);
     for (int t = 0; t < THREADS; t++)
         pthread_create(&th[t], NULL, sender_main, &ss[t]);
     unsigned long long sent = 0, failed = 0;
@@ -426,6 +511,12 @@ static int live(void)
         sent += ss[t].sent;
         failed += ss[t].failed;
     }
+    pthread_join(pth, NULL);
+    connected += pr.joined;
+    int late = atomic_exchange(&late_fd, -1);   /* joined after its sender was done */
+    if (late >= 0)
+        close(late);
+    qsort(pr.ask_ms, (size_t)pr.nask, sizeof(double), cmp_d);
     double wall = (double)(now_ns() - w0) / 1e9;
     double c1 = cpu_ticks(pid, 0), l1 = cpu_ticks(pid, pid);
     long rss = status_kb(pid, "VmRSS:"), hwm = status_kb(pid, "VmHWM:");
@@ -457,17 +548,22 @@ static int live(void)
            opt_ranks, opt_rate, opt_seconds);
     printf("| ranks connected | records sent | records received | lost | send phase s | "
            "aggregator CPU %% (one core) | its event loop's thread %% | "
-           "aggregator RSS MiB (end / peak) | finalize ms | turns paced |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f | %.1f / %.1f | %.0f | %llu |\n\n",
+           "aggregator RSS MiB (end / peak) | finalize ms | turns paced | "
+           "late rank's handshake ms | summary() over the wire ms, median / max (answers) |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| %ld | %llu | %llu | %lld | %.1f | %.1f | %.1f | %.1f / %.1f | %.0f | %llu | %.1f | "
+           "%.1f / %.1f (%d of %d) |\n\n",
            connected, sent, received, (long long)sent - (long long)received, wall,
            100.0 * (c1 - c0) / wall, 100.0 * (l1 - l0) / wall, rss / 1024.0, hwm / 1024.0,
-           fin_ms, paced);
+           fin_ms, paced, pr.joined ? pr.join_ms : NAN,
+           pr.nask ? pr.ask_ms[pr.nask / 2] : NAN, pr.nask ? pr.ask_ms[pr.nask - 1] : NAN,
+           pr.nask, PROBE_ASKS);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "loadgen: could not remove %s\n", dir);
-    return (connected == opt_ranks && failed == 0 && sent == received) ? 0 : 1;
+    return (connected == opt_ranks && failed == 0 && sent == received &&
+            pr.nask == PROBE_ASKS) ? 0 : 1;
 }
 
 /* ---- offline summary --------------------------------------------------- */

@@ -50,8 +50,10 @@ def test_two_thousand_ranks_in_the_budget():
 
 
 def test_ranks_stream_without_loss():
-    # The live path: 300 simulated ranks speak the wire protocol for 3 s;
-    # loadgen exits 1 when a record is lost.
+    # The live path: 300 simulated ranks speak the wire protocol for 3 s,
+    # the last joining a quarter in; rank 0 asks for the summary 4 times
+    # meanwhile. loadgen exits 1 when a record is lost or an answer is not.
     out = loadgen("--live-only", "--ranks", "300", "--rate", "10", "--seconds", "3")
     (row,) = rows(out)
     assert int(row[0]) == 300 and row[1] == row[2] and row[3] == "0", out
+    assert float(row[10]) >= 0 and row[11].endswith("(4 of 4)"), out
