@@ -18,12 +18,18 @@
  * EAGAIN. A connection may read at most READ_BUDGET bytes per turn, so
  * one fast rank cannot starve the others or the control pipe. The
  * timeouts below are checked every SWEEP_MS, and only while some
- * connection is unauthenticated or has an answer waiting. Under load (a
- * turn that found PACE_READY connections with data: thousands of ranks)
- * tml__server_run waits PACE_MS before the next turn, so that each
- * connection has several frames waiting and one recv(2) takes them all
- * (at 10,000 ranks x 10 steps/s, -25 % of the loop's CPU,
- * docs/performance.md); below that a turn follows at once.
+ * connection is unauthenticated or has an answer waiting.
+ *
+ * Authenticated connections are a second epoll set (bulkfd), itself
+ * watched by the first with the listener, the control pipe and the
+ * connections still in their handshake. Under load (a turn that found
+ * PACE_READY authenticated connections with data: thousands of ranks)
+ * tml__server_run leaves the second set out of its wait for PACE_MS, so
+ * that each rank's connection has several frames waiting when it is read
+ * and one recv(2) takes them all (at 10,000 ranks x 10 steps/s, a third
+ * of the loop's CPU, docs/performance.md), while handshakes and the
+ * control pipe are still served at once; below that a turn follows at
+ * once.
  *
  * Security is deliberately simple: loopback by default, a random secret
  * per run that never crosses the wire (a HELLO carries an HMAC-SHA256 of a
@@ -130,7 +136,8 @@ struct tml_server {
     size_t max_conns;         /* the cap: conn_cap() */
     size_t preauth_max;       /* unauthenticated connections before evicting */
     int spare_fd;             /* /dev/null, given up to accept at EMFILE */
-    int epfd;
+    int epfd;                 /* listener, control, handshakes, bulkfd */
+    int bulkfd;               /* authenticated connections */
     struct epoll_event *events;   /* MAX_EVENTS */
     int32_t *slot_of_fd;      /* conns[] index of each fd, -1 none */
     size_t nslots;
@@ -208,13 +215,24 @@ static conn *conn_of_fd(const tml_server *s, int fd)
     return &s->conns[s->slot_of_fd[fd]];
 }
 
-static int watch(tml_server *s, int op, int fd, uint32_t events)
+static int watch_in(int epfd, int op, int fd, uint32_t events)
 {
     struct epoll_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.events = events;
     ev.data.fd = fd;
-    return epoll_ctl(s->epfd, op, fd, &ev);
+    return epoll_ctl(epfd, op, fd, &ev);
+}
+
+static int watch(tml_server *s, int op, int fd, uint32_t events)
+{
+    return watch_in(s->epfd, op, fd, events);
+}
+
+/* The set a connection is in: bulkfd once it is authenticated. */
+static int set_of(const tml_server *s, const conn *c)
+{
+    return c->state < C_AUTHED ? s->epfd : s->bulkfd;
 }
 
 /* EPOLLOUT while an answer waits to be sent, not otherwise (level-
@@ -223,7 +241,7 @@ static void watch_out(tml_server *s, conn *c)
 {
     int want = c->out.len > c->out_off;
     if (want == c->out_watched ||
-        watch(s, EPOLL_CTL_MOD, c->fd, EPOLLIN | (want ? EPOLLOUT : 0)) < 0)
+        watch_in(set_of(s, c), EPOLL_CTL_MOD, c->fd, EPOLLIN | (want ? EPOLLOUT : 0)) < 0)
         return;
     c->out_watched = want;
     if (want)
@@ -237,7 +255,7 @@ static void close_conn(tml_server *s, size_t i)
     conn *c = &s->conns[i];
     /* out of the set before close: a forked child holding the socket
      * would otherwise keep it there */
-    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    epoll_ctl(set_of(s, c), EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     s->slot_of_fd[c->fd] = -1;
     s->npreauth -= c->state < C_AUTHED;
@@ -310,6 +328,7 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
         return TML_ENOMEM;
     s->listen_fd = -1;
     s->epfd = -1;
+    s->bulkfd = -1;
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->agg = agg;
     s->control_fd = o->control_fd;
@@ -333,7 +352,9 @@ int tml__server_new(const tml_server_opts *o, tml_agg *agg, tml_server **out)
         goto fail;
     }
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (s->epfd < 0 || watch(s, EPOLL_CTL_ADD, s->listen_fd, EPOLLIN) < 0) {
+    s->bulkfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd < 0 || s->bulkfd < 0 || watch(s, EPOLL_CTL_ADD, s->listen_fd, EPOLLIN) < 0 ||
+        watch(s, EPOLL_CTL_ADD, s->bulkfd, EPOLLIN) < 0) {
         rc = TML_EIO;
         goto fail;
     }
@@ -363,6 +384,8 @@ void tml__server_free(tml_server *s)
         close(s->spare_fd);
     if (s->epfd >= 0)
         close(s->epfd);
+    if (s->bulkfd >= 0)
+        close(s->bulkfd);
     free(s->conns);
     free(s->events);
     free(s->slot_of_fd);
@@ -582,8 +605,16 @@ static int on_hello(tml_server *s, conn *c, const tml_frame_header *h, const uin
         reject(s, c, "aggregator out of memory");
         return -1;
     }
+    /* from the handshakes' set to the ranks' */
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     c->state = C_AUTHED;
     s->npreauth--;
+    if (watch_in(s->bulkfd, EPOLL_CTL_ADD, c->fd,
+                 EPOLLIN | (c->out_watched ? EPOLLOUT : 0)) < 0) {
+        tml__run_log(s->run_dir, "aggregator", "closed connection from %s (rank %d): %s",
+                     c->peer, (int)c->rank, strerror(errno));
+        return -1;
+    }
     c->claimed = i->rank;
     c->pid = i->pid;
     c->instance = i->instance;
@@ -883,20 +914,30 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
     /* connections first, then the control pipe, then new connections:
      * only the connection at hand closes while events are read, and an
      * fd that closed is no one's until accept reuses it */
-    s->ready = 0;
+    int bulk = 0;
     for (int k = 0; k < n; k++) {
         int fd = s->events[k].data.fd;
         if (fd == s->listen_fd) {
             listener = 1;
         } else if (fd == s->control_fd) {
             control = 1;
+        } else if (fd == s->bulkfd) {
+            bulk = 1;
         } else {
             conn *c = conn_of_fd(s, fd);
-            s->ready++;
             if (c)
                 on_conn_event(s, c, s->events[k].events);
         }
     }
+    /* then the ranks' connections that have something */
+    s->ready = 0;
+    n = bulk ? epoll_wait(s->bulkfd, s->events, MAX_EVENTS, 0) : 0;
+    for (int k = 0; k < n; k++) {
+        conn *c = conn_of_fd(s, s->events[k].data.fd);
+        if (c)
+            on_conn_event(s, c, s->events[k].events);
+    }
+    s->ready = n > 0 ? (size_t)n : 0;
     if (control && s->control_fd >= 0)
         got = read_control(s, cmd);
     if (listener)
@@ -907,6 +948,25 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
         sweep(s, now);
     }
     tml__agg_tick(s->agg);
+    return got;
+}
+
+/* PACE_MS with the ranks' connections out of the wait (they fill up
+ * meanwhile); handshakes, new connections and the control pipe are
+ * served as ever. 1 when *cmd holds a control event. */
+static int pace(tml_server *s, tml_server_cmd *cmd)
+{
+    s->paced++;
+    if (s->control_always) {   /* the control fd is read every turn: no wait */
+        tml__sleep_ms(PACE_MS);
+        return 0;
+    }
+    int got = 0;
+    watch(s, EPOLL_CTL_MOD, s->bulkfd, 0);
+    int64_t until = tml__mono_ms() + PACE_MS;
+    for (int64_t now = tml__mono_ms(); got == 0 && now < until; now = tml__mono_ms())
+        got = tml__server_poll(s, (int)(until - now), cmd);
+    watch(s, EPOLL_CTL_MOD, s->bulkfd, EPOLLIN);
     return got;
 }
 
@@ -935,12 +995,12 @@ int tml__server_run(tml_server *s, tml_server_cmd *cmd)
         int rc = tml__server_poll(s, wait, cmd);
         if (rc < 0)
             return rc;
+        if (rc == 0 && s->ready >= PACE_READY)
+            rc = pace(s, cmd);
+        if (rc < 0)
+            return rc;
         if (rc == 1)
             return 0;
-        if (s->ready >= PACE_READY) {
-            tml__sleep_ms(PACE_MS);
-            s->paced++;
-        }
     }
 }
 
