@@ -21,19 +21,22 @@
  * flush interval); that is the price of batching and is documented.
  *
  * An aggregator of its own process (tml__store_background) has the
- * batches written by a thread of the store's: at 10,000 ranks SQLite is
- * three quarters of the aggregator's CPU (the steps table is kept in
- * (rank, step) order, so every batch rewrites a page per rank), and on
- * the loop it would be the loop's. The loop hands the queue over and goes
- * on filling a fresh one; the writer owns the database until it is done,
- * and every other call waits for it first, so nothing else changes (a
- * SIGKILL may also lose the batch being written).
+ * batches written by a thread of the store's, so that SQLite is never the
+ * loop's cost. The loop hands the queue over and goes on filling a fresh
+ * one; the writer owns the database until it is done, and every other
+ * call waits for it first, so nothing else changes (a SIGKILL may also
+ * lose the batch being written).
  *
- * Steps are keyed by (rank, incarnation, step): a rank whose process
+ * The steps table is in arrival order, with no key (schema version 4):
+ * kept in (rank, incarnation, step) order (version 3), a batch rewrote a
+ * page per rank it touched, and at 10,000 ranks the writer could not keep
+ * up (~5 us a record and the loop waiting on it; appended, ~1 us). A
+ * record is identified by (rank, incarnation, step): a rank whose process
  * restarted (a re-exec under the same pid starts its step ids again) is a
  * new incarnation, and both incarnations' rows stay. A record seen twice
- * within one incarnation (a rank that reconnected and resent) replaces the
- * first, so the file never holds duplicates.
+ * within one incarnation (no rank of ours sends one twice; a hand-made
+ * client may) is two rows, and every reader here takes the later
+ * (tml__store_each_step), as a version-3 file's INSERT OR REPLACE kept it.
  */
 #include "store/store.h"
 #include "base/array.h"
@@ -113,9 +116,8 @@ const char tml__store_schema_sql[] =
     "    comm_ns                   INTEGER,\n"
     "    comm_bytes                INTEGER,\n"
     "    comm_count                INTEGER,\n"
-    "    incarnation               INTEGER NOT NULL DEFAULT 0,\n"
-    "    PRIMARY KEY (rank, incarnation, step)\n"
-    ") WITHOUT ROWID;\n"
+    "    incarnation               INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
     "CREATE TABLE samples (\n"
     "    ts_unix_ms INTEGER NOT NULL,\n"
     "    node       INTEGER,\n"
@@ -134,7 +136,13 @@ static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?
 static const char sql_update_stats[] =
     "UPDATE ranks SET events_dropped=?, records_dropped=?, records_sent=?,"
     " overhead_ns_per_step=?, shipper_cpu_ns=?, ended=? WHERE rank=?";
-static const char sql_select_steps[] = "SELECT * FROM steps ORDER BY rank, incarnation, step";
+/* Version 4 keeps steps in arrival order (no key; see the top): a
+ * record sent twice is two rows, and the later is the one read. A
+ * version-3 file (keyed by (rank, incarnation, step), WITHOUT ROWID) is
+ * still read and written: the same INSERT OR REPLACE replaces there. */
+static const char sql_select_steps[] =
+    "SELECT * FROM steps ORDER BY rank, incarnation, step, rowid";
+static const char sql_select_steps_v3[] = "SELECT * FROM steps ORDER BY rank, incarnation, step";
 
 /* Older files are read, never written to: a version-2 file (before
  * incarnations) has every step in incarnation 0; a version-1 file (before
@@ -241,7 +249,13 @@ static int steps_version(sqlite3 *db)
     if (sqlite3_prepare_v2(db, "SELECT * FROM steps LIMIT 0", -1, &st, NULL) == SQLITE_OK)
         n = sqlite3_column_count(st);
     sqlite3_finalize(st);
-    return n == STEP_COLS ? 3 : n == STEP_COLS_V2 ? 2 : n == STEP_COLS_V1 ? 1 : 0;
+    if (n == STEP_COLS) {    /* a WITHOUT ROWID table (version 3) has no rowid */
+        int rowid = sqlite3_prepare_v2(db, "SELECT rowid FROM steps LIMIT 0", -1, &st, NULL) ==
+                    SQLITE_OK;
+        sqlite3_finalize(st);
+        return rowid ? 4 : 3;
+    }
+    return n == STEP_COLS_V2 ? 2 : n == STEP_COLS_V1 ? 1 : 0;
 }
 
 static void bind_opt(sqlite3_stmt *st, int col, int64_t v)
@@ -328,7 +342,7 @@ int tml__store_open(const char *path, int create, tml_store **out)
     }
     if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
-    if (steps_version(s->db) == 3 &&
+    if (steps_version(s->db) >= 3 &&
         (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK ||
          sqlite3_prepare_v2(s->db, sql_update_stats, -1, &s->upd_stats, NULL) != SQLITE_OK))
         goto fail;
@@ -843,22 +857,33 @@ int tml__store_each_step(tml_store *s, tml_store_step_fn fn, void *ctx)
 {
     int version = steps_version(s->db);
     const char *sql = version == 1 ? sql_select_steps_v1 : version == 2 ? sql_select_steps_v2
-                                                                        : sql_select_steps;
+                    : version == 3 ? sql_select_steps_v3 : sql_select_steps;
     int rc = tml__store_flush(s);
     if (rc < 0)
         return rc;
     sqlite3_stmt *st = version ? prepare(s, sql) : NULL;
     if (!st)
         return TML_EIO;
-    int step = SQLITE_DONE;
+    /* a row is passed on when the next is another record: of rows with
+     * one (rank, incarnation, step), the last (version 4 keeps them all) */
+    tml_step_record r, held;
+    uint32_t inc, held_inc = 0;
+    int32_t held_rank = 0;
+    int have = 0, step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        tml_step_record r;
-        uint32_t inc;
         int32_t rank = read_step(st, &r, &inc);
         /* a hand-made file: what the aggregator would have dropped */
-        if (tml__record_possible(&r))
-            rc = fn(ctx, rank, inc, &r);
+        if (!tml__record_possible(&r))
+            continue;
+        if (have && (rank != held_rank || inc != held_inc || r.step != held.step))
+            rc = fn(ctx, held_rank, held_inc, &held);
+        held = r;
+        held_rank = rank;
+        held_inc = inc;
+        have = 1;
     }
+    if (rc == 0 && have && step == SQLITE_DONE)
+        rc = fn(ctx, held_rank, held_inc, &held);
     return rows_end(s, st, step, rc);
 }
 

@@ -127,7 +127,8 @@ static void test_roundtrip(void)
         recs[i] = make_step((uint64_t)i, i % 2);
     CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, recs, 10), 0);
     CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, recs, 4), 0);
-    /* a resent record replaces, never duplicates */
+    /* a resent record: a second row in the file (arrival order, no key),
+     * and the later one when read back */
     CHECK_EQ_INT(tml__store_put_steps(s, 1, 0, recs + 3, 1), 0);
     /* a record no rank can measure (a hand-made file) is not loaded back */
     tml_step_record odd = make_step(99, 0);
@@ -139,11 +140,11 @@ static void test_roundtrip(void)
     CHECK_EQ_INT(tml__store_put_stats(s, 1, &st, 1), 0);
     tml__store_close(s);   /* flushes */
 
-    /* missing values are NULL in the file */
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 15);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gpu_traced_ns IS NULL"), 7);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE cuda_allocated_peak_bytes IS NULL"), 15);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE h2d_ns = 0"), 15);
+    /* missing values are NULL in the file (16 rows: 15 records, one twice) */
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 16);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gpu_traced_ns IS NULL"), 8);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE cuda_allocated_peak_bytes IS NULL"), 16);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE h2d_ns = 0"), 16);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps WHERE gap_ns IS NULL"), 2);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM samples WHERE rank IS NULL AND node = 0"), 1);
     CHECK_EQ_INT(count_rows(path, "SELECT shipper_cpu_ns IS NULL FROM ranks WHERE rank = 1"), 1);
@@ -443,6 +444,50 @@ static void test_reads_version_2(void)
     tml__run_release(&run);
 }
 
+/* A version-3 file (steps keyed by (rank, incarnation, step), WITHOUT
+ * ROWID) is still read and written: a resent record replaces there. */
+static void test_reads_and_writes_version_3(void)
+{
+    char path[512];
+    mkpath(path, sizeof(path), "v3.sqlite");
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+        "CREATE TABLE s3 (rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns, traced_ns,"
+        " input_ns, h2d_ns, forward_ns, backward_ns, optimizer_ns, comm_exposed_ns,"
+        " gpu_traced_ns, gpu_input_ns, gpu_h2d_ns, gpu_forward_ns, gpu_backward_ns,"
+        " gpu_optimizer_ns, gpu_comm_exposed_ns, gap_ns, rss_bytes, cuda_allocated_peak_bytes,"
+        " cuda_reserved_peak_bytes, observed INTEGER NOT NULL, flags INTEGER NOT NULL, comm_ns,"
+        " comm_bytes, comm_count, incarnation INTEGER NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (rank, incarnation, step)) WITHOUT ROWID;"
+        "DROP TABLE steps; ALTER TABLE s3 RENAME TO steps;"
+        "INSERT INTO run VALUES ('id3', 'old3', 1, 1, 1700000000000, NULL, '0.9.0', 3);",
+        NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
+    if (!s)
+        return;
+    tml_step_record r[3] = {make_step(0, 0), make_step(1, 0), make_step(2, 0)};
+    tml_step_record again = make_step(1, 0);
+    again.traced_ns = 77;
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, r, 3), 0);
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, &again, 1), 0);
+    CHECK_EQ_INT(tml__store_flush(s), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), 3);
+    tml_run run;
+    tml__run_init(&run, "", "");
+    CHECK_EQ_INT(tml__store_load(s, &run), 0);
+    CHECK_EQ_INT((long long)run.nranks, 1);
+    if (run.nranks == 1 && run.ranks[0].nsteps == 3)
+        CHECK_EQ_INT(run.ranks[0].steps[1].traced_ns, 77);
+    else
+        CHECK(0);
+    tml__store_close(s);
+    tml__run_release(&run);
+}
+
 /* Two incarnations of one rank with the same step ids: both kept on
  * disk, and loaded back numbered on (0..2, then 3..4) with the restart
  * noted. */
@@ -519,8 +564,9 @@ static void test_background(void)
     tml_rank_stats last = {1, 2, STEPS, 800, 5};
     CHECK_EQ_INT(tml__store_put_stats(s, 1, &last, 1), 0);   /* written at once, after the queue */
     CHECK_EQ_INT(tml__store_put_meta(s, "status", "running"), 0);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), STEPS);
-    CHECK_EQ_INT(count_rows(path, "SELECT traced_ns FROM steps WHERE rank = 0 AND step = 8"), 77);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), STEPS + 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT traced_ns FROM steps WHERE rank = 0 AND step = 8"
+                                  " ORDER BY rowid DESC LIMIT 1"), 77);
     CHECK_EQ_INT(count_rows(path, "SELECT ended * 1000000 + records_sent FROM ranks WHERE rank = 1"),
                  1000000 + STEPS);
     /* more, then flush: written when it returns */
@@ -528,11 +574,19 @@ static void test_background(void)
     CHECK_EQ_INT(tml__store_put_steps(s, 3, 0, &more, 1), 0);
     CHECK_EQ_INT(tml__store_tick(s, now + TML_STORE_FLUSH_MS), 0);
     CHECK_EQ_INT(tml__store_flush(s), 0);
-    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), STEPS + 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM steps"), STEPS + 2);
     tml_run run;
     tml__run_init(&run, "", "");
     CHECK_EQ_INT(tml__store_load(s, &run), 0);
     CHECK_EQ_INT((long long)run.nranks, 4);
+    /* read back, the resent record is the later row, and only it */
+    size_t eights = 0;
+    for (size_t i = 0; run.nranks && i < run.ranks[0].nsteps; i++)
+        if (run.ranks[0].steps[i].step == 8) {
+            eights++;
+            CHECK_EQ_INT(run.ranks[0].steps[i].traced_ns, 77);
+        }
+    CHECK_EQ_INT((long long)eights, 1);
     tml__run_release(&run);
     tml__store_close(s);
     CHECK_EQ_INT(count_rows(path, "SELECT COUNT(*) FROM meta WHERE value = 'running'"), 1);
@@ -574,7 +628,7 @@ static void test_background_failure_reported(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-#define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_reads_version_2) \
+#define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_reads_version_2) X(test_reads_and_writes_version_3) \
     X(test_incarnations_kept) X(test_batching) X(test_doc_matches_schema) X(test_background) \
     X(test_background_failure_reported)
 #include "harness.h"
