@@ -9,7 +9,9 @@ Per rank count R:
          ranks speak the wire protocol to a forked aggregator (event loop,
          aggregator, SQLite store on its writer thread), one STEPS frame per
          record: records lost, the aggregator's CPU (all threads, and its
-         event loop's thread) as % of one core, its peak RSS;
+         event loop's thread) as % of one core, its peak RSS, and at that
+         load a late rank's handshake and rank 0's summary() over the wire
+         (ms, median / max of 4);
   long   `loadgen --long STEPS --ranks R --repeats N`: the aggregator object
          with its store fed R x STEPS records as fast as it takes them:
          RSS, a mid-run summary() (what a rank's traceml.summary() gets:
@@ -51,18 +53,20 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     print("| ranks | live: lost | live: CPU % all / loop | live: peak RSS MiB | "
+          "live: handshake ms | live: summary() over the wire ms med / max | "
           "long: steps x ranks | long: RSS MB | summary() ms med / max | summary() KB | "
           "snapshot ms med / max | final summary ms | verdict |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in [int(x) for x in a.ranks.split(",")]:
         (lv,) = rows(run(["--live-only", "--ranks", r, "--rate", a.rate,
                           "--seconds", a.seconds]))
         lost, cpu, loop, rss = lv[3], lv[5], lv[6], lv[7].split("/")[1].strip()
+        join, asked = lv[10], lv[11].split("(")[0].strip()
         out = run(["--long", a.steps, "--ranks", r, "--repeats", a.repeats])
         lg = rows(out)[-1]
         fin = re.search(r"goodbye: (\d+) ms \((\w+); ([^)]*)\)", out)
-        print("| %d | %s | %s / %s | %s | %s x %d | %s | %s | %s | %s | %s | %s |" % (
-            r, lost, cpu, loop, rss, lg[0], r, lg[2], lg[4], lg[5], lg[6],
+        print("| %d | %s | %s / %s | %s | %s | %s | %s x %d | %s | %s | %s | %s | %s | %s |" % (
+            r, lost, cpu, loop, rss, join, asked, lg[0], r, lg[2], lg[4], lg[5], lg[6],
             fin.group(1) if fin else "?", fin.group(3) if fin else "?"))
         sys.stdout.flush()
 
