@@ -26,10 +26,10 @@
  * PACE_READY authenticated connections with data: thousands of ranks)
  * tml__server_run leaves the second set out of its wait for PACE_MS, so
  * that each rank's connection has several frames waiting when it is read
- * and one recv(2) takes them all (at 10,000 ranks x 10 steps/s, a third
- * of the loop's CPU, docs/performance.md), while handshakes and the
- * control pipe are still served at once; below that a turn follows at
- * once.
+ * and one recv(2) takes them all (at 10,000 ranks x 10 steps/s the loop
+ * took 64 % of a core without it, 21 % with it: docs/performance.md),
+ * while handshakes and the control pipe are still served at once; below
+ * that a turn follows at once.
  *
  * Security is deliberately simple: loopback by default, a random secret
  * per run that never crosses the wire (a HELLO carries an HMAC-SHA256 of a
@@ -96,7 +96,7 @@
 #define MAX_EVENTS 1024                /* per epoll_wait; the rest next turn */
 #define SWEEP_MS 50                    /* handshake and answer timeouts checked */
 #define PACE_READY 256                 /* connections with data in a turn: under load */
-#define PACE_MS 30                     /* then the wait before the next turn */
+#define PACE_MS 30                     /* then they wait this long */
 
 /* OPEN, then HELLO, before the connection is authenticated */
 enum conn_state { C_OPEN = 0, C_HELLO, C_AUTHED, C_BYE };
@@ -144,8 +144,8 @@ struct tml_server {
     size_t npreauth;          /* connections not yet authenticated */
     size_t nwatched;          /* connections with out_watched */
     int64_t swept_ms;         /* the last timeout sweep */
-    size_t ready;             /* connections with an event in the last turn */
-    size_t paced;             /* turns tml__server_run waited PACE_MS after */
+    size_t ready;             /* ranks' connections with an event in the last turn */
+    size_t paced;             /* turns tml__server_run paced after (pace) */
     tml_step_record *scratch;
     char ctl[CONTROL_LINE_MAX];
     size_t ctl_len;

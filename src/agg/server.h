@@ -75,8 +75,9 @@ int tml__server_port(const tml_server *s);
 int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd);
 /* Turns until *stop, a finalize line or the control fd's end, calling the
  * timer once at the start and then every timer_ms. A turn that found
- * hundreds of connections with data is followed by a short wait, so that
- * the next reads take several frames each (tml__server_paced counts them). */
+ * hundreds of ranks' connections with data leaves them out for a short
+ * wait, so that the next reads take several frames each; handshakes and
+ * the control pipe are served meanwhile (tml__server_paced counts). */
 int tml__server_run(tml_server *s, tml_server_cmd *cmd);
 /* Turns until every connection has said BYE or closed (and none is still
  * in its handshake), at most timeout_ms. Returns the number still open. */
