@@ -347,17 +347,25 @@ static void test_doc_matches_schema(void)
     free(doc);
 }
 
+/* A file of an older schema version at path: today's tables, then sql
+ * (which remakes them as that version had them). */
+static void old_file(char *path, size_t cap, const char *name, const char *sql)
+{
+    sqlite3 *db;
+    mkpath(path, cap, name);
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+}
+
 /* A telemetry.sqlite written before communication was measured (schema
  * version 1: no comm_* columns) still loads, with communication not
  * measured, and is never written to. */
 static void test_reads_version_1(void)
 {
     char path[512];
-    mkpath(path, sizeof(path), "v1.sqlite");
-    sqlite3 *db;
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
+    old_file(path, sizeof(path), "v1.sqlite",
         "DROP TABLE steps;"
         "CREATE TABLE steps (rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER,"
         " traced_ns INTEGER, input_ns INTEGER, h2d_ns INTEGER, forward_ns INTEGER,"
@@ -369,9 +377,7 @@ static void test_reads_version_1(void)
         " flags INTEGER NOT NULL, PRIMARY KEY (rank, step)) WITHOUT ROWID;"
         "INSERT INTO run VALUES ('id1', 'old', 1, 1, 1700000000000, NULL, '0.1.0', 1);"
         "INSERT INTO steps VALUES (0, 7, 1000, 5000, 100, 200, 300, 400, 500,"
-        " NULL, NULL, NULL, NULL, NULL, NULL, 12, 99, NULL, NULL, 31, 0);",
-        NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+        " NULL, NULL, NULL, NULL, NULL, NULL, 12, 99, NULL, NULL, 31, 0);");
 
     tml_store *s = NULL;
     CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
@@ -412,19 +418,13 @@ static void test_reads_version_1(void)
 static void test_reads_version_2(void)
 {
     char path[512];
-    mkpath(path, sizeof(path), "v2.sqlite");
-    sqlite3 *db;
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
+    old_file(path, sizeof(path), "v2.sqlite",
         "CREATE TABLE s2 AS SELECT * FROM steps;"
         "ALTER TABLE s2 DROP COLUMN incarnation;"
         "DROP TABLE steps; ALTER TABLE s2 RENAME TO steps;"
         "INSERT INTO run VALUES ('id2', 'old2', 1, 1, 1700000000000, NULL, '0.1.0', 2);"
         "INSERT INTO steps (rank, step, start_ns, traced_ns, observed, flags)"
-        " VALUES (0, 0, 0, 1000, 31, 0), (0, 1, 1000, 1000, 31, 0);",
-        NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+        " VALUES (0, 0, 0, 1000, 31, 0), (0, 1, 1000, 1000, 31, 0);");
     tml_store *s = NULL;
     CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
     if (!s)
@@ -449,11 +449,7 @@ static void test_reads_version_2(void)
 static void test_reads_and_writes_version_3(void)
 {
     char path[512];
-    mkpath(path, sizeof(path), "v3.sqlite");
-    sqlite3 *db;
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db, tml__store_schema_sql, NULL, NULL, NULL) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
+    old_file(path, sizeof(path), "v3.sqlite",
         "CREATE TABLE s3 (rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns, traced_ns,"
         " input_ns, h2d_ns, forward_ns, backward_ns, optimizer_ns, comm_exposed_ns,"
         " gpu_traced_ns, gpu_input_ns, gpu_h2d_ns, gpu_forward_ns, gpu_backward_ns,"
@@ -462,9 +458,7 @@ static void test_reads_and_writes_version_3(void)
         " comm_bytes, comm_count, incarnation INTEGER NOT NULL DEFAULT 0,"
         " PRIMARY KEY (rank, incarnation, step)) WITHOUT ROWID;"
         "DROP TABLE steps; ALTER TABLE s3 RENAME TO steps;"
-        "INSERT INTO run VALUES ('id3', 'old3', 1, 1, 1700000000000, NULL, '0.9.0', 3);",
-        NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+        "INSERT INTO run VALUES ('id3', 'old3', 1, 1, 1700000000000, NULL, '0.9.0', 3);");
     tml_store *s = NULL;
     CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
     if (!s)
