@@ -284,6 +284,16 @@ static void *connect_main(void *arg)
     return NULL;
 }
 
+/* Sleeps until now_ns() reads t (at once when it is past). */
+static void sleep_until(int64_t t)
+{
+    int64_t now = now_ns();
+    if (t > now) {
+        struct timespec ts = {(time_t)((t - now) / 1000000000), (long)((t - now) % 1000000000)};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void *sender_main(void *arg)
 {
     sender *s = arg;
@@ -296,13 +306,7 @@ static void *sender_main(void *arg)
     memset(&st, 0, sizeof(st));
     st.overhead_ns_per_step = 1000;
     for (long step = 0; step < total; step++) {
-        int64_t due = t0 + step * period;
-        int64_t now = now_ns();
-        if (due > now) {
-            struct timespec ts = {(time_t)((due - now) / 1000000000),
-                                  (long)((due - now) % 1000000000)};
-            nanosleep(&ts, NULL);
-        }
+        sleep_until(t0 + step * period);
         for (int32_t i = 0; i < s->count; i++) {
             if (s->fds[i] < 0 && s->first + i == late_rank)
                 s->fds[i] = atomic_exchange(&late_fd, -1);   /* joined (probe_main) */
@@ -346,15 +350,6 @@ typedef struct probe {
     double join_ms, ask_ms[PROBE_ASKS];
     int joined, nask;
 } probe;
-
-static void sleep_until(int64_t t)
-{
-    int64_t now = now_ns();
-    if (t > now) {
-        struct timespec ts = {(time_t)((t - now) / 1000000000), (long)((t - now) % 1000000000)};
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* One SUMMARY frame from fd within 10 s: 0, else -1. */
 static int read_answer(int fd)
