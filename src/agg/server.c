@@ -930,7 +930,6 @@ int tml__server_poll(tml_server *s, int timeout_ms, tml_server_cmd *cmd)
         }
     }
     /* then the ranks' connections that have something */
-    s->ready = 0;
     n = bulk ? epoll_wait(s->bulkfd, s->events, MAX_EVENTS, 0) : 0;
     for (int k = 0; k < n; k++) {
         conn *c = conn_of_fd(s, s->events[k].data.fd);
