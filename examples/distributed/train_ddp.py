@@ -16,6 +16,10 @@ when several ranks share two CPU cores. Injected causes, all exact:
                          metric, extra work); it prints the time it spent
                          ("rank K residual work X ms/step")
   --kill-rank K --kill-at-step S   rank K SIGKILLs itself at step S
+  --abort-at-exit-rank K rank K, after its last step and TraceML's goodbye,
+                         dies in std::terminate at interpreter exit, as
+                         PyTorch's gloo exit race ends a rank
+                         (docs/distributed.md, "A rank aborts at exit")
   --rank-eval K --eval-every N   rank K alone spends --delay-ms between
                          steps every N steps (rank-0-only evaluation or
                          checkpointing): the others wait in their all-reduce
@@ -37,6 +41,8 @@ Ranks are told apart by RANK (torchrun) or SLURM_PROCID (srun), like
 torch.distributed itself. Set OMP_NUM_THREADS=1 on small machines.
 """
 import argparse
+import atexit
+import ctypes
 import os
 import signal
 import sys
@@ -64,6 +70,7 @@ def parse():
     p.add_argument("--slow-residual-rank", type=int, default=-1)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--kill-at-step", type=int, default=10)
+    p.add_argument("--abort-at-exit-rank", type=int, default=-1)
     p.add_argument("--rank-eval", type=int, default=-1)
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--grad-mb", type=float, default=0.0)
@@ -107,6 +114,9 @@ def main():
         os.environ.setdefault("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1"))
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
+    if int(os.environ.get("RANK", "0")) == a.abort_at_exit_rank:
+        # registered before TraceML's own exit handler, so it runs after it
+        atexit.register(lambda: ctypes.CDLL("libstdc++.so.6")._ZSt9terminatev())
     traceml.init(mode="auto")
     dist.init_process_group("gloo")
     rank = dist.get_rank()

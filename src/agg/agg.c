@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "model/progress.h"
@@ -515,6 +516,20 @@ static int save_summary(tml_agg *a, tml_report_opts *ro, tml_strbuf *text,
     return rc;
 }
 
+/* The ranks of this host that died of a signal at exit, after their
+ * goodbye (their progress pages): the box says so. */
+static void note_exit_signals(tml_agg *a, const tml_progress_sum *ps)
+{
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    for (int i = 0; i < ps->nexits && i < TML_PROGRESS_EXITS; i++)
+        for (size_t k = 0; k < a->run.nranks; k++) {
+            tml_rank *r = &a->run.ranks[k];
+            if (r->ended && r->info.pid == ps->exits[i].pid && strcmp(r->info.host, host) == 0)
+                r->exit_signal = ps->exits[i].signal;
+        }
+}
+
 int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
                       char **text_out)
 {
@@ -532,6 +547,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     tml_progress_sum ps;
     tml__progress_read(a->run_dir, &ps);
     a->run.steps_traced_here = ps.steps;
+    note_exit_signals(a, &ps);
     store_finish(a, status, exit_code);
     if (thresholds(a, &th) < 0)
         tml__run_log(a->run_dir, "aggregator",

@@ -272,7 +272,9 @@ int tml_shutdown_with(const char *status, int exit_code)
     tml__shipper_stop();
     tml_sink *sink = c->sink;
     c->sink = NULL;
-    return sink->ops->close(sink, status ? status : "completed", exit_code, &c->summary_text);
+    int rc = sink->ops->close(sink, status ? status : "completed", exit_code, &c->summary_text);
+    tml__progress_watch_exit(c->progress);   /* a death at exit, after the goodbye */
+    return rc;
 }
 
 int tml_shutdown(void)

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,6 +57,7 @@ tml_progress *tml__progress_create(const char *run_dir)
     p->pid = (int32_t)getpid();
     atomic_store(&p->steps, 0);
     atomic_store(&p->last_end_ns, 0);
+    p->exit_signal = 0;
     p->magic = TML_PROGRESS_MAGIC;
     return p;
 }
@@ -64,6 +66,36 @@ void tml__progress_release(tml_progress *p)
 {
     if (p)
         munmap(p, sizeof(*p));
+}
+
+/* The page tml__progress_watch_exit's handler writes to. */
+static tml_progress *volatile watched;
+
+static void on_fatal_at_exit(int sig)
+{
+    tml_progress *p = watched;
+    if (p)
+        p->exit_signal = sig;
+    raise(sig);   /* SA_RESETHAND | SA_NODEFER: the default action, now */
+}
+
+void tml__progress_watch_exit(tml_progress *p)
+{
+    static const int fatal[] = {SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+    if (!p)
+        return;
+    watched = p;
+    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) {
+        struct sigaction old, sa;
+        if (sigaction(fatal[i], NULL, &old) < 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_fatal_at_exit;
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        sigaction(fatal[i], &sa, NULL);
+    }
 }
 
 /* One file's numbers; 0 when it is not a progress file. */
@@ -102,6 +134,13 @@ static void add_one(const char *path, void *arg)
     if (!read_one(path, &p))
         return;
     out->processes++;
+    if (p.exit_signal > 0) {
+        if (out->nexits < TML_PROGRESS_EXITS) {
+            out->exits[out->nexits].pid = p.pid;
+            out->exits[out->nexits].signal = p.exit_signal;
+        }
+        out->nexits++;
+    }
     uint64_t steps = atomic_load(&p.steps);
     if (steps > out->steps) {
         out->steps = steps;

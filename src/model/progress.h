@@ -16,6 +16,7 @@
 #ifndef TML_PROGRESS_H
 #define TML_PROGRESS_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -26,6 +27,10 @@ typedef struct tml_progress {
     int32_t pid;
     _Atomic uint64_t steps;          /* steps this process ended (the thread that ended the last) */
     _Atomic int64_t last_end_ns;     /* tml__mono_ns() at that step's end, 0 none */
+    /* The fatal signal the process died of after TraceML's shutdown (its
+     * goodbye), stored by tml__progress_watch_exit's handler; 0 none. */
+    volatile sig_atomic_t exit_signal;
+    int32_t reserved;
 } tml_progress;
 
 /* Maps run_dir/progress/<host>.<pid> (creating both), zeroed; NULL on any
@@ -34,12 +39,27 @@ typedef struct tml_progress {
 tml_progress *tml__progress_create(const char *run_dir);
 void tml__progress_release(tml_progress *p);
 
+/* After the process's last step and goodbye: a process that then dies of
+ * a fatal signal at exit (PyTorch's gloo abort while the interpreter
+ * finalizes, docs/distributed.md) stores it in p->exit_signal and dies of
+ * it as it would have. Only signals whose disposition is still the
+ * default are watched (a handler of the script's, or faulthandler's, is
+ * left alone); the handler restores the default and raises the signal
+ * again, so the exit status and core dump are the same. */
+void tml__progress_watch_exit(tml_progress *p);
+
+#define TML_PROGRESS_EXITS 64
+
 /* What this host's processes reported: how many files, and the one that
- * got furthest (steps, last_end_ns); all 0 when there is none. */
+ * got furthest (steps, last_end_ns); all 0 when there is none. And the
+ * processes that died of a signal after their goodbye (the first
+ * TML_PROGRESS_EXITS; nexits counts them all). */
 typedef struct tml_progress_sum {
     int processes;
     uint64_t steps;
     int64_t last_end_ns;
+    int nexits;
+    struct { int32_t pid, signal; } exits[TML_PROGRESS_EXITS];
 } tml_progress_sum;
 
 void tml__progress_read(const char *run_dir, tml_progress_sum *out);

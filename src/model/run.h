@@ -59,6 +59,9 @@ typedef struct tml_rank {
     /* Its connection closed (or was still open at the end) without a
      * goodbye: the rank died or was cut off. Set by the socket server. */
     int lost;
+    /* The fatal signal it died of after its goodbye (at exit: its progress
+     * page, model/progress.h), 0 none. */
+    int exit_signal;
     int keep_all;            /* the run's keep_all when the rank was added */
     tml_rank_limits lim;     /* the run's, when the rank was added or they changed */
     uint64_t detected_steps; /* found by automatic step detection (TML_STEP_DETECTED) */

@@ -24,6 +24,7 @@
 #include "base/utf8.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -697,11 +698,41 @@ static void header_line(const tml_report_model *m, char *out, size_t cap)
 #undef ADD
 }
 
+/* The ranks that died of a signal at exit, after their goodbye: "R1/N0
+ * aborted at exit (SIGABRT)", ... into out; 0 when there is none. */
+static size_t exit_deaths(const tml_report_model *m, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < m->run->nranks && n + 64 < cap; i++) {
+        const tml_rank *r = &m->run->ranks[i];
+        if (r->exit_signal <= 0)
+            continue;
+        const char *name = sigabbrev_np(r->exit_signal);
+        int w = snprintf(out + n, cap - n, "%sR%d/N%d %s at exit (SIG%s)", n ? ", " : "",
+                         (int)r->info.rank, (int)r->info.node_rank,
+                         r->exit_signal == SIGABRT ? "aborted" : "died", name ? name : "?");
+        if (w > 0)
+            n += (size_t)w;
+    }
+    return n;
+}
+
 /* How the run ended, unless it completed (or still runs). */
 static void ended_row(const tml_report_model *m, tml_strbuf *sb, int width)
 {
-    char l[LINE_MAX_BYTES];
-    if (strcmp(m->status, "failed") == 0) {
+    char l[LINE_MAX_BYTES], deaths[LINE_MAX_BYTES / 2];
+    if (strcmp(m->status, "failed") == 0 && exit_deaths(m, deaths, sizeof(deaths))) {
+        int whole = m->nmissing == 0;   /* and none lost: every rank said goodbye */
+        for (size_t i = 0; i < m->run->nranks; i++)
+            whole = whole && !m->run->ranks[i].lost;
+        if (whole)
+            snprintf(l, sizeof(l), "FAILED with exit code %d after the training: every rank "
+                     "finished its steps and said goodbye, then %s", m->exit_code, deaths);
+        else
+            snprintf(l, sizeof(l), "FAILED with exit code %d; %s, after its last step",
+                     m->exit_code, deaths);
+    } else if (strcmp(m->status, "failed") == 0) {
         if (m->exit_code < 0)   /* a summary read back that does not say */
             snprintf(l, sizeof(l), "FAILED (exit code not recorded)");
         else if (m->exit_code > 128 && m->exit_code < 160)

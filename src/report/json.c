@@ -625,6 +625,18 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
         tml__jw_close(&w, '}');
     }
     tml__jw_close(&w, ']');
+    tml__jw_open(&w, "exit_signals", '[');   /* died of a signal after the goodbye */
+    for (size_t i = 0; i < m->run->nranks; i++) {
+        const tml_rank *r = &m->run->ranks[i];
+        if (r->exit_signal <= 0)
+            continue;
+        tml__jw_open(&w, NULL, '{');
+        tml__jw_int(&w, "rank", r->info.rank);
+        tml__jw_int(&w, "node", r->info.node_rank);
+        tml__jw_int(&w, "signal", r->exit_signal);
+        tml__jw_close(&w, '}');
+    }
+    tml__jw_close(&w, ']');
     tml__jw_int(&w, "nodes", m->nodes_expected);
     tml__jw_int(&w, "nodes_reported", m->nodes_reported);
     tml__jw_int(&w, "gpus_observed", m->gpus_observed);

@@ -502,6 +502,24 @@ static void conflicts_ours(tml_run *run, const tml_json *arr)
     }
 }
 
+/* meta.exit_signals: ranks that died of a signal at exit, after their
+ * goodbye (absent before: none). */
+static int exit_signals_ours(tml_run *run, const tml_json *arr)
+{
+    for (size_t i = 0; arr && arr->type == TML_JSON_ARRAY && i < arr->n && i < 4096; i++) {
+        const tml_json *o = tml__json_at(arr, i);
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.rank = count32(o, "rank");
+        info.node_rank = count32(o, "node");
+        tml_rank *r = tml__run_rank(run, &info);
+        if (!r)
+            return TML_ENOMEM;
+        r->exit_signal = count32(o, "signal");
+    }
+    return 0;
+}
+
 /* meta.lost_ranks: ranks whose connection ended without a goodbye; the
  * box names them with their last step, kept as a one-record rank. */
 static int lost_ours(tml_run *run, const tml_json *arr)
@@ -600,7 +618,8 @@ static int meta_ours(tml_report_loaded *l, const tml_json *meta)
         if (!isnan(v))
             m->missing_ranks[m->nmissing++] = (int32_t)v;
     }
-    return lost_ours(&l->run, tml__json_get(meta, "lost_ranks"));
+    int rc = lost_ours(&l->run, tml__json_get(meta, "lost_ranks"));
+    return rc < 0 ? rc : exit_signals_ours(&l->run, tml__json_get(meta, "exit_signals"));
 }
 
 static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_t cap)

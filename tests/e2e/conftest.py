@@ -14,6 +14,7 @@ traceml_ai) as the training's Python.
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 
@@ -312,6 +313,81 @@ def check_input_advice(summary, workers_hint="num_workers"):
         assert "host CPU averaged" in nxt and "try num_workers" not in nxt, nxt
     else:
         assert workers_hint in nxt, nxt
+
+
+# ---------------------------------------------------------------------------
+# How a multi-rank run ended (docs/distributed.md, "A rank aborts at exit")
+
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+# what the launcher then says of the rank: torchrun's failure report, or
+# torch.multiprocessing.spawn's exception in the parent
+_LAUNCHER_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_SPAWN_SIGNAL = re.compile(r"process \d+ terminated with signal (SIG\w+)")
+
+
+def gloo_exit_abort(rc, stderr):
+    """True when a non-zero exit is PyTorch's own gloo exit abort and
+    nothing else: a rank printed "terminate called without an active
+    exception" (a gloo worker thread dropping a Work that holds Python
+    state while the interpreter finalizes, docs/distributed.md), with no
+    Python traceback before it, and what the launcher said after it is
+    only that ranks died of SIGABRT (torchrun: exitcode -6, and -15 for a
+    rank it then stopped with SIGTERM while that one was still exiting;
+    mp.spawn: "terminated with signal SIGABRT")."""
+    if rc in (0, None) or GLOO_EXIT_ABORT not in stderr:
+        return False
+    before, _, after = stderr.partition(GLOO_EXIT_ABORT)
+    if "Traceback (most recent call last)" in before:
+        return False
+    codes = _LAUNCHER_EXITCODE.findall(after)
+    signals = _SPAWN_SIGNAL.findall(after)
+    if "Traceback (most recent call last)" in after and "-6" not in codes and not signals:
+        return False
+    return set(codes) <= {"-6", "-15"} and set(signals) <= {"SIGABRT"}
+
+
+def _summary_of(where):
+    if isinstance(where, dict):
+        return where
+    path = str(where)
+    if os.path.isdir(path):
+        path = os.path.join(path, "final_summary.json")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def ranks_finished(p, where, steps=None, ranks=None, missing=()):
+    """Checks how a multi-rank run ended, for every test that runs one:
+    exit code 0, or PyTorch's gloo exit abort (gloo_exit_abort) after
+    every rank ran every step. p is the finished process (a Popen with
+    .out/.err or .stdout/.stderr, or a Run); where its final_summary.json,
+    run folder or the summary itself (node 0's on several nodes), None
+    for a run without TraceML (its test checks the output). Then,
+    either way, every rank reported (ranks: how many; else the world
+    size), none was lost, none missing but `missing` (rank numbers), and,
+    given steps, every rank ran them all (common_steps). Any other failure fails the test. When the
+    run's own summary saw the abort (status failed, on node 0), its
+    meta.exit_signals names the rank and SIGABRT. Returns the summary."""
+    rc = p.rc if hasattr(p, "rc") else p.returncode
+    err = getattr(p, "err", None)
+    err = p.stderr if err is None else err
+    out = getattr(p, "out", None)
+    out = p.stdout if out is None else out
+    why = "rc=%s\n--- stdout\n%s\n--- stderr\n%s" % (rc, (out or "")[-3000:], (err or "")[-4000:])
+    assert rc == 0 or gloo_exit_abort(rc, err or ""), why
+    if where is None:   # a run without TraceML: the test checks its output
+        return None
+    s = _summary_of(where)
+    m = s["meta"]
+    want = ranks if ranks is not None else m["world_size"]
+    assert (m["ranks_reported"], m["missing_ranks"], m["lost_ranks"]) == (
+        want, list(missing), []), (m, why)
+    if steps is not None:
+        assert m["common_steps"] == steps, (m["common_steps"], steps, why)
+    if rc != 0 and s.get("status") == "failed":
+        sigs = {e["signal"] for e in m.get("exit_signals", [])}
+        assert sigs == {signal.SIGABRT}, (m, why)
+    return s
 
 
 def free_port_pair():

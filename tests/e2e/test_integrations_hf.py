@@ -16,7 +16,7 @@ import statistics
 import pytest
 
 from conftest import (EXAMPLES, check_input_advice, covers, near, old_version_site, primary,
-                      step_diag, step_metric_ms, straggler_severity)
+                      ranks_finished, step_diag, step_metric_ms, straggler_severity)
 
 HF = os.path.join(EXAMPLES, "integrations", "hf_trainer.py")
 ACC = os.path.join(EXAMPLES, "integrations", "hf_accelerate.py")
@@ -124,11 +124,9 @@ def test_trainer_ddp_straggler(traceml_run, slept):
     tests'.)"""
     r = traceml_run(HF, "--steps", 40, "--delay-rank", 1, "--delay-ms", 20, run_name="ddp",
                     launcher_args=["--nproc-per-node", "2"], env=slept.env())
-    assert r.rc == 0, r.explain()
-    s = r.summary()
+    s = ranks_finished(r, r.run_dir, ranks=2, steps=40)
     meta = s["meta"]
-    assert meta["world_size"] == 2 and meta["ranks_reported"] == 2, meta
-    assert meta["common_steps"] == 40, meta
+    assert meta["world_size"] == 2, meta
     p = primary(s)
     assert p["kind"] == "INPUT_STRAGGLER" and p["severity"] == straggler_severity(s) != "OK", \
         json.dumps(p)

@@ -11,7 +11,8 @@ share of a step on a loaded CPU.
 import json
 import os
 
-from conftest import REPO, covers, old_version_site, primary, step_diag, step_metric_ms
+from conftest import (REPO, covers, old_version_site, primary, ranks_finished, step_diag,
+                      step_metric_ms)
 
 SCRIPT = os.path.join(REPO, "examples", "integrations", "lightning_train.py")
 
@@ -81,12 +82,10 @@ def test_ddp_two_devices_straggler(traceml_run):
     R0 and R1 (the rank read from torch.distributed in setup), and rank 1's
     20 ms longer training_step makes it the compute straggler."""
     r = traceml_run(SCRIPT, "--steps", 30, "--devices", 2, "--slow-rank", 1)
-    assert r.rc == 0, r.explain()
+    s = ranks_finished(r, r.run_dir, ranks=2, steps=30)
     _no_traceml_warning(r)
-    s = r.summary()
     m = s["meta"]
-    assert (m["world_size"], m["ranks_reported"], m["rank_conflicts"]) == (2, 2, []), m
-    assert m["common_steps"] == 30, m
+    assert (m["world_size"], m["rank_conflicts"]) == (2, []), m
     p = primary(s)
     assert p["kind"] == "COMPUTE_STRAGGLER", json.dumps(p)
     assert "R1/N0" in p["why"], json.dumps(p)

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, REPO, TRACEML, base_env
+from conftest import EXAMPLES, REPO, TRACEML, base_env, ranks_finished
 
 DDP = os.path.join(EXAMPLES, "distributed", "train_ddp.py")
 
@@ -196,6 +196,6 @@ def test_ddp_comm_hook_applied_to_every_rank(tmp_path):
     env = {"TRACEML_TUNE_SETTINGS": "comm_hook=fp16"}
     h = run(["run", "--logs-dir", str(hook), "--run-name", "h", "--nproc-per-node", "2", DDP,
              "--steps", "20", "--grad-mb", "4", "--device-ms", "5"], REPO, env=env)
-    assert h.returncode == 0, h.stdout[-2000:] + h.stderr[-2000:]
+    ranks_finished(h, hook / "h", ranks=2, steps=20)
     half = comm_bytes(hook / "h")
     assert 0.45 * base <= half <= 0.55 * base, (base, half)

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from conftest import (FAKE_TORCH, FAKES, PYTHON, REPO, TIMEOUT, TRACEML, base_env, covers,
-                      free_port_pair, primary)
+                      free_port_pair, gloo_exit_abort, primary, ranks_finished)
 
 HERE = os.path.join(REPO, "tests", "e2e", "unchanged")
 
@@ -73,9 +73,21 @@ class Pair(object):
                 how, p.returncode, res, p.stdout[-2500:], p.stderr[-2500:]))
         return "\n".join(parts)
 
+    def exit_code(self, how):
+        """The run's exit code, 0 for PyTorch's gloo exit abort after the
+        training (either run may meet it, with or without TraceML:
+        conftest.ranks_finished), which then also skips the stderr check."""
+        p = self.proc(how)
+        if gloo_exit_abort(p.returncode, p.stderr):
+            if how == "with":
+                ranks_finished(p, self.tmp / "logs" / "with")
+            return 0
+        return p.returncode
+
     def assert_same(self, stderr=True, result=True):
         a, b = self.proc("without"), self.proc("with")
-        assert a.returncode == b.returncode, self.explain()
+        assert self.exit_code("without") == self.exit_code("with"), self.explain()
+        stderr = stderr and a.returncode == b.returncode
         assert self.result("without") is not None and self.result("with") is not None, \
             self.explain()
         if result:
@@ -321,12 +333,9 @@ def test_multiprocessing_spawn_ranks(tmp_path):
     p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "sp", script,
                         "--steps", "30", "--delay-ms", "20", "--port", str(free_port_pair())],
                        cwd=REPO, env=base_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, p.stderr[-3000:]
-    with open(logs / "sp" / "final_summary.json", encoding="utf-8") as f:
-        s = json.load(f)
+    s = ranks_finished(p, logs / "sp", ranks=2, steps=30)
     assert s["meta"]["step_detection"] == "automatic", s["meta"]
-    assert s["meta"]["ranks_reported"] == 2 and not s["meta"]["rank_conflicts"], s["meta"]
-    assert s["meta"]["common_steps"] == 30, s["meta"]
+    assert not s["meta"]["rank_conflicts"], s["meta"]
     pd = primary(s)
     assert pd["label"] == "INPUT STRAGGLER" and "R1/N0" in pd["why"], pd
     assert "rank 0: 30 steps" in p.stdout

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "agg/agg.h"
 #include "model/run.h"
 #include "agg/server.h"
+#include "report/reload.h"
 #include "report/report.h"
 #include "base/json.h"
 #include "wire/wire.h"
@@ -151,6 +153,70 @@ static void test_lost_rank_named(void)
     tml__run_release(&run);
 }
 
+/* The box's rows as one line: borders, line ends and runs of blanks out
+ * (a long row wraps). */
+static const char *unwrap(const char *box, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = box; p && *p && n + 1 < cap; p++) {
+        if (*p == '|' || *p == '\n' || (*p == ' ' && n && out[n - 1] == ' '))
+            continue;
+        out[n++] = *p;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* A rank that died of SIGABRT at exit, after its goodbye (PyTorch's gloo
+ * exit abort): the box says the training ended and then which rank died;
+ * meta.exit_signals holds it, and a re-rendered box says the same. */
+static void test_exit_signal_named(void)
+{
+    for (int whole = 0; whole < 2; whole++) {
+        tml_run run;
+        build_run(&run, 40, 0);
+        if (whole)
+            run.world_size = 3;   /* R3 not expected: every rank said goodbye */
+        run.ranks[1].exit_signal = SIGABRT;
+        tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+        tml_report_opts o;
+        memset(&o, 0, sizeof(o));
+        o.status = "failed";
+        o.exit_code = 1;
+        o.duration_s = 12.5;
+        o.generated_at = "2026-01-01T00:00:00Z";
+        o.json_path = "logs/dist/final_summary.json";
+        CHECK_EQ_INT(tml__report_build(&run, &o, &text, &json), 0);
+        const char *want = whole ? "Ended: FAILED with exit code 1 after the training: every rank "
+                                   "finished its steps and said goodbye, then R1/N0 aborted at exit "
+                                   "(SIGABRT)"
+                                 : "Ended: FAILED with exit code 1; R1/N0 aborted at exit "
+                                   "(SIGABRT), after its last step";
+        char flat[8192];
+        CHECK(strstr(unwrap(text.buf, flat, sizeof(flat)), want) != NULL);
+        tml_json *doc = NULL;
+        CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
+        const tml_json *ex = tml__json_get(tml__json_get(doc, "meta"), "exit_signals");
+        CHECK_EQ_INT(len_of(ex), 1);
+        CHECK_EQ_INT(num(tml__json_get(tml__json_at(ex, 0), "rank")), 1);
+        CHECK_EQ_INT(num(tml__json_get(tml__json_at(ex, 0), "signal")), SIGABRT);
+        tml_report_loaded *l = NULL;
+        char why[256];
+        CHECK_EQ_INT(tml__report_load(doc, NULL, 120, &l, why, sizeof(why)), 0);
+        if (l) {
+            tml_strbuf again = TML_STRBUF_INIT;
+            tml__report_box(&l->m, &again);
+            CHECK(strstr(unwrap(again.buf, flat, sizeof(flat)), want) != NULL);
+            tml__sb_release(&again);
+            tml__report_loaded_free(l);
+        }
+        tml__json_free(doc);
+        tml__sb_release(&text);
+        tml__sb_release(&json);
+        tml__run_release(&run);
+    }
+}
+
 /* ---- the server marks ranks that vanish without a goodbye ------------- */
 
 static void pump(tml_server *srv, int ms)
@@ -255,6 +321,6 @@ static void test_server_marks_lost(void)
 }
 
 #define TESTS X(test_header_labels_and_evidence) X(test_lost_rank_named) \
-    X(test_server_marks_lost)
+    X(test_exit_signal_named) X(test_server_marks_lost)
 #include "harness.h"
 

@@ -316,6 +316,31 @@ static void test_progress(void)
     tml__progress_read(run, &sum);
     CHECK_EQ_INT(sum.processes, 2);
     CHECK(sum.steps == 20 && sum.last_end_ns == 2000);
+    /* a process that aborts at exit, after TraceML's shutdown: its page
+     * says so, and it still dies of SIGABRT; a handler of its own is left
+     * alone (its page says nothing) */
+    for (int own = 0; own < 2; own++) {
+        child = fork();
+        if (child == 0) {
+            tml_progress *c = tml__progress_create(run);
+            if (own)
+                signal(SIGABRT, SIG_IGN);
+            tml__progress_watch_exit(c);
+            if (own)
+                _exit(7);
+            abort();
+        }
+        CHECK(waitpid(child, &st, 0) == child);
+        if (own)
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+        else
+            CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    }
+    tml__progress_read(run, &sum);
+    CHECK_EQ_INT(sum.processes, 4);
+    CHECK_EQ_INT(sum.nexits, 1);
+    CHECK_EQ_INT(sum.exits[0].signal, SIGABRT);
+    CHECK(sum.exits[0].pid > 0 && sum.exits[0].pid != getpid());
     tml__progress_release(p);
     /* ours but no progress file; another host's (a shared run folder) */
     char host[64] = "";
@@ -330,7 +355,7 @@ static void test_progress(void)
             fclose(f);
     }
     tml__progress_read(run, &sum);
-    CHECK_EQ_INT(sum.processes, 2);
+    CHECK_EQ_INT(sum.processes, 4);
     tml__progress_remove(run);
     snprintf(path, sizeof(path), "%s/progress/other-host.1", run);
     CHECK(access(path, F_OK) == 0);   /* its host removes it */
