@@ -111,6 +111,7 @@ def main():
         with open(a.own_timings, "w") as f:
             json.dump({"forward_ms": forward_ms}, f)
     if ddp:
+        dist.barrier()   # the group's last work done before exit (docs/distributed.md)
         dist.destroy_process_group()
     if rank == 0:
         print("trained %d steps" % len(forward_ms))

@@ -41,6 +41,7 @@ def worker(rank, world, steps, delay_s, port):
             opt.zero_grad()
             loss.backward()
             opt.step()
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()
 
 

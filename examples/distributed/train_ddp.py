@@ -161,7 +161,7 @@ def main():
     if extra_work:
         print("rank %d residual work %.3f ms/step" % (rank, 1000 * sum(extra_work) / len(extra_work)),
               flush=True)
-    dist.barrier()
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()
     if rank == 0:
         print("trained %d steps" % a.steps)

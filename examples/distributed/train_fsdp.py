@@ -34,6 +34,7 @@ def main():
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()
 
 

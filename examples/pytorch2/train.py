@@ -106,6 +106,7 @@ def main():
             json.dump({"forward_ms": fwd, "optimizer_ms": stp,
                        "model_type": type(model).__name__}, f)
     if args.fsdp:
+        dist.barrier()   # the group's last work done before exit (docs/distributed.md)
         dist.destroy_process_group()
 
 

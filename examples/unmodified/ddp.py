@@ -43,6 +43,7 @@ def main():
         opt.step()
     if dist.get_rank() == 0:
         print("done, loss %.3f" % loss.item(), flush=True)
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()
 
 

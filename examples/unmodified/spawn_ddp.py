@@ -41,6 +41,7 @@ def worker(rank, world, a):
         opt.step()
     if rank == 0:
         print("rank 0: %d steps, loss %.3f" % (a.steps, loss.item()), flush=True)
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()
 
 

@@ -74,7 +74,7 @@ static tml_progress *volatile watched;
 static void on_fatal_at_exit(int sig)
 {
     tml_progress *p = watched;
-    if (p)
+    if (p && p->pid == (int32_t)getpid())   /* not a child forked after the shutdown */
         p->exit_signal = sig;
     raise(sig);   /* SA_RESETHAND | SA_NODEFER: the default action, now */
 }

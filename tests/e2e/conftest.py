@@ -362,12 +362,13 @@ def ranks_finished(p, where, steps=None, ranks=None, missing=()):
     every rank ran every step. p is the finished process (a Popen with
     .out/.err or .stdout/.stderr, or a Run); where its final_summary.json,
     run folder or the summary itself (node 0's on several nodes), None
-    for a run without TraceML (its test checks the output). Then,
-    either way, every rank reported (ranks: how many; else the world
-    size), none was lost, none missing but `missing` (rank numbers), and,
-    given steps, every rank ran them all (common_steps). Any other failure fails the test. When the
-    run's own summary saw the abort (status failed, on node 0), its
-    meta.exit_signals names the rank and SIGABRT. Returns the summary."""
+    for a run without TraceML (its test checks the output). Then, either
+    way, every rank reported (ranks: how many; else the world size), none
+    was lost, none missing but `missing` (rank numbers), and, given steps,
+    every rank ran them all (common_steps). Any other failure fails the
+    test. When the run's own summary saw the abort (status failed, on
+    node 0), its meta.exit_signals names the rank and SIGABRT. Returns the
+    summary."""
     rc = p.rc if hasattr(p, "rc") else p.returncode
     err = getattr(p, "err", None)
     err = p.stderr if err is None else err

@@ -317,27 +317,36 @@ static void test_progress(void)
     CHECK_EQ_INT(sum.processes, 2);
     CHECK(sum.steps == 20 && sum.last_end_ns == 2000);
     /* a process that aborts at exit, after TraceML's shutdown: its page
-     * says so, and it still dies of SIGABRT; a handler of its own is left
-     * alone (its page says nothing) */
-    for (int own = 0; own < 2; own++) {
+     * says so, and it still dies of SIGABRT. Not so: a handler of its own
+     * (left alone), a child it forked after the shutdown that aborts
+     * (the page is not the child's; the process exits 7 in both) */
+    for (int how = 0; how < 3; how++) {
         child = fork();
         if (child == 0) {
             tml_progress *c = tml__progress_create(run);
-            if (own)
+            if (how == 1)
                 signal(SIGABRT, SIG_IGN);
             tml__progress_watch_exit(c);
-            if (own)
+            if (how == 2) {
+                pid_t g = fork();
+                if (g == 0)
+                    abort();
+                int gs = 0;
+                waitpid(g, &gs, 0);
+                _exit(WIFSIGNALED(gs) && WTERMSIG(gs) == SIGABRT ? 7 : 1);
+            }
+            if (how == 1)
                 _exit(7);
             abort();
         }
         CHECK(waitpid(child, &st, 0) == child);
-        if (own)
+        if (how)
             CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7);
         else
             CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
     }
     tml__progress_read(run, &sum);
-    CHECK_EQ_INT(sum.processes, 4);
+    CHECK_EQ_INT(sum.processes, 5);
     CHECK_EQ_INT(sum.nexits, 1);
     CHECK_EQ_INT(sum.exits[0].signal, SIGABRT);
     CHECK(sum.exits[0].pid > 0 && sum.exits[0].pid != getpid());
@@ -355,7 +364,7 @@ static void test_progress(void)
             fclose(f);
     }
     tml__progress_read(run, &sum);
-    CHECK_EQ_INT(sum.processes, 4);
+    CHECK_EQ_INT(sum.processes, 5);
     tml__progress_remove(run);
     snprintf(path, sizeof(path), "%s/progress/other-host.1", run);
     CHECK(access(path, F_OK) == 0);   /* its host removes it */

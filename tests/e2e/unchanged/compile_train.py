@@ -96,4 +96,5 @@ print("graphs %d, final loss %.6f" % (len(graphs), losses[-1]))
 with open(a.out, "w") as f:
     json.dump(out, f)
 if a.how in ("allreduce", "ddp"):
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()

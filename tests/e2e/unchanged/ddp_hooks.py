@@ -98,4 +98,5 @@ if rank == 0:
     print("rank 0 done: %s" % ", ".join("%s %s" % (c, r["train"]) for c, r in results.items()),
           flush=True)
 if all(r["train"] == "ok" for r in results.values()):
+    dist.barrier()   # the group's last work done before exit (docs/distributed.md)
     dist.destroy_process_group()
