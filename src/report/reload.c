@@ -502,17 +502,24 @@ static void conflicts_ours(tml_run *run, const tml_json *arr)
     }
 }
 
+/* The rank an entry of meta.lost_ranks / exit_signals names ({rank,
+ * node}), added when the file had no row of it; NULL out of memory. */
+static tml_rank *named_rank(tml_run *run, const tml_json *o)
+{
+    tml_rank_info info;
+    memset(&info, 0, sizeof(info));
+    info.rank = count32(o, "rank");
+    info.node_rank = count32(o, "node");
+    return tml__run_rank(run, &info);
+}
+
 /* meta.exit_signals: ranks that died of a signal at exit, after their
  * goodbye (absent before: none). */
 static int exit_signals_ours(tml_run *run, const tml_json *arr)
 {
     for (size_t i = 0; arr && arr->type == TML_JSON_ARRAY && i < arr->n && i < 4096; i++) {
         const tml_json *o = tml__json_at(arr, i);
-        tml_rank_info info;
-        memset(&info, 0, sizeof(info));
-        info.rank = count32(o, "rank");
-        info.node_rank = count32(o, "node");
-        tml_rank *r = tml__run_rank(run, &info);
+        tml_rank *r = named_rank(run, o);
         if (!r)
             return TML_ENOMEM;
         r->exit_signal = count32(o, "signal");
@@ -526,11 +533,7 @@ static int lost_ours(tml_run *run, const tml_json *arr)
 {
     for (size_t i = 0; arr && arr->type == TML_JSON_ARRAY && i < arr->n && i < 4096; i++) {
         const tml_json *o = tml__json_at(arr, i);
-        tml_rank_info info;
-        memset(&info, 0, sizeof(info));
-        info.rank = count32(o, "rank");
-        info.node_rank = count32(o, "node");
-        tml_rank *r = tml__run_rank(run, &info);
+        tml_rank *r = named_rank(run, o);
         if (!r)
             return TML_ENOMEM;
         r->lost = 1;
