@@ -138,6 +138,8 @@ int tml__cli_exe_dir(char *out, size_t cap);
 /* Terminal width of stdout, else $COLUMNS, else TML_REPORT_LOG_WIDTH (the
  * summary printed into a pipe: tee, Slurm and CI logs). */
 int tml__cli_term_width(void);
+/* Closes every descriptor above 2 but keep[] (n small; sorted here). */
+void tml__cli_close_all_but(int *keep, int n);
 /* The aggregator's variables (base/env.h: TRACEML_THRESHOLDS,
  * TRACEML_WINDOW_STEPS) for its options (tml_agg_opts, tml_host_opts); a
  * value not taken is a warning line and the default. */

@@ -17,10 +17,9 @@
  * still means "the summary is whole". Exit 1 (no summary at all) is what
  * sends the launcher to its rebuild from telemetry.sqlite.
  *
- * SIGINT is blocked here, never handled: the launcher decides how the run
- * ends. Blocking (rather than ignoring) leaves a terminal's or a process
- * group's SIGINT pending, which the launcher reads in /proc to learn that
- * the training got the same signal and must not get a second one.
+ * SIGINT is blocked here, never handled (and the launcher starts it with
+ * every signal it passes on blocked: cli/run/signals.c): the launcher
+ * decides how the run ends, whatever reaches the process group.
  */
 #include "cli.h"
 

@@ -238,7 +238,7 @@ static void child_env(const tune_ctx *t, const char *settings)
 }
 
 /* Starts `traceml run <options> --mode summary --logs-dir TRIALS --run-name
- * NAME SCRIPT args`, its output into TRIALS/NAME.log. */
+ * NAME --kill-after 1 SCRIPT args`, its output into TRIALS/NAME.log. */
 static pid_t trial_start(const tune_ctx *t, const char *name, const char *settings)
 {
     char log[4400];
@@ -251,7 +251,9 @@ static pid_t trial_start(const tune_ctx *t, const char *name, const char *settin
     argv[n++] = "run";
     for (int k = 1; k <= t->nopts; k++)
         argv[n++] = t->runargv[k];
-    const char *ours[] = {"--mode", "summary", "--logs-dir", t->trials, "--run-name", name};
+    /* a trial's training that lingers after tune's SIGINT is killed 1 s later */
+    const char *ours[] = {"--mode", "summary",   "--logs-dir",   t->trials,
+                          "--run-name", name, "--kill-after", "1"};
     for (size_t k = 0; k < sizeof(ours) / sizeof(ours[0]); k++)
         argv[n++] = (char *)ours[k];
     for (int k = t->nopts + 1; k < t->nrunargv; k++)

@@ -43,6 +43,7 @@
  * reads the pty itself, as it did before the drainer existed.
  */
 #include "drain.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,36 +87,6 @@ static void drainer_signals(void)
     signal(SIGCHLD, SIG_DFL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-static void close_range_or_loop(unsigned lo, unsigned hi)
-{
-    if (lo > hi || close_range(lo, hi, 0) == 0)
-        return;
-    long max = sysconf(_SC_OPEN_MAX);
-    unsigned top = max > 0 && max < 65536 ? (unsigned)max - 1 : 65535;
-    for (unsigned fd = lo; fd <= hi && fd <= top; fd++)
-        close((int)fd);
-}
-
-/* Closes every descriptor above 2 but keep[] (n small). */
-static void close_all_but(int *keep, int n)
-{
-    for (int i = 1; i < n; i++)   /* insertion sort */
-        for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-            int t = keep[j];
-            keep[j] = keep[j - 1];
-            keep[j - 1] = t;
-        }
-    unsigned lo = 3;
-    for (int i = 0; i < n; i++) {
-        if (keep[i] < (int)lo)
-            continue;
-        if ((unsigned)keep[i] > lo)
-            close_range_or_loop(lo, (unsigned)keep[i] - 1);
-        lo = (unsigned)keep[i] + 1;
-    }
-    close_range_or_loop(lo, ~0u);
 }
 
 static int same_tty(const struct termios *a, const struct termios *b)
@@ -194,7 +165,7 @@ static void drainer(const tml_drain *d, int alive_rd)
     if (nul > 0)
         dup2(nul, 0);
     int keep[] = {d->master, d->log_wr, d->log_rd, alive_rd};
-    close_all_but(keep, 4);
+    tml__cli_close_all_but(keep, 4);
     struct termios screen_tty;   /* the terminal as full screen has it */
     int have_screen = tcgetattr(1, &screen_tty) == 0;
     char buf[65536];

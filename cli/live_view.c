@@ -27,9 +27,10 @@
  * terminal's scrollback. When the view is hidden (q) the tail goes to the
  * terminal instead of the panel.
  *
- * When the terminal cannot do it (not a tty, TERM unset or "dumb") the
- * view prints one plain line per interval instead and leaves the
- * training's output alone.
+ * When the terminal cannot do it (not a tty, TERM unset or "dumb"), or is
+ * not ours to change (the launcher is not in its foreground process
+ * group), the view prints one plain line per interval instead and leaves
+ * the training's output alone.
  *
  * This file is the view's life: when to fetch, draw, read keys and the
  * training's output. A frame is drawn by live_draw.c; the output panel's
@@ -203,6 +204,15 @@ tml_live_view *tml__view_new(const tml_view_opts *o)
     const char *term = getenv("TERM");
     int can = !o->force_plain && isatty(0) && isatty(1) && term && *term &&
               strcmp(term, "dumb") != 0;
+    /* a launcher outside the terminal's foreground job (run by `timeout`,
+     * `nohup ... &`, a CI wrapper, or put in the background) would be
+     * stopped by SIGTTOU at its first change to the terminal's modes, and
+     * the training with it: it leaves the terminal alone */
+    if (can && tcgetpgrp(0) != getpgrp()) {
+        tml__cli_warn("not the terminal's foreground job (timeout, nohup ... &, a job in the "
+                      "background): the live view prints plain lines");
+        can = 0;
+    }
     if (can) {
         setlocale(LC_ALL, "");
         const char *cs = nl_langinfo(CODESET);

@@ -417,3 +417,32 @@ int tml__cli_read_json(const char *path, const char *what, tml_json **doc, char 
     return tml__cli_error("'%s' is not valid JSON: %s at byte %zu", path,
                           err.msg ? err.msg : "invalid", err.offset);
 }
+
+static void close_range_or_loop(unsigned lo, unsigned hi)
+{
+    if (lo > hi || close_range(lo, hi, 0) == 0)
+        return;
+    long max = sysconf(_SC_OPEN_MAX);
+    unsigned top = max > 0 && max < 65536 ? (unsigned)max - 1 : 65535;
+    for (unsigned fd = lo; fd <= hi && fd <= top; fd++)
+        close((int)fd);
+}
+
+void tml__cli_close_all_but(int *keep, int n)
+{
+    for (int i = 1; i < n; i++)   /* insertion sort */
+        for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            int t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
+        }
+    unsigned lo = 3;
+    for (int i = 0; i < n; i++) {
+        if (keep[i] < (int)lo)
+            continue;
+        if ((unsigned)keep[i] > lo)
+            close_range_or_loop(lo, (unsigned)keep[i] - 1);
+        lo = (unsigned)keep[i] + 1;
+    }
+    close_range_or_loop(lo, ~0u);
+}

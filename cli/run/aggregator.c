@@ -1,7 +1,7 @@
 /*
  * aggregator.c - the aggregator child, `traceml __aggregate`: a process
  * of its own so that its death never touches the training. Started with
- * SIGINT blocked (the essay in run.c), its output into traceml.log, a
+ * the signals the launcher passes on blocked (run.c), its output into traceml.log, a
  * control pipe (finalize) and a status pipe ("port N [live M]", then the
  * summary: finalize.c).
  */
@@ -30,7 +30,7 @@ void tml__run_agg_lost(tml_run_agg *ap, const char *fmt, ...)
 }
 
 /* In the forked child: the aggregator process, `traceml __aggregate`, with
- * SIGINT blocked (see the essay above), its output into traceml.log and
+ * the signals the launcher passes on blocked (run.c), its output into traceml.log and
  * the control and status pipes kept open. Never returns. */
 __attribute__((noreturn))
 static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl, int st)
@@ -40,13 +40,7 @@ static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl,
     snprintf(logp, sizeof(logp), "%s/traceml.log", r->dir);
     snprintf(cfd, sizeof(cfd), "%d", ctl);
     snprintf(sfd, sizeof(sfd), "%d", st);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigprocmask(SIG_SETMASK, &set, NULL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    tml__run_signals_for_aggregator();
     fcntl(ctl, F_SETFD, 0);
     fcntl(st, F_SETFD, 0);
     int nul = open("/dev/null", O_RDONLY);

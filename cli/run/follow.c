@@ -66,7 +66,7 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
 {
     const tml_run_opts *o = &c->o;
     const tml_dist *d = &o->dist;
-    int interrupted = 0;
+    tml_run_end end = {0, 0};
     char where[320];
     snprintf(where, sizeof(where), "%s:%ld", d->multi_host ? d->master_addr : "127.0.0.1",
              d->agg_port);
@@ -89,9 +89,9 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }
-    int code = tml__run_supervise(c, pid, NULL, r->dir, &interrupted);
-    code = tml__run_exit_code(code, interrupted);
-    m.status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
+    int code = tml__run_supervise(c, pid, NULL, r->dir, &end);
+    c->died_of = end.signal;
+    m.status = end.interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     m.exit_code = code;
     m.end_unix_ms = tml__unix_ms();
     m.duration_s = tml__mono_s_since(r->start_mono_ns);

@@ -54,6 +54,9 @@ const char tml__usage_run[] =
     "  --window-steps N        diagnose the last N common steps, 2-10000 [10000]\n"
     "                          (the original's --summary-window-rows)\n"
     "  --finalize-timeout-sec S  time the summary may take before the fallback [20]\n"
+    "  --kill-after S          SIGKILL a training still running S seconds after a\n"
+    "                          SIGINT/SIGTERM/SIGHUP/SIGQUIT [never: it takes as\n"
+    "                          long as it needs, e.g. to save a checkpoint]\n"
     "  --aggregator-bind-host A  node 0's aggregator address, multi-host [0.0.0.0]\n"
     "  --apply FILE            run with the settings a `traceml tune` recommended\n"
     "                          (its tune.json), applied at start-up: the script\n"
@@ -132,6 +135,8 @@ static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
                                         v, 2, 10000);
     else if (tml__cli_opt(argc, argv, i, "--finalize-timeout-sec", &v))
         o->finalize_timeout_s = tml__cli_double("--finalize-timeout-sec", v, 0.1, 86400);
+    else if (tml__cli_opt(argc, argv, i, "--kill-after", &v))
+        o->kill_after_s = tml__cli_double("--kill-after", v, 0.1, 86400);
     else {
         for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
             if (tml__cli_opt(argc, argv, i, run_flags[k].name, NULL)) {

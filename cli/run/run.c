@@ -24,16 +24,17 @@
  * time) the launcher rebuilds the run from telemetry.sqlite itself and
  * still prints a summary.
  *
- * Ctrl-C: the training shares our process group, so a terminal's Ctrl-C
- * reaches it directly and must not be forwarded a second time. A SIGINT
- * sent to the launcher alone (kill PID) must be forwarded. The two are told
- * apart by the kernel's si_code (SI_KERNEL for a terminal) and, for a
- * SIGINT sent by a program to the whole group, by the aggregator: it keeps
- * SIGINT blocked, so a group-wide SIGINT shows as pending in its
- * /proc/PID/status. Then the training gets at most ~1 s to exit before
- * SIGKILL, and the summary of what arrived is printed, status interrupted,
- * exit 130. The drainer takes no part: it is in a session of its own and
- * ignores SIGINT, so it reads the training's traceback to the end.
+ * Signals: the launcher is the training's transparent parent (the essay
+ * in signals.c): it passes on every signal the training could handle that
+ * did not reach the training already (a terminal's Ctrl-C, a signal to
+ * the whole process group), keeps the dispositions it inherited, never
+ * kills the training on a clock of its own (--kill-after is the user's),
+ * waits for it, prints the summary of what arrived (status interrupted
+ * after SIGINT, SIGTERM, SIGHUP or SIGQUIT) and exits as it did: with its
+ * exit code, or dying of its signal. The aggregator keeps those signals
+ * blocked: the launcher decides when it ends. The drainer takes no part:
+ * it is in a session of its own and ignores SIGINT, so it reads the
+ * training's traceback to the end.
  */
 #include "run.h"
 
@@ -100,7 +101,7 @@ static void start_aggregator(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run 
 static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, char **targv)
 {
     const tml_run_opts *o = &c->o;
-    int interrupted = 0;
+    tml_run_end end = {0, 0};
     tml_run_agg ap;
     start_aggregator(c, &ap, r);
     tml__run_build_env(c, r, ap.port, 0);
@@ -114,12 +115,12 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }
-    int code = tml__run_supervise(c, pid, &ap, r->dir, &interrupted);
+    int code = tml__run_supervise(c, pid, &ap, r->dir, &end);
     int64_t ended_ns = tml__mono_ns();
     tml__view_free(c->live_view);   /* the terminal back as it was, before the summary */
     c->live_view = NULL;
-    const char *status = interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
-    code = tml__run_exit_code(code, interrupted);
+    c->died_of = end.signal;
+    const char *status = end.interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     int width = tml__cli_term_width();
 
     char *text = tml__run_finalize_via_agg(c, &ap, r, status, code, width);
@@ -153,14 +154,15 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
 static int run_untraced(tml_run_ctx *c, char **targv)
 {
     tml_cli_run r;
-    int interrupted = 0;
+    tml_run_end end = {0, 0};
     memset(&r, 0, sizeof(r));
     tml__run_build_env(c, &r, 0, 1);
     pid_t pid = tml__run_start_training(c, targv);
     if (pid < 0)
         tml__cli_die(1, "cannot fork: %s", strerror(errno));
-    int code = tml__run_supervise(c, pid, NULL, NULL, &interrupted);
-    return tml__run_exit_code(code, interrupted);
+    int code = tml__run_supervise(c, pid, NULL, NULL, &end);
+    c->died_of = end.signal;
+    return code;
 }
 
 /* What every launch shares: the sampling interval and the window reach
@@ -286,5 +288,6 @@ int tml__cmd_run_profile(int argc, char **argv, int watch)
     if (rc == 0)
         rc = run_command(c);
     tml__run_opts_release(&c->o, argc, argv);
-    return rc;
+    tml__run_witness_end();
+    return tml__run_die_as(c->died_of, rc);
 }

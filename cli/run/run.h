@@ -19,6 +19,7 @@
 #ifndef TML_CLI_RUN_H
 #define TML_CLI_RUN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,6 +60,7 @@ typedef struct tml_run_opts {
     const char *apply;        /* --apply FILE: a tune.json whose settings the training gets */
     const char *agg_bind;     /* --aggregator-bind-host: node 0's aggregator, multi-host */
     double finalize_timeout_s;   /* --finalize-timeout-sec: fractions too (0.5.0's float) */
+    double kill_after_s;         /* --kill-after: SIGKILL this long after a signal, 0 never */
 } tml_run_opts;
 
 /* One `traceml run` (or `traceml watch`): its options and what the launch
@@ -82,6 +84,7 @@ typedef struct tml_run_ctx {
     int live_port_wanted, live_port_got, live_interval_ms;
     tml_live_view *live_view;
     tml_run_env env;           /* the training's environment */
+    int died_of;               /* the training died of this signal: so does the launcher */
 } tml_run_ctx;
 
 /* The aggregator child (aggregator.c) as the launcher sees it. */
@@ -141,20 +144,40 @@ char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap,
                              const tml_cli_run *r, const char *status, int code, int width,
                              int64_t ended_ns);
 
-/* supervise.c: the launcher's SIGINT, SIGTERM, SIGHUP handlers (SIGPIPE
- * ignored); the training, forked and exec'd (c->prog, argv, c->env), its
- * pid or -1; waiting for it while the live view draws, forwarding
- * signals (the essay in run.c) and reaping a dying aggregator (ap, may be
- * NULL). Returns the training's exit code (128 + signal); *interrupted
- * set when a signal or Ctrl-C ended it. */
+/* signals.c: the launcher as the training's transparent parent (the
+ * essay there). install_handlers: once, first: catches every signal a
+ * training could handle that was not inherited ignored, starts the
+ * witness; signals_block/restore: the caught ones blocked around a fork;
+ * signals_for_child: in a forked training, the dispositions and mask the
+ * launcher inherited; signals_for_aggregator: the caught ones blocked
+ * (its end is the launcher's to decide); pass_signals: sends on to train
+ * the signals caught 20 ms ago or more that did not reach its process
+ * group, and returns the last of them that asks a training to end
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT), else 0; witness_end: at the end;
+ * die_as: the launcher dies of sig, as the training did (no core file);
+ * returns code when sig does not kill. */
 void tml__run_install_handlers(void);
+void tml__run_signals_block(sigset_t *was);
+void tml__run_signals_restore(const sigset_t *was);
+void tml__run_signals_for_child(void);
+void tml__run_signals_for_aggregator(void);
+int tml__run_pass_signals(pid_t train, int64_t now_ms);
+void tml__run_witness_end(void);
+int tml__run_die_as(int sig, int code);
+
+/* How the training ended, beside its exit code. */
+typedef struct tml_run_end {
+    int interrupted;   /* a SIGINT, SIGTERM, SIGHUP or SIGQUIT came, or it died of SIGINT */
+    int signal;        /* it died of this signal, 0: it exited */
+} tml_run_end;
+
+/* supervise.c: the training, forked and exec'd (c->prog, argv, c->env),
+ * its pid or -1; waiting for it while the live view draws, passing on
+ * signals and reaping a dying aggregator (ap, may be NULL). Returns the
+ * training's exit code (128 + signal), *end filled. */
 pid_t tml__run_start_training(const tml_run_ctx *c, char **argv);
 int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
-                       int *interrupted);
-/* The training's exit code as the launcher exits with it: 130 when it
- * was interrupted and a SIGINT reached the launcher (as a shell reports
- * Ctrl-C), else code. */
-int tml__run_exit_code(int code, int interrupted);
+                       tml_run_end *end);
 
 /* follow.c: with several launchers, the run id and secret they share
  * (-1: a follower found no secret; *secret_file: the host wrote one); a

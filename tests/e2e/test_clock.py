@@ -249,7 +249,7 @@ def test_crash_before_any_step_reached_the_aggregator(tmp_path):
         proc, out = start(tmp_path, name, ["--steps", "100", "--empty", "--crash-after", "19"],
                           ["--no-auto-trace"])
         stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 139, stderr
+        assert proc.returncode == -signal.SIGSEGV, stderr   # the launcher dies as it did
         s = json.loads((tmp_path / "logs" / name / "final_summary.json").read_text())
         if s["meta"]["ranks_reported"] == 0:      # no step arrived
             break

@@ -6,6 +6,7 @@ pyproject.toml (docs/cli.md). On the fake torch (tests/fakes/torch): what
 is tested is the launcher's and the glue's handling, not a measurement."""
 import json
 import os
+import signal
 import subprocess
 
 from conftest import FAKE_TORCH, PYTHON, TRACEML, base_env, covers, step_metric_ms
@@ -244,12 +245,13 @@ def test_box_says_how_the_run_ended(tmp_path):
                        capture_output=True, text=True, timeout=240)
     assert p.returncode == 7
     assert "Ended: FAILED with exit code 7" in p.stdout and "H2D" in p.stdout, p.stdout
-    # a KeyboardInterrupt raised in the script is Ctrl-C's end: interrupted, 130
+    # a KeyboardInterrupt raised in the script is Ctrl-C's end: interrupted,
+    # and the launcher dies of SIGINT as Python did (a shell's 130)
     crash.write_text(SCRIPT + "\nraise KeyboardInterrupt\n")
     p = subprocess.run([TRACEML, "run", "--logs-dir", "logs", "--run-name", "k", str(crash)],
                        cwd=str(tmp_path), env=base_env(TRACEML_PYTHON=PYTHON, **FAKE_TORCH),
                        capture_output=True, text=True, timeout=240)
-    assert p.returncode == 130, p.stderr
+    assert p.returncode == -signal.SIGINT, p.stderr
     assert "Ended: INTERRUPTED" in p.stdout and "H2D" in p.stdout, p.stdout
     with open(tmp_path / "logs" / "k" / "manifest.json", encoding="utf-8") as f:
         m = json.load(f)
