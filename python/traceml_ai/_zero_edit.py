@@ -295,7 +295,7 @@ def _reachable(frame, module_t):
             types.BuiltinFunctionType, module_t, str, bytes, int, float)
     spaces = []
     while frame is not None:
-        spaces.append(frame.f_locals)
+        spaces.append(frame_locals(frame))
         frame = frame.f_back
     main = sys.modules.get("__main__")
     if main is not None:
@@ -310,6 +310,30 @@ def _reachable(frame, module_t):
             if type(attrs) is dict:
                 for a in list(attrs.values()):
                     yield a
+
+
+def frame_locals(frame):
+    """A copy of a running frame's locals that leaves nothing behind.
+
+    Up to Python 3.12, frame.f_locals of a function's frame is a snapshot
+    dict that the frame keeps until it ends: read in a `def train():`
+    loop, it would keep every tensor the loop had then (a buffer it
+    deletes later, step 0's outputs) alive for the whole run. So the
+    snapshot is copied and emptied again -- unless someone else holds it
+    (a `locals()` the code kept): the frame's fast locals are untouched,
+    and whoever reads f_locals or locals() next gets it refilled, as
+    before. A module's or class body's frame has its namespace there, not
+    a snapshot; from 3.13 on f_locals is a view (PEP 667) that holds
+    nothing: both are only copied."""
+    space = frame.f_locals
+    got = dict(space)
+    if (sys.version_info < (3, 13) and type(space) is dict and
+            frame.f_code.co_flags & _CO_OPTIMIZED and sys.getrefcount(space) <= 3):
+        space.clear()       # held by the frame, `space` and getrefcount's argument
+    return got
+
+
+_CO_OPTIMIZED = 0x1
 
 
 def _gc_modules(module_t):
