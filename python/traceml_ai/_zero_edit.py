@@ -271,10 +271,11 @@ def _holders(opt, torch, frame):
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if isinstance(obj, module_t):
+        kind = type(obj)        # never isinstance(): see _gc_modules
+        if issubclass(kind, module_t):
             if holds(obj):
                 found.append(obj)
-        elif isinstance(obj, optim_t):
+        elif issubclass(kind, optim_t):
             saw_opt = True
     if not found:
         found = _outermost([o for o in _gc_modules(module_t) if holds(o)])
@@ -304,7 +305,7 @@ def _reachable(frame, module_t):
         for v in list(space.values()):
             yield v
             try:        # never through a __getattr__: a proxy stays unasked
-                attrs = None if isinstance(v, skip) else object.__getattribute__(v, "__dict__")
+                attrs = None if issubclass(type(v), skip) else object.__getattribute__(v, "__dict__")
             except Exception:
                 attrs = None
             if type(attrs) is dict:
@@ -337,8 +338,12 @@ _CO_OPTIMIZED = 0x1
 
 
 def _gc_modules(module_t):
+    """The modules among the process's objects, asked by type alone:
+    isinstance() would read __class__ of every object, which a lazy or
+    deprecated object (torch.distributed.reduce_op) answers with a
+    warning in the training's stderr."""
     import gc
-    return [o for o in gc.get_objects() if isinstance(o, module_t)]
+    return [o for o in gc.get_objects() if issubclass(type(o), module_t)]
 
 
 def _outermost(mods):
