@@ -130,8 +130,7 @@ def clone(cls):
     return {"clone_shape": list(new(x).shape), "model_shape": list(model(x).shape),
             "clone_dict": sorted(k for k in vars(new) if not k.startswith("_modules")),
             "model_dict": sorted(vars(model)),
-            "clone_compiled_call": repr(getattr(new, "_compiled_call_impl", None)),
-            "class_dict": sorted(k for k in vars(cls) if k.startswith("_"))}
+            "clone_compiled_call": repr(getattr(new, "_compiled_call_impl", None))}
 
 
 def compiled_step():
