@@ -197,6 +197,7 @@ def _find_extra(opt):
     not seen before steps inside a trace_step(model) bracket: the other
     models of the step get their forward timed (_zero_edit.find_extra)."""
     from . import _zero_edit
+    _zero_edit.hide_from_dynamo(_find_extra)
     _zero_edit.find_extra(opt, _timed if _timed is not None else (), _install_forward,
                           _announce, _warn)
 
@@ -283,6 +284,8 @@ def _time_calls(model, torch):
         return timed(*args, **kwargs)
 
     _traceml_timed_call._traceml_timed = True
+    from . import _zero_edit
+    _zero_edit.hide_from_dynamo(_traceml_timed_call, _Timed.__get__)
     own["_compiled_call_impl"] = _traceml_timed_call
 
 
@@ -334,6 +337,8 @@ class _Timed(object):
                 raise TypeError("its class defines %s as a %s" % (name, type(plain).__name__))
             setattr(cls, name, _Timed(plain))
         _Timed.compiling = _compiling(torch)
+        from . import _zero_edit
+        _zero_edit.hide_from_dynamo(_Timed.__get__)
         key = id(model)
 
         def gone(ref):
@@ -388,15 +393,24 @@ def _register_optimizer_hooks(torch):
     fullgraph=True). A compiled step is therefore not timed."""
     from torch.optim import optimizer as opt_mod
     compiling, begin, end = _compiling(torch), _c._opt_begin, _c._opt_end
+    running = [0]       # eager steps begun and not ended (one optimizer may step another)
 
     def _traceml_optimizer_begin(opt, args, kwargs):
         if not compiling():
+            running[0] += 1
             begin(opt, args, kwargs)
 
+    # Not is_compiling() again: Dynamo compiles the frame that asks it, even
+    # where it would otherwise run an empty one as is (the rest of a
+    # compiled step after its graph break) -- a frame more than without
+    # TraceML. A compiled step began nothing, so it ends nothing.
     def _traceml_optimizer_end(opt, args, kwargs):
-        if not compiling():
+        if running[0]:
+            running[0] -= 1
             end(opt, args, kwargs)
 
+    from . import _zero_edit
+    _zero_edit.hide_from_dynamo(_traceml_optimizer_begin, _traceml_optimizer_end)
     return [opt_mod.register_optimizer_step_pre_hook(_traceml_optimizer_begin),
             opt_mod.register_optimizer_step_post_hook(_traceml_optimizer_end)]
 
@@ -755,10 +769,16 @@ def _start_detected():
         cuda = bool(torch.cuda.is_available())
     except Exception:
         cuda = False
-    _c._set_auto_steps(torch.is_grad_enabled, cuda)
     from . import _zero_edit
-    _c._set_discover(lambda opt: _zero_edit.discover(opt, _install_forward,
-                                                     _c._set_have_optimizer, _warn))
+
+    def compiled():
+        return _zero_edit.compiled_before(torch)
+
+    def discover(opt):
+        _zero_edit.discover(opt, _install_forward, _c._set_have_optimizer, _warn)
+    _zero_edit.hide_from_dynamo(compiled, discover)
+    _c._set_auto_steps(torch.is_grad_enabled, cuda, compiled)
+    _c._set_discover(discover)
     _mark_spawner()
 
 

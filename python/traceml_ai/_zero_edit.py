@@ -353,6 +353,31 @@ def _outermost(mods):
     return [m for m in mods if id(m) not in inner]
 
 
+def hide_from_dynamo(*fns):
+    """fns run while a compiled function runs -- an optimizer hook in the
+    part of a compiled step Dynamo runs as is, a finder called from the
+    backward that broke a graph, a timed model's descriptor: Dynamo looks
+    at every frame that starts there, each one a frame more in its
+    counters than without TraceML. Their code (and what they call) is
+    marked for Dynamo's frame evaluation to run as is; Dynamo inlining
+    them into a graph (they ask torch.compiler.is_compiling() first) is
+    not affected. Through torch's C module, so torch._dynamo is not
+    imported for it; a torch without it is left alone."""
+    try:
+        ef = sys.modules["torch"]._C._dynamo.eval_frame
+        skip = ef._FrameExecStrategy(ef._FrameAction.SKIP, ef._FrameAction.SKIP)
+        for fn in fns:
+            ef.set_code_exec_strategy(fn.__code__, skip)
+    except Exception:
+        pass
+
+
+def compiled_before(torch):
+    """True once torch.compile compiled something (python/_traceml.c asks
+    it for a compiled whole train step)."""
+    return _compiled_before(torch)
+
+
 def _compiled_before(torch):
     try:
         return sys.modules["torch._dynamo.utils"].counters["stats"]["unique_graphs"] > 0

@@ -14,6 +14,7 @@ from conftest import PYTHON, TIMEOUT, TRACEML, base_env, primary
 from test_unchanged import HERE, Pair, normal, training_output
 
 SCRIPT = os.path.join(HERE, "lifetimes.py")
+MANUAL = os.path.join(HERE, "lifetimes_manual.py")
 
 
 def test_freed_tensors_are_freed_when_the_loop_frees_them(tmp_path):
@@ -39,10 +40,10 @@ def test_freed_tensors_with_trace_step(tmp_path):
     runs = {}
     for how, env in (("without", {"TRACEML_DISABLED": "1"}), ("with", {})):
         out = tmp_path / ("%s.json" % how)
-        cmd = [PYTHON, SCRIPT, "--how", "manual", "--out", str(out)]
+        cmd = [PYTHON, MANUAL, "--out", str(out)]
         if how == "with":
             cmd = [TRACEML, "run", "--logs-dir", str(tmp_path / "logs"), "--run-name", "with",
-                   SCRIPT, "--how", "manual", "--out", str(out)]
+                   MANUAL, "--out", str(out)]
         p = subprocess.run(cmd, cwd=str(tmp_path), env=base_env(**env), capture_output=True,
                            text=True, timeout=TIMEOUT)
         assert p.returncode == 0, (how, p.stdout[-2000:], p.stderr[-2000:])

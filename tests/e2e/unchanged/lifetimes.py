@@ -10,8 +10,10 @@ can be compared with a plain one (tests/e2e/test_unchanged_lifetimes.py).
                    they are freed, between the loop's own markers, is the
                    result
     --how manual   the same, through TraceML's own API (traceml.init,
-                   trace_step naming one model of two); TRACEML_DISABLED=1
-                   is the run without TraceML
+                   trace_step naming one model of two): run by
+                   lifetimes_manual.py (this file has no import of TraceML,
+                   so that zero-edit tracing traces its other cases);
+                   TRACEML_DISABLED=1 is the run without TraceML
     --how clone    a model cloned through its __dict__ (Cls.__new__ +
                    __dict__.update) with its head swapped: the clone's
                    output shape, the original's, and their attributes
@@ -94,8 +96,8 @@ def train(model, other, steps, step_cm):
 def memory(manual):
     import contextlib
     step_cm = lambda m: contextlib.nullcontext()       # noqa: E731
-    if manual:
-        import traceml_ai as traceml
+    if manual:                  # run by lifetimes_manual.py, which imports it
+        traceml = sys.modules["traceml_ai"]
         traceml.init(mode="auto")
         step_cm = traceml.trace_step
     torch.manual_seed(0)
