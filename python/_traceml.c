@@ -179,9 +179,13 @@ static _Thread_local int auto_in_backward;      /* Tensor.backward -> autograd.b
  * the backward (a graph break: Dynamo runs it as is) is seen. While no
  * optimizer step was ever seen and torch.compile compiled something
  * (compiled(), the package's), a backward after a backward ends the step
- * and opens the next: one step per call of the compiled function. */
+ * and opens the next: one step per call of the compiled function. Not
+ * once a timed forward ran: an eager model whose optimizer.step alone is
+ * compiled keeps the summary's "a torch.compile'd optimizer.step() is not
+ * seen" (its steps cannot be told apart honestly). */
 static PyObject *compiled;              /* callable() -> true, or NULL */
 static int opt_stepped;                 /* an optimizer's step hooks ran */
+static int fwd_seen;                    /* a timed forward ran */
 
 static void call_gpu_hook(void);
 
@@ -255,7 +259,7 @@ steps_by_backward(void)
     PyObject *r;
     int yes;
 
-    if (opt_stepped || compiled == NULL)
+    if (opt_stepped || fwd_seen || compiled == NULL)
         return 0;
     r = PyObject_CallNoArgs(compiled);
     if (r == NULL) {
@@ -523,8 +527,10 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
             tml_phase_cancel(TML_PHASE_H2D);
         return r;
     case KIND_FORWARD:
-        if (auto_steps)
+        if (auto_steps) {
+            fwd_seen = 1;
             auto_begin(1, 1);
+        }
         tml_phase_begin(TML_PHASE_FORWARD);
         r = PyObject_Call(pc->fn, args, kwargs);
         tml_phase_end(TML_PHASE_FORWARD);
