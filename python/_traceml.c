@@ -172,6 +172,20 @@ static int round_n;
 static uintptr_t since_ids[OPT_MAX];    /* learnt: the others stepped since the closer */
 static int since_n;
 static _Thread_local int auto_open, auto_backward, auto_opt_seen, auto_in_fetch;
+static _Thread_local int auto_in_backward;      /* Tensor.backward -> autograd.backward */
+/* A whole train step compiled with torch.compile (forward, backward and
+ * optimizer.step() in one compiled function): the forward and the
+ * optimizer step run inside compiled code, which calls no hook, and only
+ * the backward (a graph break: Dynamo runs it as is) is seen. While no
+ * optimizer step was ever seen and torch.compile compiled something
+ * (compiled(), the package's), a backward after a backward ends the step
+ * and opens the next: one step per call of the compiled function. Not
+ * once a timed forward ran: an eager model whose optimizer.step alone is
+ * compiled keeps the summary's "a torch.compile'd optimizer.step() is not
+ * seen" (its steps cannot be told apart honestly). */
+static PyObject *compiled;              /* callable() -> true, or NULL */
+static int opt_stepped;                 /* an optimizer's step hooks ran */
+static int fwd_seen;                    /* a timed forward ran */
 
 static void call_gpu_hook(void);
 
@@ -235,6 +249,27 @@ auto_begin(int forward, int need_grad)
     call_gpu_hook();
     if (tml_step_begin() == 0)
         auto_open = 1;
+}
+
+/* 1 when steps are told apart by their backwards: no optimizer step was
+ * ever seen, and torch.compile compiled something (see `compiled`). */
+static int
+steps_by_backward(void)
+{
+    PyObject *r;
+    int yes;
+
+    if (opt_stepped || fwd_seen || compiled == NULL)
+        return 0;
+    r = PyObject_CallNoArgs(compiled);
+    if (r == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    yes = PyObject_IsTrue(r) == 1;
+    Py_DECREF(r);
+    PyErr_Clear();
+    return yes;
 }
 
 /* fn(obj), if fn: the package's finders report their own failures. */
@@ -433,11 +468,15 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
                 discovered_backward = 1;
                 call_discover(Py_None);
             }
+            if (!auto_in_backward && auto_open && auto_backward && steps_by_backward())
+                auto_end();     /* a compiled train step's next call */
             auto_begin(0, 0);
             auto_backward = 1;
         }
         tml_phase_begin((tml_phase)pc->phase);
+        auto_in_backward += pc->phase == TML_PHASE_BACKWARD;
         r = PyObject_Call(pc->fn, args, kwargs);
+        auto_in_backward -= pc->phase == TML_PHASE_BACKWARD;
         tml_phase_end((tml_phase)pc->phase);
         return r;
     case KIND_INPUT:
@@ -488,8 +527,10 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
             tml_phase_cancel(TML_PHASE_H2D);
         return r;
     case KIND_FORWARD:
-        if (auto_steps)
+        if (auto_steps) {
+            fwd_seen = 1;
             auto_begin(1, 1);
+        }
         tml_phase_begin(TML_PHASE_FORWARD);
         r = PyObject_Call(pc->fn, args, kwargs);
         tml_phase_end(TML_PHASE_FORWARD);
@@ -1315,7 +1356,7 @@ mod_opt_begin(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     (void)m;
     call_starter();
     if (auto_steps) {
-        auto_have_opt = 1;
+        auto_have_opt = opt_stepped = 1;
         if (nargs >= 1 && !opt_known(args[0])) {
             if (closer != NULL)
                 relearn();      /* a new optimizer: most often the old one's successor */
@@ -1514,17 +1555,23 @@ static PyObject *
 mod_set_auto_steps(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)m;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "_set_auto_steps(is_grad_enabled, h2d_opens)");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_set_auto_steps(is_grad_enabled, h2d_opens[, compiled])");
         return NULL;
     }
     Py_CLEAR(grad_enabled);
+    Py_CLEAR(compiled);
     relearn();
     auto_steps = args[0] != Py_None;
     auto_h2d = PyObject_IsTrue(args[1]) == 1;
     if (auto_steps) {
         Py_INCREF(args[0]);
         grad_enabled = args[0];
+        if (nargs == 3 && args[2] != Py_None) {
+            Py_INCREF(args[2]);
+            compiled = args[2];
+        }
     }
     Py_RETURN_NONE;
 }

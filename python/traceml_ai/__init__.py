@@ -197,6 +197,7 @@ def _find_extra(opt):
     not seen before steps inside a trace_step(model) bracket: the other
     models of the step get their forward timed (_zero_edit.find_extra)."""
     from . import _zero_edit
+    _zero_edit.hide_from_dynamo(_find_extra)
     _zero_edit.find_extra(opt, _timed if _timed is not None else (), _install_forward,
                           _announce, _warn)
 
@@ -253,29 +254,97 @@ def _call_slot(model, torch):
 
 def _time_calls(model, torch):
     """The model's calls, timed from the one place nn.Module.__call__ looks
-    at that nothing else does: the instance's _compiled_call_impl. A module
-    pickles, deep-copies and state_dict()s without it (Module.__getstate__
-    drops it), torch.jit.script skips it, and torch.compile never sees it
-    on its fast path (it inlines _call_impl) -- where it does (a module
-    with hooks called from a compiled function), the wrapper is a plain
-    function that calls straight through while compiling, so no graph
-    breaks. A module compiled in place (model.compile()) is timed around
-    its compiled call."""
+    at that nothing else does: _compiled_call_impl. Nothing goes into the
+    instance: its class gets a _Timed descriptor there, which answers None
+    (nn.Module's own value) for every instance but the timed one, and the
+    timed call for it -- so a module pickles, deep-copies and
+    state_dict()s as without TraceML, torch.jit.script skips it, and a
+    copy of the instance (a clone through its __dict__) runs its own
+    forward, untimed. torch.compile never sees it on its fast path (it
+    inlines forward); where it does (a module with hooks called from a
+    compiled function), the descriptor asks torch.compiler.is_compiling()
+    first and answers None, so no graph breaks. A module compiled in
+    place (model.compile()) is timed around its compiled call, in the
+    instance: a copy carries that compiled call of the original anyway."""
     own = vars(model)
     cur = own.get("_compiled_call_impl")
-    if getattr(cur, "_traceml_timed", False):
+    if getattr(cur, "_traceml_timed", False) or _Timed.has(model):
         return
-    inner = cur if cur is not None else model._call_impl
-    timed = _c.PhaseCall(inner, _c.FORWARD, _c.KIND_FORWARD)
+    if cur is None:
+        call_impl = type(model)._call_impl
+        _Timed.install(model, "_compiled_call_impl",
+                       _c.PhaseCall(call_impl, _c.FORWARD, _c.KIND_FORWARD), torch)
+        return
+    timed = _c.PhaseCall(cur, _c.FORWARD, _c.KIND_FORWARD)
     compiling = _compiling(torch)
 
     def _traceml_timed_call(*args, **kwargs):
         if compiling():
-            return inner(*args, **kwargs)
+            return cur(*args, **kwargs)
         return timed(*args, **kwargs)
 
     _traceml_timed_call._traceml_timed = True
+    from . import _zero_edit
+    _zero_edit.hide_from_dynamo(_traceml_timed_call, _Timed.__get__)
     own["_compiled_call_impl"] = _traceml_timed_call
+
+
+import types as _types      # _Timed
+
+
+class _Timed(object):
+    """A class attribute (_compiled_call_impl, or forward) that gives the
+    timed instances of the class their timed call and every other
+    instance what the class had: TraceML keeps nothing in an instance,
+    where a copy of it would carry it along. Instances are known by
+    id() and a weak reference (TraceML keeps no model alive)."""
+    calls = {}              # id(instance) -> (weakref, PhaseCall of the plain function)
+    compiling = None        # torch.compiler.is_compiling
+
+    def __init__(self, plain):
+        self.plain = plain  # None (nn.Module's _compiled_call_impl), or the class's forward
+
+    def __get__(self, obj, cls=None):
+        plain = self.plain
+        if obj is not None and not _Timed.compiling():
+            hit = _Timed.calls.get(id(obj))
+            if hit is not None and hit[0]() is obj:
+                return _types.MethodType(hit[1], obj)
+        return plain if plain is None else plain.__get__(obj, cls)
+
+    @staticmethod
+    def has(model):
+        hit = _Timed.calls.get(id(model))
+        return hit is not None and hit[0]() is model
+
+    @staticmethod
+    def lookup(cls, name):
+        """cls's `name` as the class defines it (no descriptor called)."""
+        for k in cls.__mro__:
+            if name in k.__dict__:
+                return k.__dict__[name]
+        raise TypeError("its class has no %s" % name)
+
+    @staticmethod
+    def install(model, name, timed, torch):
+        """Times model's `name` with timed(model, ...) from its class;
+        the class's own `name` (looked up as Python does) is kept."""
+        import weakref
+        cls = type(model)
+        plain = _Timed.lookup(cls, name)
+        if not isinstance(plain, _Timed):
+            if not (plain is None or isinstance(plain, _types.FunctionType)):
+                raise TypeError("its class defines %s as a %s" % (name, type(plain).__name__))
+            setattr(cls, name, _Timed(plain))
+        _Timed.compiling = _compiling(torch)
+        from . import _zero_edit
+        _zero_edit.hide_from_dynamo(_Timed.__get__)
+        key = id(model)
+
+        def gone(ref):
+            if _Timed.calls.get(key, (None,))[0] is ref:
+                del _Timed.calls[key]
+        _Timed.calls[key] = (weakref.ref(model, gone), timed)
 
 
 def _compiling(torch):
@@ -287,22 +356,22 @@ def _compiling(torch):
 
 
 def _time_forward(model):
-    """torch 2.1, or a class with its own __call__: the forward wrapped in
-    the instance's __dict__ (copies of the model carry the plain forward;
-    a pickle carries it as getattr(model, "forward"))."""
+    """torch 2.1, or a class with its own __call__: the forward, timed
+    from the class as _time_calls does it (_Timed: a copy of the instance
+    runs its own forward, untimed). A forward set on the instance itself
+    is wrapped there (a copy carries that one anyway: a pickle carries it
+    as getattr(model, "forward"))."""
     own = vars(model)
     cur = own.get("forward")
-    if isinstance(cur, _c.PhaseCall) and cur.kind == _c.KIND_FORWARD:
+    if isinstance(cur, _c.PhaseCall) and cur.kind == _c.KIND_FORWARD or _Timed.has(model):
         return
-    wrapped = _c.PhaseCall(cur if cur is not None else model.forward, _c.FORWARD,
-                           _c.KIND_FORWARD)
-    own["forward"] = wrapped
-    if model.forward is not wrapped:     # a class-level property wins
-        if cur is None:
-            del own["forward"]
-        else:
-            own["forward"] = cur
-        raise TypeError("its class defines forward as a property")
+    if cur is None:
+        plain = _Timed.lookup(type(model), "forward")
+        plain = plain.plain if isinstance(plain, _Timed) else plain
+        _Timed.install(model, "forward", _c.PhaseCall(plain, _c.FORWARD, _c.KIND_FORWARD),
+                       _sys.modules["torch"])
+        return
+    own["forward"] = _c.PhaseCall(cur, _c.FORWARD, _c.KIND_FORWARD)
 
 
 def _patch_optimizer(torch):
@@ -324,15 +393,24 @@ def _register_optimizer_hooks(torch):
     fullgraph=True). A compiled step is therefore not timed."""
     from torch.optim import optimizer as opt_mod
     compiling, begin, end = _compiling(torch), _c._opt_begin, _c._opt_end
+    running = [0]       # eager steps begun and not ended (one optimizer may step another)
 
     def _traceml_optimizer_begin(opt, args, kwargs):
         if not compiling():
+            running[0] += 1
             begin(opt, args, kwargs)
 
+    # Not is_compiling() again: Dynamo compiles the frame that asks it, even
+    # where it would otherwise run an empty one as is (the rest of a
+    # compiled step after its graph break) -- a frame more than without
+    # TraceML. A compiled step began nothing, so it ends nothing.
     def _traceml_optimizer_end(opt, args, kwargs):
-        if not compiling():
+        if running[0]:
+            running[0] -= 1
             end(opt, args, kwargs)
 
+    from . import _zero_edit
+    _zero_edit.hide_from_dynamo(_traceml_optimizer_begin, _traceml_optimizer_end)
     return [opt_mod.register_optimizer_step_pre_hook(_traceml_optimizer_begin),
             opt_mod.register_optimizer_step_post_hook(_traceml_optimizer_end)]
 
@@ -691,10 +769,16 @@ def _start_detected():
         cuda = bool(torch.cuda.is_available())
     except Exception:
         cuda = False
-    _c._set_auto_steps(torch.is_grad_enabled, cuda)
     from . import _zero_edit
-    _c._set_discover(lambda opt: _zero_edit.discover(opt, _install_forward,
-                                                     _c._set_have_optimizer, _warn))
+
+    def compiled():
+        return _zero_edit.compiled_before(torch)
+
+    def discover(opt):
+        _zero_edit.discover(opt, _install_forward, _c._set_have_optimizer, _warn)
+    _zero_edit.hide_from_dynamo(compiled, discover)
+    _c._set_auto_steps(torch.is_grad_enabled, cuda, compiled)
+    _c._set_discover(discover)
     _mark_spawner()
 
 

@@ -271,10 +271,11 @@ def _holders(opt, torch, frame):
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if isinstance(obj, module_t):
+        kind = type(obj)        # never isinstance(): see _gc_modules
+        if issubclass(kind, module_t):
             if holds(obj):
                 found.append(obj)
-        elif isinstance(obj, optim_t):
+        elif issubclass(kind, optim_t):
             saw_opt = True
     if not found:
         found = _outermost([o for o in _gc_modules(module_t) if holds(o)])
@@ -295,7 +296,7 @@ def _reachable(frame, module_t):
             types.BuiltinFunctionType, module_t, str, bytes, int, float)
     spaces = []
     while frame is not None:
-        spaces.append(frame.f_locals)
+        spaces.append(frame_locals(frame))
         frame = frame.f_back
     main = sys.modules.get("__main__")
     if main is not None:
@@ -304,7 +305,7 @@ def _reachable(frame, module_t):
         for v in list(space.values()):
             yield v
             try:        # never through a __getattr__: a proxy stays unasked
-                attrs = None if isinstance(v, skip) else object.__getattribute__(v, "__dict__")
+                attrs = None if issubclass(type(v), skip) else object.__getattribute__(v, "__dict__")
             except Exception:
                 attrs = None
             if type(attrs) is dict:
@@ -312,9 +313,37 @@ def _reachable(frame, module_t):
                     yield a
 
 
+def frame_locals(frame):
+    """A copy of a running frame's locals that leaves nothing behind.
+
+    Up to Python 3.12, frame.f_locals of a function's frame is a snapshot
+    dict that the frame keeps until it ends: read in a `def train():`
+    loop, it would keep every tensor the loop had then (a buffer it
+    deletes later, step 0's outputs) alive for the whole run. So the
+    snapshot is copied and emptied again -- unless someone else holds it
+    (a `locals()` the code kept): the frame's fast locals are untouched,
+    and whoever reads f_locals or locals() next gets it refilled, as
+    before. A module's or class body's frame has its namespace there, not
+    a snapshot; from 3.13 on f_locals is a view (PEP 667) that holds
+    nothing: both are only copied."""
+    space = frame.f_locals
+    got = dict(space)
+    if (sys.version_info < (3, 13) and type(space) is dict and
+            frame.f_code.co_flags & _CO_OPTIMIZED and sys.getrefcount(space) <= 3):
+        space.clear()       # held by the frame, `space` and getrefcount's argument
+    return got
+
+
+_CO_OPTIMIZED = 0x1
+
+
 def _gc_modules(module_t):
+    """The modules among the process's objects, asked by type alone:
+    isinstance() would read __class__ of every object, which a lazy or
+    deprecated object (torch.distributed.reduce_op) answers with a
+    warning in the training's stderr."""
     import gc
-    return [o for o in gc.get_objects() if isinstance(o, module_t)]
+    return [o for o in gc.get_objects() if issubclass(type(o), module_t)]
 
 
 def _outermost(mods):
@@ -322,6 +351,31 @@ def _outermost(mods):
     for m in mods:
         inner.update(id(c) for c in m._modules.values() if c is not None)
     return [m for m in mods if id(m) not in inner]
+
+
+def hide_from_dynamo(*fns):
+    """fns run while a compiled function runs -- an optimizer hook in the
+    part of a compiled step Dynamo runs as is, a finder called from the
+    backward that broke a graph, a timed model's descriptor: Dynamo looks
+    at every frame that starts there, each one a frame more in its
+    counters than without TraceML. Their code (and what they call) is
+    marked for Dynamo's frame evaluation to run as is; Dynamo inlining
+    them into a graph (they ask torch.compiler.is_compiling() first) is
+    not affected. Through torch's C module, so torch._dynamo is not
+    imported for it; a torch without it is left alone."""
+    try:
+        ef = sys.modules["torch"]._C._dynamo.eval_frame
+        skip = ef._FrameExecStrategy(ef._FrameAction.SKIP, ef._FrameAction.SKIP)
+        for fn in fns:
+            ef.set_code_exec_strategy(fn.__code__, skip)
+    except Exception:
+        pass
+
+
+def compiled_before(torch):
+    """True once torch.compile compiled something (python/_traceml.c asks
+    it for a compiled whole train step)."""
+    return _compiled_before(torch)
 
 
 def _compiled_before(torch):

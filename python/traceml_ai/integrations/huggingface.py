@@ -42,6 +42,7 @@ import weakref
 
 import traceml_ai as _t
 from . import _common
+from .. import _zero_edit
 
 try:
     import transformers as _tf
@@ -112,7 +113,7 @@ def _find_trainer(callback):
     for _ in range(16):
         if f is None:
             break
-        obj = f.f_locals.get("self")
+        obj = _zero_edit.frame_locals(f).get("self")   # leaves no snapshot behind
         if isinstance(obj, _tf.Trainer):
             handler = getattr(obj, "callback_handler", None)
             if any(cb is callback for cb in getattr(handler, "callbacks", ())):
