@@ -306,6 +306,52 @@ int tml__shipper_summary(char **out)
     return rc;
 }
 
+/* ---- flushes ------------------------------------------------------------- */
+
+/*
+ * Answers pending tml_flush() requests after this pass's drain: every
+ * step that ended before the call is delivered (a GPU-timed step waits
+ * for its CUDA events as at the end of the run, then goes without them),
+ * with the samples and the counters so far. No goodbye: the process goes
+ * on, or becomes a new image (os.exec*) that says hello again and that
+ * the aggregator takes as the same rank restarted (tml__agg_hello).
+ */
+static void serve_flush(void)
+{
+    pthread_mutex_lock(&S->mu);
+    uint64_t req = S->flush_req;
+    int pending = req != S->flush_done;
+    pthread_mutex_unlock(&S->mu);
+    if (!pending)
+        return;
+    int64_t deadline = tml__mono_ns() + GPU_FINAL_WAIT_NS;
+    while (tml__gpu_waiting() && tml__mono_ns() < deadline) {
+        tml__sleep_ms(2);
+        drain(0);
+    }
+    drain(tml__gpu_waiting() != 0);
+    deliver_samples();
+    send_stats(0);
+    pthread_mutex_lock(&S->mu);
+    S->flush_done = req;
+    pthread_cond_broadcast(&S->sum_cv);
+    pthread_mutex_unlock(&S->mu);
+}
+
+int tml__shipper_flush(void)
+{
+    struct timespec until = tml__mono_deadline(5 * 1000000000LL);
+    pthread_mutex_lock(&S->mu);
+    uint64_t req = ++S->flush_req;
+    pthread_cond_signal(&S->cv);
+    int rc = 0;
+    while (S->flush_done < req && rc == 0 && !S->stop)
+        rc = pthread_cond_timedwait(&S->sum_cv, &S->mu, &until);
+    rc = S->flush_done >= req ? 0 : TML_ECONN;
+    pthread_mutex_unlock(&S->mu);
+    return rc;
+}
+
 /* ---- the thread ---------------------------------------------------------- */
 
 /* The end of the run: every step out (waiting a moment for the last CUDA
@@ -356,6 +402,7 @@ static void *shipper_main(void *arg)
             wait_ns = SHIP_IDLE_NS;
         deliver_samples();
         serve_summary(0);
+        serve_flush();
         if (now >= next_stats) {
             send_stats(0);
             next_stats = now + STATS_INTERVAL_NS;
