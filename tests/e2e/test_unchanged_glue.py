@@ -7,13 +7,12 @@ run` (Pair), on the real torch, and what it printed, its exit code and
 what it saw must be the same.
 """
 import os
+import subprocess
 
 import pytest
 
-from conftest import PYTHON, TIMEOUT, TRACEML, base_env
-from test_unchanged import Pair, normal, training_output
-
-import subprocess
+from conftest import PYTHON, TIMEOUT, base_env
+from test_unchanged import Pair, training_output
 
 
 # --------------------------------------------------------------------------
@@ -98,6 +97,61 @@ def test_torch_warnings_name_the_same_line(tmp_path, how):
                 r.explain()
         ddp = [w for w in seen if "check_reduction" in w[1]]
         assert len(ddp) == 1 and ddp[0][2] == str(script), r.explain()
+
+
+# --------------------------------------------------------------------------
+# A sitecustomize that raises: reported once, as Python reports it
+
+SITE_LOOP = r'''
+import json, sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for i in range(20):
+    x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("loss %.4f" % loss.item())
+with open(sys.argv[sys.argv.index("--out") + 1], "w") as f:
+    json.dump({"site_ran": sys.modules.get("site_ran") is not None}, f)
+'''
+
+
+def test_sitecustomize_that_raises_is_reported_once(tmp_path):
+    # the `traceml` command is a Python of its own (pip's entry point, or
+    # python -m traceml_ai): it must not meet the user's sitecustomize,
+    # whose output (stdout and stderr) and error are the training's
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\nprint('sitecustomize was here')\nsys.modules['site_ran'] = sys\n"
+        "raise ValueError('broken site')\n")
+    script = tmp_path / "train.py"
+    script.write_text(SITE_LOOP)
+    env = base_env(PYTHONPATH=str(site))
+    r = Pair(tmp_path, str(script), env={"PYTHONPATH": str(site)})
+    r.assert_same()        # stderr byte-identical: the error once, no line of TraceML's
+    plain = r.proc("without")
+    assert plain.stderr == ("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                            "ValueError: broken site\n"), r.explain()
+    assert plain.stdout.count("sitecustomize was here") == 1, r.explain()
+    assert r.result("with") == {"site_ran": True}, r.explain()   # it ran, up to its raise
+    s = r.summary()        # and the training is traced
+    assert s["meta"]["step_detection"] == "automatic" and s["meta"]["common_steps"] == 20, \
+        s["meta"]
+    # the same command by module, and its --disable-traceml baseline
+    for extra in ([], ["--disable-traceml"]):
+        p = subprocess.run([PYTHON, "-m", "traceml_ai", "run", "--logs-dir", str(tmp_path / "m"),
+                            *extra, str(script), "--out", str(tmp_path / "m.json")],
+                           cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        assert p.stderr == plain.stderr, (extra, p.stderr)
+        assert training_output(p.stdout) == plain.stdout, (extra, p.stdout)
 
 
 # --------------------------------------------------------------------------
