@@ -141,6 +141,11 @@ int tml__shipper_start(void);
 void tml__shipper_stop(void);
 int tml__shipper_summary(char **out);     /* asks the shipper, waits <= 5 s */
 int tml__shipper_flush(void);            /* asks the shipper, waits <= 5 s */
+/* requests.c serves those in the shipper's pass; shipper.c ships for them */
+void tml__serve_summary(int final);
+void tml__serve_flush(void);
+void tml__ship_all(void);                /* every step and sample out now */
+void tml__ship_stats(void);              /* the counters so far (no goodbye) */
 void tml__ship_record(const tml_step_record *r);
 /* One line "<time> rank R[pid]: what: why" in the run's traceml.log. */
 void tml__engine_log(const char *what, const char *why);
