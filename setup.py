@@ -9,6 +9,8 @@ the package:
     traceml_ai/include/traceml/traceml.h   the C API ...
     traceml_ai/lib/libtraceml.so           ... for `traceml config --cflags --libs`,
                                            and the engine the extension links
+    traceml_ai_command.pth                 (site-packages) no sitecustomize in the
+                                           `traceml` command's own interpreter
 
 One wheel serves every CPython >= 3.10: its tag is cp310-abi3 and, where
 the binaries need nothing beyond glibc (SQLite is compiled in, from
@@ -62,6 +64,11 @@ def build_dir():
     return os.path.join(HERE, os.environ.get("TRACEML_BUILD_DIR", "build"))
 
 
+# site-packages/traceml_ai_command.pth: the `traceml` command's interpreter
+# does not import sitecustomize (python/traceml_ai_command.pth, _cli.py)
+PTH = "traceml_ai_command.pth"
+
+
 class MakeExt(build_ext):
     def turn(self):
         self.build = build_dir()
@@ -74,6 +81,9 @@ class MakeExt(build_ext):
                                    "PYTHON=" + sys.executable, "package"])
             dest = self.get_ext_fullpath(ext.name)
             self.place(os.path.dirname(dest), dest)
+            if not self.inplace:        # the wheel's top level (site-packages)
+                shutil.copyfile(os.path.join(HERE, "python", PTH),
+                                os.path.join(self.build_lib, PTH))
 
     def place(self, pkg, ext_file):
         """Copies what make built into the package folder pkg, stripped."""

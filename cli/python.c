@@ -59,7 +59,8 @@ static const char probe_code[] =
 
 #define PROBE_TIMEOUT_MS 60000
 
-/* Runs `python -c probe_code`; its first output line into out. 0 or -1. */
+/* Runs `python -c probe_code`; its last output line into out (before it
+ * the interpreter's sitecustomize may have printed anything). 0 or -1. */
 static int run_probe(const char *python, char *out, size_t cap)
 {
     int fd[2];
@@ -100,18 +101,27 @@ static int run_probe(const char *python, char *out, size_t cap)
         if (n <= 0)
             break;
         len += (size_t)n;
-        if (len == cap - 1)
-            break;
+        if (len == cap - 1) {   /* full: only the last line matters */
+            out[len] = '\0';
+            char *last = strrchr(out, '\n');
+            size_t keep = last ? len - (size_t)(last + 1 - out) : 0;
+            memmove(out, out + len - keep, keep);
+            len = keep;
+        }
     }
     close(fd[0]);
     out[len] = '\0';
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && nl ? 0 : -1;
+    int ended = len > 0 && out[len - 1] == '\n';
+    if (ended) {
+        out[len - 1] = '\0';
+        char *nl = strrchr(out, '\n');
+        if (nl)
+            memmove(out, nl + 1, strlen(nl + 1) + 1);
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && ended ? 0 : -1;
 }
 
 static void parse_probe(tml_python *py, const char *line)

@@ -27,7 +27,12 @@
  *              broadcast, dist._broadcast_coalesced(group, tensors, ...)),
  *              with the bytes of its tensors; in C so that torch.compile,
  *              which runs DDP's forward outside its graphs, never meets a
- *              Python frame of TraceML's there.
+ *              Python frame of TraceML's there. BEFORE / AFTER: no phase,
+ *              a hook called with the call's arguments before the call or
+ *              after it returned (DataLoader's iterator and DDP's
+ *              constructor, os.exec*): torch's warnings.warn(...,
+ *              stacklevel=2) inside the wrapped call names the frame that
+ *              called it, and a Python wrapper would be that frame.
  *   TimedIter  the manual-mode `wrap_dataloader_fetch()`: an iterator whose
  *              fetches are timed as INPUT.
  *   the step context returned by trace_step(): one shared object whose
@@ -78,7 +83,9 @@ enum {
     KIND_H2D_COPY = 3,/* dst.copy_(src): recorded when src non-CUDA, dst CUDA */
     KIND_PLAIN = 4,   /* no marker: used to measure the glue itself */
     KIND_FORWARD = 5, /* a model's forward: then the memory probe */
-    KIND_COMM = 6     /* fn(group, tensors, ...): a blocking collective, its bytes */
+    KIND_COMM = 6,    /* fn(group, tensors, ...): a blocking collective, its bytes */
+    KIND_BEFORE = 7,  /* hook(*args, **kwargs), then fn: no phase */
+    KIND_AFTER = 8    /* fn, then hook(*args, **kwargs) when fn returned: no phase */
 };
 
 static PyObject *str_is_cuda;       /* interned "is_cuda" */
@@ -435,6 +442,7 @@ coalesced_bytes(PyObject *args)
 typedef struct {
     PyObject_HEAD
     PyObject *fn;
+    PyObject *hook;             /* KIND_BEFORE / KIND_AFTER, else NULL */
     PyObject *dict;
     PyObject *weaklist;
     int phase;
@@ -449,6 +457,22 @@ static PyObject *
 arg_at(PyObject *args, Py_ssize_t nargs, Py_ssize_t i)
 {
     return i < nargs ? PyTuple_GetItem(args, i) : NULL;
+}
+
+/* A BEFORE / AFTER hook: TraceML's, so what it returns or raises never
+ * reaches the training (an exception of the wrapped call, in flight, is
+ * kept as it is). */
+static void
+call_hook(PyObject *hook, PyObject *args, PyObject *kwargs)
+{
+    PyObject *type, *value, *tb, *r;
+
+    PyErr_Fetch(&type, &value, &tb);
+    r = PyObject_Call(hook, args, kwargs);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
 }
 
 /* tp_call: CPython made the argument tuple (and the keyword dict, if
@@ -544,6 +568,14 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
         if (r != NULL)
             tml_comm_bytes(coalesced_bytes(args));
         return r;
+    case KIND_BEFORE:
+        call_hook(pc->hook, args, kwargs);
+        return PyObject_Call(pc->fn, args, kwargs);
+    case KIND_AFTER:
+        r = PyObject_Call(pc->fn, args, kwargs);
+        if (r != NULL)
+            call_hook(pc->hook, args, kwargs);
+        return r;
     default:
         return PyObject_Call(pc->fn, args, kwargs);
     }
@@ -552,20 +584,25 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"fn", "phase", "kind", NULL};
-    PyObject *fn;
+    static char *kwlist[] = {"fn", "phase", "kind", "hook", NULL};
+    PyObject *fn, *hook = Py_None;
     int phase, kind = KIND_PHASE;
     phasecall *pc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|i:PhaseCall", kwlist,
-                                     &fn, &phase, &kind))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|iO:PhaseCall", kwlist,
+                                     &fn, &phase, &kind, &hook))
         return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "PhaseCall: fn must be callable");
         return NULL;
     }
-    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_COMM) {
+    if (phase < 0 || phase >= TML_PHASE_COUNT || kind < KIND_PHASE || kind > KIND_AFTER) {
         PyErr_SetString(PyExc_ValueError, "PhaseCall: phase or kind out of range");
+        return NULL;
+    }
+    if ((kind == KIND_BEFORE || kind == KIND_AFTER) != (hook != Py_None && PyCallable_Check(hook))) {
+        PyErr_SetString(PyExc_TypeError, "PhaseCall: a callable hook with KIND_BEFORE or "
+                        "KIND_AFTER, and only then");
         return NULL;
     }
     pc = (phasecall *)PyType_GenericAlloc(type, 0);
@@ -573,6 +610,10 @@ phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     Py_INCREF(fn);
     pc->fn = fn;
+    if (hook != Py_None) {
+        Py_INCREF(hook);
+        pc->hook = hook;
+    }
     pc->phase = phase;
     pc->kind = kind;
     return (PyObject *)pc;
@@ -583,6 +624,7 @@ phasecall_traverse(phasecall *pc, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(pc));      /* a heap type: its instances own it */
     Py_VISIT(pc->fn);
+    Py_VISIT(pc->hook);
     Py_VISIT(pc->dict);
     return 0;
 }
@@ -591,6 +633,7 @@ static int
 phasecall_clear(phasecall *pc)
 {
     Py_CLEAR(pc->fn);
+    Py_CLEAR(pc->hook);
     Py_CLEAR(pc->dict);
     return 0;
 }
@@ -696,7 +739,8 @@ phasecall_reduce_ex(PyObject *self, PyObject *protocol)
     phasecall *pc = (phasecall *)self;
     if (pc->kind == KIND_FORWARD)
         return PyObject_CallMethod(pc->fn, "__reduce_ex__", "O", protocol);
-    return Py_BuildValue("(O(Oii))", (PyObject *)Py_TYPE(self), pc->fn, pc->phase, pc->kind);
+    return Py_BuildValue("(O(OiiO))", (PyObject *)Py_TYPE(self), pc->fn, pc->phase, pc->kind,
+                         pc->hook != NULL ? pc->hook : Py_None);
 }
 
 /* copy.deepcopy(model): the copy gets a deep copy of the wrapped callable
@@ -712,7 +756,8 @@ phasecall_deepcopy(PyObject *self, PyObject *memo)
     Py_DECREF(copy);
     if (fn == NULL || pc->kind == KIND_FORWARD)
         return fn;
-    r = PyObject_CallFunction((PyObject *)Py_TYPE(self), "Oii", fn, pc->phase, pc->kind);
+    r = PyObject_CallFunction((PyObject *)Py_TYPE(self), "OiiO", fn, pc->phase, pc->kind,
+                              pc->hook != NULL ? pc->hook : Py_None);
     Py_DECREF(fn);
     return r;
 }
@@ -1341,6 +1386,23 @@ mod_version(PyObject *m, PyObject *unused)
     return str_or_none(tml_version());
 }
 
+/* flush(*args, **kwargs): tml_flush(), the GIL released while the shipper
+ * delivers; any arguments are ignored, so that it can be the BEFORE hook of
+ * os.execv / os.execve (a PhaseCall: no Python frame between the training
+ * and the exec). */
+static PyObject *
+mod_flush(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    PyThreadState *ts;
+    int rc;
+
+    (void)m; (void)args; (void)kwargs;
+    ts = PyEval_SaveThread();
+    rc = tml_flush();
+    PyEval_RestoreThread(ts);
+    return PyLong_FromLong(rc);
+}
+
 /* A C function that does nothing: the reference for calibrating the glue. */
 static PyObject *
 mod_noop(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
@@ -1683,6 +1745,8 @@ static PyMethodDef mod_methods[] = {
     {"h2d_block", mod_h2d_block, METH_NOARGS,
      "context manager timing its block as host-to-device copies"},
     {"_noop", (PyCFunction)(void (*)(void))mod_noop, METH_FASTCALL, NULL},
+    {"flush", (PyCFunction)(void (*)(void))mod_flush, METH_VARARGS | METH_KEYWORDS,
+     "flush(*ignored) -> rc: ship the steps so far now and wait (tml_flush)"},
     {"_opt_begin", (PyCFunction)(void (*)(void))mod_opt_begin, METH_FASTCALL, NULL},
     {"_opt_end", (PyCFunction)(void (*)(void))mod_opt_end, METH_FASTCALL, NULL},
     {"_configure", (PyCFunction)(void (*)(void))mod_configure, METH_VARARGS | METH_KEYWORDS, NULL},
@@ -1753,6 +1817,8 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "KIND_PLAIN", KIND_PLAIN) < 0
         || PyModule_AddIntConstant(m, "KIND_FORWARD", KIND_FORWARD) < 0
         || PyModule_AddIntConstant(m, "KIND_COMM", KIND_COMM) < 0
+        || PyModule_AddIntConstant(m, "KIND_BEFORE", KIND_BEFORE) < 0
+        || PyModule_AddIntConstant(m, "KIND_AFTER", KIND_AFTER) < 0
         || PyModule_AddIntConstant(m, "EDISABLED", TML_EDISABLED) < 0
         || PyModule_AddIntConstant(m, "ECONFIG", TML_ECONFIG) < 0
         || PyModule_AddStringConstant(m, "VERSION", TML_VERSION_STRING) < 0)

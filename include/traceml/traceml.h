@@ -123,6 +123,18 @@ TML_API int tml_init(const tml_options *opts);
  * Waits at most about one second for an unresponsive aggregator.
  */
 TML_API int tml_shutdown(void);
+/*
+ * Ships every step completed so far, with the samples and counters, and
+ * waits until they were handed over (at most about five seconds); TraceML
+ * keeps running. For a process about to replace itself (execv()): the
+ * steps still in this image would be lost with it. Under a launcher the
+ * new image, when it starts TraceML again, is the same rank restarted,
+ * its steps counted after these. In-process mode the aggregator lives in
+ * this image: call tml_shutdown() instead. TML_ESTATE when TraceML is not
+ * running in this process (a child forked from it); TML_ECONN when the
+ * background thread did not answer in time.
+ */
+TML_API int tml_flush(void);
 /* tml_shutdown() for a process that knows how it ends: status is
  * "completed", "failed" or "interrupted" and goes into the run's manifest
  * in in-process mode (tml_shutdown() means "completed", 0). */

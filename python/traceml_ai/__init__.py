@@ -157,23 +157,25 @@ def _note_loader(loader):
         pass
 
 
+def _loader_iter_made(self, loader, *args, **kwargs):
+    if not _loader_reported:
+        _note_loader(loader)
+    if getattr(loader, "num_workers", 0) and not getattr(loader, "persistent_workers", False):
+        _c.mark_epoch_start()
+
+
 def _report_loader_settings(iter_cls):
-    """Wraps the DataLoader iterator's __init__ (once per epoch, never per
-    step) to report the loader's settings the first time, and to mark the
+    """After the DataLoader iterator's __init__ (once per epoch, never per
+    step): reports the loader's settings the first time, and marks the
     step after it as an epoch start when the loader's workers start anew
     (num_workers > 0 without persistent_workers): its wait is spin-up,
-    reported apart (EPOCH START)."""
+    reported apart (EPOCH START). A C callable (KIND_AFTER): the
+    iterator's own warnings (pin_memory without an accelerator, at
+    stacklevel=2) name torch's line that made it, not TraceML's."""
     orig = iter_cls.__dict__["__init__"]
-
-    def __init__(self, loader, *args, **kwargs):
-        orig(self, loader, *args, **kwargs)
-        if not _loader_reported:
-            _note_loader(loader)
-        if getattr(loader, "num_workers", 0) and not getattr(loader, "persistent_workers", False):
-            _c.mark_epoch_start()
-
-    __init__.__wrapped__ = orig
-    iter_cls.__init__ = __init__
+    if _is_ours(orig):
+        return
+    iter_cls.__init__ = _c.PhaseCall(orig, 0, _c.KIND_AFTER, _loader_iter_made)
     _patched.append((iter_cls, "__init__", orig))
 
 
@@ -729,6 +731,7 @@ def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
         return failed("init failed (%s)" % (_c.strerror(rc),))
     _active = True
     _atexit.register(_at_exit)
+    _patch_exec()
     torch = None
     if any(flags):
         try:
@@ -845,6 +848,29 @@ def _disarm(keep_hooks):
         for h in _armed_hooks:
             h.remove()
         del _armed_hooks[:]
+
+
+def _patch_exec():
+    """os.execv and os.execve, which every os.exec* calls: the steps this
+    process image has not shipped yet would be lost with it, so they go
+    first. Under a launcher they go to its aggregator (tml_flush), which
+    takes the new image, when it starts TraceML, as the same rank
+    restarted; in-process, this image's run ends there, as at exit. A C
+    callable (KIND_BEFORE): an exec that fails raises as it would."""
+    hook = _c.flush if _env("TRACEML_ADDR") else _stop_before_exec
+    for name in ("execv", "execve"):
+        orig = getattr(_os, name, None)
+        if orig is None or _is_ours(orig):
+            continue
+        try:
+            setattr(_os, name, _c.PhaseCall(orig, 0, _c.KIND_BEFORE, hook))
+            _patched.append((_os, name, orig))
+        except Exception as e:
+            _warn("cannot ship the steps before os.%s (%s)" % (name, e))
+
+
+def _stop_before_exec(*args, **kwargs):
+    _stop()
 
 
 def _running():
@@ -973,19 +999,22 @@ class _NullBlock(object):
 
 
 class _H2DProxy(object):
-    """wrap_h2d(x): x whose .to() / .cuda() are timed as H2D."""
+    """wrap_h2d(x): x whose .to() / .cuda() are timed as H2D. They are the
+    object's own methods behind a C wrapper: no Python frame of TraceML's
+    runs the copy, so a warning it gives (torch's C++ TORCH_WARN names the
+    innermost Python frame) names the line that called it."""
     __slots__ = ("_obj",)
 
     def __init__(self, obj):
         self._obj = obj
 
-    def to(self, *args, **kwargs):
-        with _c.h2d_block():
-            return self._obj.to(*args, **kwargs)
+    @property
+    def to(self):
+        return _c.PhaseCall(self._obj.to, _c.H2D)
 
-    def cuda(self, *args, **kwargs):
-        with _c.h2d_block():
-            return self._obj.cuda(*args, **kwargs)
+    @property
+    def cuda(self):
+        return _c.PhaseCall(self._obj.cuda, _c.H2D)
 
     def __getattr__(self, name):
         return getattr(self._obj, name)

@@ -7,7 +7,9 @@ sys.executable on, so that `traceml run train.py` trains with the Python
 (and the torch) of the environment TraceML was installed in
 (cli/python.c). For `run` and `watch` it also says what this interpreter
 can import, in the words of cli/python.c's probe, which then need not
-start it once more (~15 ms). Nothing else happens in Python.
+start it once more (~15 ms). Nothing else happens in Python: this
+interpreter imports no sitecustomize (traceml_ai_command.pth, installed
+beside the package), which is the training's to meet.
 """
 import os
 import sys
@@ -29,10 +31,29 @@ def _probe():
     return "torch %s traceml_ai 1" % version
 
 
+def _customized():
+    """True when this interpreter would have imported a sitecustomize or
+    usercustomize that traceml_ai_command.pth (site-packages) kept site.py
+    from importing here: the training meets it, once, as without TraceML.
+    It may extend sys.path, so _probe() cannot answer for the training's
+    interpreter then: the binary asks it."""
+    from importlib.util import find_spec
+    found = False
+    for name in ("sitecustomize", "usercustomize"):
+        if getattr(sys.modules.get(name), "__traceml_skipped__", False):
+            del sys.modules[name]
+            found = found or find_spec(name) is not None
+    return found
+
+
 def main():
     exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "traceml")
     os.environ["TRACEML_ENV_PYTHON"] = sys.executable
-    if len(sys.argv) > 1 and sys.argv[1] in ("run", "watch"):
+    try:
+        customized = _customized()
+    except Exception:
+        customized = True
+    if len(sys.argv) > 1 and sys.argv[1] in ("run", "watch") and not customized:
         try:
             os.environ["TRACEML_ENV_PYTHON_PROBE"] = _probe()
         except Exception:

@@ -163,13 +163,15 @@ def attach(model):
               "Backward" % (e,))
 
 
+def _ddp_made(self, *args, **kwargs):
+    attach(self)
+
+
 def _ddp_init(orig):
-    @_functools.wraps(orig)
-    def __init__(self, *args, **kwargs):
-        orig(self, *args, **kwargs)
-        attach(self)
-    __init__.__wrapped__ = orig
-    return __init__
+    """DDP's constructor, then attach(): a C callable (KIND_AFTER), so that
+    DDP's own warnings (a deprecated argument, at stacklevel=2) name the
+    script's line, not TraceML's."""
+    return _c.PhaseCall(orig, 0, _c.KIND_AFTER, _ddp_made)
 
 
 # The collectives, with how many bytes one rank sends (n: world size; a:
@@ -309,7 +311,9 @@ def install(c, warn, patch):
         return
     setup(c, warn, patch)
     from torch.nn.parallel import DistributedDataParallel as DDP
-    patch(DDP, "__init__", _ddp_init(DDP.__dict__["__init__"]))
+    init = DDP.__dict__["__init__"]
+    if not isinstance(init, c.PhaseCall):
+        patch(DDP, "__init__", _ddp_init(init))
     for name, names, sent in _COLLECTIVES:
         orig = getattr(dist, name, None)
         if orig is None or getattr(orig, "_traceml_collective", False):

@@ -113,6 +113,7 @@ typedef struct tml_shipper {
     pthread_cond_t cv, sum_cv;
     _Atomic int stop;            /* read by say_hello outside the mutex */
     uint64_t sum_req, sum_done;
+    uint64_t flush_req, flush_done;  /* tml_flush(): the passes asked for, made */
     char *sum_json;
     int sum_rc;
     int saw_events;
@@ -139,6 +140,12 @@ int tml__take_auto_models(char *dst, size_t cap);
 int tml__shipper_start(void);
 void tml__shipper_stop(void);
 int tml__shipper_summary(char **out);     /* asks the shipper, waits <= 5 s */
+int tml__shipper_flush(void);            /* asks the shipper, waits <= 5 s */
+/* requests.c serves those in the shipper's pass; shipper.c ships for them */
+void tml__serve_summary(int final);
+void tml__serve_flush(void);
+void tml__ship_all(void);                /* every step and sample out now */
+void tml__ship_stats(void);              /* the counters so far (no goodbye) */
 void tml__ship_record(const tml_step_record *r);
 /* One line "<time> rank R[pid]: what: why" in the run's traceml.log. */
 void tml__engine_log(const char *what, const char *why);

@@ -277,6 +277,17 @@ int tml_shutdown_with(const char *status, int exit_code)
     return rc;
 }
 
+int tml_flush(void)
+{
+    tml_setup *c = &tml__setup;
+    int st = atomic_load(&c->state);
+    if (st == TML_ST_DISABLED)
+        return TML_EDISABLED;
+    if (st != TML_ST_ON || c->pid != getpid() || !tml__ship.started)
+        return TML_ESTATE;
+    return tml__shipper_flush();
+}
+
 int tml_shutdown(void)
 {
     return tml_shutdown_with("completed", 0);

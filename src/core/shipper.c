@@ -253,68 +253,13 @@ static uint32_t drain(int final)
     return busiest;
 }
 
-/* ---- summary requests ---------------------------------------------------- */
+/* ---- everything out ------------------------------------------------------ */
 
-/*
- * Answers a pending tml_summary_json() request, after this pass's drain so
- * the summary holds every step completed before the call (the wire sink
- * asks over this rank's own connection, after the steps it sent).
- */
-static void serve_summary(int final)
+/* Every step out, waiting a moment for the last CUDA events (never the
+ * training loop's time; then they go without GPU figures), and the
+ * samples so far. For the last pass and tml_flush() (requests.c). */
+void tml__ship_all(void)
 {
-    pthread_mutex_lock(&S->mu);
-    uint64_t req = S->sum_req;
-    int pending = req != S->sum_done;
-    pthread_mutex_unlock(&S->mu);
-    if (!pending)
-        return;
-    char *json = NULL;
-    int rc = final ? TML_ESTATE   /* shutting down: the final summary comes next */
-                   : sink()->ops->summary(sink(), &json);
-    pthread_mutex_lock(&S->mu);
-    free(S->sum_json);
-    S->sum_json = json;
-    S->sum_rc = rc;
-    S->sum_done = req;
-    pthread_cond_broadcast(&S->sum_cv);
-    pthread_mutex_unlock(&S->mu);
-}
-
-int tml__shipper_summary(char **out)
-{
-    /* the shipper answers within ~3 s at worst */
-    struct timespec until = tml__mono_deadline(5 * 1000000000LL);
-    pthread_mutex_lock(&S->mu);
-    uint64_t req = ++S->sum_req;
-    pthread_cond_signal(&S->cv);
-    int rc = 0;
-    while (S->sum_done < req && rc == 0)
-        rc = pthread_cond_timedwait(&S->sum_cv, &S->mu, &until);
-    if (S->sum_done < req) {
-        rc = TML_ECONN;
-    } else {
-        rc = S->sum_rc;
-        if (rc == 0 && S->sum_json) {
-            *out = strdup(S->sum_json);
-            if (!*out)
-                rc = TML_ENOMEM;
-        } else if (rc == 0) {
-            rc = TML_ESTATE;
-        }
-    }
-    pthread_mutex_unlock(&S->mu);
-    return rc;
-}
-
-/* ---- the thread ---------------------------------------------------------- */
-
-/* The end of the run: every step out (waiting a moment for the last CUDA
- * events, never the training loop's time), the last samples and the
- * goodbye. */
-static void last_pass(void)
-{
-    apply_loader();
-    say_hello();
     drain(0);
     int64_t deadline = tml__mono_ns() + GPU_FINAL_WAIT_NS;
     while (tml__gpu_waiting() && tml__mono_ns() < deadline) {
@@ -323,10 +268,27 @@ static void last_pass(void)
     }
     drain(1);
     deliver_samples();
+}
+
+void tml__ship_stats(void)
+{
+    send_stats(0);
+}
+
+/* ---- the thread ---------------------------------------------------------- */
+
+/* The end of the run: every step out, the last samples and the goodbye
+ * (a flush asked meanwhile is answered on the way). */
+static void last_pass(void)
+{
+    apply_loader();
+    say_hello();
+    tml__serve_flush();
+    tml__ship_all();
     if (S->samples_dropped)
         tml__engine_log("resource samples dropped (no aggregator)", "see the sampler");
     send_stats(1);
-    serve_summary(1);
+    tml__serve_summary(1);
 }
 
 /* The shipper wakes every 10 ms while a ring fills quickly, and sleeps up
@@ -355,7 +317,8 @@ static void *shipper_main(void *arg)
         else if ((wait_ns *= 2) > SHIP_IDLE_NS)
             wait_ns = SHIP_IDLE_NS;
         deliver_samples();
-        serve_summary(0);
+        tml__serve_summary(0);
+        tml__serve_flush();
         if (now >= next_stats) {
             send_stats(0);
             next_stats = now + STATS_INTERVAL_NS;

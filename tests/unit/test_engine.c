@@ -268,6 +268,37 @@ static void test_deferred_handshake_loses_nothing(void)
     CHECK_EQ_INT(tml_set_rank(3, 2), TML_EINVAL);
 }
 
+/* tml_flush(), for a process about to exec: the steps so far are out when
+ * it returns (no goodbye: the engine runs on), and the goodbye later
+ * counts them once. Without a rank in the environment, so that nothing
+ * but the flush's own pass says hello in time. */
+static void test_flush_ships_now(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th;
+    unsetenv("RANK");
+    CHECK_EQ_INT(tml_flush(), TML_ESTATE);          /* not started */
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    for (int s = 0; s < 4; s++) {
+        tml_step_begin();
+        tml_step_end();
+    }
+    CHECK_EQ_INT(tml_flush(), 0);
+    CHECK_EQ_INT(tml__ship.stats.records_sent, 4);  /* written before the flush answered */
+    CHECK_EQ_INT(tml__ship.stats.records_dropped, 0);
+    tml_step_begin();
+    tml_step_end();
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    CHECK_EQ_INT(tml_flush(), TML_ESTATE);          /* shut down */
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK_EQ_INT(f.nrecs, 5);
+    CHECK(f.got_bye);
+    CHECK_EQ_INT(f.bye.records_sent, 5);
+}
+
 /* The shipper sleeps between drains: idle, it must not spin a core
  * (a condition variable on the wrong clock once made it do exactly that). */
 static void test_shipper_sleeps(void)
@@ -505,6 +536,6 @@ static void test_engine_log_is_timed(void)
 }
 
 #define TESTS X(test_engine_log_is_timed) X(test_comm_box) X(test_comm_from_another_thread) X(test_records_reach_aggregator) X(test_rejected_trains_on) \
-    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
+    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_flush_ships_now) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
     X(test_calibration_ignores_preemption)
 #include "harness.h"
