@@ -153,7 +153,8 @@ char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap,
  * (its end is the launcher's to decide); pass_signals: sends on to train
  * the signals caught 20 ms ago or more that did not reach its process
  * group, and returns the last of them that asks a training to end
- * (SIGINT, SIGTERM, SIGHUP, SIGQUIT), else 0; witness_end: at the end;
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT), else 0; asked_to_end: 1 once one
+ * of those four was caught (passed on or not); witness_end: at the end;
  * die_as: the launcher dies of sig, as the training did (no core file);
  * returns code when sig does not kill. */
 void tml__run_install_handlers(void);
@@ -162,6 +163,7 @@ void tml__run_signals_restore(const sigset_t *was);
 void tml__run_signals_for_child(void);
 void tml__run_signals_for_aggregator(void);
 int tml__run_pass_signals(pid_t train, int64_t now_ms);
+int tml__run_asked_to_end(void);
 void tml__run_witness_end(void);
 int tml__run_die_as(int sig, int code);
 

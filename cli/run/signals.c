@@ -85,6 +85,11 @@ static int ends_training(int sig)
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
+int tml__run_asked_to_end(void)
+{
+    return caught[SIGINT] || caught[SIGTERM] || caught[SIGHUP] || caught[SIGQUIT];
+}
+
 /* The witness: blocks every passed signal and answers, for a signal
  * number read from req, 1 when it was pending (and takes it), else 0. */
 __attribute__((noreturn))

@@ -75,9 +75,10 @@ int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const
             tml__sleep_ms(5);
     }
     end->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    /* a KeyboardInterrupt raised in the script ends Python by SIGINT, as
+    /* a group's signal may end the training before it was looked at; a
+     * KeyboardInterrupt raised in the script ends Python by SIGINT, as
      * Ctrl-C does: interrupted either way */
-    if (end->signal == SIGINT)
+    if (tml__run_asked_to_end() || end->signal == SIGINT)
         end->interrupted = 1;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
