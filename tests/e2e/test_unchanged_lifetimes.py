@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import PYTHON, TIMEOUT, TRACEML, base_env, primary
 from test_unchanged import HERE, Pair, normal, training_output
 
@@ -57,21 +59,13 @@ def test_freed_tensors_with_trace_step(tmp_path):
     assert s["meta"]["step_detection"] == "marked", s["meta"]
 
 
-def test_a_clone_by_dict_runs_its_own_forward(tmp_path):
+@pytest.mark.parametrize("how", ["clone", "clone_call"])
+def test_a_clone_by_dict_runs_its_own_forward(tmp_path, how):
     # new = Cls.__new__(Cls); new.__dict__.update(old.__dict__), new head:
     # the clone computes with its own head, (3, 2), and carries nothing of
-    # TraceML's; the original, whose forward is timed, still (3, 1)
-    r = Pair(tmp_path, SCRIPT, ["--how", "clone"])
-    r.assert_same()
-    res = r.result("with")
-    assert res["clone_shape"] == [3, 2] and res["model_shape"] == [3, 1], res
-    s = r.summary()
-    assert s["step_time"]["median"]["forward_ms"] > 0, s["step_time"]["median"]
-
-
-def test_a_clone_by_dict_with_its_own_call(tmp_path):
-    # a class with its own __call__ (the forward is timed another way)
-    r = Pair(tmp_path, SCRIPT, ["--how", "clone_call"])
+    # TraceML's; the original, whose forward is timed, still (3, 1).
+    # clone_call: a class with its own __call__ (timed another way)
+    r = Pair(tmp_path, SCRIPT, ["--how", how])
     r.assert_same()
     res = r.result("with")
     assert res["clone_shape"] == [3, 2] and res["model_shape"] == [3, 1], res
