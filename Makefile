@@ -132,7 +132,7 @@ $(B)/obj/%.o: %.c
 # in git, but in the sdist, and regenerated only where the package is
 # present, so that a build from the sdist needs no more than a C compiler.
 WEB_GEN := build/gen/web_assets.c
-$(WEB_GEN): web/report.js web/report.css $(wildcard web/dashboard/*) scripts/gen-web-assets
+$(WEB_GEN): web/report.js web/report.css web/phases.js $(wildcard web/dashboard/*) scripts/gen-web-assets
 	scripts/gen-web-assets $@
 
 DYGRAPHS_DIR := $(or $(TRACEML_DYGRAPHS_DIR),/usr/share/javascript/dygraphs)

@@ -16,6 +16,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sample/proc.h"
 #include "sample/sampler.h"
 
 static int cmp(const void *a, const void *b)
@@ -50,6 +56,57 @@ static double per_tick_ns(int gpu, double interval, double seconds, size_t *samp
     *samples_out = total;
     double ticks = 1.0 + seconds / interval;       /* the first tick runs at start */
     return cpu < 0 ? -1 : (double)cpu / ticks;
+}
+
+static void *idle_thread(void *arg)
+{
+    (void)arg;
+    pause();
+    return NULL;
+}
+
+/* CPU time of one process-tree reading (the sampler's per-tick
+ * process.tree_cpu_percent), by the children files and by a /proc scan,
+ * with `workers` sleeping children (DataLoader workers) and `threads`
+ * idle threads in this process (torch's pools). */
+static void tree_costs(int repeats)
+{
+    enum { WORKERS = 4, THREADS = 8, CALLS = 500 };
+    pid_t kids[WORKERS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, idle_thread, NULL);
+    for (int i = 0; i < WORKERS; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            pause();
+            _exit(0);
+        }
+    }
+    usleep(100000);
+    for (int scan = 0; scan < 2; scan++) {
+        double v[64];
+        size_t procs = 0;
+        for (int r = 0; r < repeats && r < 64; r++) {
+            struct timespec a, b;
+            uint64_t ticks;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+            for (int i = 0; i < CALLS; i++)
+                (void)(scan ? tml__proc_tree_ticks_scan(getpid(), &ticks, &procs)
+                            : tml__proc_tree_ticks(getpid(), &ticks, &procs));
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+            v[r] = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / CALLS;
+        }
+        double ns = median(v, repeats < 64 ? repeats : 64);
+        char name[64];
+        snprintf(name, sizeof(name), "process tree, %s", scan ? "/proc scan" : "children files");
+        printf("%-28s %9zu pr %9.1f us %17.4f%%  (%d threads + %d children)\n", name, procs,
+               ns / 1000.0, ns / 1e9 * 100.0, THREADS + 1, WORKERS);
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+    }
 }
 
 int main(int argc, char **argv)
@@ -92,5 +149,6 @@ int main(int argc, char **argv)
     double ns = median(v, repeats < 64 ? repeats : 64);
     printf("%-28s %14s %9.1f us %17.4f%%  (worst case: 100 reads/s)\n", "per-step RSS read (shipper)",
            "-", ns / 1000.0, ns * 100.0 / 1e9 * 100.0);
+    tree_costs(repeats);
     return 0;
 }

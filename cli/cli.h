@@ -9,6 +9,7 @@
 #ifndef TML_CLI_H
 #define TML_CLI_H
 
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,6 +42,8 @@ extern const char tml__usage_watch[], tml__usage_inspect[];
 int tml__cmd_view(int argc, char **argv);
 int tml__cmd_serve(int argc, char **argv);
 int tml__cmd_help(int argc, char **argv);
+/* The command list (`traceml help`) to out. */
+void tml__cli_print_help(FILE *out);
 int tml__cmd_aggregate(int argc, char **argv);   /* hidden: `traceml run`'s child */
 int tml__cmd_compare(int argc, char **argv);
 int tml__cmd_export(int argc, char **argv);
@@ -110,6 +113,11 @@ typedef struct tml_cli_config {
     int n;
     char thresholds[1024];    /* the thresholds map, "key=value,..."; "" */
     int thresholds_line;      /* the map's first entry */
+    /* traceml.yaml's `guard:` declaration (TraceML 0.5.0's declared
+     * workload) as compact JSON, recorded in the summary's meta.workload
+     * and held by `traceml compare`; "" none */
+    char guard[2048];
+    int guard_depth, guard_indent[8], guard_count[8];   /* private: the block being read */
     char err[512];            /* on failure: "FILE:LINE: why", one line */
     struct tml_cli_config_key *keys;   /* private: every key, for duplicates */
     size_t nkeys, kcap, cap, lcap;
@@ -177,6 +185,10 @@ void tml__cli_run_remove(const tml_cli_run *r);
 struct tml_json;
 int tml__cli_read_json(const char *path, const char *what, struct tml_json **doc,
                        char **buf, size_t *len);
+/* A run folder stands for its final_summary.json (view, compare, as
+ * inspect and export take a run folder): "ARG/final_summary.json" in buf
+ * when arg is a folder, else arg. */
+const char *tml__cli_summary_path(const char *arg, char *buf, size_t cap);
 /* Prints the text to stdout with a final newline, flushed; control
  * characters (a hand-edited summary) are shown as '?'. */
 void tml__cli_print_summary(const char *text);

@@ -95,6 +95,7 @@ static int serve_and_finish(tml_host *h, const char *run_dir, int status_fd)
         tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
                                                "training ended: this covers what had arrived");
     }
+    tml__agg_set_tune_trial(tml__host_agg(h), tml__env_bool("TRACEML_TUNE_TRIAL"));
     /* Ranks get time to deliver their last records, less after Ctrl-C
      * (the summary must be out within 2 s). */
     int drain_ms = strcmp(status, "interrupted") == 0 ? 300 : 1500;
@@ -132,6 +133,7 @@ int tml__cmd_aggregate(int argc, char **argv)
     long world = 0, nnodes = 0;
     int html_report = 0, watch = 0;
     tml_launch launch = TML_LAUNCH_UNKNOWN;
+    const char *applied = NULL;
     for (int i = 1; i < argc; i++) {
         if (tml__cli_opt(argc, argv, &i, "--html-report", NULL)) {
             html_report = 1;
@@ -144,7 +146,8 @@ int tml__cmd_aggregate(int argc, char **argv)
         if (tml__cli_opt(argc, argv, &i, "--run-dir", &run_dir) ||
             tml__cli_opt(argc, argv, &i, "--run-name", &run_name) ||
             tml__cli_opt(argc, argv, &i, "--run-id", &run_id) ||
-            tml__cli_opt(argc, argv, &i, "--bind", &bind))
+            tml__cli_opt(argc, argv, &i, "--bind", &bind) ||
+            tml__cli_opt(argc, argv, &i, "--applied", &applied))
             continue;
         if (tml__cli_opt(argc, argv, &i, "--control-fd", &v))
             control_fd = (int)tml__cli_long("--control-fd", v, 0, 1 << 20);
@@ -194,6 +197,7 @@ int tml__cmd_aggregate(int argc, char **argv)
         return 1;
     }
     tml__agg_set_launch(tml__host_agg(h), launch);
+    tml__agg_set_applied(tml__host_agg(h), applied);
     tml__agg_set_watch(tml__host_agg(h), watch);
     char line[64];
     if (live_port >= 0)   /* "live -1": asked for, could not listen */

@@ -25,18 +25,23 @@ int tml__cmd_help(int argc, char **argv)
         fputs(c->usage, stdout);
         return 0;
     }
-    printf("traceml %s - why does a training step take as long as it does?\n\n"
-           "usage: traceml COMMAND [options]\n\n"
-           "Commands:\n",
-           TML_VERSION_STRING);
+    tml__cli_print_help(stdout);
+    return 0;
+}
+
+void tml__cli_print_help(FILE *out)
+{
+    fprintf(out, "traceml %s - why does a training step take as long as it does?\n\n"
+                 "usage: traceml COMMAND [options]\n\n"
+                 "Commands:\n",
+            TML_VERSION_STRING);
     for (const tml_cli_cmd *c = tml__cli_cmds; c->name; c++)
         if (c->summary)
-            printf("  %-8s %s\n", c->name, c->summary);
-    printf("\n"
-           "  traceml --version        print the version\n"
-           "  traceml help COMMAND     options of one command\n"
-           "\n"
-           "Example:\n"
-           "  traceml run train.py     prints the run summary and writes logs/<run>/\n");
-    return 0;
+            fprintf(out, "  %-8s %s\n", c->name, c->summary);
+    fprintf(out, "\n"
+                 "  traceml --version        print the version\n"
+                 "  traceml help COMMAND     options of one command\n"
+                 "\n"
+                 "Example:\n"
+                 "  traceml run train.py     prints the run summary and writes logs/<run>/\n");
 }

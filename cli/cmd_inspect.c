@@ -275,25 +275,57 @@ static int inspect_json(const char *path)
     return rc;
 }
 
+/* TraceML 0.5.0's binary log, by its content: records, each a 4-byte
+ * big-endian length and that many bytes of one MessagePack map or array,
+ * one after the other to the end of the file. buf holds the file's first
+ * n bytes (all of it when n == size); a walk that leaves what was read
+ * stops there. A name ending in .msgpack proves nothing. */
+static int is_v05_log(const unsigned char *buf, size_t n, uint64_t size)
+{
+    uint64_t off = 0;
+    size_t records = 0;
+    while (off + 4 <= n) {
+        uint64_t len = (uint64_t)buf[off] << 24 | (uint64_t)buf[off + 1] << 16 |
+                       (uint64_t)buf[off + 2] << 8 | buf[off + 3];
+        if (len == 0 || off + 4 + len > size)
+            return 0;
+        unsigned char t = off + 4 < n ? buf[off + 4] : 0x80;   /* not read: past n */
+        if (!((t >= 0x80 && t <= 0x9f) || (t >= 0xdc && t <= 0xdf)))
+            return 0;   /* fixmap, fixarray, array16/32, map16/32 */
+        off += 4 + len;
+        records++;
+    }
+    /* to the end of the file, or past what was read of a larger one */
+    return records > 0 && (off == size || (n < size && off + 4 > n));
+}
+
 static int inspect_file(const char *path)
 {
-    char head[16] = "";
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tml__cli_error("cannot read '%s': %s", path, strerror(errno));
-    size_t n = fread(head, 1, sizeof(head), f);
+    unsigned char *head = malloc(1u << 20);   /* enough records to tell a 0.5.0 log */
+    FILE *f = head ? fopen(path, "rb") : NULL;
+    if (!f) {
+        int e = head ? errno : ENOMEM;
+        free(head);
+        return tml__cli_error("cannot read '%s': %s", path, strerror(e));
+    }
+    size_t n = fread(head, 1, 1u << 20, f);
+    struct stat st;
+    uint64_t size = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : n;
     fclose(f);
-    size_t len = strlen(path);
-    if (n == 16 && memcmp(head, "SQLite format 3", 16) == 0)
-        return inspect_sqlite(path);
-    if (len >= 8 && strcmp(path + len - 8, ".msgpack") == 0)
-        return tml__cli_error("'%s' is a TraceML 0.5.0 binary log; this TraceML keeps a run "
-                              "in telemetry.sqlite and final_summary.json (traceml inspect "
-                              "logs/<run>)", path);
+    int v05 = is_v05_log(head, n, size);
+    int sqlite = n >= 16 && memcmp(head, "SQLite format 3", 16) == 0;
     size_t k = 0;
     while (k < n && (head[k] == ' ' || head[k] == '\n' || head[k] == '\t' || head[k] == '\r'))
         k++;
-    if (k < n && (head[k] == '{' || head[k] == '['))
+    int json = k < n && (head[k] == '{' || head[k] == '[');
+    free(head);
+    if (sqlite)
+        return inspect_sqlite(path);
+    if (v05)
+        return tml__cli_error("'%s' is a TraceML 0.5.0 binary log; this TraceML keeps a run "
+                              "in telemetry.sqlite and final_summary.json (traceml inspect "
+                              "logs/<run>)", path);
+    if (json)
         return inspect_json(path);
     if (n == 0)
         return tml__cli_error("'%s' is empty, not a TraceML file", path);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,12 +69,16 @@ typedef struct tune_ctx {
     int nopts;                  /* of which options: runargv[1..nopts] */
     int nrunargv;
     int repeats, warmup, steps;
+    int repeats_set;            /* --repeats given: not lowered to fit the budget */
     double budget_s;
     const char *only;           /* --only: groups of directions, NULL all */
     tml_cli_run dir;            /* the tune folder */
     char trials[4200], scratch[4200];
     int64_t start_ns;
-    double trial_s;             /* a trial's mean duration so far */
+    double trial_s;             /* a trial's mean duration (since trials were fitted) */
+    int ntimed;                 /* trials in that mean */
+    const char *doing;          /* for the progress line: "round 2/3" */
+    int spare_base;             /* the baseline's first trial not yet in a round */
     char command[1024];
     char base_dir[4400];        /* the first baseline trial's run folder */
     tml_tune_result res;
@@ -174,7 +179,10 @@ static void parse(tune_ctx *t, int argc, char **argv)
         if (tml__cli_opt(argc, argv, &i, "--budget", &v))
             t->budget_s = parse_budget(v);
         else if (tml__cli_opt(argc, argv, &i, "--repeats", &v))
+        {
             t->repeats = (int)tml__cli_long("--repeats", v, 2, 16);
+            t->repeats_set = 1;
+        }
         else if (tml__cli_opt(argc, argv, &i, "--warmup", &v))
             t->warmup = (int)tml__cli_long("--warmup", v, 0, 100000);
         else if (tml__cli_opt(argc, argv, &i, "--only", &t->only))
@@ -219,9 +227,12 @@ static int validate(tune_ctx *t)
     return 0;
 }
 
-static void child_env(const tune_ctx *t, const char *settings)
+static void child_env(const tune_ctx *t, const char *name, const char *settings)
 {
     char v[4400];
+    snprintf(v, sizeof(v), "%s/%s.fetch", t->trials, name);   /* the fetch's CPU share */
+    setenv("TRACEML_TUNE_FETCH", v, 1);
+    setenv("TRACEML_TUNE_TRIAL", "1", 1);   /* its SIGINT is tune's stop (meta.stopped_by) */
     if (*settings)
         setenv("TRACEML_TUNE_SETTINGS", settings, 1);
     else
@@ -261,7 +272,7 @@ static pid_t trial_start(const tune_ctx *t, const char *name, const char *settin
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
         int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -270,7 +281,7 @@ static pid_t trial_start(const tune_ctx *t, const char *name, const char *settin
         if (in >= 0)
             dup2(in, 0);
         signal(SIGINT, SIG_DFL);
-        child_env(t, settings);
+        child_env(t, name, settings);
         execv("/proc/self/exe", argv);
         _exit(127);
     }
@@ -337,11 +348,48 @@ static const tml_json *path(const tml_json *doc, const char *p)
     return tml__json_path(doc, p);
 }
 
+#define TUNE_FETCH_MIN_NS 1e6
+
+/* The fetch's CPU share in trial NAME: the sums its processes wrote
+ * (TRACEML_TUNE_FETCH, python/_traceml.c) to TRIALS/NAME.fetch.<pid>;
+ * NAN without any. */
+static double fetch_share(const tune_ctx *t, const char *name)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "%s.fetch.", name);
+    DIR *d = opendir(t->trials);
+    double cpu = 0, wall = 0, count = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char file[4500];
+        snprintf(file, sizeof(file), "%s/%s", t->trials, e->d_name);
+        FILE *f = fopen(file, "r");
+        long long c, w, n;
+        if (f && fscanf(f, "%lld %lld %lld", &c, &w, &n) == 3 && c >= 0 && w > 0) {
+            cpu += (double)c;
+            wall += (double)w;
+            count += (double)n;
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    /* a fetch under TUNE_FETCH_MIN_NS is too short to plan workers by
+     * (and its share, mostly the call's own cost, means little) */
+    if (!(wall > 0) || !(count > 0) || wall / count < TUNE_FETCH_MIN_NS)
+        return NAN;
+    return fmin(1.0, cpu / wall);
+}
+
 /* What the baseline's first trial said, for the plan. */
 static void learn_base(tune_ctx *t, const tml_run *run, const char *run_dir)
 {
     tml_tune_base *b = &t->res.base;
     b->workers = -1;
+    b->fetch_cpu_share = fetch_share(t, strrchr(run_dir, '/') + 1);
     b->ranks_here = (int)t->run.o.nproc;
     b->comm_bytes_per_step = b->comm_share = NAN;
     if (run->nranks) {
@@ -389,6 +437,9 @@ static int trial(tune_ctx *t, const char *settings, double *ms, char *why, size_
     snprintf(name, sizeof(name), "t%03d", ++t->res.trials);
     snprintf(run_dir, sizeof(run_dir), "%s/%s", t->trials, name);
     int64_t t0 = tml__mono_ns();
+    fprintf(stderr, "traceml tune: %s %s%s%s, %.0f s of %.0f s\n", name,
+            *settings ? settings : "baseline", t->doing ? ", " : "", t->doing ? t->doing : "",
+            since_s(t->start_ns), t->budget_s);
     pid_t pid = trial_start(t, name, settings);
     if (pid < 0) {
         snprintf(why, cap, "could not start: %s", strerror(errno));
@@ -396,7 +447,8 @@ static int trial(tune_ctx *t, const char *settings, double *ms, char *why, size_
     }
     int status = trial_wait(t, pid, run_dir);
     double took = since_s(t0);
-    t->trial_s = t->trial_s > 0 ? (t->trial_s * (t->res.trials - 1) + took) / t->res.trials : took;
+    t->trial_s = (t->trial_s * t->ntimed + took) / (t->ntimed + 1);
+    t->ntimed++;
     char db[4500];
     snprintf(db, sizeof(db), "%s/telemetry.sqlite", run_dir);
     tml_store *s = NULL;
@@ -460,16 +512,35 @@ static void run_one(tune_ctx *t, tml_tune_arm *a)
     }
 }
 
-/* --repeats rounds of the setting and the baseline, their order swapped
- * each round; a setting that fails twice is given up. */
-static void measure(tune_ctx *t, tml_tune_arm *a)
+/* One round: a baseline process and one of a, in the order the arm's
+ * count gives (swapped each round), so that drift falls on both. */
+static void round_of(tune_ctx *t, tml_tune_arm *a, int k, int of)
 {
     tml_tune_arm *b = &t->res.arms[0];
-    for (int k = 0; k < t->repeats && !interrupted && a->failures < 2; k++) {
-        run_one(t, k % 2 ? a : b);
+    char doing[48];
+    if (of > 0)
+        snprintf(doing, sizeof(doing), "round %d/%d", k + 1, of);
+    else
+        snprintf(doing, sizeof(doing), "round %d (added: undecided)", k + 1);
+    t->doing = doing;
+    int swap = (a->n + (size_t)a->failures) % 2;
+    if (t->spare_base) {   /* the baseline's first trial is this round's baseline */
+        t->spare_base = 0;
+        run_one(t, a);
+    } else {
+        run_one(t, swap ? a : b);
         if (!interrupted)
-            run_one(t, k % 2 ? b : a);
+            run_one(t, swap ? b : a);
     }
+    t->doing = NULL;
+}
+
+/* ROUNDS rounds of the setting and the baseline; a setting that fails
+ * twice is given up. */
+static void measure(tune_ctx *t, tml_tune_arm *a, int rounds)
+{
+    for (int k = 0; k < rounds && !interrupted && a->failures < 2; k++)
+        round_of(t, a, k, rounds);
     compare(t, a);
 }
 
@@ -479,20 +550,26 @@ static void progress_line(const tune_ctx *t, const tml_tune_arm *a)
     if (!isnan(a->cmp.change))
         snprintf(ch, sizeof(ch), " %+.1f%% (%+.1f%% .. %+.1f%%)", a->cmp.change * 100,
                  a->cmp.lo * 100, a->cmp.hi * 100);
-    fprintf(stderr, "traceml tune: %-32s %s%s [%.0f s]\n", a->settings,
-            a->n ? "measured" : "failed", ch, since_s(t->start_ns));
+    const char *word = !a->n ? "failed" : a->cmp.verdict == TML_TUNE_GAIN ? "gain"
+                       : a->cmp.verdict == TML_TUNE_LOSS ? "loss" : "inconclusive";
+    fprintf(stderr, "traceml tune: %-32s %s%s [%.0f s of %.0f s]\n", a->settings, word, ch,
+            since_s(t->start_ns), t->budget_s);
 }
 
-/* Measures a when its rounds fit in what is left of the budget; else
- * marks it not tried. */
+/* Measures a in --repeats rounds when they fit in what is left of the
+ * budget, else in two (the fewest an interval needs), else marks it not
+ * tried. */
 static void measure_in_budget(tune_ctx *t, tml_tune_arm *a)
 {
-    if (since_s(t->start_ns) + 2.0 * t->repeats * t->trial_s > t->budget_s) {
+    /* the baseline's first trial, when not yet in a round, is one trial less */
+    double left = t->budget_s - since_s(t->start_ns) + (t->spare_base ? t->trial_s : 0);
+    int rounds = left >= 2.0 * t->repeats * t->trial_s ? t->repeats : 2;
+    if (left < 2.0 * rounds * t->trial_s) {
         a->skipped = 1;
         snprintf(a->why, sizeof(a->why), "the budget");
         return;
     }
-    measure(t, a);
+    measure(t, a, rounds);
     progress_line(t, a);
 }
 
@@ -533,9 +610,108 @@ static void explore(tune_ctx *t, const tml_tune_dir *dirs, size_t nd, int *best)
                 (a->over < 0 || a->vs_over.verdict == TML_TUNE_GAIN) &&
                 (best[d] < 0 || a->cmp.ms < t->res.arms[best[d]].cmp.ms))
                 best[d] = idx;
-            if (dir->ladder && !(a->n && a->cmp.ms < prev * 0.97))
+            if (dir->ladder && (int)s + 1 >= dir->min_steps && !(a->n && a->cmp.ms < prev * 0.97))
                 break;   /* this direction stopped paying */
         }
+    }
+}
+
+/* Settings tune expects to try: the wanted directions' steps, a ladder's
+ * first min_steps + 1 (it stops where more stop paying). */
+static int planned(const tune_ctx *t, const tml_tune_dir *dirs, size_t nd)
+{
+    int n = 0;
+    for (size_t d = 0; d < nd; d++) {
+        int k = (int)dirs[d].n, most = (dirs[d].min_steps > 1 ? dirs[d].min_steps : 1) + 1;
+        if (wanted(t, dirs[d].name))
+            n += dirs[d].ladder && k > most ? most : k;
+    }
+    return n;
+}
+
+/* Trials that fit the budget: when the plan's settings, each in --repeats
+ * rounds of two trials, would take more than 3/4 of what is left after
+ * the baseline's trial, the trials are shrunk (warm-up and measured steps
+ * in proportion, to at least TUNE_MIN_WARMUP + TUNE_MIN_STEPS) and, unless
+ * --repeats was given, the first rounds lowered to two. A trial's time is
+ * its start-up (the baseline trial's time less its steps) plus its steps. */
+#define TUNE_MIN_WARMUP 3
+#define TUNE_MIN_STEPS 15
+static void fit_trials(tune_ctx *t, int settings, double took, double ms)
+{
+    tml_tune_result *r = &t->res;
+    r->warmup_asked = t->warmup;
+    r->steps_asked = t->steps;
+    if (settings <= 0 || !(ms > 0))
+        return;
+    double step_s = ms / 1000.0, left = t->budget_s - since_s(t->start_ns);
+    int ran = t->warmup + t->steps + 1;
+    double start_s = fmax(0, took - ran * step_s);
+    double per_trial = 0.75 * left / (2.0 * t->repeats * settings);
+    if (start_s + ran * step_s > per_trial) {
+        double f = (per_trial - start_s) / (ran * step_s);
+        f = f > 0 ? f : 0;
+        int w = (int)floor(t->warmup * f), n = (int)floor(t->steps * f);
+        t->warmup = w > TUNE_MIN_WARMUP ? w : TUNE_MIN_WARMUP < t->warmup ? TUNE_MIN_WARMUP : t->warmup;
+        t->steps = n > TUNE_MIN_STEPS ? n : TUNE_MIN_STEPS < t->steps ? TUNE_MIN_STEPS : t->steps;
+    }
+    double trial_s = start_s + (t->warmup + t->steps + 1) * step_s;
+    if (!t->repeats_set && t->repeats > 2 && trial_s > per_trial)
+        t->repeats = 2;
+    t->trial_s = trial_s;   /* the estimate until shrunk trials have run */
+    t->ntimed = 1;
+    r->warmup = t->warmup;
+    r->steps = t->steps;
+    r->repeats = t->repeats;
+    if (t->warmup != r->warmup_asked || t->steps != r->steps_asked)
+        fprintf(stderr, "traceml tune: the baseline trial took %.0f s; trials shrunk to %d + %d "
+                "steps (%.0f s each) so that %d settings fit in the budget\n", took, t->warmup,
+                t->steps, trial_s, settings);
+}
+
+/* The rounds more an undecided arm needs by its spread (its own change,
+ * or, for a setting on top of another that gained, the change against
+ * that one); 0 when decided or not measured. */
+static int undecided(const tml_tune_arm *a)
+{
+    if (a->skipped || a->n < 2 || a->failures >= 2)
+        return 0;
+    if (a->cmp.verdict == TML_TUNE_UNSURE)
+        return a->cmp.more > 0 ? a->cmp.more : 0;
+    if (a->over >= 0 && a->cmp.verdict == TML_TUNE_GAIN && a->vs_over.verdict == TML_TUNE_UNSURE)
+        return a->vs_over.more > 0 ? a->vs_over.more : 0;
+    return 0;
+}
+
+/* The budget used to decide: while time is left, one more round to the
+ * undecided setting closest to a decision (fewest rounds more by its
+ * spread; the larger gain first), until every one is decided. */
+static void decide(tune_ctx *t)
+{
+    tml_tune_result *r = &t->res;
+    while (!interrupted && r->arms[0].n + 1 < TML_TUNE_RUNS) {
+        double left = t->budget_s - since_s(t->start_ns);
+        if (left < 2.0 * t->trial_s)
+            break;
+        int pick = -1, need = 0;
+        for (size_t i = 1; i < r->narms; i++) {
+            int m = undecided(&r->arms[i]);
+            if (m <= 0 || r->arms[i].n + 1 >= TML_TUNE_RUNS)
+                continue;
+            if (pick < 0 || m < need ||
+                (m == need && r->arms[i].cmp.change < r->arms[pick].cmp.change)) {
+                pick = (int)i;
+                need = m;
+            }
+        }
+        if (pick < 0)
+            break;
+        tml_tune_arm *a = &r->arms[pick];
+        round_of(t, a, (int)a->n, 0);
+        r->rounds_added++;
+        for (size_t i = 1; i < r->narms; i++)   /* the baseline grew: every comparison */
+            compare(t, &r->arms[i]);
+        progress_line(t, a);
     }
 }
 
@@ -612,6 +788,7 @@ static void report(tune_ctx *t)
     compare(t, &r->arms[0]);
     r->pick = tml__tune_pick(r);
     r->elapsed_s = since_s(t->start_ns);
+    r->trial_s = t->trial_s;
     tml_strbuf text = {0}, json = {0}, html = {0};
     tml__tune_text(r, &text);
     tml__tune_json(r, &json);
@@ -645,8 +822,8 @@ static int tune(tune_ctx *t)
     r->command = t->command;
     r->dir = t->dir.dir;
     r->repeats = t->repeats;
-    r->warmup = t->warmup;
-    r->steps = t->steps;
+    r->warmup = r->warmup_asked = t->warmup;
+    r->steps = r->steps_asked = t->steps;
     r->budget_s = t->budget_s;
     r->combo = r->pick = -1;
     t->start_ns = tml__mono_ns();
@@ -659,13 +836,21 @@ static int tune(tune_ctx *t)
         return tml__cli_error("the baseline trial gave no steady steps: %s (in %s)", why,
                               t->dir.dir);
     arm_add(b, ms);
+    t->spare_base = 1;
     fprintf(stderr, "traceml tune: baseline %.2f ms a step, %s [%.0f s]\n", ms,
             r->base.label[0] ? r->base.label : "no verdict", since_s(t->start_ns));
+    if (!isnan(r->base.fetch_cpu_share))
+        fprintf(stderr, "traceml tune: the fetch used the CPU %.0f%% of its time%s\n",
+                r->base.fetch_cpu_share * 100,
+                r->base.fetch_cpu_share < TML_TUNE_WAIT_SHARE && r->base.workers <= 0
+                    ? ": it waits, so worker counts beyond the cores are tried" : "");
     tml_tune_dir dirs[TML_TUNE_DIRS];
     int best[TML_TUNE_DIRS];
     size_t nd = tml__tune_plan(&r->base, dirs, TML_TUNE_DIRS);
+    fit_trials(t, planned(t, dirs, nd), since_s(t->start_ns), ms);
     explore(t, dirs, nd, best);
     combine(t, best, nd);
+    decide(t);
     report(t);
     return interrupted ? 130 : 0;
 }

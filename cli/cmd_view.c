@@ -33,10 +33,11 @@
 #define SUMMARY_SCHEMA_MAX 1
 
 const char tml__usage_view[] =
-    "usage: traceml view SUMMARY.json [--re-render] [--html [OUT]]\n"
+    "usage: traceml view SUMMARY.json|RUN_DIR [--re-render] [--html [OUT]]\n"
     "\n"
     "Prints the run summary stored in SUMMARY.json (a final_summary.json\n"
-    "written by `traceml run`) exactly as it was printed, without recomputing.\n"
+    "written by `traceml run`; a run folder stands for its final_summary.json)\n"
+    "exactly as it was printed, without recomputing.\n"
     "A summary written by TraceML 0.5.0 is shown in this TraceML's layout,\n"
     "with a line naming what it lacked.\n"
     "\n"
@@ -150,9 +151,10 @@ int tml__cmd_view(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
-    char *buf = NULL;
+    char *buf = NULL, in_folder[4200];
     size_t len = 0;
     tml_json *doc = NULL;
+    o.path = tml__cli_summary_path(o.path, in_folder, sizeof(in_folder));
     if (tml__cli_read_json(o.path, "summary", &doc, &buf, &len))
         return TML_EXIT_USAGE;
     rc = TML_EXIT_USAGE;

@@ -178,12 +178,135 @@ static int entry(cfg *p, char *line, char sep)
     return p->in_thresholds ? add_threshold(p, key, val) : add_option(p, key, val);
 }
 
+static void guard_add(tml_cli_config *c, const char *unused, const char *s)
+{
+    size_t n = strlen(c->guard);
+    (void)unused;
+    snprintf(c->guard + n, sizeof(c->guard) - n, "%s", s);
+}
+
+/* Closes the guard block's open maps down to depth d. */
+static void guard_close(tml_cli_config *c, int d)
+{
+    while (c->guard_depth > d) {
+        guard_add(c, "%s", "}");
+        c->guard_depth--;
+    }
+}
+
+/* A JSON string of s (the guard's values are short, printable text). */
+static void guard_str(tml_cli_config *c, const char *s, size_t n)
+{
+    guard_add(c, "%s", "\"");
+    for (size_t i = 0; i < n; i++) {
+        char e[8] = {s[i], 0};
+        if (s[i] == '"' || s[i] == '\\')
+            snprintf(e, sizeof(e), "\\%c", s[i]);
+        else if ((unsigned char)s[i] < 0x20)
+            snprintf(e, sizeof(e), "\\u%04x", (unsigned char)s[i]);
+        guard_add(c, NULL, e);
+    }
+    guard_add(c, "%s", "\"");
+}
+
+/* One line of traceml.yaml's `guard:` block (TraceML 0.5.0's declared
+ * workload: schema_version, workload.name, workload.parameters.*,
+ * measurement.*): nested maps of scalars, kept as JSON with the scalars'
+ * types (quoted: a string; true/false; null; a number). TraceML keeps it
+ * whole; `traceml compare` holds two runs' declarations against each
+ * other. */
+static int guard_line(cfg *p, char *line)
+{
+    tml_cli_config *c = p->c;
+    int indent = (int)strspn(line, " ");
+    if (line[indent] == '\t')
+        return fail(p, "guard: indent with spaces, not tabs");
+    char *l = trim(line);
+    if (*l == '-')
+        return fail(p, "guard: lists are not read here (maps of values only)");
+    char *colon = NULL;
+    for (char *q = l, quote = 0; *q; q++) {   /* the first ':' outside quotes */
+        if (quote ? *q == quote : (*q == '"' || *q == '\''))
+            quote = quote ? 0 : *q;
+        else if (!quote && *q == ':' && (q[1] == '\0' || isspace((unsigned char)q[1]))) {
+            colon = q;
+            break;
+        }
+    }
+    if (!colon || colon == l)
+        return fail(p, "guard: expected 'key: value'");
+    *colon = '\0';
+    char *key = trim(l), *v = colon + 1;
+    size_t kn = strlen(key);
+    if (kn >= 2 && (key[0] == '"' || key[0] == '\'') && key[kn - 1] == key[0]) {
+        key[kn - 1] = '\0';
+        key++;
+    }
+    /* the value, its comment dropped; quoted or not */
+    char q = 0, *end = v + strlen(v);
+    for (char *s = v; *s; s++) {
+        if (q ? *s == q : (*s == '"' || *s == '\''))
+            q = q ? 0 : *s;
+        else if (!q && *s == '#' && (s == v || isspace((unsigned char)s[-1]))) {
+            end = s;
+            break;
+        }
+    }
+    *end = '\0';
+    v = trim(v);
+    while (c->guard_depth > 1 && indent <= c->guard_indent[c->guard_depth - 1])
+        guard_close(c, c->guard_depth - 1);
+    if (c->guard_depth >= 8)
+        return fail(p, "guard: nested too deep");
+    if (c->guard_count[c->guard_depth - 1]++)
+        guard_add(c, "%s", ",");
+    guard_str(c, key, strlen(key));
+    guard_add(c, "%s", ":");
+    size_t vn = strlen(v);
+    char *num_end = NULL;
+    if (!*v) {   /* a map opens */
+        guard_add(c, "%s", "{");
+        c->guard_indent[c->guard_depth] = indent;
+        c->guard_count[c->guard_depth] = 0;
+        c->guard_depth++;
+    } else if (*v == '[' || *v == '{') {
+        return fail(p, "guard: lists and inline tables are not read here (one value per key)");
+    } else if (vn >= 2 && (v[0] == '"' || v[0] == '\'') && v[vn - 1] == v[0]) {
+        guard_str(c, v + 1, vn - 2);
+    } else if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0 || strcmp(v, "null") == 0) {
+        guard_add(c, "%s", v);
+    } else if (strcmp(v, "~") == 0) {
+        guard_add(c, "%s", "null");
+    } else if ((strtod(v, &num_end), num_end && *num_end == '\0') &&
+               strspn(v, "+-0123456789.eE") == vn) {
+        guard_add(c, "%s", v[0] == '+' ? v + 1 : v);
+    } else {
+        guard_str(c, v, vn);
+    }
+    if (strlen(c->guard) >= sizeof(c->guard) - 16)
+        return fail(p, "guard: over %zu bytes", sizeof(c->guard) - 16);
+    return 0;
+}
+
 static int yaml_line(cfg *p, char *line)
 {
     int indented = isspace((unsigned char)line[0]);
     char *l = trim(line);
     if (!*l || *l == '#' || strcmp(l, "---") == 0)
         return 0;
+    if (indented && p->c->guard_depth > 0)
+        return guard_line(p, line);
+    guard_close(p->c, 0);
+    if (!indented && strncmp(l, "guard:", 6) == 0 && !*value_of(l + 6)) {
+        if (p->c->guard[0])
+            return fail(p, "'guard' is set twice");
+        p->in_thresholds = 0;
+        p->c->guard_depth = 1;
+        p->c->guard_count[0] = 0;
+        p->c->guard_indent[0] = -1;
+        guard_add(p->c, "%s", "{");
+        return 0;
+    }
     if (!indented) {
         char *colon = strchr(l, ':');
         p->in_thresholds = 0;
@@ -256,6 +379,9 @@ int tml__cli_config_parse(tml_cli_config *c, const char *path, const char *text,
     const char *dot = strrchr(path, '.');
     int rc = parse_lines(&p, copy, dot && strcmp(dot, ".toml") == 0);
     free(copy);
+    guard_close(c, 0);
+    if (rc < 0)
+        c->guard[0] = '\0';
     if (rc == 0 && c->thresholds[0]) {
         tml_thresholds th;
         tml__thresholds_default(&th);

@@ -260,8 +260,9 @@ int tml__drain_start(tml_drain *d, const char *log_path, const struct termios *t
     }
     struct stat st;
     int alive[2];
-    d->log_wr = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    d->log_rd = open(log_path, O_RDONLY | O_CLOEXEC);
+    /* O_NOFOLLOW: never the file a link planted at the log's name points at */
+    d->log_wr = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    d->log_rd = open(log_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (d->log_wr < 0 || d->log_rd < 0 || fstat(d->log_rd, &st) < 0)
         goto fail;
     d->read_bytes = (uint64_t)st.st_size;

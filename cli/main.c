@@ -3,7 +3,9 @@
  *
  * Each subcommand lives in its own file (cmd_<name>.c) with its usage
  * text, so adding one (compare, a later issue) is one file and one line
- * here. `traceml` alone prints the help; `--version` the version.
+ * here. `traceml` alone prints the help to stderr and exits 2 (a command
+ * is required); `traceml help` / `--help` print it to stdout, exit 0;
+ * `--version` prints the version.
  */
 #include "cli.h"
 
@@ -45,8 +47,10 @@ const tml_cli_cmd *tml__cli_find(const char *name)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2)
-        return tml__cmd_help(1, (char *[]){"help", NULL});
+    if (argc < 2) {   /* a command is required: the help on stderr, exit 2 (as argparse) */
+        tml__cli_print_help(stderr);
+        return TML_EXIT_USAGE;
+    }
     const char *a = argv[1];
     if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
         printf("traceml %s\n", TML_VERSION_STRING);

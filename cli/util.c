@@ -22,6 +22,7 @@
 
 #include "base/env.h"
 #include "base/json.h"
+#include "base/utf8.h"
 #include "live/http.h"
 #include "report/report.h"
 #include "agg/rundir.h"
@@ -346,28 +347,31 @@ void tml__cli_run_remove(const tml_cli_run *r)
     rmdir(r->dir);
 }
 
+const char *tml__cli_summary_path(const char *arg, char *buf, size_t cap)
+{
+    struct stat st;
+    size_t n = strlen(arg);
+    if (n == 0 || stat(arg, &st) < 0 || !S_ISDIR(st.st_mode))
+        return arg;
+    int w = snprintf(buf, cap, "%s%sfinal_summary.json", arg, arg[n - 1] == '/' ? "" : "/");
+    return w > 0 && (size_t)w < cap ? buf : arg;
+}
+
 void tml__cli_print_summary(const char *text)
 {
     if (!text)
         return;
     /* A summary may have been edited by hand: no control sequence of it
-     * reaches the terminal (C0 but newline and tab, DEL, C1 in UTF-8). */
-    size_t n = strlen(text);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c == 0xc2 && i + 1 < n && (unsigned char)text[i + 1] >= 0x80 &&
-            (unsigned char)text[i + 1] <= 0x9f) {
-            fputc('?', stdout);
-            i++;
-        } else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-            fputc('?', stdout);
-        } else {
-            fputc(c, stdout);
-        }
-    }
-    if (n && text[n - 1] != '\n')
+     * reaches the terminal (base/utf8.h). */
+    char *safe = strdup(text);
+    if (!safe)
+        return;
+    size_t n = tml__utf8_printable(safe, strlen(safe));
+    fwrite(safe, 1, n, stdout);
+    if (n && safe[n - 1] != '\n')
         fputc('\n', stdout);
     fflush(stdout);
+    free(safe);
 }
 
 static const char *const launch_words[] = {

@@ -76,6 +76,12 @@
 
 #include "traceml/traceml.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
 enum {
     KIND_PHASE = 0,   /* phase_begin / call / phase_end */
     KIND_INPUT = 1,   /* timed, recorded only when a value came back */
@@ -437,6 +443,83 @@ coalesced_bytes(PyObject *args)
 }
 
 /* ------------------------------------------------------------------ */
+/* The fetch's CPU share, for `traceml tune` (docs/tune.md): the fetching
+ * thread's CPU time and the wall time of the outermost fetches, summed.
+ * Only where tune asks (TRACEML_TUNE_FETCH, a path): every 16 fetches and
+ * at shutdown the sums go to PATH.<pid> as "cpu_ns wall_ns fetches". */
+
+static const char *fetch_path;      /* NULL: not asked */
+static int fetch_asked = -1;
+static int64_t fetch_cpu_ns, fetch_wall_ns, fetch_count;
+
+static int64_t
+clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This thread's CPU time and run-queue wait (ns) from the scheduler's
+ * statistics; without them, the CPU clock and no wait. A fetch that waits
+ * for a core (a busy machine) is not a fetch that waits for data: the
+ * share is CPU time over the wall time less that wait. */
+static void
+thread_sched(int64_t *cpu, int64_t *wait)
+{
+    char buf[96];
+    long long c = -1, w = -1;
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n > 0) {
+        buf[n] = '\0';
+        if (sscanf(buf, "%lld %lld", &c, &w) != 2)
+            c = w = -1;
+    }
+    if (c < 0 || w < 0) {
+        c = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        w = 0;
+    }
+    *cpu = c;
+    *wait = w;
+}
+
+static void
+fetch_write(void)
+{
+    char file[4200], line[96];
+    int fd, len;
+    if (fetch_path == NULL || fetch_count == 0)
+        return;
+    snprintf(file, sizeof(file), "%s.%ld", fetch_path, (long)getpid());
+    fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    len = snprintf(line, sizeof(line), "%lld %lld %lld\n", (long long)fetch_cpu_ns,
+                   (long long)fetch_wall_ns, (long long)fetch_count);
+    if (write(fd, line, (size_t)len) < 0) {
+        /* nothing to do: tune plans without the share */
+    }
+    close(fd);
+}
+
+/* One outermost fetch, begun at wall time w0 with the thread's CPU time
+ * c0 and run-queue wait q0, added to the sums. */
+static void
+fetch_add(int64_t c0, int64_t q0, int64_t w0)
+{
+    int64_t c1, q1;
+    thread_sched(&c1, &q1);
+    fetch_cpu_ns += c1 - c0;
+    fetch_wall_ns += clock_ns(CLOCK_MONOTONIC) - w0 - (q1 - q0);
+    if (++fetch_count % 16 == 0)
+        fetch_write();
+}
+
+/* ------------------------------------------------------------------ */
 /* PhaseCall                                                           */
 
 typedef struct {
@@ -503,18 +586,31 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
         auto_in_backward -= pc->phase == TML_PHASE_BACKWARD;
         tml_phase_end((tml_phase)pc->phase);
         return r;
-    case KIND_INPUT:
+    case KIND_INPUT: {
         /* begin/end (not a span) so that a GPU-timed thread also records
          * the fetch's CUDA events; a fetch that raised is no fetch */
+        if (fetch_asked < 0) {
+            fetch_path = getenv("TRACEML_TUNE_FETCH");
+            fetch_asked = fetch_path != NULL && *fetch_path;
+        }
+        int measure = fetch_asked && auto_in_fetch == 0;   /* the outermost fetch */
+        int64_t c0 = 0, q0 = 0, w0 = 0;
+        if (measure) {
+            w0 = clock_ns(CLOCK_MONOTONIC);
+            thread_sched(&c0, &q0);
+        }
         tml_phase_begin(TML_PHASE_INPUT);
         auto_in_fetch++;
         r = PyObject_Call(pc->fn, args, kwargs);
         auto_in_fetch--;
+        if (measure)
+            fetch_add(c0, q0, w0);
         if (r != NULL)
             tml_phase_end(TML_PHASE_INPUT);
         else
             tml_phase_cancel(TML_PHASE_INPUT);
         return r;
+    }
     case KIND_H2D:
         /* a call that is no host-to-device copy records nothing, but the
          * training paid for the wrapper: counted (tml_count_glue_calls) */
@@ -1104,6 +1200,7 @@ mod_shutdown(PyObject *m, PyObject *args, PyObject *kwds)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|zi:shutdown", kwlist, &status, &exit_code))
         return NULL;
+    fetch_write();
     Py_BEGIN_ALLOW_THREADS
     if (status != NULL)
         tml_shutdown_with(status, exit_code);

@@ -29,6 +29,19 @@ check() {
     fi
 }
 
+# check_says TEXT NAME ARGS...: the same, and the output says TEXT
+check_says() {
+    local text=$1 before=$failed
+    shift
+    check "$@"
+    if [ "$failed" -eq "$before" ] && ! grep -qF -- "$text" "$tmp/out"; then
+        passed=$((passed - 1))
+        failed=$((failed + 1))
+        echo "FAIL $1: does not say '$text':"
+        head -20 "$tmp/out"
+    fi
+}
+
 check "run: missing script" run "$tmp/missing.py"
 check "run: missing script with its arguments" run "$tmp/missing.py" --epochs 3 --args "-x 1"
 check "run: missing command after --" run -- "$tmp/missing-command"
@@ -38,5 +51,9 @@ check "view: missing run folder" view "$tmp/no-run"
 check "compare: one operand" compare "$tmp/a.json"
 check "export: missing run folder" export --chrome-trace "$tmp/no-run"
 check "unknown command" no-such-command
+check "no command"
+printf '{"trials": [], "apply": "%s"}' "$(printf 'num_workers=1,%.0s' $(seq 20))" > "$tmp/long.json"
+echo 'print("never run")' > "$tmp/x.py"
+check_says "more than the 255" "run: --apply of an over-long setting string" run --apply "$tmp/long.json" "$tmp/x.py"
 echo "cli_errors: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

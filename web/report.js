@@ -1,7 +1,8 @@
 /*
  * TraceML HTML report: renders final_summary.json (embedded in the page as a
  * JSON data block with id "traceml-summary") with dygraphs (Debian's
- * libjs-dygraphs, inlined by src/report/html.c).
+ * libjs-dygraphs, inlined by src/report/html.c) and the phase colours of
+ * web/phases.js (window.TRACEML_PHASES, inlined before this file).
  *
  * Everything the page shows comes from that JSON, so a report works from
  * the summary file alone and opens offline. The per-step charts use the
@@ -24,15 +25,8 @@
 
   var S = JSON.parse(document.getElementById("traceml-summary").textContent);
   var root = document.getElementById("app");
-  var PH = [
-    { key: "input_wait", label: "Input Wait", color: "#e4572e" },
-    { key: "h2d", label: "H2D", color: "#f3a712" },
-    { key: "forward", label: "Forward", color: "#29335c" },
-    { key: "backward", label: "Backward", color: "#4e79a7" },
-    { key: "optimizer", label: "Optimizer", color: "#76b7b2" },
-    { key: "communication", label: "Communication", color: "#b07aa1" },
-    { key: "residual", label: "Residual", color: "#9c755f" }
-  ];
+  /* the phase colours: web/phases.js, shared with the dashboard */
+  var PH = window.TRACEML_PHASES.slice();
   /* communication is a phase only of runs that communicated */
   var commRun = ((S.step_time || {}).per_rank || []).some(function (r) {
     return typeof r.communication_ms === "number";
@@ -55,6 +49,15 @@
     return e;
   }
   function isNum(v) { return typeof v === "number" && isFinite(v); }
+  /* what TraceML cost, named and figured as the box's line (box.c) */
+  function traceml_cost(meta) {
+    var inStep = meta.traceml_overhead_us_per_step, all = meta.traceml_overhead_total_us_per_step,
+        bg = meta.traceml_background_cpu_percent;
+    if (isNum(all) && isNum(inStep) && isNum(bg))
+      return " \u00b7 TraceML cost: " + all.toFixed(1) + " \u00b5s/step (" + inStep.toFixed(1) +
+        " in step, " + bg.toFixed(1) + "% of a core)";
+    return isNum(inStep) ? " \u00b7 TraceML cost: " + inStep.toFixed(1) + " \u00b5s/step" : "";
+  }
   function ms(v) { return isNum(v) ? (Math.abs(v) < 0.1 && v !== 0 ? v.toFixed(2) : v.toFixed(1)) + " ms" : "n/a"; }
   function pct(v) { return isNum(v) ? (v > 0 && v < 0.5 ? "<1%" : v.toFixed(0) + "%") : "n/a"; }
   function bytes(v) {
@@ -100,6 +103,72 @@
    * tune.html is the baseline trial's own report with the tune's result
    * (tune.json, docs/tune.md) in "tune": shown first, the run below. */
   function signed(v) { return isNum(v) ? (v > 0 ? "+" : "") + v.toFixed(1) + "%" : ""; }
+  /* The intervals as a chart (inline SVG, no library): one row a setting
+   * measured, its change vs the baseline (a dot) and 95% interval (a
+   * whisker) on one axis of percent, 0 (the baseline) a vertical line; a
+   * whisker wholly left of it is a gain. Each row carries the figures it
+   * draws (data-change, data-lo, data-hi: tune.json's) for the tests. */
+  function tuneChart(arms) {
+    arms = arms.filter(function (a) {
+      var c = a.ci_percent || [];
+      return a.runs && isNum(a.change_percent) && isNum(c[0]) && isNum(c[1]);
+    });
+    if (!arms.length) return null;
+    var NS = "http://www.w3.org/2000/svg";
+    function svg(tag, attrs, text) {
+      var e = document.createElementNS(NS, tag);
+      for (var k in attrs) e.setAttribute(k, attrs[k]);
+      if (text !== undefined) e.textContent = text;
+      return e;
+    }
+    var lo = 0, hi = 0;
+    arms.forEach(function (a) {
+      lo = Math.min(lo, a.ci_percent[0]); hi = Math.max(hi, a.ci_percent[1]);
+    });
+    var pad = (hi - lo) * 0.05 || 1;
+    lo -= pad; hi += pad;
+    var LABEL = 260, W = 900, ROW = 26, TOP = 10, n = arms.length, H = TOP + n * ROW + 34;
+    function x(v) { return LABEL + (v - lo) / (hi - lo) * (W - LABEL - 20); }
+    var root = svg("svg", { id: "tune-chart", width: W, height: H, viewBox: "0 0 " + W + " " + H,
+      role: "img", "data-lo": lo, "data-hi": hi,
+      "aria-label": "change vs baseline with its 95% interval, each setting" });
+    var base = TOP + n * ROW;
+    /* round ticks (1, 2 or 5 times a power of ten apart), none on top of 0's label */
+    var raw = (hi - lo) / 5, mag = Math.pow(10, Math.floor(Math.log(raw) / Math.LN10));
+    var step = mag * (raw / mag >= 5 ? 5 : raw / mag >= 2 ? 2 : 1);
+    for (var t = Math.ceil(lo / step) * step; t <= hi; t += step)
+      if (Math.abs(x(t) - x(0)) > 45)
+        root.appendChild(svg("text", { x: x(t), y: base + 16, "text-anchor": "middle",
+          "font-size": 11, fill: "#555" }, (t > 0 ? "+" : "") + Math.round(t) + "%"));
+    root.appendChild(svg("text", { x: x(0), y: base + 16, "text-anchor": "middle",
+      "font-size": 11, fill: "#333" }, "0 (baseline)"));
+    root.appendChild(svg("line", { x1: LABEL, x2: W - 20, y1: base, y2: base, stroke: "#999" }));
+    root.appendChild(svg("line", { id: "tune-chart-zero", x1: x(0), x2: x(0), y1: TOP - 4,
+      y2: base, stroke: "#333", "stroke-dasharray": "4 3" }));
+    root.appendChild(svg("text", { x: LABEL, y: base + 30, "font-size": 11, fill: "#555" },
+      "change in step time vs the baseline, 95% interval (left of 0: faster)"));
+    arms.forEach(function (a, i) {
+      var y = TOP + i * ROW + ROW / 2, c = a.ci_percent;
+      var color = a.result === "gain" ? "#080" : a.result === "loss" ? "#b00" : "#777";
+      var g = svg("g", { "class": "tune-ci " + (a.result || "").replace(/ /g, "-"),
+        "data-settings": a.settings, "data-change": a.change_percent,
+        "data-lo": c[0], "data-hi": c[1] });
+      g.appendChild(svg("title", {}, a.settings + ": " + signed(a.change_percent) + " (" +
+        signed(c[0]) + " .. " + signed(c[1]) + "), " + a.result));
+      g.appendChild(svg("text", { x: LABEL - 8, y: y + 4, "text-anchor": "end", "font-size": 12,
+        fill: "#222" }, a.settings));
+      g.appendChild(svg("line", { "class": "whisker", x1: x(c[0]), x2: x(c[1]), y1: y, y2: y,
+        stroke: color, "stroke-width": 2 }));
+      [c[0], c[1]].forEach(function (v) {
+        g.appendChild(svg("line", { x1: x(v), x2: x(v), y1: y - 6, y2: y + 6, stroke: color,
+          "stroke-width": 2 }));
+      });
+      g.appendChild(svg("circle", { "class": "change", cx: x(a.change_percent), cy: y, r: 4,
+        fill: color }));
+      root.appendChild(g);
+    });
+    return el("div", { cls: "scroll tune-chart" }, root);
+  }
   if (S.tune) {
     var T = S.tune, TB = T.baseline || {};
     var tsec = el("section", { id: "tune" }, el("h1", { text: "TraceML Tune" }));
@@ -117,6 +186,8 @@
     });
     tsec.appendChild(table(["Setting", "Step time", "Steps/s", "Change", "95% interval",
       "Runs", "Result"], trows, "tune"));
+    var chart = tuneChart((T.trials || []).concat(T.combination ? [T.combination] : []));
+    if (chart) tsec.appendChild(chart);
     tsec.appendChild(el("p", { id: "tune-pick", text: T.apply ? "Recommended: " + T.apply +
       " \u2014 traceml run --apply tune.json SCRIPT, or in the script:" :
       "Nothing recommended: no setting was faster over its whole interval." }));
@@ -128,6 +199,13 @@
 
   /* ---- banner and header ------------------------------------------ */
   var meta = S.meta || {};
+  /* tune stops each trial (a SIGINT) once it ran its steps: a trial's
+   * "interrupted" (meta.stopped_by "tune") is that, not a failure */
+  function runStatus() {
+    if (S.status === "interrupted" && meta.stopped_by === "tune")
+      return "stopped by tune after " + (meta.common_steps || 0) + " steps (a trial)";
+    return "status " + (S.status || "?");
+  }
   var verdict = S.primary_diagnosis || {};
   var hdr = [meta.run_name || "run",
     (meta.ranks_reported || 0) + "/" + (meta.world_size || 0) + " ranks",
@@ -135,7 +213,7 @@
     (meta.common_steps || 0) + " common steps",
     isNum(S.duration_s) ? S.duration_s.toFixed(1) + "s" : null,
     (meta.clock || "cpu").toUpperCase() + " clock",
-    "status " + (S.status || "?")].filter(Boolean).join(" \u00b7 ");
+    runStatus()].filter(Boolean).join(" \u00b7 ");
   root.appendChild(el("h1", { text: "TraceML Run Summary" }));
   root.appendChild(el("div", { cls: "meta", id: "run-header", text: hdr }));
   var banner = el("div", { cls: "banner " + (verdict.severity || "INFO"), id: "verdict" },
@@ -181,7 +259,7 @@
     el("div", { cls: "card" }, el("h3", { text: "Where a step goes" }), bar, legend(PH),
       el("p", { cls: "meta", text: "Window: " + (get(st, "window.window_steps") || 0) + " steps (" +
         (get(st, "window.warmup_steps_excluded") || 0) + " warm-up excluded)" +
-        (isNum(meta.traceml_overhead_us_per_step) ? " \u00b7 TraceML overhead " + meta.traceml_overhead_us_per_step.toFixed(1) + " \u00b5s/step" : "") }))));
+        traceml_cost(meta) }))));
 
   /* ---- charts (dygraphs) ---------------------------------------------
    * A chart is a box (class "chart", the id the tests look for) holding the
@@ -245,13 +323,28 @@
     });
     return rows;
   }
-  /* y-axis bytes: enough decimals to tell neighbouring ticks apart */
-  function byteTick(v, gran, opts, g) {
-    var r = g.yAxisRange(), top = Math.max(Math.abs(r[0]), Math.abs(r[1]));
-    var u = top >= 1e9 ? [1e9, " GB"] : top >= 1e6 ? [1e6, " MB"] : top >= 1e3 ? [1e3, " KB"] : [1, " B"];
-    var step = (r[1] - r[0]) / u[0] / 5;
-    var d = step > 0 ? Math.max(0, Math.min(3, Math.ceil(-Math.log(step) / Math.LN10))) : 1;
-    return (v / u[0]).toFixed(d) + u[1];
+  /* The memory axis. A memory chart answers "does it grow, and by how
+   * much?": an axis fitted to the data stretches a flat 335 MB with 4 MB
+   * of drift over the chart's whole height, and it reads as a leak. So the
+   * rule is: the y axis starts at 0 (includeZero), and a change looks as
+   * big as it is next to the whole (4 MB of 339 MB: about 1% of the
+   * height). One unit per chart, chosen from its largest value (decimal
+   * B, KB, MB or GB, as every TraceML view), named by the axis label; the
+   * ticks are plain numbers in it, with enough decimals to tell
+   * neighbouring ticks apart. */
+  function memUnit(rows) {
+    var top = 0;
+    rows.forEach(function (r) {
+      for (var k = 1; k < r.length; k++) if (isNum(r[k]) && Math.abs(r[k]) > top) top = Math.abs(r[k]);
+    });
+    return top >= 1e9 ? [1e9, "GB"] : top >= 1e6 ? [1e6, "MB"] : top >= 1e3 ? [1e3, "KB"] : [1, "bytes"];
+  }
+  function unitTick(div) {
+    return function (v, gran, opts, g) {
+      var r = g.yAxisRange(), step = (r[1] - r[0]) / div / 5;
+      var d = step > 0 ? Math.max(0, Math.min(3, Math.ceil(-Math.log(step) / Math.LN10))) : 1;
+      return (v / div).toFixed(d);
+    };
   }
   function fmtStep(x) { return "step " + x; }
   function fmtMs(v) { return v.toFixed(2) + " ms"; }
@@ -308,11 +401,12 @@
       var r = ser.ranks[ri];
       var ms3 = [["rss_bytes", "RSS", "#59a14f"], ["peak_allocated_bytes", "CUDA allocated (peak)", "#4e79a7"],
         ["peak_reserved_bytes", "CUDA reserved (peak)", "#e15759"]].filter(function (m) { return r[m[0]]; });
+      var mrows = ms3.length ? rowsOf(xs, ms3.map(function (m) { return r[m[0]]; })) : [];
+      var unit = memUnit(mrows);
       drawChart("memory", boxes.mem, ["step"].concat(ms3.map(function (m) { return m[1]; })),
-        ms3.map(function (m) { return m[2]; }),
-        ms3.length ? rowsOf(xs, ms3.map(function (m) { return r[m[0]]; })) : [],
-        { height: 220, xlabel: "step", ylabel: "bytes", fmt: bytes, tick: byteTick, yw: 70,
-          empty: "No per-step memory was recorded on this rank." });
+        ms3.map(function (m) { return m[2]; }), mrows,
+        { height: 220, xlabel: "step", ylabel: unit[1], fmt: bytes, tick: unitTick(unit[0]), yw: 60,
+          zero: true, empty: "No per-step memory was recorded on this rank." });
     };
     drawStack(pick);
     drawMem(pick);
@@ -370,19 +464,35 @@
     var sec = S[s[0]] || {};
     var d = sec.diagnosis || {};
     ev.appendChild(el("h3", { text: s[1] + ": " + (d.label || "n/a") + (d.severity ? " (" + d.severity + ")" : "") }));
-    if (d.why) ev.appendChild(el("p", { cls: "issue", text: d.why }));
+    /* the section's diagnosis is usually its first issue too: each
+     * sentence once (the heading names the diagnosis; its why and next
+     * below it), then the other issues with their own names */
+    var same = function (i) { return i.kind === d.kind && i.why === d.why; };
+    var mine = (sec.issues || []).filter(same)[0];
+    if (d.why) ev.appendChild(el("p", { cls: "issue" }, d.why + ((mine || d).next ? " Next: " + (mine || d).next : "")));
     (sec.issues || []).forEach(function (i) {
+      if (same(i)) return;
       ev.appendChild(el("div", { cls: "issue" }, el("b", { text: i.label + " (" + i.severity + ")" }), i.why + (i.next ? " Next: " + i.next : "")));
     });
   });
   ev.appendChild(el("h3", { text: "Step time per rank (window averages)" }));
-  ev.appendChild(table(["Rank", "Steps", "Step", "p50", "p90", "Input", "H2D", "Forward", "Backward", "Optimizer", "Communication", "MB/s", "Residual", "Untraced", "Culprit steps"],
-    pr.map(function (r) {
-      return [r.label, r.steps, ms(r.step_time_ms), ms(r.step_time_p50_ms), ms(r.step_time_p90_ms), ms(r.input_wait_ms), ms(r.h2d_ms),
-        ms(r.forward_ms), ms(r.backward_ms), ms(r.optimizer_ms), ms(r.communication_ms),
-        isNum(r.communication_bytes_per_s) ? (r.communication_bytes_per_s / 1e6).toFixed(1) : "n/a",
-        ms(r.residual_ms), ms(r.untraced_ms), r.culprit_steps];
-    })));
+  /* 15 columns do not fit every screen: the communication columns only
+   * for a run that communicated, headers that may wrap, the rank column
+   * kept in view, and the table scrolls sideways in its box (.scroll)
+   * when the page is narrower still, so every column can be reached */
+  var rcols = [["Rank", function (r) { return r.label; }], ["Steps", function (r) { return r.steps; }],
+    ["Step", function (r) { return ms(r.step_time_ms); }], ["p50", function (r) { return ms(r.step_time_p50_ms); }],
+    ["p90", function (r) { return ms(r.step_time_p90_ms); }], ["Input", function (r) { return ms(r.input_wait_ms); }],
+    ["H2D", function (r) { return ms(r.h2d_ms); }], ["Forward", function (r) { return ms(r.forward_ms); }],
+    ["Backward", function (r) { return ms(r.backward_ms); }], ["Optimizer", function (r) { return ms(r.optimizer_ms); }],
+    ["Communication", function (r) { return ms(r.communication_ms); }, 1],
+    ["MB/s", function (r) { return isNum(r.communication_bytes_per_s) ? (r.communication_bytes_per_s / 1e6).toFixed(1) : "n/a"; }, 1],
+    ["Residual", function (r) { return ms(r.residual_ms); }], ["Untraced", function (r) { return ms(r.untraced_ms); }],
+    ["Culprit steps", function (r) { return r.culprit_steps; }]].filter(function (c) { return !c[2] || commRun; });
+  var rtab = table(rcols.map(function (c) { return c[0]; }),
+    pr.map(function (r) { return rcols.map(function (c) { return c[1](r); }); }), "ranks");
+  rtab.id = "rank-table";
+  ev.appendChild(rtab);
   ev.appendChild(el("h3", { text: "Step memory per rank" }));
   ev.appendChild(table(["Rank", "Peak allocated", "Peak reserved", "RSS"], (get(S, "step_memory.per_rank") || []).map(function (r) {
     return [r.label, bytes(r.peak_allocated_bytes), bytes(r.peak_reserved_bytes), bytes(r.rss_bytes)];

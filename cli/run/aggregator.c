@@ -44,7 +44,7 @@ static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl,
     fcntl(ctl, F_SETFD, 0);
     fcntl(st, F_SETFD, 0);
     int nul = open("/dev/null", O_RDONLY);
-    int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int log = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0644);
     if (nul >= 0)
         dup2(nul, 0);
     if (log >= 0) {   /* never the user's terminal */
@@ -66,6 +66,10 @@ static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl,
         args[k++] = ws;
         args[k++] = "--nnodes";
         args[k++] = nn;
+    }
+    if (c->apply_settings[0]) {   /* --apply: the Next lines keep to it */
+        args[k++] = "--applied";
+        args[k++] = (char *)c->apply_settings;
     }
     if (d && d->followers) {
         /* other launchers find it at a known port; other hosts need

@@ -18,6 +18,7 @@
 
 #include "agg/agg.h"
 #include "base/clock.h"
+#include "base/env.h"
 #include "base/fs.h"
 #include "base/strbuf.h"
 #include "model/progress.h"
@@ -202,8 +203,10 @@ char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, const 
         partial_reason(ap, r, agg, ended_ns, why, sizeof(why));
         tml__agg_set_partial(agg, why);
         tml__agg_set_launch(agg, c->launch_kind);
+        tml__agg_set_applied(agg, c->apply_settings);
         tml__agg_set_watch(agg, c->watch);
         tml__agg_set_html_report(agg, c->o.html);
+        tml__agg_set_tune_trial(agg, tml__env_bool("TRACEML_TUNE_TRIAL"));
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
     }

@@ -63,6 +63,7 @@ void tml__run_manifest_start(const tml_run_ctx *c, const tml_cli_run *r, tml_man
     m->world_size = d->enabled ? (int)d->world_size : 1;
     m->nnodes = d->enabled ? (int)d->nnodes : 1;
     m->profile = c->watch ? "watch" : NULL;
+    m->guard = c->project.guard[0] ? c->project.guard : NULL;
 }
 
 /* The aggregator, asked for the live views --mode wants; when it does not

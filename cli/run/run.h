@@ -29,6 +29,7 @@
 #include "../live_view.h"
 #include "../python.h"
 #include "agg/rundir.h"
+#include "report/tune.h"
 #include "traceml/traceml.h"
 
 /* the training's environment: environ's entries, then ours */
@@ -76,7 +77,7 @@ typedef struct tml_run_ctx {
     tml_launch launch_kind;    /* how the training is run, for a summary in which no
                                 * rank reported */
     const char *zero_edit_script;   /* SCRIPT when zero-edit tracing is on */
-    char apply_settings[160];  /* --apply's settings (TRACEML_TUNE_SETTINGS), "" none */
+    char apply_settings[TML_TUNE_SETTING];   /* --apply's settings (TRACEML_TUNE_SETTINGS), "" none */
     char zero_edit_dir[4200];  /* <run>/zero-edit, once written */
     /* live views (--mode cli / dashboard, live_view.h): what the aggregator
      * is asked to serve (-1: none), what it serves, and the terminal view

@@ -13,8 +13,8 @@ of this package runs per step except what installs hooks on a model the
 first time trace_step() sees it.
 
 Importing it does not import torch; init(mode="auto") does. TraceML never
-breaks training: a failure while setting up is a warning on stderr and the
-run goes on uninstrumented.
+breaks training: a failure while setting up is a warning (TraceMLWarning,
+through Python's `warnings`) and the run goes on uninstrumented.
 """
 
 import atexit as _atexit
@@ -22,7 +22,8 @@ import os as _os
 import sys as _sys
 
 __all__ = [
-    "init", "start", "InitConfig", "TraceMLInitConfig", "trace_step", "summary", "final_summary",
+    "init", "start", "InitConfig", "TraceMLInitConfig", "TraceMLWarning", "trace_step",
+    "summary", "final_summary",
     "wrap_dataloader_fetch", "wrap_input", "wrap_forward", "wrap_backward",
     "wrap_optimizer", "wrap_h2d", "wrap_ddp",
 ]
@@ -52,15 +53,76 @@ _armed = False          # deferred zero-edit tracing: starts at the first use (_
 _armed_hooks = []       # the optimizer-step hooks registered while armed
 _active = False         # the engine is running and patches may be installed
 _patched = []           # (owner, attribute, original) of every patch
-_warned = set()
+_stop_hooks = []        # fn(status) called once TraceML stopped (_on_stop)
+_warned = set()         # the messages _warn() gave
+_HERE = _os.path.dirname(_os.path.abspath(__file__))
+
+
+class TraceMLWarning(UserWarning):
+    """The category of every warning this package gives: a hook it could
+    not install, a keyword with no meaning here, a tracker that refused
+    the data. TraceML's trouble is not the training's: it warns and the
+    training goes on. Silence or capture them as any warning:
+
+        warnings.filterwarnings("ignore", category=traceml_ai.TraceMLWarning)
+        logging.captureWarnings(True)            # into the "py.warnings" logger
+    """
+
+
+def _library(name):
+    """A file of an installed library or of the standard library: a
+    warning names a line of the user's code, not torch's or a
+    framework's."""
+    import sysconfig
+    if "%ssite-packages%s" % (_os.sep, _os.sep) in name or name.startswith("<frozen"):
+        return True
+    if "%sdist-packages%s" % (_os.sep, _os.sep) in name:
+        return True
+    paths = sysconfig.get_paths()
+    return any(name.startswith(_os.path.join(paths[k], "")) for k in ("stdlib", "platstdlib")
+               if paths.get(k))
+
+
+def _stacklevel():
+    """warnings.warn's stacklevel for _warn's caller's warning: the first
+    frame of the user's code (outside this package, installed libraries
+    and the standard library: their init(), their trainer.fit() when a
+    framework called TraceML's callback), else the first outside this
+    package, else the outermost frame there is. Counted as `warnings`
+    counts: importlib's frames are skipped."""
+    def internal(f):
+        name = f.f_code.co_filename
+        return "importlib" in name and "_bootstrap" in name
+    level, f, outside = 2, _sys._getframe(2), None
+    while True:
+        name = f.f_code.co_filename
+        if not name.startswith(_HERE + _os.sep):
+            if not _library(name):
+                return level
+            outside = outside or level
+        g = f.f_back
+        while g is not None and internal(g):
+            g = g.f_back
+        if g is None:
+            return outside or level
+        f, level = g, level + 1
 
 
 def _warn(msg):
-    """One line on stderr, once per message: TraceML's trouble is not the
-    user's, so it never raises into the training loop."""
+    """A TraceMLWarning through Python's `warnings`, so that filters and
+    captures see it; once per message in a process, as before (a setting
+    DDP refuses is said once, not for every model built). It never raises
+    into the training loop: where a filter makes it an error, it is the
+    line `traceml: warning: MESSAGE` on stderr instead."""
     if msg in _warned:
         return
     _warned.add(msg)
+    try:
+        import warnings
+        warnings.warn(msg, TraceMLWarning, stacklevel=_stacklevel())
+        return
+    except Exception:
+        pass
     try:
         _sys.stderr.write("traceml: warning: %s\n" % msg)
         _sys.stderr.flush()
@@ -608,7 +670,8 @@ def _patch_flags(mode, given):
 # 0.5.0 keywords this engine has no use for: why, in the warning naming it
 _NO_MEANING = {
     "ui_mode": "the live view is chosen by `traceml run --mode cli|dashboard`",
-    "enable_logging": "logging is not switched: warnings go to stderr, and under "
+    "enable_logging": "logging is not switched: warnings go through Python's `warnings` "
+                      "(TraceMLWarning; logging.captureWarnings() logs them), and under "
                       "`traceml run` the run folder keeps traceml.log",
     "connect_timeout_sec": "the engine connects in the background and never makes "
                            "the training wait",
@@ -891,6 +954,15 @@ def _at_exit():
         _stop()
 
 
+def _on_stop(fn):
+    """Calls fn(status) when TraceML stops in this process, status being
+    how its run ended here ("completed", "failed", "interrupted": what the
+    summary says): a tracker's tag that said "running" mid-run says so at
+    the end."""
+    if fn not in _stop_hooks:
+        _stop_hooks.append(fn)
+
+
 def _stop(*status):
     """Stops TraceML in this process: the hooks are cut loose from the
     engine, and the engine flushes (a rank says goodbye with its last
@@ -916,6 +988,11 @@ def _stop(*status):
             _sys.stdout.flush()
         except Exception:
             pass
+    for fn in _stop_hooks:
+        try:
+            fn(status[0] if status else "completed")
+        except Exception as e:
+            _warn("%r at the end of the run failed (%s)" % (fn, e))
 
 
 # --------------------------------------------------------------------------

@@ -25,6 +25,13 @@ def _traceml_zero_edit():
                              '%s: %s\n' % (e.__class__.__name__, e))
     finally:
         sys.modules.setdefault('sitecustomize', me)
+    def warn(msg):  # a TraceMLWarning when the package imports, else the line
+        try:
+            from traceml_ai import _warn
+        except Exception:
+            sys.stderr.write('traceml: warning: %s\n' % (msg,))
+        else:
+            _warn(msg)
     script = os.environ.get('TRACEML_SCRIPT')
     argv = getattr(sys, 'argv', None) or ['']
     spawned = '--multiprocessing-fork' in argv[1:]   # a multiprocessing spawn child
@@ -38,12 +45,12 @@ def _traceml_zero_edit():
             from traceml_ai import _tune_apply
             _tune_apply.start()
         except Exception as e:
-            sys.stderr.write('traceml: warning: TRACEML_TUNE_SETTINGS: not applied (%s)\n' % (e,))
+            warn('TRACEML_TUNE_SETTINGS: not applied (%s)' % (e,))
     try:
         from traceml_ai import _zero_edit
         _zero_edit.start(script, spawned)
     except Exception as e:
-        sys.stderr.write('traceml: warning: zero-edit tracing could not start (%s)\n' % (e,))
+        warn('zero-edit tracing could not start (%s)' % (e,))
 
 
 if __name__ == 'sitecustomize':

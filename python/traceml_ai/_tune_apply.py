@@ -35,7 +35,7 @@ _NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)\Z")
 
 
 def _warn(msg):
-    """The package's one line on stderr, once per message (a setting DDP
+    """The package's TraceMLWarning, once per message (a setting DDP
     refuses is said once, not for every model built)."""
     from . import _warn as warn
     warn("TRACEML_TUNE_SETTINGS: %s" % msg)

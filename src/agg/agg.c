@@ -33,6 +33,7 @@
 #include "diag/window.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "report/tune.h"
 #include "model/sample.h"
 #include "store/store.h"
 #include "traceml/traceml.h"
@@ -44,6 +45,7 @@ struct tml_agg {
     char *run_dir;
     int store_failed;          /* logged once */
     int html_report;           /* tml__agg_set_html_report() */
+    int tune_trial;            /* tml__agg_set_tune_trial() */
     int own_process;           /* opts.own_process */
     char *thresholds;          /* opts.thresholds, NULL: the defaults */
     size_t window_steps;       /* opts.window_steps, else the default */
@@ -548,6 +550,8 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     tml__progress_read(a->run_dir, &ps);
     a->run.steps_traced_here = ps.steps;
     note_exit_signals(a, &ps);
+    if (a->tune_trial && strcmp(status, "interrupted") == 0)
+        snprintf(a->run.stopped_by, sizeof(a->run.stopped_by), "tune");
     store_finish(a, status, exit_code);
     if (thresholds(a, &th) < 0)
         tml__run_log(a->run_dir, "aggregator",
@@ -566,6 +570,9 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     ro.window_steps = a->window_steps;
     ro.generated_at = generated;
     ro.series = 1;             /* the HTML report's charts (docs/summary-json.md) */
+    tml_strbuf workload = TML_STRBUF_INIT;
+    if (tml__manifest_workload(a->run_dir, &workload) == 0)
+        ro.workload_json = workload.buf;
     rc = tml__report_build(&a->run, &ro, &text, &json);
     if (rc == 0 && (text.failed || json.failed))
         rc = TML_ENOMEM;
@@ -582,6 +589,7 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
 out:
     tml__sb_release(&text);
     tml__sb_release(&json);
+    tml__sb_release(&workload);
     return rc;
 }
 
@@ -625,6 +633,15 @@ void tml__agg_set_launch(tml_agg *a, tml_launch how)
         a->run.launch = how;
 }
 
+/* a checked setting string (tml__tune_settings_check) always fits */
+_Static_assert(sizeof(((tml_run *)0)->applied) >= TML_TUNE_SETTING, "run.applied too small");
+
+void tml__agg_set_applied(tml_agg *a, const char *settings)
+{
+    if (a)
+        snprintf(a->run.applied, sizeof(a->run.applied), "%s", settings ? settings : "");
+}
+
 void tml__agg_set_watch(tml_agg *a, int on)
 {
     if (!a)
@@ -632,6 +649,11 @@ void tml__agg_set_watch(tml_agg *a, int on)
     a->run.watch = on != 0;
     if (a->store && on)
         store_error(a, "write meta", tml__store_put_meta(a->store, "profile", "watch"));
+}
+
+void tml__agg_set_tune_trial(tml_agg *a, int on)
+{
+    a->tune_trial = on;
 }
 
 void tml__agg_set_partial(tml_agg *a, const char *why)

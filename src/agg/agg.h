@@ -113,10 +113,17 @@ void tml__agg_set_html_report(tml_agg *a, int on);
 /* Marks the run's data incomplete, and why (shown in the summary as
  * PARTIAL and in meta.partial); also logged to traceml.log. */
 void tml__agg_set_partial(tml_agg *a, const char *why);
+/* The run is a trial of `traceml tune` (TRACEML_TUNE_TRIAL): ended
+ * "interrupted", it is tune's stop once the trial ran its steps, and the
+ * summary says so (meta.stopped_by "tune"). */
+void tml__agg_set_tune_trial(tml_agg *a, int on);
 
 /* How the launcher ran the training (TML_LAUNCH_*): a summary without any
  * rank says why by it. */
 void tml__agg_set_launch(tml_agg *a, tml_launch how);
+/* The settings `traceml run --apply` applied (tune.json's "apply"), so the
+ * Next lines do not advise against them; NULL or "" none. */
+void tml__agg_set_applied(tml_agg *a, const char *settings);
 /* on != 0: a `traceml watch` run: step records are dropped as they come
  * (system and process metrics only), the summary is the watch box, and
  * telemetry.sqlite's meta says profile=watch. */

@@ -28,6 +28,7 @@
 #include "traceml/traceml.h"
 #include "base/fs.h"
 #include "base/json.h"
+#include "base/jsonw.h"
 #include "base/strbuf.h"
 
 
@@ -143,7 +144,9 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
             tml__sb_adds(&sb, ", ");
         tml__sb_add_json_str(&sb, m->argv[i] ? m->argv[i] : "");
     }
-    tml__sb_adds(&sb, "],\n  \"artifacts\": [\"manifest.json\"");
+    tml__sb_adds(&sb, "],\n  \"guard\": ");
+    tml__sb_adds(&sb, m->guard && m->guard[0] ? m->guard : "null");
+    tml__sb_adds(&sb, ",\n  \"artifacts\": [\"manifest.json\"");
     for (size_t i = 0; i < sizeof(artifacts) / sizeof(artifacts[0]); i++) {
         char path[4096];
         int n = snprintf(path, sizeof(path), "%s/%s", run_dir, artifacts[i]);
@@ -174,17 +177,25 @@ void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
     va_end(ap);
 }
 
-int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
-                         double duration_s)
+/* The run folder's manifest.json, parsed (the caller frees *doc). */
+static int read_manifest(const char *run_dir, tml_json **doc)
 {
     char path[4200], *buf = NULL;
-    size_t len;
-    tml_json *doc = NULL;
+    size_t len = 0;
+    *doc = NULL;
     snprintf(path, sizeof(path), "%s/manifest.json", run_dir);
     if (tml__read_file(path, 1 << 20, &buf, &len) < 0)
         return TML_EIO;
-    int rc = tml__json_parse(buf, len, &doc, NULL);
+    int rc = tml__json_parse(buf, len, doc, NULL);
     free(buf);
+    return rc;
+}
+
+int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
+                         double duration_s)
+{
+    tml_json *doc = NULL;
+    int rc = read_manifest(run_dir, &doc);
     if (rc < 0)
         return rc;
     const tml_json *cmd = tml__json_get(doc, "command");
@@ -215,8 +226,65 @@ int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
         .world_size = (int32_t)ws, .nnodes = (int32_t)nn,
         .profile = tml__json_str(tml__json_get(doc, "profile")),
     };
+    tml_strbuf guard = TML_STRBUF_INIT;   /* kept as it was */
+    const tml_json *g = tml__json_get(doc, "guard");
+    if (g && g->type == TML_JSON_OBJECT) {
+        tml__json_add_canon(&guard, g);
+        m.guard = guard.failed ? NULL : guard.buf;
+    }
     rc = argv ? tml__manifest_write(run_dir, &m) : TML_ENOMEM;
+    tml__sb_release(&guard);
     free(argv);
     tml__json_free(doc);
     return rc;
+}
+
+int tml__manifest_workload(const char *run_dir, tml_strbuf *out)
+{
+    tml_json *doc = NULL;
+    int rc = read_manifest(run_dir, &doc);
+    if (rc < 0)
+        return rc;
+    const tml_json *cmd = tml__json_get(doc, "command");
+    size_t argc = cmd && cmd->type == TML_JSON_ARRAY ? cmd->n : 0, first = 0;
+    /* python SCRIPT args / python -m MODULE args: the script is what the
+     * interpreter ran; any other command is its own script */
+    const char *a0 = argc ? tml__json_str(tml__json_at(cmd, 0)) : NULL;
+    const char *base = a0 ? strrchr(a0, '/') : NULL;
+    base = base ? base + 1 : a0;
+    if (base && strncmp(base, "python", 6) == 0 && argc > 1)
+        first = 1;
+    const char *script = argc > first ? tml__json_str(tml__json_at(cmd, first)) : NULL;
+    int module = script && strcmp(script, "-m") == 0 && argc > first + 1;
+    tml__sb_adds(out, "{\"script\": ");
+    if (module) {
+        char s[512];
+        snprintf(s, sizeof(s), "-m %s", tml__json_str(tml__json_at(cmd, first + 1)) ?: "");
+        tml__json_add_str_or_null(out, s);
+        first++;
+    } else {
+        tml__json_add_str_or_null(out, script);
+    }
+    tml__sb_adds(out, ", \"args\": [");
+    for (size_t i = first + 1; i < argc; i++) {
+        const char *s = tml__json_str(tml__json_at(cmd, i));
+        tml__sb_adds(out, i > first + 1 ? ", " : "");
+        tml__sb_add_json_str(out, s ? s : "");
+    }
+    double ws = 0;
+    tml__json_num(tml__json_get(doc, "world_size"), &ws);
+    tml__sb_addf(out, "], \"world_size\": ");
+    if (ws >= 1 && ws <= TML_MAX_WORLD_SIZE)
+        tml__sb_addf(out, "%d", (int)ws);
+    else
+        tml__sb_adds(out, "null");
+    tml__sb_adds(out, ", \"guard\": ");
+    const tml_json *g = tml__json_get(doc, "guard");
+    if (g && g->type == TML_JSON_OBJECT)
+        tml__json_add_canon(out, g);
+    else
+        tml__sb_adds(out, "null");
+    tml__sb_adds(out, "}");
+    tml__json_free(doc);
+    return out->failed ? TML_ENOMEM : 0;
 }

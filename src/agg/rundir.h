@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/strbuf.h"
 #include "base/clock.h"
 #include "traceml/traceml.h"
 #include "base/fs.h"
@@ -34,6 +36,7 @@ typedef struct tml_manifest {
     char **argv;
     int32_t world_size, nnodes;
     const char *profile;       /* "watch" for `traceml watch`; NULL: "run" */
+    const char *guard;         /* traceml.yaml's guard: as JSON; NULL/"" none */
 } tml_manifest;
 
 /* Writes run_dir/manifest.json atomically (temp file + rename), listing the
@@ -45,6 +48,11 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m);
  * TML_EPROTO. */
 int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
                          double duration_s);
+
+/* What ran, from run_dir/manifest.json, as the summary's meta.workload
+ * (compact JSON, docs/summary-json.md): script, args, world_size, guard.
+ * 0, or a TML_E* code (no manifest: the caller writes null). */
+int tml__manifest_workload(const char *run_dir, tml_strbuf *out);
 
 /* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
  * run_dir/traceml.log, TraceML's own log (never the user's stdout or

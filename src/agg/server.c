@@ -44,8 +44,9 @@
  * a quarter of the connection cap unauthenticated (PREAUTH_MAX_CONNS at
  * most), or the cap in all, a new one evicts the oldest that has not said
  * OPEN in SILENT_GRACE_MS, else the oldest that has not said HELLO in
- * PREAUTH_GRACE_MS (a rank says both at once), so idle connections cannot
- * lock ranks out; at most PREAUTH_MAX_PER_PEER from one
+ * PREAUTH_GRACE_MS (a rank says both at once), closed without a REJECT so
+ * that a rank crowded out retries; idle connections cannot lock ranks out;
+ * at most PREAUTH_MAX_PER_PEER from one
  * other host (127.0.0.1, where every local rank comes from, is exempt).
  * The cap is the process's descriptor limit less FD_RESERVE (the store,
  * the logs, the live views' clients), so the cap, not EMFILE, is what a
@@ -509,7 +510,13 @@ static const char *make_room(tml_server *s, const char *ip)
         else if (oldest != SIZE_MAX && now - s->conns[oldest].opened_ms > PREAUTH_GRACE_MS)
             victim = oldest;
         if (victim != SIZE_MAX) {
-            reject(s, &s->conns[victim], "handshake crowded out by newer connections");
+            /* closed without a REJECT: a rank told REJECT stops trying,
+             * one that lost the connection retries (client.c) */
+            if (log_refusal(s))
+                tml__run_log(s->run_dir, "aggregator",
+                             "dropped connection from %s: handshake crowded out by newer "
+                             "connections (a rank retries) (%zu so far)",
+                             s->conns[victim].peer, s->rejected);
             close_conn(s, victim);
         }
     }

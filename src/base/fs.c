@@ -168,7 +168,8 @@ void tml__log_vline(const char *path, const char *who, const char *fmt, va_list 
             sb.buf[i] = ' ';
     tml__sb_addc(&sb, '\n');
     if (!sb.failed) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        /* O_NOFOLLOW: a link planted at the log's name is not written through */
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
             ssize_t w = write(fd, sb.buf, sb.len);
             (void)w;

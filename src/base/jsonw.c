@@ -2,6 +2,7 @@
  * jsonw.c - the JSON writer (jsonw.h).
  */
 #include "base/jsonw.h"
+#include "base/json.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -115,4 +116,55 @@ void tml__jw_num(tml_jsonw *w, const char *key, double v, int decimals)
 {
     tml__jw_key(w, key);
     tml__json_add_num(w->sb, v, decimals, 0);
+}
+
+/* Compact JSON of v with each object's keys sorted, so that two
+ * declarations that say the same thing compare equal. */
+static void canon(tml_strbuf *sb, const tml_json *v, int depth)
+{
+    if (!v || depth > 16) {
+        tml__sb_adds(sb, "null");
+        return;
+    }
+    switch (v->type) {
+    case TML_JSON_NULL: tml__sb_adds(sb, "null"); break;
+    case TML_JSON_BOOL: tml__sb_adds(sb, v->boolean ? "true" : "false"); break;
+    case TML_JSON_NUMBER: tml__sb_addf(sb, "%.17g", v->number); break;
+    case TML_JSON_STRING: tml__json_add_str_or_null(sb, v->str); break;
+    case TML_JSON_ARRAY:
+        tml__sb_addc(sb, '[');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i)
+                tml__sb_addc(sb, ',');
+            canon(sb, &v->items[i], depth + 1);
+        }
+        tml__sb_addc(sb, ']');
+        break;
+    case TML_JSON_OBJECT: {
+        tml__sb_addc(sb, '{');
+        const char *last = NULL;
+        for (size_t k = 0; k < v->n; k++) {   /* selection by key: n is small */
+            size_t pick = v->n;
+            for (size_t i = 0; i < v->n; i++)
+                if ((!last || strcmp(v->keys[i], last) > 0) &&
+                    (pick == v->n || strcmp(v->keys[i], v->keys[pick]) < 0))
+                    pick = i;
+            if (pick == v->n)
+                break;
+            if (last)
+                tml__sb_addc(sb, ',');
+            tml__json_add_str_or_null(sb, v->keys[pick]);
+            tml__sb_addc(sb, ':');
+            canon(sb, &v->items[pick], depth + 1);
+            last = v->keys[pick];
+        }
+        tml__sb_addc(sb, '}');
+        break;
+    }
+    }
+}
+
+void tml__json_add_canon(tml_strbuf *sb, const tml_json *v)
+{
+    canon(sb, v, 0);
 }

@@ -43,4 +43,9 @@ void tml__jw_num(tml_jsonw *w, const char *key, double v, int decimals);
 void tml__json_add_num(tml_strbuf *sb, double v, int decimals, int trim);
 void tml__json_add_str_or_null(tml_strbuf *sb, const char *s);
 
+/* v as compact JSON with each object's keys sorted (depth-limited), so
+ * that two documents that say the same thing print the same. */
+struct tml_json;
+void tml__json_add_canon(tml_strbuf *sb, const struct tml_json *v);
+
 #endif

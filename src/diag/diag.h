@@ -121,6 +121,51 @@ typedef struct tml_rank_window {
     uint64_t records_dropped, events_dropped;
 } tml_rank_window;
 
+/* The machine's contention over the run (report/resources.c): how much
+ * of the host's cores the training's process trees (ranks and their
+ * DataLoader workers) used, how much other processes used, and how long
+ * the training waited for a core. On several nodes, the node whose other
+ * processes used the most. Percents are of all the node's cores, except
+ * runq_wait_percent, of the training's wall time (the median rank); NAN
+ * unknown. */
+typedef struct tml_contention {
+    int32_t cores;                 /* the node's logical cores, 0 unknown */
+    int32_t node;                  /* -1 none */
+    double host_cpu_percent, training_cpu_percent, other_cpu_percent;
+    double runq_wait_percent;
+    int gpu_shared;                /* -1 unknown, 0 no, 1 yes */
+} tml_contention;
+
+/* Other processes' share of all cores at which the machine is called
+ * contended: the box names the share, and the rules stop blaming the
+ * training for the time the machine took (docs/diagnosis.md, "A shared
+ * machine"); with the training's wait for a core at least
+ * TML_CONTENTION_RUNQ percent of its wall time. */
+#define TML_CONTENTION_OTHER 25.0
+#define TML_CONTENTION_RUNQ 10.0
+
+/* 1 when other processes used at least TML_CONTENTION_OTHER% of the cores
+ * and the training waited for a core at least TML_CONTENTION_RUNQ% of its
+ * time (a rank that never waits is not slowed by its neighbours). */
+int tml__contended(const tml_contention *c);
+
+/* gpu_shared from the GPUs' gpu.other_processes samples: `most` holds,
+ * per GPU series, the most other processes any sample saw (NAN for a
+ * series without a sample). 1 when one is >= 1, 0 when some are known
+ * and all 0, -1 (unknown) when none is known. */
+int tml__gpu_shared_of(const double *most, size_t n);
+/* Everything unknown. */
+void tml__contention_init(tml_contention *c);
+/*
+ * The contention of one node from its figures: host CPU % (of all its
+ * cores), the sum over its ranks of their process trees' CPU (100 = one
+ * core), its cores, and the ranks' median run-queue wait. training =
+ * trees / cores (at most 100), other = host - training (at least 0); NAN
+ * where an input is. Pure: unit-tested (tests/unit/test_diag.c).
+ */
+void tml__contention_compute(tml_contention *c, int32_t node, int32_t cores, double host_pct,
+                             double trees_pct, double runq_pct);
+
 typedef struct tml_window {
     tml_clock clock;
     size_t common_steps;      /* step ids every rank reported, aborted ones excluded */
@@ -156,6 +201,12 @@ typedef struct tml_window {
      * threshold the Next lines call the choice close (TML_HOST_CPU_CLOSE). */
     double host_cpu_percent;
     double skew;              /* (worst - median) / median; NAN when unknown */
+    tml_contention contention;   /* set by the report; zeroed: unknown */
+    /* When applied: the DataLoader num_workers that `traceml run --apply`
+     * set from a tune's measured winner (a Next line never advises
+     * against what tune measured); zeroed: none. */
+    int applied;
+    int32_t applied_workers;
 } tml_window;
 
 /* ---- diagnoses ----------------------------------------------------- */

@@ -381,6 +381,7 @@ void tml__window_release(tml_window *w)
     w->median_rank = w->worst_rank = -1;
     w->skew = NAN;
     w->host_cpu_percent = NAN;
+    tml__contention_init(&w->contention);
 }
 
 static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
@@ -403,6 +404,7 @@ static void window_reset(tml_window *w, size_t max_steps)
     w->median_rank = w->worst_rank = -1;
     w->skew = NAN;
     w->host_cpu_percent = NAN;
+    tml__contention_init(&w->contention);
     w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
     w->clock = TML_CLOCK_CPU;
     w->epoch_start_wait_ns = NAN;
@@ -727,6 +729,21 @@ static void table_release(table *t, size_t nranks)
     free(t->cell);
 }
 
+/* num_workers=N of `traceml run --apply`'s settings ("num_workers=2,
+ * prefetch_factor=4"), -1 when it sets none. */
+static int32_t applied_workers(const char *s)
+{
+    for (const char *p = s; p && *p; p += strcspn(p, ","), p += *p == ',') {
+        if (strncmp(p, "num_workers=", 12) != 0)
+            continue;
+        char *end;
+        long v = strtol(p + 12, &end, 10);
+        if (end != p + 12 && (*end == ',' || *end == '\0') && v >= 0 && v < 4096)
+            return (int32_t)v;
+    }
+    return -1;
+}
+
 static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
                           tml_window *w)
 {
@@ -736,6 +753,8 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
 
     window_reset(w, max_steps);
     w->launch = run->launch;
+    w->applied_workers = applied_workers(run->applied);
+    w->applied = w->applied_workers >= 0;
     if (run->nranks == 0)
         return 0;
 

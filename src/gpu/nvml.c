@@ -27,6 +27,7 @@ typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
 #define NVML_SUCCESS 0
 #define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_GPU_IS_LOST 15
 #define NVML_TEMPERATURE_GPU 0
 #define MAX_DEVICES 64
@@ -40,6 +41,14 @@ typedef nvmlReturn_t (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
 typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*temp_fn)(nvmlDevice_t, int, unsigned int *);
 typedef nvmlReturn_t (*uint_fn)(nvmlDevice_t, unsigned int *);
+/* nvmlDeviceGetComputeRunningProcesses{,_v2,_v3}: the array's element is
+ * nvmlProcessInfo_v1_t {pid, usedGpuMemory} for the unversioned name and
+ * nvmlProcessInfo_v2_t / nvmlProcessInfo_t {pid, usedGpuMemory,
+ * gpuInstanceId, computeInstanceId} for _v2 and _v3; declared as void *
+ * and read with the element size of the name found. */
+typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
+typedef struct { unsigned int pid; unsigned long long used; } proc_v1;
+typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_v2;
 
 struct tml_nvml {
     void *lib;
@@ -52,6 +61,8 @@ struct tml_nvml {
     mem_fn mem;
     temp_fn temp;
     uint_fn power, power_limit;
+    procs_fn procs;
+    size_t proc_size;              /* sizeof(proc_v1) or sizeof(proc_v2) */
     unsigned char lost[MAX_DEVICES];
 };
 
@@ -89,6 +100,14 @@ int tml__nvml_open(const char *path, tml_nvml **out)
     n->temp = (temp_fn)sym(lib, "nvmlDeviceGetTemperature", NULL);
     n->power = (uint_fn)sym(lib, "nvmlDeviceGetPowerUsage", NULL);
     n->power_limit = (uint_fn)sym(lib, "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit");
+    n->procs = (procs_fn)sym(lib, "nvmlDeviceGetComputeRunningProcesses_v3", NULL);
+    n->proc_size = sizeof(proc_v2);
+    if (!n->procs)
+        n->procs = (procs_fn)sym(lib, "nvmlDeviceGetComputeRunningProcesses_v2", NULL);
+    if (!n->procs) {
+        n->procs = (procs_fn)sym(lib, "nvmlDeviceGetComputeRunningProcesses", NULL);
+        n->proc_size = sizeof(proc_v1);
+    }
     if (!init || !n->count || !n->by_index || init() != NVML_SUCCESS) {
         dlclose(lib);
         free(n);
@@ -226,4 +245,53 @@ int tml__nvml_read(tml_nvml *n, int index, tml_gpu_reading *out)
     if (out->lost)
         out->valid = 0;
     return 0;
+}
+
+int tml__nvml_pids(tml_nvml *n, int index, uint32_t *pids, size_t cap, size_t *count)
+{
+    nvmlDevice_t d;
+    tml_gpu_reading lost;
+
+    *count = 0;
+    if (!n || index < 0 || index >= MAX_DEVICES)
+        return TML_EINVAL;
+    if (!n->procs || n->lost[index])
+        return TML_EIO;
+    memset(&lost, 0, sizeof(lost));
+    if (!check(n, index, n->by_index((unsigned)index, &d), &lost))
+        return TML_EIO;
+    /* The list can grow between the call that sizes it and the next: a
+     * few tries, each with room for what NVML last asked, up to
+     * TML_NVML_PROCS_MAX. */
+    unsigned want = 32;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        unsigned got = want;
+        void *buf = calloc(want, n->proc_size);
+        if (!buf)
+            return TML_ENOMEM;
+        nvmlReturn_t rc = n->procs(d, &got, buf);
+        if (rc == NVML_SUCCESS) {
+            size_t k = got < want ? got : want;
+            for (size_t i = 0; i < k; i++) {
+                uint32_t pid = n->proc_size == sizeof(proc_v1) ? ((proc_v1 *)buf)[i].pid
+                                                               : ((proc_v2 *)buf)[i].pid;
+                if (i < cap)
+                    pids[i] = pid;
+            }
+            *count = k;
+            free(buf);
+            return 0;
+        }
+        free(buf);
+        if (rc != NVML_ERROR_INSUFFICIENT_SIZE) {
+            check(n, index, rc, &lost);
+            return TML_EIO;
+        }
+        if (got <= want)
+            got = want * 2;           /* NVML did not say how many: double */
+        if (got > TML_NVML_PROCS_MAX)
+            return TML_EIO;
+        want = got + 8;               /* and room for a few more */
+    }
+    return TML_EIO;
 }

@@ -62,4 +62,17 @@ size_t tml__nvml_visible(tml_nvml *n, const char *visible, int *idx, size_t cap)
 /* One reading of device `index`. 0, or TML_EINVAL for a bad index. */
 int tml__nvml_read(tml_nvml *n, int index, tml_gpu_reading *out);
 
+/*
+ * The pids of the compute processes on device `index`
+ * (nvmlDeviceGetComputeRunningProcesses, newest version first; graphics
+ * processes are not asked for: a training shares a GPU with compute
+ * work). Up to cap go into pids; *count gets how many there were (may be
+ * more than cap). 0, or TML_EIO when the library lacks the call, the
+ * device does not answer or the list stays larger than
+ * TML_NVML_PROCS_MAX: unknown, never an empty list. NVML's pids are
+ * those of the driver's (the host's) pid namespace.
+ */
+#define TML_NVML_PROCS_MAX 4096
+int tml__nvml_pids(tml_nvml *n, int index, uint32_t *pids, size_t cap, size_t *count);
+
 #endif

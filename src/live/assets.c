@@ -13,14 +13,16 @@
 
 static const tml_live_asset *table(size_t *n)
 {
-    static tml_live_asset assets[5];
+    static tml_live_asset assets[6];
     static int ready;
     if (!ready) {   /* array lengths are not constant expressions in C */
-        tml_live_asset a[5] = {
+        tml_live_asset a[6] = {
             {"/", "text/html; charset=utf-8", tml__web_dashboard_html,
              tml__web_dashboard_html_len},
             {"/dashboard.js", "text/javascript; charset=utf-8", tml__web_dashboard_js,
              tml__web_dashboard_js_len},
+            {"/phases.js", "text/javascript; charset=utf-8", tml__web_phases_js,
+             tml__web_phases_js_len},
             {"/dashboard.css", "text/css; charset=utf-8", tml__web_dashboard_css,
              tml__web_dashboard_css_len},
             {"/dygraph.min.js", "text/javascript; charset=utf-8", tml__web_charts_js,

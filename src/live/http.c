@@ -303,7 +303,8 @@ void tml__http_head(tml_strbuf *out, int status, const char *ctype, long long bo
     if (body_len >= 0)
         tml__sb_addf(out, "Content-Length: %lld\r\n", body_len);
     tml__sb_adds(out, "Cache-Control: no-store\r\n"
-                      "X-Content-Type-Options: nosniff\r\n");
+                      "X-Content-Type-Options: nosniff\r\n"
+                      "Content-Security-Policy: " TML_HTTP_CSP "\r\n");
     tml__sb_adds(out, keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
     if (extra)
         tml__sb_adds(out, extra);

@@ -59,12 +59,25 @@ int tml__http_host_is_loopback(const char *host);
 /* "OK", "Not Found", ... ("Unknown" for others). */
 const char *tml__http_reason(int status);
 
+/* The dashboard is self-contained: its page, script and style files and
+ * dygraphs come from this server, its data from /api and /events, and it
+ * has no inline script or <style>. Nothing else is allowed: no script
+ * from elsewhere or inline, no eval, no frames, no forms, no plugins, no
+ * <base>. The one allowance is style attributes (style-src-attr):
+ * dygraphs' legend sets its series' colours in style="..." it writes as
+ * HTML; a browser without CSP level 3 falls back to style-src 'self' and
+ * draws the legend uncoloured. */
+#define TML_HTTP_CSP                                                                  \
+    "default-src 'none'; script-src 'self'; style-src 'self'; "                       \
+    "style-src-attr 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "      \
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
 /*
  * Appends a response head: status line, Content-Type (when ctype),
  * Content-Length (when body_len >= 0), Cache-Control: no-store,
- * X-Content-Type-Options: nosniff, Connection (keep-alive or close), the
- * extra header lines (each ending in "\r\n"; may be NULL), and the blank
- * line.
+ * X-Content-Type-Options: nosniff, Content-Security-Policy: TML_HTTP_CSP,
+ * Connection (keep-alive or close), the extra header lines (each ending in
+ * "\r\n"; may be NULL), and the blank line.
  */
 void tml__http_head(tml_strbuf *out, int status, const char *ctype, long long body_len,
                     int keep_alive, const char *extra);

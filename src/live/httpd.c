@@ -331,6 +331,8 @@ static void accept_all(tml_live_server *s, int64_t now)
         if (s->nclients >= (size_t)s->max_clients) {
             static const char busy[] =
                 "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                "X-Content-Type-Options: nosniff\r\n"
+                "Content-Security-Policy: " TML_HTTP_CSP "\r\n"
                 "Connection: close\r\n\r\n";
             ssize_t w = send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
             (void)w;

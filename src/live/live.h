@@ -151,6 +151,9 @@ void tml__live_snap_release(tml_live_snap *snap);
 void tml__live_json(const tml_live_snap *snap, tml_strbuf *out);
 /* The Prometheus text exposition (version 0.0.4): docs/live.md. */
 void tml__live_prometheus(const tml_live_snap *snap, tml_strbuf *out);
+/* The # HELP text of a section gauge's metric name
+ * ("traceml_system_cpu_percent"), NULL for a name it does not know. */
+const char *tml__live_gauge_help(const char *name);
 /* One plain text line for terminals that cannot draw the full view. */
 void tml__live_text_line(const tml_live_snap *snap, tml_strbuf *out);
 

@@ -637,6 +637,89 @@ static void p_run(tml_strbuf *o, const tml_live_snap *s, const char *rl)
     }
 }
 
+/* The # HELP of the section gauges, by metric name: what each number of
+ * the summary's step_memory.per_rank[], system.per_node[] and
+ * process.per_rank[] is (docs/summary-json.md). A field added there
+ * without a line here still gets a HELP naming its summary key
+ * (gauge_help); tests/unit/test_live.c checks that none needs it. */
+static const struct {
+    const char *name, *help;
+} gauge_helps[] = {
+    {"traceml_step_memory_peak_allocated_bytes",
+     "Per-step peak CUDA allocated bytes, window average, per rank."},
+    {"traceml_step_memory_peak_reserved_bytes",
+     "Per-step peak CUDA reserved bytes, window average, per rank."},
+    {"traceml_step_memory_rss_bytes", "Process RSS at each step's end, window average, per rank."},
+    {"traceml_step_memory_steps_analysed", "Steps the memory rules analysed, per rank."},
+    {"traceml_step_memory_series_peak_bytes",
+     "Largest per-step figure of the series the memory rules analysed, per rank."},
+    {"traceml_step_memory_capacity_bytes",
+     "Device memory (host RAM on a CPU-only run) the memory rules compare with, per rank."},
+    {"traceml_system_cpu_percent", "Host CPU utilisation, percent of all cores, per node."},
+    {"traceml_system_ram_used_bytes", "Host RAM in use, average of samples, per node."},
+    {"traceml_system_ram_total_bytes", "Host RAM, per node."},
+    {"traceml_system_gpu_util_percent", "GPU utilisation, mean over the node's GPUs, per node."},
+    {"traceml_system_gpu_memory_used_bytes",
+     "GPU memory in use, mean over the node's GPUs, per node."},
+    {"traceml_system_gpu_memory_total_bytes", "GPU memory, mean over the node's GPUs, per node."},
+    {"traceml_system_gpu_temperature_c",
+     "GPU temperature in degrees Celsius, mean over the node's GPUs, per node."},
+    {"traceml_system_gpu_power_w", "GPU power draw in watts, mean over the node's GPUs, per node."},
+    {"traceml_system_gpu_power_limit_w",
+     "GPU power limit in watts, mean over the node's GPUs, per node."},
+    {"traceml_system_ram_used_peak_bytes", "Largest sampled host RAM in use, per node."},
+    {"traceml_system_gpu_memory_peak_percent",
+     "The worst GPU's peak memory in use, percent of its memory, per node."},
+    {"traceml_system_gpu_temperature_peak_c",
+     "The hottest GPU's peak temperature in degrees Celsius, per node."},
+    {"traceml_system_gpu_power_percent",
+     "The worst GPU's average power draw, percent of its limit, per node."},
+    {"traceml_process_cpu_capacity_percent",
+     "Training process CPU, percent of the host's logical cores, per rank."},
+    {"traceml_process_rss_bytes", "Training process RSS, average, per rank."},
+    {"traceml_process_cuda_allocated_bytes",
+     "CUDA allocated bytes, average of the per-step peaks, per rank."},
+    {"traceml_process_cuda_reserved_bytes",
+     "CUDA reserved bytes, average of the per-step peaks, per rank."},
+    {"traceml_process_cpu_percent", "Training process CPU, percent of one core, per rank."},
+    {"traceml_process_runqueue_wait_percent",
+     "Percent of wall time the main thread was runnable but waited for a core, per rank."},
+    {"traceml_process_rss_peak_bytes", "Training process peak RSS, per rank."},
+    {"traceml_process_cuda_reserved_peak_bytes",
+     "Largest per-step peak of CUDA reserved bytes, per rank."},
+    {"traceml_process_device_total_bytes", "Memory of the rank's device, per rank."},
+    {"traceml_process_host_ram_total_bytes", "RAM of the rank's host, per rank."},
+};
+
+const char *tml__live_gauge_help(const char *name)
+{
+    for (size_t i = 0; i < sizeof(gauge_helps) / sizeof(gauge_helps[0]); i++)
+        if (strcmp(gauge_helps[i].name, name) == 0)
+            return gauge_helps[i].help;
+    return NULL;
+}
+
+/* The gauge's # HELP: its line above, else the summary key it comes from. */
+static void gauge_help(tml_strbuf *o, const tml_live_gauge *g)
+{
+    const char *help = tml__live_gauge_help(g->name);
+    if (help) {
+        tml__sb_addf(o, "# HELP %s %s\n", g->name, help);
+        return;
+    }
+    static const char *const sections[] = {"step_memory", "system", "process"};
+    const char *key = g->name + strlen("traceml_");
+    const char *sec = "";
+    for (size_t k = 0; k < sizeof(sections) / sizeof(sections[0]); k++)
+        if (strncmp(key, sections[k], strlen(sections[k])) == 0 &&
+            key[strlen(sections[k])] == '_') {
+            sec = sections[k];
+            key += strlen(sections[k]) + 1;
+        }
+    tml__sb_addf(o, "# HELP %s %s.per_%s[].%s of the live summary.\n", g->name, sec, g->who,
+                 key);
+}
+
 /* The section gauges (memory, system incl. GPU, process): one family per
  * name, in first-seen order. */
 static void p_gauges(tml_strbuf *o, const tml_live_snap *s, const char *rl)
@@ -647,6 +730,7 @@ static void p_gauges(tml_strbuf *o, const tml_live_snap *s, const char *rl)
             seen = strcmp(s->gauges[j].name, s->gauges[i].name) == 0;
         if (seen)
             continue;
+        gauge_help(o, &s->gauges[i]);
         tml__sb_addf(o, "# TYPE %s gauge\n", s->gauges[i].name);
         for (size_t j = i; j < s->ngauges; j++) {
             const tml_live_gauge *g = &s->gauges[j];

@@ -32,27 +32,35 @@ static int is_ours(const char *name, const char *prefix)
 
 tml_progress *tml__progress_create(const char *run_dir)
 {
-    char path[4200];
+    char path[4200], name[128];
     if (!run_dir || !*run_dir)
         return NULL;
     snprintf(path, sizeof(path), "%s/" DIR_NAME, run_dir);
     mkdir(path, 0755);   /* EEXIST: another rank made it */
+    /* the folder and the file opened without following a link planted at
+     * either name: the page is written into the run folder or nowhere */
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return NULL;
     char prefix[80];
     host_prefix(prefix, sizeof(prefix));
-    snprintf(path, sizeof(path), "%s/" DIR_NAME "/%s%d", run_dir, prefix, (int)getpid());
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
+    snprintf(name, sizeof(name), "%s%d", prefix, (int)getpid());
+    int fd = openat(dfd, name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        close(dfd);
         return NULL;
+    }
     /* the page's blocks allocated now: a store into a mapped page a full
      * disk cannot back would be SIGBUS in the training */
     void *m = MAP_FAILED;
     if (posix_fallocate(fd, 0, (off_t)sizeof(tml_progress)) == 0)
         m = mmap(NULL, sizeof(tml_progress), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) {
-        unlink(path);
+    if (m == MAP_FAILED)
+        unlinkat(dfd, name, 0);
+    close(dfd);
+    if (m == MAP_FAILED)
         return NULL;
-    }
     tml_progress *p = m;
     p->pid = (int32_t)getpid();
     atomic_store(&p->steps, 0);

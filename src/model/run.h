@@ -129,7 +129,13 @@ typedef struct tml_run {
     /* Why the run's data is incomplete (the aggregator died and the run
      * was rebuilt from telemetry.sqlite, ...); "" when it is whole. */
     char partial[256];
+    /* Who stopped an interrupted run on purpose: "tune" (a trial of
+     * `traceml tune`, stopped once it ran its steps), "" nobody known. */
+    char stopped_by[16];
     tml_launch launch;
+    /* The settings `traceml run --apply` applied from a tune.json
+     * ("num_workers=1"), "" none; TML_TUNE_SETTING (report/tune.h) bytes. */
+    char applied[256];
     /* `traceml watch`: a run of system and process metrics only; step
      * records are not kept (the aggregator drops them). */
     int watch;

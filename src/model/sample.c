@@ -26,6 +26,8 @@ static const char *const names[TML_S_COUNT] = {
     [TML_S_PROC_CUDA_RESERVED] = "process.cuda_reserved_bytes",
     [TML_S_PROC_CUDA_DEVICE_TOTAL] = "process.cuda_device_total_bytes",
     [TML_S_PROC_RUNQ_WAIT_PERCENT] = "process.runqueue_wait_percent",
+    [TML_S_PROC_TREE_CPU_PERCENT] = "process.tree_cpu_percent",
+    [TML_S_GPU_OTHER_PROCS] = "gpu.other_processes",
 };
 
 const char *tml__sample_metric_name(uint32_t m)
@@ -76,6 +78,8 @@ static const struct { double lo, hi; } range[TML_S_COUNT] = {
     [TML_S_PROC_CUDA_RESERVED] = {0, 1e18},
     [TML_S_PROC_CUDA_DEVICE_TOTAL] = {0, 1e18},
     [TML_S_PROC_RUNQ_WAIT_PERCENT] = {0, 1e7},
+    [TML_S_PROC_TREE_CPU_PERCENT] = {0, 1e7},
+    [TML_S_GPU_OTHER_PROCS] = {0, 4096},
 };
 
 int tml__sample_possible(const tml_sample *s)

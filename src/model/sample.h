@@ -32,6 +32,13 @@ typedef enum tml_sample_metric {
     /* process.runqueue_wait_percent: of wall time, how long the main
      * thread was runnable but waited for a core (/proc/self/schedstat) */
     TML_S_PROC_RUNQ_WAIT_PERCENT = 16,
+    /* process.tree_cpu_percent: the process with its descendants (its
+     * DataLoader workers), 100 = one core */
+    TML_S_PROC_TREE_CPU_PERCENT = 17,
+    /* gpu.other_processes: compute processes on the rank's GPU that are
+     * not the training's (neither the rank nor its descendants); sent
+     * only when known (sampler.c) */
+    TML_S_GPU_OTHER_PROCS = 18,
     TML_S_COUNT
 } tml_sample_metric;
 

@@ -382,7 +382,7 @@ static void step_panel(const tml_report_model *m, panel *p)
         n += snprintf(t + n, sizeof(t) - (size_t)n, " · epoch starts: %zu (%.0f ms each)",
                       w->epoch_start_steps, w->epoch_start_wait_ns / 1e6);
     if (!own_line && n > 0 && (size_t)n < sizeof(t))
-        n += snprintf(t + n, sizeof(t) - (size_t)n, " · TraceML overhead: %s", ov);
+        n += snprintf(t + n, sizeof(t) - (size_t)n, " · TraceML cost: %s", ov);
     uint64_t dropped = m->records_dropped + m->events_dropped;
     if (dropped && n > 0 && (size_t)n < sizeof(t))
         snprintf(t + n, sizeof(t) - (size_t)n, " · dropped: %llu", (unsigned long long)dropped);
@@ -740,6 +740,10 @@ static void ended_row(const tml_report_model *m, tml_strbuf *sb, int width)
                      m->exit_code - 128, m->exit_code);
         else
             snprintf(l, sizeof(l), "FAILED with exit code %d", m->exit_code);
+    } else if (strcmp(m->status, "interrupted") == 0 && strcmp(m->run->stopped_by, "tune") == 0) {
+        snprintf(l, sizeof(l), "stopped by traceml tune after %zu step%s (a trial: tune stops "
+                 "each trial once it has run its steps)", m->win.common_steps,
+                 m->win.common_steps == 1 ? "" : "s");
     } else if (strcmp(m->status, "interrupted") == 0) {
         snprintf(l, sizeof(l), "INTERRUPTED (Ctrl-C or a signal): the figures cover the "
                  "steps that arrived");
@@ -858,6 +862,21 @@ static void missing_rows(const tml_report_model *m, tml_strbuf *sb, int width)
         text_row(sb, width, "No steps from: ", miss);
 }
 
+/* The machine around the training, when it matters (tml__contended:
+ * docs/diagnosis.md, "A shared machine"). */
+static void contention_row(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    const tml_contention *c = &m->win.contention;
+    char l[LINE_MAX_BYTES], cores[32] = "the cores";
+    if (!tml__contended(c))
+        return;
+    if (c->cores > 0)
+        snprintf(cores, sizeof(cores), "the %d cores", (int)c->cores);
+    snprintf(l, sizeof(l), "other processes used %.0f%% of %s; the training waited for a core "
+             "%.0f%% of its time.", c->other_cpu_percent, cores, c->runq_wait_percent);
+    text_row(sb, width, "Machine: ", l);
+}
+
 /* Verdict / Why / Next and, on several ranks, who is missing and who
  * straggled. */
 static void verdict_rows(const tml_report_model *m, tml_strbuf *sb, int width)
@@ -874,6 +893,7 @@ static void verdict_rows(const tml_report_model *m, tml_strbuf *sb, int width)
         snprintf(l, sizeof(l), "%s (%s): %s", d->label, tml__severity_name(d->severity), d->why);
         text_row(sb, width, "Also: ", l);
     }
+    contention_row(m, sb, width);
     if (multi) {
         text_row(sb, width, "", "Scope: N = node · R = global rank · G = GPU index");
         missing_rows(m, sb, width);
@@ -888,6 +908,7 @@ static void watch_rows(const tml_report_model *m, tml_strbuf *sb, int width)
 {
     text_row(sb, width, "Watch: ", "system and process metrics only (traceml watch): no step "
              "is traced, so there is no step-time verdict.");
+    contention_row(m, sb, width);
     if (m->ranks_reported > 1 || m->world_size > 1) {
         text_row(sb, width, "", "Scope: N = node · R = global rank");
         missing_rows(m, sb, width);

@@ -45,6 +45,7 @@
 
 #include "report/reload.h"
 #include "report/report.h"
+#include "report/stats.h"
 #include "traceml/traceml.h"
 
 #define CMP_WIDTH 80   /* fits an 80-column terminal */
@@ -84,6 +85,10 @@ void tml__cmp_run_init(tml_cmp_run *r)
     r->peak_reserved_bytes = r->mem_skew_percent = NAN;
     r->proc_cpu_percent = r->proc_rss_bytes = NAN;
     r->sys_cpu_percent = r->sys_ram_used_bytes = r->gpu_util_percent = r->gpu_mem_percent = NAN;
+    r->cont.cores = r->cont.host_cpu = r->cont.training_cpu = r->cont.other_cpu = NAN;
+    r->cont.runq_wait = NAN;
+    r->cont.gpu_shared = -1;
+    r->work.world_size = -1;
 }
 
 /* ---- reading a summary ------------------------------------------------ */
@@ -221,6 +226,53 @@ static void resources_from(reader *rd, const tml_json *doc, tml_cmp_run *r)
     r->gpu_mem_percent = total > 0 && !isnan(used) ? 100.0 * used / total : NAN;
 }
 
+/* The top-level "contention" object (absent: unknown). */
+static void contention_from(reader *rd, const tml_json *doc, tml_cmp_run *r)
+{
+    const tml_json *c = tml__json_get(doc, "contention");
+    const double P = TML_RL_MAX_PERCENT;
+    if (!c || c->type != TML_JSON_OBJECT)
+        return;
+    tml_cmp_contention *k = &r->cont;
+    k->cores = num_in(rd, c, "contention", "cores", 0, 1e6);
+    k->host_cpu = num_in(rd, c, "contention", "host_cpu_percent", 0, P);
+    k->training_cpu = num_in(rd, c, "contention", "training_cpu_percent", 0, P);
+    k->other_cpu = num_in(rd, c, "contention", "other_cpu_percent", 0, P);
+    k->runq_wait = num_in(rd, c, "contention", "runq_wait_percent", 0, P);
+    const tml_json *g = tml__json_get(c, "gpu_shared");
+    k->gpu_shared = g && g->type == TML_JSON_BOOL ? g->boolean : -1;
+    k->known = !isnan(k->other_cpu) || !isnan(k->runq_wait) || k->gpu_shared >= 0;
+}
+
+/* meta.workload: what ran (absent: unknown). */
+static void workload_from(reader *rd, const tml_json *doc, tml_cmp_run *r)
+{
+    const tml_json *w = tml__json_path(doc, "meta.workload");
+    if (!w || w->type != TML_JSON_OBJECT)
+        return;
+    str_at(w, "script", r->work.script, sizeof(r->work.script));
+    const tml_json *args = tml__json_get(w, "args");
+    size_t used = 0;
+    for (size_t i = 0; args && args->type == TML_JSON_ARRAY && i < args->n; i++) {
+        const char *a = tml__json_str(tml__json_at(args, i));
+        if (!a || used + 2 >= sizeof(r->work.args))
+            continue;
+        int n = snprintf(r->work.args + used, sizeof(r->work.args) - used, "%s%s",
+                         used ? " " : "", a);
+        used = n > 0 ? fmin((double)(used + (size_t)n), sizeof(r->work.args) - 1) : used;
+    }
+    double ws = num_in(rd, w, "meta.workload", "world_size", 0, TML_RL_MAX_COUNT);
+    r->work.world_size = isnan(ws) ? -1 : (long)ws;
+    const tml_json *g = tml__json_get(w, "guard");
+    if (g && g->type != TML_JSON_NULL) {
+        tml_strbuf sb = TML_STRBUF_INIT;
+        tml__json_add_canon(&sb, g);
+        if (!sb.failed)
+            snprintf(r->work.guard, sizeof(r->work.guard), "%s", sb.buf);
+        tml__sb_release(&sb);
+    }
+}
+
 int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap)
 {
     tml__cmp_run_init(r);
@@ -238,6 +290,8 @@ int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_
     reader rd = {why, cap, 0};
     step_time_from(&rd, tml__json_get(doc, "step_time"), r);
     resources_from(&rd, doc, r);
+    contention_from(&rd, doc, r);
+    workload_from(&rd, doc, r);
     if (rd.bad) {
         tml__cmp_run_init(r);
         return TML_EPROTO;
@@ -280,8 +334,22 @@ int tml__cmp_run_load(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap
     else
         tml__cmp_run_init(r);
     tml__json_free(conv);
-    if (rc == 0)
+    if (rc == 0 && source[0]) {
+        /* 0.5.0 kept its guard declaration and topology in run_context */
         snprintf(r->source, sizeof(r->source), "%s", source);
+        const tml_json *g = tml__json_path(doc, "run_context.declaration");
+        if (g && g->type == TML_JSON_OBJECT) {
+            tml_strbuf sb = TML_STRBUF_INIT;
+            tml__json_add_canon(&sb, g);
+            if (!sb.failed)
+                snprintf(r->work.guard, sizeof(r->work.guard), "%s", sb.buf);
+            tml__sb_release(&sb);
+        }
+        double ws;
+        if (tml__json_num(tml__json_path(doc, "run_context.execution.expected_world_size"),
+                          &ws) && ws >= 1 && ws < 1e9)
+            r->work.world_size = (long)ws;
+    }
     return rc;
 }
 
@@ -290,15 +358,6 @@ int tml__cmp_run_load(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap
 static const char *run_name(const tml_cmp_run *r, const char *which)
 {
     return r->label[0] ? r->label : which;
-}
-
-static int pick_clock(const tml_cmp_run *a, const tml_cmp_run *b)
-{
-    if (a->clock[TML_CMP_GPU].valid && b->clock[TML_CMP_GPU].valid)
-        return TML_CMP_GPU;
-    if (a->clock[TML_CMP_CPU].valid && b->clock[TML_CMP_CPU].valid)
-        return TML_CMP_CPU;
-    return -1;
 }
 
 static int usable(const tml_cmp_run *r)
@@ -400,20 +459,208 @@ static int significance_test(const tml_cmp_clock *ka, const tml_cmp_clock *kb,
     return 1;
 }
 
-/* What happened to step time, in one true sentence: which of significance
- * and the gate held. d is B - A of the window averages. */
+/* ---- a side of several runs ------------------------------------------- */
+
+static double median_of(double *v, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(v[i]))
+            v[k++] = v[i];
+    if (k == 0)
+        return NAN;
+    qsort(v, k, sizeof(*v), cmp_dbl);
+    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+/* The median over the runs of the double at off of each (run or clock). */
+static double med_field(const tml_cmp_run *runs, size_t n, size_t off)
+{
+    double v[TML_CMP_MAX_RUNS];
+    for (size_t i = 0; i < n; i++)
+        v[i] = *(const double *)(const void *)((const char *)&runs[i] + off);
+    return median_of(v, n);
+}
+
+void tml__cmp_side(const tml_cmp_run *runs, size_t n, tml_cmp_run *out)
+{
+    if (n > TML_CMP_MAX_RUNS)
+        n = TML_CMP_MAX_RUNS;
+    if (n <= 1) {
+        if (n == 1)
+            *out = runs[0];
+        else
+            tml__cmp_run_init(out);
+        return;
+    }
+    *out = runs[0];
+    size_t used = (size_t)snprintf(out->label, sizeof(out->label), "%zu runs:", n);
+    for (size_t i = 0; i < n && used < sizeof(out->label); i++)
+        used += (size_t)snprintf(out->label + used, sizeof(out->label) - used, "%s %s",
+                                 i ? "," : "", runs[i].label[0] ? runs[i].label : "?");
+    out->path[0] = '\0';
+    out->window_steps = runs[0].window_steps;
+    for (size_t i = 1; i < n; i++)
+        if (runs[i].window_steps < out->window_steps)
+            out->window_steps = runs[i].window_steps;
+    for (int c = 0; c < 2; c++) {
+        tml_cmp_clock *k = &out->clock[c];
+        k->nblocks = 0;
+        k->valid = 1;
+        for (size_t i = 0; i < n; i++)
+            k->valid &= runs[i].clock[c].valid;
+#define MED_CLOCK(f) k->f = med_field(runs, n, offsetof(tml_cmp_run, clock) + \
+                                      c * sizeof(tml_cmp_clock) + offsetof(tml_cmp_clock, f))
+        MED_CLOCK(step_ms);
+        MED_CLOCK(input_ms);
+        MED_CLOCK(h2d_ms);
+        MED_CLOCK(compute_ms);
+        MED_CLOCK(residual_ms);
+        MED_CLOCK(noise_ms);
+#undef MED_CLOCK
+    }
+#define MED(f) out->f = med_field(runs, n, offsetof(tml_cmp_run, f))
+    MED(peak_reserved_bytes);
+    MED(mem_skew_percent);
+    MED(proc_cpu_percent);
+    MED(proc_rss_bytes);
+    MED(sys_cpu_percent);
+    MED(sys_ram_used_bytes);
+    MED(gpu_util_percent);
+    MED(gpu_mem_percent);
+    MED(cont.cores);
+    MED(cont.host_cpu);
+    MED(cont.training_cpu);
+    MED(cont.other_cpu);
+    MED(cont.runq_wait);
+#undef MED
+    out->cont.known = 0;
+    out->cont.gpu_shared = -1;
+    for (size_t i = 0; i < n; i++) {
+        out->cont.known |= runs[i].cont.known;
+        if (runs[i].cont.gpu_shared >= 0)
+            out->cont.gpu_shared = out->cont.gpu_shared == 1 ? 1 : runs[i].cont.gpu_shared;
+    }
+    /* a diagnosis the runs disagree on is shown as the first run's */
+}
+
+/* ---- the verdict ------------------------------------------------------ */
+
+static double run_center(const tml_cmp_run *r, int c)
+{
+    const tml_cmp_clock *k = &r->clock[c];
+    return k->nblocks ? median_copy(k->blocks_ms, k->nblocks) : k->step_ms;
+}
+
+/* Welch's t-test on the logs of the runs' centers; 0, or -1 (why set)
+ * when a run has no positive step time. */
+static int run_test(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t nb,
+                    tml_cmp_result *out)
+{
+    double la[TML_CMP_MAX_RUNS], lb[TML_CMP_MAX_RUNS], ma = 0, mb = 0, va = 0, vb = 0;
+    for (size_t i = 0; i < na + nb; i++) {
+        const tml_cmp_run *r = i < na ? &a[i] : &b[i - na];
+        double c = run_center(r, out->clock);
+        if (!(c > 0)) {
+            snprintf(out->why, sizeof(out->why), "%s (%s) has no positive step time: no "
+                     "change can be measured.", i < na ? "A" : "B", run_name(r, "?"));
+            return -1;
+        }
+        if (i < na) {
+            out->run_a_ms[i] = c;
+            ma += (la[i] = log(c)) / (double)na;
+        } else {
+            out->run_b_ms[i - na] = c;
+            mb += (lb[i - na] = log(c)) / (double)nb;
+        }
+    }
+    for (size_t i = 0; i < na; i++)
+        va += (la[i] - ma) * (la[i] - ma) / (na > 1 ? (double)(na - 1) : 1);
+    for (size_t i = 0; i < nb; i++)
+        vb += (lb[i] - mb) * (lb[i] - mb) / (nb > 1 ? (double)(nb - 1) : 1);
+    /* one run on a side: its noise taken as the other side's */
+    out->run_noise_a = na > 1 ? sqrt(va) : NAN;
+    out->run_noise_b = nb > 1 ? sqrt(vb) : NAN;
+    if (na < 2)
+        va = vb;
+    if (nb < 2)
+        vb = va;
+    double sa = va / (double)na, sb = vb / (double)nb, se2 = sa + sb;
+    double df;
+    if (na > 1 && nb > 1)
+        df = se2 > 0 ? se2 * se2 / (sa * sa / (double)(na - 1) + sb * sb / (double)(nb - 1))
+                     : (double)(na + nb - 2);
+    else
+        df = (double)((na > 1 ? na : nb) - 1);
+    out->run_tested = 1;
+    out->t_df = df;
+    out->center_a_ms = out->time_a_ms = exp(ma);
+    out->center_b_ms = out->time_b_ms = exp(mb);
+    out->effect = out->time_change = exp(mb - ma) - 1;
+    if (se2 > 0) {
+        out->p_value = tml__t_p2((mb - ma) / sqrt(se2), df);
+        out->mdc = exp((tml__t_quantile(1 - TML_CMP_ALPHA / 2, df) +
+                        tml__t_quantile(0.8, df)) * sqrt(se2)) - 1;
+    } else {
+        out->p_value = mb == ma ? 1 : 0;
+        out->mdc = 0;
+    }
+    out->significant = out->p_value < TML_CMP_ALPHA;
+    out->past_gate = fabs(out->effect) >= out->gates.step_time;
+    if (out->significant && out->past_gate)
+        out->time_moved = out->effect > 0 ? 1 : -1;
+    else if (!out->significant &&
+             (out->past_gate || !(out->mdc <= TML_CMP_MDC_GATES * out->gates.step_time)))
+        out->undecided = 1;
+    return 0;
+}
+
+static void run_sentence(const tml_cmp_result *r, char *t, size_t cap)
+{
+    const char *clk = clock_name(r->clock);
+    double gate = 100.0 * r->gates.step_time, ep = 100.0 * r->effect;
+    char head[200], see[96];
+    snprintf(head, sizeof(head), "%s Step Time %s %.1f%% (geometric mean of %zu vs %zu run "
+             "medians: %.2f -> %.2f ms)", clk,
+             r->time_moved ? (ep > 0 ? "increased by" : "decreased by") : "changed by",
+             r->time_moved ? fabs(ep) : ep, r->runs_a, r->runs_b, r->center_a_ms,
+             r->center_b_ms);
+    snprintf(see, sizeof(see), "these runs can detect a change of %.1f%% or more",
+             100.0 * r->mdc);
+    if (r->time_moved)
+        snprintf(t, cap, "%s: significant (Welch t on log run medians, p = %.2g) and past "
+                 "the %.0f%% gate; %s.", head, r->p_value, gate, see);
+    else if (r->significant)
+        snprintf(t, cap, "%s: significant (Welch t, p = %.2g) but within the %.0f%% gate.",
+                 head, r->p_value, gate);
+    else if (r->past_gate)
+        snprintf(t, cap, "%s: past the %.0f%% gate but not significant (Welch t, p = %.2g): "
+                 "the runs overlap; %s.", head, gate, r->p_value, see);
+    else
+        snprintf(t, cap, "%s: within the %.0f%% gate and not significant (Welch t, p = %.2g); "
+                 "%s.", head, gate, r->p_value, see);
+}
+
+/* What happened to step time with one run a side, in one true sentence:
+ * which of significance and the gate held. d is B - A of the window
+ * averages. */
 static void time_sentence(const tml_cmp_result *r, double d, char *t, size_t cap)
 {
     const char *clk = clock_name(r->clock);
     double gate = 100.0 * r->gates.step_time;
+    if (r->run_tested) {
+        run_sentence(r, t, cap);
+        return;
+    }
     if (!r->tested) {
         double tp = 100.0 * r->time_change;
         if (r->time_moved)
             snprintf(t, cap, "%s Step Time %s by %.1f%%.", clk,
                      d > 0 ? "increased" : "decreased", fabs(tp));
         else if (r->within_noise)
-            snprintf(t, cap, "%s Step Time changed by %+.1f%% (%+.2f ms), less than the runs' "
-                     "step-to-step noise (+/-%.2f ms).", clk, tp, d, r->noise_ms);
+            snprintf(t, cap, "%s Step Time changed by %+.1f%% (%+.2f ms), past the %.0f%% gate "
+                     "but within the runs' step-to-step noise (+/-%.2f ms): one run a side "
+                     "cannot tell the two apart.", clk, tp, d, gate, r->noise_ms);
         else
             snprintf(t, cap, "%s Step Time changed by %+.1f%%, within the %.0f%% gate.", clk,
                      tp, gate);
@@ -437,37 +684,9 @@ static void time_sentence(const tml_cmp_result *r, double d, char *t, size_t cap
                  "significant (Mann-Whitney p = %.2g).", clk, ep, gate, r->p_value);
 }
 
-void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,
-                     tml_cmp_result *out)
+/* One run a side on its own (SPEC 6's block test); d as above. */
+static double single_time(const tml_cmp_run *a, const tml_cmp_run *b, tml_cmp_result *out)
 {
-    memset(out, 0, sizeof(*out));
-    if (gates)
-        out->gates = *gates;
-    else
-        tml__cmp_gates_default(&out->gates);
-    out->time_a_ms = out->time_b_ms = out->time_change = out->noise_ms = NAN;
-    out->mem_change = NAN;
-    out->clock = pick_clock(a, b);
-
-    /* Memory is a secondary signal: compared when both runs have it. */
-    double ma = a->peak_reserved_bytes, mb = b->peak_reserved_bytes;
-    if (!isnan(ma) && !isnan(mb) && ma > 0) {
-        out->mem_compared = 1;
-        out->mem_change = (mb - ma) / ma;
-        if (fabs(out->mem_change) >= out->gates.memory)
-            out->mem_moved = out->mem_change > 0 ? 1 : -1;
-    }
-
-    /* Step time is the primary signal: without it there is no verdict. */
-    if (out->clock < 0 || !usable(a) || !usable(b)) {
-        inconclusive(a, b, out);
-        return;
-    }
-    if (!(a->clock[out->clock].step_ms > 0) || isnan(b->clock[out->clock].step_ms)) {
-        out->verdict = TML_CMP_INCONCLUSIVE;
-        snprintf(out->why, sizeof(out->why), "A's step time is zero: no change can be measured.");
-        return;
-    }
     const tml_cmp_clock *ka = &a->clock[out->clock], *kb = &b->clock[out->clock];
     out->time_a_ms = ka->step_ms;
     out->time_b_ms = kb->step_ms;
@@ -476,19 +695,171 @@ void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_g
     if (!isnan(ka->noise_ms) || !isnan(kb->noise_ms))
         out->noise_ms = fmax(isnan(ka->noise_ms) ? 0 : ka->noise_ms,
                              isnan(kb->noise_ms) ? 0 : kb->noise_ms);
-    if (!significance_test(ka, kb, out) && fabs(out->time_change) >= out->gates.step_time) {
+    if (significance_test(ka, kb, out)) {
+        /* past the gate, not significant: not evidence of no change */
+        out->undecided = !out->significant && out->past_gate;
+    } else if (fabs(out->time_change) >= out->gates.step_time) {
+        /* a shift of the median held against the steps' spread proves
+         * nothing either way: past the gate and within it is undecided */
         if (!isnan(out->noise_ms) && fabs(d) < out->noise_ms)
-            out->within_noise = 1;
+            out->within_noise = out->undecided = 1;
         else
             out->time_moved = d > 0 ? 1 : -1;
     }
+    return d;
+}
 
-    char t[320];
+static int loaded(const tml_cmp_contention *c)
+{
+    return c->other_cpu >= TML_CMP_LOAD_OTHER_PP || c->runq_wait >= TML_CMP_LOAD_RUNQ_PP;
+}
+
+static void fmt_pct(double v, char *out, size_t cap)
+{
+    if (isnan(v))
+        snprintf(out, cap, "n/a");
+    else
+        snprintf(out, cap, "%.0f%%", v);
+}
+
+/* The machines the sides ran on: differently loaded, or (one run a side)
+ * loaded at all. Sets out->load_differs / loaded_single; t gets the
+ * sentence. */
+static void load_rule(const tml_cmp_run *sa, const tml_cmp_run *sb, size_t na, size_t nb,
+                      tml_cmp_result *out, char *t, size_t cap)
+{
+    const tml_cmp_contention *ca = &sa->cont, *cb = &sb->cont;
+    char oa[16], ob[16], qa[16], qb[16];
+    t[0] = '\0';
+    if (!ca->known || !cb->known)
+        return;
+    fmt_pct(ca->other_cpu, oa, sizeof(oa));
+    fmt_pct(cb->other_cpu, ob, sizeof(ob));
+    fmt_pct(ca->runq_wait, qa, sizeof(qa));
+    fmt_pct(cb->runq_wait, qb, sizeof(qb));
+    int gpu = ca->gpu_shared >= 0 && cb->gpu_shared >= 0 && ca->gpu_shared != cb->gpu_shared;
+    /* which side the load weighed on: +1 B, -1 A, 2 both ways */
+    int dir = 0;
+    double dv[3] = {cb->other_cpu - ca->other_cpu, cb->runq_wait - ca->runq_wait,
+                    gpu ? cb->gpu_shared - ca->gpu_shared : 0};
+    double lim[3] = {TML_CMP_LOAD_OTHER_PP, TML_CMP_LOAD_RUNQ_PP, 1};
+    for (int i = 0; i < 3; i++)
+        if (fabs(dv[i]) >= lim[i]) {
+            int s = dv[i] > 0 ? 1 : -1;
+            dir = dir == 0 || dir == s ? s : 2;
+        }
+    if (dir == 1 || dir == -1) {
+        /* a change against the load (the more loaded side was the faster)
+         * is not the load's doing: at least that large a change is real */
+        if (out->time_moved == -dir && !out->undecided) {
+            snprintf(t, cap, "%s ran on the more loaded machine and was still faster.",
+                     dir > 0 ? "B" : "A");
+            return;
+        }
+        /* a change with the load, but larger than the load could make it:
+         * the slower side's step time with all its wait for a core taken
+         * out is still the other's times TML_CMP_BEYOND_WAIT */
+        double ratio = 1 + (out->tested ? out->effect : out->time_change);
+        double w = (dir > 0 ? cb->runq_wait : ca->runq_wait) / 100.0;
+        double slow = dir > 0 ? ratio : 1 / ratio;
+        if (!gpu && out->time_moved == dir && !out->undecided && w >= 0 && w < 1 &&
+            slow * (1 - w) >= TML_CMP_BEYOND_WAIT) {
+            snprintf(t, cap, "%s ran on the more loaded machine (it waited for a core %.0f%% "
+                     "of its time), but was %.2fx as slow: more than the wait explains.",
+                     dir > 0 ? "B" : "A", 100 * w, slow);
+            return;
+        }
+    }
+    if (dir) {
+        out->load_differs = 1;
+        snprintf(t, cap, "A and B ran on differently loaded machines: other processes used "
+                 "%s vs %s of the cores, the training waited for a core %s vs %s of its "
+                 "time%s.", oa, ob, qa, qb,
+                 gpu ? (ca->gpu_shared ? "; A's GPU was shared, B's not"
+                                       : "; B's GPU was shared, A's not") : "");
+    } else if (na == 1 && nb == 1 && (loaded(ca) || loaded(cb)) &&
+               !(out->time_moved &&
+                 fabs(log1p(out->tested ? out->effect : out->time_change)) >= log(TML_CMP_LOADED_FACTOR))) {
+        out->loaded_single = 1;
+        snprintf(t, cap, "One run a side on a loaded machine (other processes used %s and %s "
+                 "of the cores, the training waited for a core %s and %s of its time): its "
+                 "run-to-run noise is unknown, and only a change of %.1fx or more decides.",
+                 oa, ob, qa, qb, TML_CMP_LOADED_FACTOR);
+    }
+}
+
+static void guard_rule(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t nb,
+                       tml_cmp_result *out)
+{
+    int any = 0;
+    for (size_t i = 0; i < na + nb; i++) {
+        const tml_cmp_run *r = i < na ? &a[i] : &b[i - na];
+        any |= r->work.guard[0] != '\0';
+        if (strcmp(r->work.guard, a[0].work.guard) != 0)
+            out->guard_differs = 1;
+    }
+    if (!any)
+        out->guard_differs = 0;
+}
+
+static const tml_cmp_run *first_unusable(const tml_cmp_run *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!usable(&r[i]))
+            return &r[i];
+    return &r[0];
+}
+
+/* The verdict and its Why / Next once step time (d: B - A with one run a
+ * side) and memory are known: the guard and load rules first. */
+static void settle(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t nb,
+                   const tml_cmp_run *sa, const tml_cmp_run *sb, double d, tml_cmp_result *out)
+{
+    char t[400], load[320];
     time_sentence(out, d, t, sizeof(t));
+    guard_rule(a, na, b, nb, out);
+    load_rule(sa, sb, na, nb, out, load, sizeof(load));
     double mp = 100.0 * out->mem_change;
     const char *mdir = out->mem_change > 0 ? "increased" : "decreased";
     char *w = out->why;
     size_t cap = sizeof(out->why);
+    static const char more[] = "Run 3 or more interleaved runs a side (baseline, candidate, "
+                               "baseline, ...) on one machine, or on a quiet runner: traceml "
+                               "compare --baseline A1 A2 A3 --candidate B1 B2 B3.";
+
+    if (out->guard_differs) {
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        snprintf(w, cap, "The declared workloads (traceml.yaml guard:) differ: the runs did "
+                 "not run the same thing. %s", t);
+        snprintf(out->next, sizeof(out->next), "Compare runs of one declared workload (the "
+                 "same traceml.yaml guard: on both sides).");
+        return;
+    }
+    if (out->load_differs || out->loaded_single) {
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        out->time_moved = 0;
+        snprintf(w, cap, "%s %s", load, t);
+        snprintf(out->next, sizeof(out->next), "%s", more);
+        return;
+    }
+    if (out->undecided && !out->mem_moved) {
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        snprintf(w, cap, "%s", t);
+        if (out->run_tested) {
+            /* runs a side that would see the larger of the change and the gate */
+            double s = sqrt(((isnan(out->run_noise_a) ? 0 : out->run_noise_a * out->run_noise_a) +
+                             (isnan(out->run_noise_b) ? 0 : out->run_noise_b * out->run_noise_b)));
+            double target = log(1 + fmax(fabs(out->effect), out->gates.step_time));
+            double need = ceil(pow((2.576 + 0.842) * s / target, 2));
+            if (need < (double)(na > nb ? na : nb) + 1)
+                need = (double)(na > nb ? na : nb) + 1;
+            snprintf(out->next, sizeof(out->next), "About %.0f interleaved runs a side, or a "
+                     "quieter machine, would decide it.", fmin(need, 999));
+        } else {
+            snprintf(out->next, sizeof(out->next), "%s", more);
+        }
+        return;
+    }
 
     int dir = out->time_moved ? out->time_moved : out->mem_moved;
     if (out->time_moved && out->mem_moved && out->time_moved != out->mem_moved)
@@ -506,11 +877,89 @@ void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_g
                  100.0 * out->gates.memory);
     else
         snprintf(w, cap, "%s", t);
+    if (load[0]) {   /* the load differed, against the change */
+        size_t n = strlen(w);
+        snprintf(w + n, cap - n, " %s", load);
+    }
 }
+
+void tml__cmp_decide(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_gates *gates,
+                     tml_cmp_result *out)
+{
+    tml__cmp_decide_n(a, 1, b, 1, gates, out);
+}
+
+void tml__cmp_decide_n(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t nb,
+                       const tml_cmp_gates *gates, tml_cmp_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (gates)
+        out->gates = *gates;
+    else
+        tml__cmp_gates_default(&out->gates);
+    out->time_a_ms = out->time_b_ms = out->time_change = out->noise_ms = NAN;
+    out->mem_change = out->mdc = out->run_noise_a = out->run_noise_b = out->t_df = NAN;
+    out->p_value = out->effect = out->center_a_ms = out->center_b_ms = NAN;
+    na = na > TML_CMP_MAX_RUNS ? TML_CMP_MAX_RUNS : na;
+    nb = nb > TML_CMP_MAX_RUNS ? TML_CMP_MAX_RUNS : nb;
+    out->runs_a = na;
+    out->runs_b = nb;
+    out->ra = a;
+    out->rb = b;
+    out->clock = -1;
+    if (na == 0 || nb == 0) {
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        snprintf(out->why, sizeof(out->why), "A side has no runs.");
+        return;
+    }
+    tml_cmp_run sa, sb;
+    tml__cmp_side(a, na, &sa);
+    tml__cmp_side(b, nb, &sb);
+    /* a clock every run has */
+    for (int c = TML_CMP_GPU; c >= TML_CMP_CPU && out->clock < 0; c--) {
+        int all = 1;
+        for (size_t i = 0; i < na + nb; i++)
+            all &= (i < na ? &a[i] : &b[i - na])->clock[c].valid;
+        if (all)
+            out->clock = c;
+    }
+
+    /* Memory is a secondary signal: compared when both runs have it. */
+    double ma = sa.peak_reserved_bytes, mb = sb.peak_reserved_bytes;
+    if (!isnan(ma) && !isnan(mb) && ma > 0) {
+        out->mem_compared = 1;
+        out->mem_change = (mb - ma) / ma;
+        if (fabs(out->mem_change) >= out->gates.memory)
+            out->mem_moved = out->mem_change > 0 ? 1 : -1;
+    }
+
+    /* Step time is the primary signal: without it there is no verdict. */
+    const tml_cmp_run *ua = first_unusable(a, na), *ub = first_unusable(b, nb);
+    if (out->clock < 0 || !usable(ua) || !usable(ub)) {
+        inconclusive(ua, ub, out);
+        return;
+    }
+    double d = 0;
+    if (na == 1 && nb == 1) {
+        if (!(a->clock[out->clock].step_ms > 0) || isnan(b->clock[out->clock].step_ms)) {
+            out->verdict = TML_CMP_INCONCLUSIVE;
+            snprintf(out->why, sizeof(out->why),
+                     "A's step time is zero: no change can be measured.");
+            return;
+        }
+        d = single_time(a, b, out);
+    } else if (run_test(a, na, b, nb, out) < 0) {
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        return;
+    }
+
+    settle(a, na, b, nb, &sa, &sb, d, out);
+}
+
 
 /* ---- the rows of the tables ------------------------------------------- */
 
-typedef enum { R_DIAG, R_MS, R_NOISE, R_BYTES, R_PP } row_kind;
+typedef enum { R_DIAG, R_MS, R_NOISE, R_BYTES, R_PP, R_COUNT } row_kind;
 
 typedef struct row {
     int section;
@@ -519,9 +968,10 @@ typedef struct row {
     row_kind kind;
     double a, b;
     const char *sa, *sb;       /* R_DIAG */
+    char own_a[48], own_b[48]; /* R_DIAG strings made for the row */
 } row;
 
-#define MAX_ROWS 24
+#define MAX_ROWS 40
 
 static row *add_row(row *rows, size_t *n, int section, const char *id, const char *name,
                     row_kind kind, double a, double b)
@@ -618,6 +1068,45 @@ static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_c
         add_row(rows, &n, sec, row_table[i].id, name, row_table[i].kind,
                 field(fa, row_table[i].off), field(fb, row_table[i].off));
     }
+
+    /* what ran (strings compared as they are) */
+    add_diag(rows, &n, TML_CMP_SEC_WORKLOAD, "script", "Script", a->work.script, b->work.script);
+    add_diag(rows, &n, TML_CMP_SEC_WORKLOAD, "args", "Arguments", a->work.args, b->work.args);
+    row *ws = add_row(rows, &n, TML_CMP_SEC_WORKLOAD, "world_size", "World size", R_DIAG, NAN,
+                      NAN);
+    if (a->work.world_size >= 0)
+        snprintf(ws->own_a, sizeof(ws->own_a), "%ld", a->work.world_size);
+    if (b->work.world_size >= 0)
+        snprintf(ws->own_b, sizeof(ws->own_b), "%ld", b->work.world_size);
+    ws->sa = ws->own_a;
+    ws->sb = ws->own_b;
+    row *gd = add_row(rows, &n, TML_CMP_SEC_WORKLOAD, "guard", "Guard (traceml.yaml)", R_DIAG,
+                      NAN, NAN);
+    snprintf(gd->own_a, sizeof(gd->own_a), "%s", a->work.guard[0] ? "declared" : "none");
+    snprintf(gd->own_b, sizeof(gd->own_b), "%s", b->work.guard[0] ? "declared" : "none");
+    gd->sa = a->work.guard[0] ? a->work.guard : "none";
+    gd->sb = b->work.guard[0] ? b->work.guard : "none";
+
+    /* the machine each side shared (the top-level "contention") */
+    static const struct { const char *id, *name; size_t off; } cont_rows[] = {
+        {"other_cpu_percent", "Other processes CPU", offsetof(tml_cmp_run, cont.other_cpu)},
+        {"runq_wait_percent", "Run-queue wait", offsetof(tml_cmp_run, cont.runq_wait)},
+        {"training_cpu_percent", "Training CPU", offsetof(tml_cmp_run, cont.training_cpu)},
+        {"host_cpu_percent", "Host CPU", offsetof(tml_cmp_run, cont.host_cpu)},
+    };
+    for (size_t i = 0; i < sizeof(cont_rows) / sizeof(cont_rows[0]); i++)
+        add_row(rows, &n, TML_CMP_SEC_MACHINE, cont_rows[i].id, cont_rows[i].name, R_PP,
+                field(a, cont_rows[i].off), field(b, cont_rows[i].off));
+    add_row(rows, &n, TML_CMP_SEC_MACHINE, "cores", "Cores", R_COUNT, a->cont.cores,
+            b->cont.cores);
+    row *gs = add_row(rows, &n, TML_CMP_SEC_MACHINE, "gpu_shared", "GPU shared", R_DIAG, NAN,
+                      NAN);
+    snprintf(gs->own_a, sizeof(gs->own_a), "%s", a->cont.gpu_shared < 0 ? "" :
+             a->cont.gpu_shared ? "yes" : "no");
+    snprintf(gs->own_b, sizeof(gs->own_b), "%s", b->cont.gpu_shared < 0 ? "" :
+             b->cont.gpu_shared ? "yes" : "no");
+    gs->sa = gs->own_a;
+    gs->sb = gs->own_b;
     return n;
 }
 
@@ -645,6 +1134,12 @@ static void fmt_value(const row *r, double v, const char *s, char *out, size_t c
         break;
     case R_PP:
         snprintf(out, cap, "%.1f%%", v);
+        break;
+    case R_COUNT:
+        if (isnan(v))
+            snprintf(out, cap, "n/a");
+        else
+            snprintf(out, cap, "%.0f", v);
         break;
     }
 }
@@ -686,6 +1181,8 @@ static void fmt_delta(const row *r, char *out, size_t cap)
         char v[32];
         tml__fmt_bytes(fabs(d), v, sizeof(v));
         snprintf(out, cap, "%s%s%s", d > 0 ? "+" : d < 0 ? "-" : "", v, pct);
+    } else if (r->kind == R_COUNT) {
+        snprintf(out, cap, "%+.0f", d);
     } else {
         snprintf(out, cap, "%+.1f pp", d);
     }
@@ -722,7 +1219,7 @@ static void line(tml_strbuf *sb, const char *s)
 /* prefix + text wrapped at spaces; continuation lines indented. */
 static void text_lines(tml_strbuf *sb, const char *prefix, const char *text)
 {
-    char buf[1024];
+    char buf[1400];
     size_t inner = CMP_WIDTH - 4, indent = strlen(prefix);
     snprintf(buf, sizeof(buf), "%s%s", prefix, text);
     const char *s = buf;
@@ -756,11 +1253,54 @@ static void table_line(tml_strbuf *sb, const char *c0, const char *c1, const cha
     line(sb, l);
 }
 
+/* Whether a shown-only section has anything to show (older summaries
+ * have neither workload nor contention). */
+static int section_known(const row *rows, size_t n, int s)
+{
+    for (size_t i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        if (r->section != s)
+            continue;
+        if (r->kind == R_DIAG ? (diag_known(r->sa) && strcmp(r->sa, "none") != 0) ||
+                                (diag_known(r->sb) && strcmp(r->sb, "none") != 0)
+                              : !isnan(r->a) || !isnan(r->b))
+            return 1;
+    }
+    return 0;
+}
+
+/* A value cut to the table's column (the JSON has it whole). */
+static void cut(char *v, size_t w)
+{
+    if (strlen(v) > w) {
+        v[w - 1] = '~';
+        v[w] = '\0';
+    }
+}
+
+/* The runs of a side and their centers, one line each side. */
+static void runs_lines(tml_strbuf *out, const char *side, const tml_cmp_run *runs, size_t n,
+                       const double *ms, double noise)
+{
+    char l[1200], nz[48] = "";
+    size_t used = 0;
+    if (!isnan(noise))
+        snprintf(nz, sizeof(nz), "; run-to-run noise +/-%.1f%%", 100.0 * noise);
+    for (size_t i = 0; i < n && used + 32 < sizeof(l); i++)
+        used += (size_t)snprintf(l + used, sizeof(l) - used, "%s%.2f", i ? ", " : "", ms[i]);
+    snprintf(l + used, sizeof(l) - used, " ms%s", nz);
+    char prefix[48];
+    snprintf(prefix, sizeof(prefix), "%s (%zu run%s): ", side, n, n == 1 ? "" : "s");
+    text_lines(out, prefix, l);
+    (void)runs;
+}
+
 void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
                    tml_strbuf *out)
 {
-    static const char *const titles[TML_CMP_SEC_COUNT] = {
-        NULL, "Step Memory", "Process", "System"
+    static const char *const titles[TML_CMP_SEC_ALL] = {
+        NULL, "Step Memory", "Process", "System", "Workload (what ran)",
+        "Machine (what else ran: % of the host's cores)"
     };
     row rows[MAX_ROWS];
     size_t n = build_rows(a, b, r, rows);
@@ -786,12 +1326,24 @@ void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
     snprintf(l, sizeof(l), "Verdict: %s", tml__cmp_verdict_name(r->verdict));
     line(out, l);
     text_lines(out, "Why: ", r->why);
+    if (r->next[0])
+        text_lines(out, "Next: ", r->next);
+    if (r->run_tested) {
+        line(out, "");
+        snprintf(l, sizeof(l), "Run medians (%s Step Time)", clock_name(r->clock));
+        line(out, l);
+        runs_lines(out, "A", r->ra, r->runs_a, r->run_a_ms, r->run_noise_a);
+        runs_lines(out, "B", r->rb, r->runs_b, r->run_b_ms, r->run_noise_b);
+    }
 
-    for (int s = 0; s < TML_CMP_SEC_COUNT; s++) {
+    for (int s = 0; s < TML_CMP_SEC_ALL; s++) {
+        if (s >= TML_CMP_SEC_COUNT && !section_known(rows, n, s))
+            continue;
         line(out, "");
         if (s == TML_CMP_SEC_STEP_TIME) {
             if (r->clock >= 0)
-                snprintf(l, sizeof(l), "Step Time (%s comparison clock)", clock_name(r->clock));
+                snprintf(l, sizeof(l), "Step Time (%s comparison clock%s)", clock_name(r->clock),
+                         r->runs_a > 1 || r->runs_b > 1 ? ", medians over the runs" : "");
             else
                 snprintf(l, sizeof(l), "Step Time (no comparable clock)");
             line(out, l);
@@ -802,12 +1354,28 @@ void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
         for (size_t i = 0; i < n; i++) {
             if (rows[i].section != s)
                 continue;
-            char va[64], vb[64], dl[96];
-            fmt_value(&rows[i], rows[i].a, rows[i].sa, va, sizeof(va));
-            fmt_value(&rows[i], rows[i].b, rows[i].sb, vb, sizeof(vb));
+            char va[600], vb[600], dl[96];
+            int own = strcmp(rows[i].id, "guard") == 0;
+            const char *xa = own ? rows[i].own_a : rows[i].sa;
+            const char *xb = own ? rows[i].own_b : rows[i].sb;
+            if (strcmp(rows[i].id, "script") == 0) {   /* its file name; JSON: the path */
+                xa = xa && strrchr(xa, '/') ? strrchr(xa, '/') + 1 : xa;
+                xb = xb && strrchr(xb, '/') ? strrchr(xb, '/') + 1 : xb;
+            }
+            fmt_value(&rows[i], rows[i].a, xa, va, sizeof(va));
+            fmt_value(&rows[i], rows[i].b, xb, vb, sizeof(vb));
+            if (s == TML_CMP_SEC_WORKLOAD) {
+                cut(va, 15);
+                cut(vb, 15);
+            }
             fmt_delta(&rows[i], dl, sizeof(dl));
             table_line(out, rows[i].name, va, vb, dl);
         }
+    }
+    if (r->guard_differs) {
+        line(out, "");
+        text_lines(out, "Guard A: ", a->work.guard[0] ? a->work.guard : "none");
+        text_lines(out, "Guard B: ", b->work.guard[0] ? b->work.guard : "none");
     }
     border(out);
 }
@@ -827,11 +1395,74 @@ static void j_run(tml_strbuf *sb, const char *key, const tml_cmp_run *r)
     tml__sb_addf(sb, ", \"window_steps\": %zu},\n", r->window_steps);
 }
 
+/* The figures both tests' JSON objects have: the sides' centers and the
+ * effect; then the decision, closing the object. */
+static void test_common(const tml_cmp_result *r, tml_strbuf *out)
+{
+    tml__json_add_num(out, r->center_a_ms, 3, 0);
+    tml__sb_adds(out, ", \"median_b_ms\": ");
+    tml__json_add_num(out, r->center_b_ms, 3, 0);
+    tml__sb_adds(out, ", \"change_percent\": ");
+    tml__json_add_num(out, 100.0 * r->effect, 2, 0);
+}
+
+static void test_verdict(const tml_cmp_result *r, tml_strbuf *out)
+{
+    tml__sb_addf(out, ", \"p_value\": %.3g, \"alpha\": %g, \"significant\": %s, "
+                 "\"past_gate\": %s}", r->p_value, TML_CMP_ALPHA,
+                 r->significant ? "true" : "false", r->past_gate ? "true" : "false");
+}
+
+/* "runs" and "test" of BASE.json. */
+static void j_runs_and_test(tml_strbuf *out, const tml_cmp_result *r)
+{
+    for (int side = 0; side < 2; side++) {
+        const tml_cmp_run *rr = side ? r->rb : r->ra;
+        size_t nr = side ? r->runs_b : r->runs_a;
+        tml__sb_addf(out, "%s\"%s\": [", side ? ", " : "", side ? "b" : "a");
+        for (size_t i = 0; rr && i < nr; i++) {
+            tml__sb_adds(out, i ? ", {\"run_name\": " : "{\"run_name\": ");
+            tml__json_add_str_or_null(out, rr[i].label);
+            tml__sb_adds(out, ", \"path\": ");
+            tml__json_add_str_or_null(out, rr[i].path);
+            tml__sb_adds(out, ", \"median_ms\": ");
+            tml__json_add_num(out, r->run_tested ? (side ? r->run_b_ms[i] : r->run_a_ms[i])
+                              : r->clock >= 0 ? rr[i].clock[r->clock].step_ms : NAN, 3, 0);
+            tml__sb_addc(out, '}');
+        }
+        tml__sb_addc(out, ']');
+    }
+    tml__sb_adds(out, "},\n  \"test\": ");
+    if (r->run_tested) {
+        tml__sb_addf(out, "{\"method\": \"welch-t-log\", \"on\": \"run_medians\", "
+                     "\"runs_a\": %zu, \"runs_b\": %zu, \"median_a_ms\": ", r->runs_a,
+                     r->runs_b);
+        test_common(r, out);
+        tml__sb_adds(out, ", \"run_noise_a_percent\": ");
+        tml__json_add_num(out, 100.0 * r->run_noise_a, 2, 0);
+        tml__sb_adds(out, ", \"run_noise_b_percent\": ");
+        tml__json_add_num(out, 100.0 * r->run_noise_b, 2, 0);
+        tml__sb_adds(out, ", \"df\": ");
+        tml__json_add_num(out, r->t_df, 2, 0);
+        tml__sb_adds(out, ", \"mdc_percent\": ");
+        tml__json_add_num(out, 100.0 * r->mdc, 2, 0);
+        test_verdict(r, out);
+    } else if (r->tested) {
+        tml__sb_addf(out, "{\"method\": \"mann-whitney-u\", \"on\": \"step_time_blocks_ms\", "
+                     "\"blocks_a\": %zu, \"blocks_b\": %zu, \"median_a_ms\": ", r->blocks_a,
+                     r->blocks_b);
+        test_common(r, out);
+        test_verdict(r, out);
+    } else {
+        tml__sb_adds(out, "null");
+    }
+}
+
 void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
                    const char *text, const char *generated_at, tml_strbuf *out)
 {
-    static const char *const sec_key[TML_CMP_SEC_COUNT] = {
-        "step_time", "step_memory", "process", "system"
+    static const char *const sec_key[TML_CMP_SEC_ALL] = {
+        "step_time", "step_memory", "process", "system", "workload", "machine"
     };
     row rows[MAX_ROWS];
     size_t n = build_rows(a, b, r, rows);
@@ -858,23 +1489,14 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
     tml__json_add_num(out, 100.0 * r->time_change, 2, 0);
     tml__sb_adds(out, ",\n  \"noise_ms\": ");
     tml__json_add_num(out, r->noise_ms, 3, 0);
-    tml__sb_addf(out, ",\n  \"within_noise\": %s,\n  \"test\": ",
+    tml__sb_addf(out, ",\n  \"within_noise\": %s,\n  \"next\": ",
                  r->within_noise ? "true" : "false");
-    if (r->tested) {
-        tml__sb_addf(out, "{\"method\": \"mann-whitney-u\", \"on\": \"step_time_blocks_ms\", "
-                     "\"blocks_a\": %zu, \"blocks_b\": %zu, \"median_a_ms\": ", r->blocks_a,
-                     r->blocks_b);
-        tml__json_add_num(out, r->center_a_ms, 3, 0);
-        tml__sb_adds(out, ", \"median_b_ms\": ");
-        tml__json_add_num(out, r->center_b_ms, 3, 0);
-        tml__sb_adds(out, ", \"change_percent\": ");
-        tml__json_add_num(out, 100.0 * r->effect, 2, 0);
-        tml__sb_addf(out, ", \"p_value\": %.3g, \"alpha\": %g, \"significant\": %s, "
-                     "\"past_gate\": %s}", r->p_value, TML_CMP_ALPHA,
-                     r->significant ? "true" : "false", r->past_gate ? "true" : "false");
-    } else {
-        tml__sb_adds(out, "null");
-    }
+    tml__json_add_str_or_null(out, r->next);
+    tml__sb_addf(out, ",\n  \"contention_differs\": %s, \"loaded_single_run\": %s, "
+                 "\"guard_differs\": %s,\n  \"runs\": {",
+                 r->load_differs ? "true" : "false", r->loaded_single ? "true" : "false",
+                 r->guard_differs ? "true" : "false");
+    j_runs_and_test(out, r);
     tml__sb_adds(out, ",\n  \"peak_reserved_change_percent\": ");
     tml__json_add_num(out, r->mem_compared ? 100.0 * r->mem_change : NAN, 2, 0);
     tml__sb_adds(out, ",\n  \"primary_diagnosis\": {\"a\": ");
@@ -884,7 +1506,7 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
     tml__sb_addf(out, ", \"changed\": %s},\n  \"sections\": {",
                  a->primary[0] && b->primary[0] && strcmp(a->primary, b->primary) != 0
                  ? "true" : "false");
-    for (int s = 0; s < TML_CMP_SEC_COUNT; s++) {
+    for (int s = 0; s < TML_CMP_SEC_ALL; s++) {
         tml__sb_addf(out, "%s\n    \"%s\": [", s ? "," : "", sec_key[s]);
         int first = 1;
         for (size_t i = 0; i < n; i++) {
@@ -905,7 +1527,7 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
                              strcmp(rw->sa, rw->sb) != 0 ? "true" : "false");
                 continue;
             }
-            int dec = rw->kind == R_BYTES ? 0 : rw->kind == R_PP ? 2 : 3;
+            int dec = rw->kind == R_BYTES || rw->kind == R_COUNT ? 0 : rw->kind == R_PP ? 2 : 3;
             tml__sb_adds(out, ", \"a\": ");
             tml__json_add_num(out, rw->a, dec, 0);
             tml__sb_adds(out, ", \"b\": ");

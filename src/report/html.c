@@ -1,6 +1,6 @@
 /*
  * html.c - final_summary.html: the summary JSON, dygraphs and our renderer
- * (web/report.js, web/report.css) in one file.
+ * (web/phases.js, web/report.js, web/report.css) in one file.
  *
  * One file that opens offline, anywhere: mailed, attached to a CI run,
  * copied off a cluster. So nothing is linked, everything is inlined: the
@@ -55,6 +55,8 @@ int tml__html_render(const char *json, size_t len, tml_strbuf *out)
     tml__sb_adds(out, "-->\n<script>\n");
     tml__sb_add(out, tml__web_charts_js, tml__web_charts_js_len);
     tml__sb_adds(out, "\n</script>\n<script>\n");
+    /* the phase colours (web/phases.js), then the renderer that uses them */
+    tml__sb_add(out, tml__web_phases_js, tml__web_phases_js_len);
     tml__sb_add(out, tml__web_report_js, tml__web_report_js_len);
     tml__sb_adds(out, "</script>\n</body>\n</html>\n");
     return out->failed ? TML_ENOMEM : 0;

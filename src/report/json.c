@@ -574,6 +574,33 @@ static void conflicts_json(jw *w, const tml_run *run)
     tml__jw_close(w, ']');
 }
 
+/* The machine's contention (tml_contention): null where unknown. */
+static void contention_obj(jw *w, const tml_contention *c)
+{
+    tml__jw_open(w, "contention", '{');
+    if (c->cores > 0)
+        tml__jw_int(w, "cores", c->cores);
+    else
+        tml__jw_null(w, "cores");
+    tml__jw_num(w, "host_cpu_percent", c->host_cpu_percent, 2);
+    tml__jw_num(w, "training_cpu_percent", c->training_cpu_percent, 2);
+    tml__jw_num(w, "other_cpu_percent", c->other_cpu_percent, 2);
+    tml__jw_num(w, "runq_wait_percent", c->runq_wait_percent, 2);
+    if (c->gpu_shared >= 0)
+        tml__jw_bool(w, "gpu_shared", c->gpu_shared);
+    else
+        tml__jw_null(w, "gpu_shared");
+    tml__jw_close(w, '}');
+}
+
+/* Why the run is incomplete (meta.partial) and who stopped it on purpose
+ * (meta.stopped_by: "tune" for a trial of traceml tune), else nulls. */
+static void incomplete_json(jw *w, const tml_run *run)
+{
+    tml__jw_str(w, "partial", run->partial[0] ? run->partial : NULL);
+    tml__jw_str(w, "stopped_by", run->stopped_by[0] ? run->stopped_by : NULL);
+}
+
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
     jw w;
@@ -591,7 +618,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "run_name", m->run->name);
     tml__jw_str(&w, "run_id", m->run->id[0] ? m->run->id : NULL);
     tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
-    tml__jw_str(&w, "partial", m->run->partial[0] ? m->run->partial : NULL);
+    incomplete_json(&w, m->run);
     tml__jw_str(&w, "step_detection", m->step_detection);
     tml__jw_open(&w, "also_timed_models", '[');
     for (const char *p = m->also_timed; *p; p += strspn(p, ", ")) {
@@ -603,6 +630,8 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     }
     tml__jw_close(&w, ']');
     tml__jw_str(&w, "profile", m->watch ? "watch" : "run");
+    tml__jw_key(&w, "workload");   /* what ran (docs/summary-json.md) */
+    tml__sb_adds(out, m->workload_json && m->workload_json[0] ? m->workload_json : "null");
     conflicts_json(&w, m->run);
     tml__jw_int(&w, "world_size", m->world_size);
     tml__jw_int(&w, "ranks_reported", m->ranks_reported);
@@ -653,6 +682,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     thresholds_obj(&w, &m->th);
     tml__jw_close(&w, '}');
 
+    contention_obj(&w, &win->contention);
     diagnosis_obj(&w, "primary_diagnosis", &m->verdict, win);
     tml__jw_open(&w, "also", '[');
     for (size_t i = 0; i < m->nalso; i++)

@@ -144,6 +144,9 @@ typedef struct tml_report_model {
     /* `traceml watch`: system and process metrics only, no step tracing;
      * the box shows those panels and says so instead of a verdict. */
     int watch;
+    /* meta.workload as compact JSON (script, args, world_size, guard);
+     * NULL unknown: tml_report_opts.workload_json, or a reloaded summary's */
+    const char *workload_json;
     /* A summary read back from a file another TraceML wrote (reload.h):
      * what it was and which fields it lacked, the box's Source line;
      * NULL otherwise. */

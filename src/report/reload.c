@@ -26,6 +26,7 @@
 
 #include "diag/window.h"
 #include "traceml/traceml.h"
+#include "base/jsonw.h"
 
 #define MAX_RANKS TML_MAX_WORLD_SIZE
 #define SCHEMA_MAJOR 1
@@ -588,6 +589,8 @@ static int meta_ours(tml_report_loaded *l, const tml_json *meta)
         snprintf(l->run.id, sizeof(l->run.id), "%s", s);
     if ((s = tml__json_str(tml__json_get(meta, "partial"))))
         snprintf(l->run.partial, sizeof(l->run.partial), "%s", s);
+    if ((s = tml__json_str(tml__json_get(meta, "stopped_by"))) && strcmp(s, "tune") == 0)
+        snprintf(l->run.stopped_by, sizeof(l->run.stopped_by), "tune");
     s = tml__json_str(tml__json_get(meta, "step_detection"));
     m->step_detection = s && strcmp(s, "automatic") == 0 ? "automatic"
                         : s && strcmp(s, "marked") == 0 ? "marked" : NULL;
@@ -598,6 +601,17 @@ static int meta_ours(tml_report_loaded *l, const tml_json *meta)
     s = tml__json_str(tml__json_get(meta, "profile"));
     m->watch = s && strcmp(s, "watch") == 0;
     conflicts_ours(&l->run, tml__json_get(meta, "rank_conflicts"));
+    const tml_json *wl = tml__json_get(meta, "workload");   /* what ran, kept whole */
+    if (wl && wl->type == TML_JSON_OBJECT) {
+        tml_strbuf sb = TML_STRBUF_INIT;
+        tml__json_add_canon(&sb, wl);
+        if (!sb.failed) {
+            l->workload = sb.buf;
+            m->workload_json = l->workload;
+        } else {
+            tml__sb_release(&sb);
+        }
+    }
     m->world_size = count32(meta, "world_size");
     m->ranks_reported = count32(meta, "ranks_reported");
     m->nodes_expected = count32(meta, "nodes");
@@ -625,6 +639,23 @@ static int meta_ours(tml_report_loaded *l, const tml_json *meta)
     return rc < 0 ? rc : exit_signals_ours(&l->run, tml__json_get(meta, "exit_signals"));
 }
 
+/* "contention" (absent before TraceML 0.6: everything unknown). */
+static void contention_ours(tml_contention *c, const tml_json *o)
+{
+    tml__contention_init(c);
+    if (!o || o->type != TML_JSON_OBJECT)
+        return;
+    double cores = tml__rl_num(o, "cores", 1, 1e6);
+    c->cores = isnan(cores) ? 0 : (int32_t)cores;
+    c->host_cpu_percent = tml__rl_num(o, "host_cpu_percent", 0, 100);
+    c->training_cpu_percent = tml__rl_num(o, "training_cpu_percent", 0, 100);
+    c->other_cpu_percent = tml__rl_num(o, "other_cpu_percent", 0, 100);
+    c->runq_wait_percent = tml__rl_num(o, "runq_wait_percent", 0, 100);
+    const tml_json *g = tml__json_get(o, "gpu_shared");
+    if (g && g->type == TML_JSON_BOOL)
+        c->gpu_shared = g->boolean ? 1 : 0;
+}
+
 static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_t cap)
 {
     tml_report_model *m = &l->m;
@@ -647,6 +678,7 @@ static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_
         rc = resources_ours(l, doc);
     if (rc < 0)
         return rc;
+    contention_ours(&m->win.contention, tml__json_get(doc, "contention"));
     diag_ours(l, tml__json_get(doc, "primary_diagnosis"), "step_time", &m->verdict);
     return tml__rl_finish(l);
 }
@@ -674,6 +706,7 @@ static void loaded_init(tml_report_loaded *l, const char *path, int width)
     m->win.median_rank = m->win.worst_rank = -1;
     m->win.skew = NAN;
     m->win.epoch_start_wait_ns = NAN;
+    tml__contention_init(&m->win.contention);
     m->overhead_us = m->background_cpu_percent = m->overhead_total_us = NAN;
     m->gpu_util_percent = NAN;
     for (int k = 0; k < TML_M_COUNT; k++)
@@ -749,5 +782,6 @@ void tml__report_loaded_free(tml_report_loaded *l)
         return;
     tml__report_model_release(&l->m);
     tml__run_release(&l->run);
+    free(l->workload);
     free(l);
 }

@@ -14,6 +14,7 @@
  */
 #include "report/model.h"
 #include "diag/window.h"
+#include "base/utf8.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -190,6 +191,8 @@ static void model_opts(tml_report_model *m, const tml_report_opts *o)
     m->not_saved = o && o->not_saved && o->not_saved[0] ? o->not_saved : NULL;
     m->width = tml__report_width(o ? o->width : 0);
     m->compact = o && o->compact_ranks;
+    if (o && o->workload_json)
+        m->workload_json = o->workload_json;
     if (o && o->generated_at)
         snprintf(m->generated_at, sizeof(m->generated_at), "%s", o->generated_at);
     else
@@ -311,6 +314,10 @@ int tml__report_print(const tml_report_model *m, tml_strbuf *text, tml_strbuf *j
         err = TML_ENOMEM;
         goto done;
     }
+    /* the box shows names the user's code chose (a model's class): no
+     * control sequence of them in final_summary.txt, the JSON's "text" or
+     * on the terminal */
+    box.len = tml__utf8_printable(box.buf, box.len);
     if (text)
         tml__sb_add(text, box.buf, box.len);
     if (json)

@@ -51,6 +51,9 @@ typedef struct tml_report_opts {
      * per_rank_omitted: what traceml.summary() gets mid-run, which must
      * fit a frame at any rank count. final_summary.json keeps them all. */
     int compact_ranks;
+    /* What ran, compact JSON for meta.workload (tml__manifest_workload);
+     * NULL: null */
+    const char *workload_json;
 } tml_report_opts;
 
 #define TML_REPORT_ALL_RANKS 64

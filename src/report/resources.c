@@ -199,6 +199,73 @@ static int build_memory(tml_report_model *m)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The machine's contention (tml_contention): per node, the host's CPU
+ * against the sum of its ranks' process trees (each rank with its
+ * DataLoader workers); the node whose other processes used the most. The
+ * run-queue wait is the median over the ranks that sampled it. */
+static void contention(tml_report_model *m)
+{
+    const tml_run *run = m->run;
+    const tml_series_set *ss = &run->samples;
+    tml_contention *best = &m->win.contention;
+    double *rq = malloc((m->nprocs ? m->nprocs : 1) * sizeof(*rq));
+    size_t nrq = 0;
+    double runq = NAN;
+
+    for (size_t i = 0; rq && i < m->nprocs; i++)
+        if (!isnan(m->procs[i].runq_wait_percent))
+            rq[nrq++] = m->procs[i].runq_wait_percent;
+    if (nrq) {
+        qsort(rq, nrq, sizeof(*rq), cmp_double);
+        runq = nrq % 2 ? rq[nrq / 2] : (rq[nrq / 2 - 1] + rq[nrq / 2]) / 2.0;
+    }
+    free(rq);
+    tml__contention_init(best);
+    for (size_t k = 0; k < m->nnodes; k++) {
+        int32_t node = m->nodes[k].node, cores = 0;
+        double trees = 0;
+        int ranks = 0, unknown = 0;
+        for (size_t i = 0; i < run->nranks; i++) {
+            const tml_rank *r = &run->ranks[i];
+            if (r->info.node_rank != node)
+                continue;
+            ranks++;
+            if (r->info.cpu_count > cores)
+                cores = r->info.cpu_count;
+            double t = mean_or_nan(find(ss, node, r->info.rank, -1, TML_S_PROC_TREE_CPU_PERCENT));
+            if (isnan(t))
+                unknown = 1;
+            else
+                trees += t;
+        }
+        tml_contention c;
+        tml__contention_compute(&c, node, cores, m->nodes[k].cpu_percent,
+                                ranks && !unknown ? trees : NAN, runq);
+        if (best->node < 0 || (!isnan(c.other_cpu_percent) &&
+                               !(c.other_cpu_percent <= best->other_cpu_percent)))
+            *best = c;
+    }
+    if (best->node < 0)
+        tml__contention_compute(best, -1, 0, NAN, NAN, runq);
+    /* the GPU: shared when any rank's GPU had another process, on any node */
+    size_t ng = 0;
+    for (size_t i = 0; i < ss->n; i++)
+        ng += ss->v[i].metric == TML_S_GPU_OTHER_PROCS;
+    double *most = ng ? malloc(ng * sizeof(*most)) : NULL;
+    size_t k = 0;
+    for (size_t i = 0; most && i < ss->n; i++)
+        if (ss->v[i].metric == TML_S_GPU_OTHER_PROCS)
+            most[k++] = max_or_nan(&ss->v[i]);
+    best->gpu_shared = tml__gpu_shared_of(most, k);
+    free(most);
+}
+
 int tml__report_resources(tml_report_model *m, const int32_t *nodes, size_t nnodes)
 {
     const tml_run *run = m->run;
@@ -262,6 +329,7 @@ int tml__report_resources(tml_report_model *m, const int32_t *nodes, size_t nnod
         }
     }
 
+    contention(m);
     if (build_memory(m) < 0)
         return TML_ENOMEM;
     tml_mem_input in = { m->mem_gpu, m->mem_ranks, m->mem_nranks };

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/jsonw.h"
+#include "report/stats.h"
 #include "traceml/traceml.h"
 
 /* ---- settings ------------------------------------------------------- */
@@ -61,6 +62,11 @@ int tml__tune_settings_check(const char *s, char *why, size_t cap)
 {
     if (!s || !*s) {
         snprintf(why, cap, "no setting");
+        return TML_EINVAL;
+    }
+    if (strlen(s) >= TML_TUNE_SETTING) {   /* what holds it would cut it */
+        snprintf(why, cap, "the settings are %zu bytes long, more than the %d a setting "
+                 "string may have", strlen(s), TML_TUNE_SETTING - 1);
         return TML_EINVAL;
     }
     char item[TML_TUNE_SETTING];
@@ -155,20 +161,6 @@ void tml__tune_code(const char *s, tml_strbuf *out)
 
 /* ---- statistics ----------------------------------------------------- */
 
-double tml__tune_t95(double df)
-{
-    static const double t[] = {
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-    if (!(df >= 1))
-        return NAN;
-    size_t k = (size_t)floor(df);
-    if (k <= 30)
-        return t[k - 1];
-    return k <= 60 ? 2.000 : k <= 120 ? 1.980 : 1.960;
-}
-
 static void mean_var(const double *x, size_t n, double *mean, double *var)
 {
     double s = 0, ss = 0;
@@ -180,28 +172,52 @@ static void mean_var(const double *x, size_t n, double *mean, double *var)
     *var = n > 1 ? ss / (double)(n - 1) : NAN;
 }
 
+/* Welch's half-width (95%) for these variances and counts */
+static double welch_half(double vb, double nb, double vc, double nc)
+{
+    double qb = vb / nb, qc = vc / nc, se = sqrt(qb + qc);
+    if (!(se > 0))
+        return 0;   /* identical processes: a point */
+    double df = (qb + qc) * (qb + qc) / (qb * qb / (nb - 1) + qc * qc / (nc - 1));
+    return tml__t_quantile(0.975, df < 1 ? 1 : df) * se;
+}
+
 void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t nc,
                        tml_tune_cmp *out)
 {
-    double mb, vb, mc, vc;
+    double mb, vb, mc, vc, lb[TML_TUNE_RUNS], lc[TML_TUNE_RUNS];
     mean_var(base, nb, &mb, &vb);
     mean_var(cand, nc, &mc, &vc);
     out->base_ms = mb;
     out->ms = mc;
     out->change = out->lo = out->hi = NAN;
     out->verdict = TML_TUNE_UNSURE;
-    if (nb < 2 || nc < 2 || !(mb > 0))
+    out->more = -1;
+    if (nb < 2 || nc < 2 || nb > TML_TUNE_RUNS || nc > TML_TUNE_RUNS || !(mb > 0))
         return;
-    double qb = vb / (double)nb, qc = vc / (double)nc, se = sqrt(qb + qc);
-    /* Welch-Satterthwaite; identical processes (se 0) are a point */
-    double df = se > 0 ? (qb + qc) * (qb + qc) /
-                         (qb * qb / (double)(nb - 1) + qc * qc / (double)(nc - 1))
-                       : (double)(nb + nc - 2);
-    double half = tml__tune_t95(df) * se;
-    out->change = (mc - mb) / mb;
-    out->lo = (mc - mb - half) / mb;
-    out->hi = (mc - mb + half) / mb;
-    out->verdict = out->hi < 0 ? TML_TUNE_GAIN : out->lo > 0 ? TML_TUNE_LOSS : TML_TUNE_UNSURE;
+    /* on the log of the step time: the ratio's interval, never below
+     * -100% (a process is a multiplicative sample of the machine) */
+    for (size_t i = 0; i < nb; i++)
+        lb[i] = log(base[i] > 0 ? base[i] : 1e-9);
+    for (size_t i = 0; i < nc; i++)
+        lc[i] = log(cand[i] > 0 ? cand[i] : 1e-9);
+    mean_var(lb, nb, &mb, &vb);
+    mean_var(lc, nc, &mc, &vc);
+    double d = mc - mb, half = welch_half(vb, (double)nb, vc, (double)nc);
+    out->change = expm1(d);
+    out->lo = expm1(d - half);
+    out->hi = expm1(d + half);
+    out->verdict = d + half < 0 ? TML_TUNE_GAIN : d - half > 0 ? TML_TUNE_LOSS : TML_TUNE_UNSURE;
+    if (out->verdict != TML_TUNE_UNSURE || !(fabs(d) > 0))
+        return;
+    /* rounds more (a round: one baseline and one setting process) until
+     * the interval, at the spread seen, would exclude 0 */
+    for (int k = 1; k <= TML_TUNE_MORE_MAX; k++)
+        if (welch_half(vb, (double)nb + k, vc, (double)nc + k) < fabs(d)) {
+            out->more = k;
+            return;
+        }
+    out->more = TML_TUNE_MORE_MAX + 1;
 }
 
 int tml__tune_pick(const tml_tune_result *r)
@@ -253,16 +269,42 @@ static int cores_per_rank(const tml_tune_base *b)
  * CPU is already busy), doubling; then, on top of the best, the loader's
  * other settings. A loader that has workers also tries none (a cheap
  * fetch costs less than handing it over). */
-static void plan_loader(const tml_tune_base *b, tml_tune_dir *out, size_t *n, size_t cap)
+int tml__tune_max_workers(const tml_tune_base *b)
 {
     int avail = cores_per_rank(b);
     int maxw = b->host_cpu_high ? (avail / 2 > 0 ? avail / 2 : 1) : avail;
+    double share = b->fetch_cpu_share;
+    if (b->workers <= 0 && share >= 0 && share < TML_TUNE_WAIT_SHARE) {
+        /* a waiting fetch: N workers wait N times at once, on any cores */
+        double want = ceil(1.0 / (share > 1e-3 ? share : 1e-3));
+        int cap = avail * TML_TUNE_WAIT_WORKERS_PER_CORE;
+        cap = cap < TML_TUNE_WAIT_WORKERS ? cap : TML_TUNE_WAIT_WORKERS;
+        int w = want < cap ? (int)want : cap;
+        maxw = w > maxw ? w : maxw;
+        maxw = maxw > 2 ? maxw : 2;
+    }
+    return maxw;
+}
+
+static void plan_loader(const tml_tune_base *b, tml_tune_dir *out, size_t *n, size_t cap)
+{
+    int maxw = tml__tune_max_workers(b);
     int wdir = (int)*n;
     tml_tune_dir *d = dir_new(out, n, cap, "DataLoader workers", 1);
-    for (int w = b->workers > 0 ? b->workers * 2 : 1; d && w <= maxw; w *= 2)
+    /* a waiting fetch longer than the step gains nothing from one worker
+     * (it only overlaps the fetch with the step): its ladder starts at two */
+    int waiting = b->workers <= 0 && b->fetch_cpu_share >= 0 &&
+                  b->fetch_cpu_share < TML_TUNE_WAIT_SHARE;
+    for (int w = b->workers > 0 ? b->workers * 2 : waiting ? 2 : 1; d && w <= maxw; w *= 2)
         dir_add(d, "num_workers", w);
     if (d && b->workers > 0 && b->workers * 2 > maxw && b->workers < maxw)
         dir_add(d, "num_workers", maxw);
+    if (d && b->workers <= 0 && d->n && (int)strtol(d->steps[d->n - 1] + 12, NULL, 10) < maxw)
+        dir_add(d, "num_workers", maxw);   /* a waiting fetch's ceil(1 / share) */
+    /* one worker only overlaps the fetch with the step; two or more fetch
+     * side by side: a ladder from none does not stop at one */
+    if (d && b->workers <= 0 && !waiting)
+        d->min_steps = 2;
     if (d && d->n == 0) {
         (*n)--;   /* no room for more workers */
         wdir = -1;
@@ -351,8 +393,21 @@ static const char *result_word(const tml_tune_arm *a)
     case TML_TUNE_LOSS:
         return "loss";
     default:
-        return a->n < 2 ? "too few runs" : "no clear change";
+        return a->n < 2 ? "too few runs" : "inconclusive";
     }
+}
+
+/* "inconclusive: 3 more rounds or a quieter machine would decide it" */
+static void undecided_text(const tml_tune_cmp *c, char *out, size_t cap)
+{
+    if (c->more > TML_TUNE_MORE_MAX)
+        snprintf(out, cap, "inconclusive: more than %d more rounds or a quieter machine would "
+                 "decide it", TML_TUNE_MORE_MAX);
+    else if (c->more > 0)
+        snprintf(out, cap, "inconclusive: %d more round%s or a quieter machine would decide it",
+                 c->more, c->more == 1 ? "" : "s");
+    else
+        snprintf(out, cap, "inconclusive: no change seen");
 }
 
 /* "-52.2% (-55.0% .. -49.1%)", or "" without an interval */
@@ -371,17 +426,34 @@ static void notes(const tml_tune_result *r, tml_strbuf *out, int json)
 {
     const tml_tune_base *b = &r->base;
     char line[400] = "";
-    if (strcmp(b->verdict, "COMMUNICATION_BOUND") == 0 && b->comm_bytes_per_step < 1e6)
+    size_t tried = 0, skipped = 0;
+    for (size_t i = 1; i < r->narms; i++) {
+        tried += r->arms[i].n > 0;
+        skipped += r->arms[i].skipped;
+    }
+    if (!tried && skipped && r->trial_s > 0)
+        snprintf(line, sizeof(line), "Nothing fit in the budget: a trial takes %.0f s here "
+                 "(most of it the script's start-up; the machine's load lengthens it), and a "
+                 "setting needs at least 3 more trials (two rounds): a --budget of about %.0f s "
+                 "would try one, or a quieter machine.", r->trial_s,
+                 r->elapsed_s + 3 * r->trial_s + 1);
+    else if (strcmp(b->verdict, "COMMUNICATION_BOUND") == 0 && b->comm_bytes_per_step < 1e6)
         snprintf(line, sizeof(line), "The all-reduce moves only %.0f KB a step: it is bound by "
                  "latency, not bandwidth. A larger batch per step (or gradient accumulation) "
                  "would share that latency among more samples; tune does not try it, since it "
                  "changes what the training computes.", b->comm_bytes_per_step / 1e3);
     else if (r->pick < 0 && strstr(b->verdict, "INPUT")) {
-        size_t listed = 0, measured = 0;
+        size_t listed = 0, measured = 0, losses = 0;
+        int undecided = -1;   /* the undecided loader setting measured fastest */
         for (size_t i = 1; i < r->narms; i++)
             if (strstr(r->arms[i].direction, "DataLoader")) {
+                const tml_tune_cmp *c = &r->arms[i].cmp;
                 listed++;
                 measured += r->arms[i].n > 0;
+                losses += r->arms[i].n > 0 && c->verdict == TML_TUNE_LOSS;
+                if (r->arms[i].n > 1 && c->verdict == TML_TUNE_UNSURE && c->change < 0 &&
+                    (undecided < 0 || c->change < r->arms[undecided].cmp.change))
+                    undecided = (int)i;
             }
         if (b->workers < 0)
             snprintf(line, sizeof(line), "No DataLoader's settings were seen in the script, so "
@@ -390,9 +462,19 @@ static void notes(const tml_tune_result *r, tml_strbuf *out, int json)
         else if (listed && !measured)
             snprintf(line, sizeof(line), "No loader setting fit in the budget: run again with "
                      "a larger --budget.");
-        else
+        else if (undecided >= 0) {
+            const tml_tune_arm *u = &r->arms[undecided];
+            char why[120];
+            undecided_text(&u->cmp, why, sizeof(why));
+            snprintf(line, sizeof(line), "%s measured %+.1f%% (%+.1f%% .. %+.1f%%): %s "
+                     "(--budget, or a machine without other load).", u->settings,
+                     u->cmp.change * 100, u->cmp.lo * 100, u->cmp.hi * 100, why);
+        } else if (measured && losses == measured)
             snprintf(line, sizeof(line), "No loader setting paid: make each batch cheaper "
                      "(index whole batches, lighter transforms, faster storage).");
+        else if (measured)
+            snprintf(line, sizeof(line), "No loader setting was measured faster over its "
+                     "whole 95%% interval.");
     }
     if (!line[0])
         return;
@@ -410,8 +492,13 @@ static void text_arm(const tml_tune_arm *a, int width, tml_strbuf *out)
         snprintf(ms, sizeof(ms), "%.2f ms", a->cmp.ms);
     tml__sb_addf(out, "    %-*s %11s   %-28s %4zu  %s", width, a->settings, ms, ch, a->n,
                  result_word(a));
-    if ((a->skipped || a->failures) && a->why[0])
+    if ((a->skipped || a->failures) && a->why[0]) {
         tml__sb_addf(out, " (%s)", a->why);
+    } else if (a->n > 1 && a->cmp.verdict == TML_TUNE_UNSURE && !isnan(a->cmp.change)) {
+        char why[120];
+        undecided_text(&a->cmp, why, sizeof(why));
+        tml__sb_addf(out, " (%s)", why + strlen("inconclusive: "));
+    }
     tml__sb_addc(out, '\n');
 }
 
@@ -421,8 +508,22 @@ void tml__tune_text(const tml_tune_result *r, tml_strbuf *out)
     tml__sb_addf(out, "TraceML Tune: %s\n", r->command ? r->command : "");
     tml__sb_addf(out, "Baseline: %s, %.2f ms a step (%zu processes)\n",
                  r->base.label[0] ? r->base.label : "no verdict", b->cmp.base_ms, b->n);
-    tml__sb_addf(out, "Trials: %d processes of %d warm-up + %d measured steps, %.0f s of a "
-                 "%.0f s budget\n\n", r->trials, r->warmup, r->steps, r->elapsed_s, r->budget_s);
+    tml__sb_addf(out, "Trials: %d processes of %d warm-up + %d measured steps", r->trials,
+                 r->warmup, r->steps);
+    if (r->steps_asked && (r->steps_asked != r->steps || r->warmup_asked != r->warmup))
+        tml__sb_addf(out, " (shrunk from %d + %d to fit the budget)", r->warmup_asked,
+                     r->steps_asked);
+    tml__sb_addf(out, ", %.0f s of a %.0f s budget", r->elapsed_s, r->budget_s);
+    if (r->rounds_added)
+        tml__sb_addf(out, "; %d round%s added to undecided settings", r->rounds_added,
+                     r->rounds_added == 1 ? "" : "s");
+    tml__sb_adds(out, "\n");
+    if (r->base.fetch_cpu_share >= 0)
+        tml__sb_addf(out, "The fetch used the CPU %.0f%% of its time%s\n",
+                     r->base.fetch_cpu_share * 100,
+                     r->base.fetch_cpu_share < TML_TUNE_WAIT_SHARE && r->base.workers <= 0
+                         ? " (it waits: worker counts beyond the cores tried)" : "");
+    tml__sb_adds(out, "\n");
     int width = 24;
     for (size_t i = 1; i < r->narms; i++)
         if ((int)strlen(r->arms[i].settings) > width)
@@ -483,6 +584,10 @@ static void json_arm(tml_jsonw *w, const char *key, const tml_tune_result *r,
     tml__jw_close(w, ']');
     tml__jw_str(w, "result", result_word(a));
     tml__jw_str(w, "why", a->why[0] ? a->why : NULL);
+    if (a->cmp.more > 0)   /* undecided: the rounds more that would decide it */
+        tml__jw_int(w, "more_rounds", a->cmp.more);
+    else
+        tml__jw_null(w, "more_rounds");
     if (a->over >= 0) {   /* on top of another setting: the change against it */
         tml__jw_open(w, "over", '{');
         tml__jw_str(w, "settings", r->arms[a->over].settings);
@@ -518,6 +623,12 @@ static void json_head(tml_jsonw *w, const tml_tune_result *r)
     tml__jw_int(w, "repeats", r->repeats);
     tml__jw_int(w, "warmup_steps", r->warmup);
     tml__jw_int(w, "measured_steps", r->steps);
+    /* what was asked, before trials were shrunk to fit the budget */
+    tml__jw_int(w, "warmup_steps_asked", r->warmup_asked ? r->warmup_asked : r->warmup);
+    tml__jw_int(w, "measured_steps_asked", r->steps_asked ? r->steps_asked : r->steps);
+    tml__jw_int(w, "rounds_added", r->rounds_added);
+    tml__jw_num(w, "fetch_cpu_share", r->base.fetch_cpu_share, 3);
+    tml__jw_num(w, "trial_s", r->trial_s > 0 ? r->trial_s : NAN, 1);
     tml__jw_num(w, "elapsed_s", r->elapsed_s, 1);
     tml__jw_num(w, "budget_s", r->budget_s, 1);
 }
@@ -576,6 +687,62 @@ static void html_esc(tml_strbuf *out, const char *s)
     }
 }
 
+/* The intervals as an inline SVG (the page without the baseline's report,
+ * which web/report.js draws the same chart on): one row a measured
+ * setting, its change (a dot) and 95% interval (a whisker) on one axis of
+ * percent, the baseline's 0 a dashed line. Rows carry their figures
+ * (data-change, data-lo, data-hi, tune.json's). */
+static void html_chart(const tml_tune_result *r, tml_strbuf *out)
+{
+    double lo = 0, hi = 0;
+    int n = 0;
+    for (size_t i = 1; i < r->narms; i++) {
+        const tml_tune_cmp *c = &r->arms[i].cmp;
+        if (r->arms[i].n && !isnan(c->change) && !isnan(c->lo) && !isnan(c->hi)) {
+            lo = fmin(lo, c->lo * 100);
+            hi = fmax(hi, c->hi * 100);
+            n++;
+        }
+    }
+    if (!n)
+        return;
+    double pad = (hi - lo) * 0.05 > 0 ? (hi - lo) * 0.05 : 1, y = 10, base = 10 + 26.0 * n;
+    lo -= pad;
+    hi += pad;
+#define X(v) (260 + ((v) - lo) / (hi - lo) * 620)
+    tml__sb_addf(out, "<svg id=\"tune-chart\" width=\"900\" height=\"%.0f\" role=\"img\" "
+                 "aria-label=\"change vs baseline with its 95%% interval, each setting\">\n"
+                 "<line id=\"tune-chart-zero\" x1=\"%.1f\" x2=\"%.1f\" y1=\"6\" y2=\"%.0f\" "
+                 "stroke=\"#333\" stroke-dasharray=\"4 3\"/>\n<text x=\"%.1f\" y=\"%.0f\" "
+                 "font-size=\"11\" text-anchor=\"middle\">0 (baseline)</text>\n<text x=\"260\" "
+                 "y=\"%.0f\" font-size=\"11\">change in step time vs the baseline, 95%% "
+                 "interval (left of 0: faster)</text>\n", base + 34, X(0), X(0), base, X(0),
+                 base + 16, base + 30);
+    for (size_t i = 1; i < r->narms; i++, y += 26) {
+        const tml_tune_arm *a = &r->arms[i];
+        const tml_tune_cmp *c = &a->cmp;
+        if (!a->n || isnan(c->change) || isnan(c->lo) || isnan(c->hi)) {
+            y -= 26;
+            continue;
+        }
+        const char *word = result_word(a);
+        const char *color = strcmp(word, "gain") == 0 ? "#080" : strcmp(word, "loss") == 0
+                            ? "#b00" : "#777";
+        tml__sb_addf(out, "<g class=\"tune-ci\" data-settings=\"");
+        html_esc(out, a->settings);
+        tml__sb_addf(out, "\" data-change=\"%.1f\" data-lo=\"%.1f\" data-hi=\"%.1f\">"
+                     "<text x=\"252\" y=\"%.0f\" text-anchor=\"end\" font-size=\"12\">",
+                     c->change * 100, c->lo * 100, c->hi * 100, y + 17);
+        html_esc(out, a->settings);
+        tml__sb_addf(out, "</text><line class=\"whisker\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" "
+                     "y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"/><circle class=\"change\" "
+                     "cx=\"%.1f\" cy=\"%.0f\" r=\"4\" fill=\"%s\"/></g>\n", X(c->lo * 100),
+                     X(c->hi * 100), y + 13, y + 13, color, X(c->change * 100), y + 13, color);
+    }
+#undef X
+    tml__sb_adds(out, "</svg>\n");
+}
+
 void tml__tune_html(const tml_tune_result *r, tml_strbuf *out)
 {
     tml__sb_adds(out, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>TraceML Tune"
@@ -599,7 +766,9 @@ void tml__tune_html(const tml_tune_result *r, tml_strbuf *out)
                          a->cmp.lo * 100, a->cmp.hi * 100);
         tml__sb_addf(out, "<td>%zu</td><td class=\"%s\">%s</td></tr>\n", a->n, word, word);
     }
-    tml__sb_adds(out, "</table>\n<pre>");
+    tml__sb_adds(out, "</table>\n");
+    html_chart(r, out);
+    tml__sb_adds(out, "<pre>");
     tml_strbuf text = {0};
     tml__tune_text(r, &text);
     html_esc(out, text.buf);

@@ -21,8 +21,12 @@
 
 #include "base/strbuf.h"
 
-#define TML_TUNE_SETTING 160   /* a setting string, NUL included */
-#define TML_TUNE_RUNS 32       /* processes an arm keeps */
+/* A setting string's room, NUL included: the nine settings at their
+ * longest integer values fit (160 bytes); a longer string is refused
+ * (tml__tune_settings_check), never cut. */
+#define TML_TUNE_SETTING 256
+#define TML_TUNE_RUNS 64       /* processes an arm keeps */
+#define TML_TUNE_MORE_MAX 99   /* rounds more estimated at most */
 #define TML_TUNE_ARMS 32       /* the baseline and the settings tried */
 #define TML_TUNE_DIRS 6
 #define TML_TUNE_STEPS 8       /* settings a direction tries at most */
@@ -40,7 +44,22 @@ typedef struct tml_tune_base {
     int ddp;                   /* several ranks that communicate */
     double comm_bytes_per_step;   /* the median rank's; NAN without communication */
     double comm_share;            /* exposed communication / Step Time, 0-1; NAN */
+    /* The fetch's CPU share: the fetching thread's CPU time over the
+     * fetches' wall time (in the training process: workers 0); NAN
+     * unknown. Far below 1: the fetch waits (storage, network, decoding
+     * that releases the GIL), and more workers than cores pay. */
+    double fetch_cpu_share;
 } tml_tune_base;
+
+/* The worker counts a waiting fetch may use: ceil(1 / share) of them,
+ * bounded by TML_TUNE_WAIT_WORKERS_PER_CORE a core and TML_TUNE_WAIT_WORKERS. */
+#define TML_TUNE_WAIT_WORKERS_PER_CORE 8
+#define TML_TUNE_WAIT_WORKERS 32
+/* A fetch whose CPU share is below this waits. */
+#define TML_TUNE_WAIT_SHARE 0.5
+/* The most workers worth trying for this baseline (a rank's cores, half
+ * on a busy host; more for a waiting fetch). */
+int tml__tune_max_workers(const tml_tune_base *b);
 
 /* One direction: settings tried in order, each on top of `on`. A ladder
  * stops at the first step that does not beat the one before it (more
@@ -48,6 +67,7 @@ typedef struct tml_tune_base {
 typedef struct tml_tune_dir {
     char name[40];
     int ladder;
+    int min_steps;             /* a ladder tries at least these before it may stop */
     int on_best_of;            /* index of the direction whose best is under each step; -1 */
     char steps[TML_TUNE_STEPS][TML_TUNE_SETTING];
     size_t n;
@@ -60,21 +80,24 @@ enum { TML_TUNE_UNSURE = 0, TML_TUNE_GAIN, TML_TUNE_LOSS };
 
 /* A setting against the baseline: means over processes (each process's
  * mean step time over its steady steps) and the 95% interval of the
- * relative change (Welch's t over processes, so process-to-process noise
- * is in it). GAIN only when the whole interval is below zero (faster),
- * LOSS when it is above. change/lo/hi NAN when either side has fewer than
- * two processes. */
+ * relative change, computed on the log of the step time (the ratio of
+ * geometric means: Welch's t over processes, so process-to-process noise
+ * is in it, with Student's t at the Welch-Satterthwaite degrees of
+ * freedom; exp of its bounds, so never below -100%). GAIN only when the
+ * whole interval is below zero (faster), LOSS when it is above.
+ * change/lo/hi NAN when either side has fewer than two processes. more:
+ * for an UNSURE one, the rounds more (one baseline and one setting
+ * process each) that would decide it at the spread seen (a change of 0
+ * never: -1; TML_TUNE_MORE_MAX + 1: more than that); -1 otherwise. */
 typedef struct tml_tune_cmp {
     double base_ms, ms;        /* means */
-    double change, lo, hi;     /* (ms - base_ms) / base_ms and its interval */
+    double change, lo, hi;     /* geometric-mean ratio - 1 and its interval */
     int verdict;
+    int more;
 } tml_tune_cmp;
 
 void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t nc,
                        tml_tune_cmp *out);
-/* The two-sided 95% quantile of Student's t with df degrees of freedom
- * (rounded down: the interval errs wide). */
-double tml__tune_t95(double df);
 
 /* One arm: the baseline (settings "") or a setting, its processes. */
 typedef struct tml_tune_arm {
@@ -102,6 +125,9 @@ typedef struct tml_tune_result {
     int combo;                 /* the arm re-measuring the best settings together; -1 */
     int pick;                  /* the arm recommended; -1: none */
     int trials, repeats, warmup, steps;
+    int warmup_asked, steps_asked;   /* before trials were shrunk to fit the budget */
+    int rounds_added;          /* rounds added to undecided settings */
+    double trial_s;            /* a trial's time here (start-up and steps); 0 unknown */
     double elapsed_s, budget_s;
 } tml_tune_result;
 

@@ -16,6 +16,11 @@ extern const unsigned char tml__web_charts_js[], tml__web_charts_css[],
 extern const size_t tml__web_charts_js_len, tml__web_charts_css_len,
     tml__web_charts_license_len, tml__web_report_js_len, tml__web_report_css_len;
 
+/* The phase colours (web/phases.js), one palette for the report and the
+ * dashboard: html.c inlines it, live/assets.c serves it as /phases.js. */
+extern const unsigned char tml__web_phases_js[];
+extern const size_t tml__web_phases_js_len;
+
 /* The live dashboard (web/dashboard/, served by src/live/assets.c). */
 extern const unsigned char tml__web_dashboard_html[], tml__web_dashboard_js[],
     tml__web_dashboard_css[];

@@ -10,10 +10,13 @@
  */
 #include "sample/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "traceml/traceml.h"
@@ -184,14 +187,25 @@ int tml__proc_parse_pid_stat(const char *buf, size_t len, tml_pid_stat *out)
     if (c.p >= c.end)
         return TML_EPROTO;
     out->state = *c.p++;
-    /* fields 4..13 (ppid .. cmajflt), then utime (14), stime (15) */
-    for (int f = 4; f <= 13; f++)
+    /* ppid (4), fields 5..13 (pgrp .. cmajflt), then utime (14), stime (15) */
+    int64_t ppid;
+    if (take_i64(&c, &ppid) < 0 || ppid < 0 || ppid > INT32_MAX)
+        return TML_EPROTO;
+    out->ppid = (int32_t)ppid;
+    for (int f = 5; f <= 13; f++)
         if (skip_field(&c) < 0)
             return TML_EPROTO;
     if (take_u64(&c, &out->utime_ticks) < 0 || take_u64(&c, &out->stime_ticks) < 0)
         return TML_EPROTO;
-    /* 16..23 (cutime .. vsize), then rss (24) */
-    for (int f = 16; f <= 23; f++)
+    /* cutime (16), cstime (17): signed in the kernel's format, never
+     * negative in practice */
+    int64_t cu, cs;
+    if (take_i64(&c, &cu) < 0 || take_i64(&c, &cs) < 0)
+        return TML_EPROTO;
+    out->cutime_ticks = cu > 0 ? (uint64_t)cu : 0;
+    out->cstime_ticks = cs > 0 ? (uint64_t)cs : 0;
+    /* 18..23 (priority .. vsize), then rss (24) */
+    for (int f = 18; f <= 23; f++)
         if (skip_field(&c) < 0)
             return TML_EPROTO;
     if (take_i64(&c, &out->rss_pages) < 0)
@@ -252,4 +266,156 @@ int tml__proc_read(const char *path, char *buf, size_t cap, size_t *len)
     close(fd);
     *len = n;
     return 0;
+}
+
+size_t tml__proc_parse_children(const char *buf, size_t len, int32_t *out, size_t cap)
+{
+    cur c = { buf, buf + len };
+    size_t n = 0;
+    for (;;) {
+        uint64_t v;
+        while (c.p < c.end && (*c.p == ' ' || *c.p == '\n' || *c.p == '\t'))
+            c.p++;
+        if (c.p >= c.end || take_u64(&c, &v) < 0)
+            break;
+        if (v == 0 || v > INT32_MAX)
+            continue;
+        if (n < cap)
+            out[n] = (int32_t)v;
+        n++;
+    }
+    return n;
+}
+
+/* utime + stime + cutime + cstime of one process; 0 or TML_EIO. */
+static int pid_ticks(int32_t pid, uint64_t *ticks, int32_t *ppid)
+{
+    char path[64], buf[1024];
+    size_t n;
+    tml_pid_stat ps;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (tml__proc_read(path, buf, sizeof(buf), &n) < 0 ||
+        tml__proc_parse_pid_stat(buf, n, &ps) < 0)
+        return TML_EIO;
+    *ticks = ps.utime_ticks + ps.stime_ticks + ps.cutime_ticks + ps.cstime_ticks;
+    if (ppid)
+        *ppid = ps.ppid;
+    return 0;
+}
+
+static int is_pid_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+int tml__proc_tree_ticks(int32_t pid, uint64_t *ticks, size_t *nprocs)
+{
+    int32_t q[TML_PROC_TREE_MAX];
+    size_t nq = 0, at = 0;
+    uint64_t total = 0;
+
+    *ticks = 0;
+    *nprocs = 0;
+    if (pid_ticks(pid, &total, NULL) < 0)
+        return TML_EIO;
+    q[nq++] = pid;
+    while (at < nq) {
+        int32_t p = q[at++];
+        char path[64];
+        if (p != pid) {
+            uint64_t t;
+            if (pid_ticks(p, &t, NULL) < 0)
+                continue;       /* ended since its parent listed it */
+            total += t;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)p);
+        DIR *d = opendir(path);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL && nq < TML_PROC_TREE_MAX) {
+            char cpath[96], buf[1024];
+            size_t n;
+            if (!is_pid_name(e->d_name))
+                continue;
+            snprintf(cpath, sizeof(cpath), "/proc/%d/task/%.16s/children", (int)p, e->d_name);
+            if (tml__proc_read(cpath, buf, sizeof(buf), &n) < 0 || n == 0)
+                continue;
+            size_t k = tml__proc_parse_children(buf, n, q + nq, TML_PROC_TREE_MAX - nq);
+            nq += k < TML_PROC_TREE_MAX - nq ? k : TML_PROC_TREE_MAX - nq;
+        }
+        closedir(d);
+    }
+    *ticks = total;
+    *nprocs = nq;
+    return 0;
+}
+
+int tml__proc_tree_ticks_scan(int32_t pid, uint64_t *ticks, size_t *nprocs)
+{
+    static int32_t pids[32768], parents[32768];
+    static uint64_t t[32768];
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    *ticks = 0;
+    *nprocs = 0;
+    if (!d)
+        return TML_EIO;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 32768) {
+        if (!is_pid_name(e->d_name))
+            continue;
+        int32_t p = (int32_t)strtol(e->d_name, NULL, 10);
+        if (pid_ticks(p, &t[n], &parents[n]) == 0)
+            pids[n++] = p;
+    }
+    closedir(d);
+    /* mark the tree: repeat until no process joins (parents may be listed
+     * after their children) */
+    static unsigned char in[32768];
+    memset(in, 0, n);
+    int found = 0, grew = 1;
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] == pid)
+            in[i] = 1, found = 1;
+    if (!found)
+        return TML_EIO;
+    while (grew) {
+        grew = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i])
+                continue;
+            for (size_t j = 0; j < n; j++)
+                if (in[j] && pids[j] == parents[i]) {
+                    in[i] = 1;
+                    grew = 1;
+                    break;
+                }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (in[i]) {
+            *ticks += t[i];
+            (*nprocs)++;
+        }
+    return 0;
+}
+
+int tml__proc_descends_from(int32_t pid, int32_t root)
+{
+    for (int hop = 0; hop < TML_PROC_ANCESTRY_MAX && pid > 1; hop++) {
+        uint64_t ticks;
+        int32_t ppid;
+        if (pid == root)
+            return 1;
+        if (pid_ticks(pid, &ticks, &ppid) < 0)
+            return 0;           /* ended, or not in our pid namespace */
+        pid = ppid;
+    }
+    return pid == root;
 }

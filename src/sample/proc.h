@@ -32,6 +32,9 @@ typedef struct tml_pid_stat {
     char comm[64];         /* truncated */
     char state;
     uint64_t utime_ticks, stime_ticks;
+    /* the CPU time of its children that ended and were waited for */
+    uint64_t cutime_ticks, cstime_ticks;
+    int32_t ppid;
     int64_t rss_pages;
 } tml_pid_stat;
 
@@ -48,6 +51,35 @@ int tml__proc_parse_schedstat(const char *buf, size_t len, uint64_t *run_ns, uin
 /* Host CPU % between two readings (100 = every logical core busy); NAN
  * when no tick passed or the counters went backwards. */
 double tml__cpu_busy_percent(const tml_cpu_times *before, const tml_cpu_times *after);
+
+/* /proc/<pid>/task/<tid>/children: the pids, space-separated. Puts up
+ * to cap of them in out and returns how many there were (may be > cap). */
+size_t tml__proc_parse_children(const char *buf, size_t len, int32_t *out, size_t cap);
+
+/*
+ * The CPU time, in clock ticks, of process `pid` and its descendants (the
+ * training's process tree: a rank and its DataLoader workers). Each
+ * process counts utime + stime + cutime + cstime: a child that ends and is
+ * waited for moves its time into its parent's cutime, so the total runs on
+ * without a jump. Descendants are found through
+ * /proc/<pid>/task/<tid>/children (every thread's, since any thread may
+ * fork), at most TML_PROC_TREE_MAX processes. *nprocs gets the count
+ * walked. 0, or TML_EIO when pid's own stat cannot be read (no
+ * CONFIG_PROC_CHILDREN: the descendants are then missing, not an error;
+ * *nprocs says 1).
+ */
+#define TML_PROC_TREE_MAX 512
+int tml__proc_tree_ticks(int32_t pid, uint64_t *ticks, size_t *nprocs);
+/* The same figure by scanning every /proc/<pid>/stat for parent links
+ * (what a kernel without the children files allows); for the bench. */
+int tml__proc_tree_ticks_scan(int32_t pid, uint64_t *ticks, size_t *nprocs);
+
+/* 1 when process `pid` is `root` or one of its descendants (its parent
+ * links, read from /proc/<pid>/stat, lead to root within
+ * TML_PROC_ANCESTRY_MAX hops), else 0 (also when a process on the way
+ * has ended or cannot be read). */
+#define TML_PROC_ANCESTRY_MAX 64
+int tml__proc_descends_from(int32_t pid, int32_t root);
 
 /* Reads a whole (small) file into buf; *len gets the byte count. 0 or
  * TML_EIO. Used on /proc files, which report size 0, so it reads until EOF. */

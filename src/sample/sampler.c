@@ -49,6 +49,9 @@ struct tml_sampler {
     tml_cpu_times host_prev;
     uint64_t proc_ticks_prev;
     int64_t proc_mono_prev_ns;
+    int have_tree_prev;
+    uint64_t tree_ticks_prev;
+    int64_t tree_mono_prev_ns;
     int have_runq_prev;
     uint64_t runq_wait_prev_ns;
     int64_t runq_mono_prev_ns;
@@ -141,6 +144,26 @@ static void sample_runqueue(tml_sampler *s, batch *b, int64_t now)
     s->have_runq_prev = 1;
 }
 
+/* The process with its descendants (its DataLoader workers): what the
+ * training's own tree takes of the cores, against what the host's other
+ * processes take (report/resources.c). */
+static void sample_tree(tml_sampler *s, batch *b, int64_t now)
+{
+    uint64_t ticks;
+    size_t nprocs;
+    if (tml__proc_tree_ticks((int32_t)getpid(), &ticks, &nprocs) < 0)
+        return;
+    if (s->have_tree_prev && now > s->tree_mono_prev_ns && ticks >= s->tree_ticks_prev &&
+        s->hz > 0) {
+        double cpu_s = (double)(ticks - s->tree_ticks_prev) / (double)s->hz;
+        double wall_s = (double)(now - s->tree_mono_prev_ns) / 1e9;
+        add(b, TML_S_PROC_TREE_CPU_PERCENT, -1, 100.0 * cpu_s / wall_s);
+    }
+    s->tree_ticks_prev = ticks;
+    s->tree_mono_prev_ns = now;
+    s->have_tree_prev = 1;
+}
+
 static void sample_process(tml_sampler *s, batch *b)
 {
     char buf[2048];
@@ -166,6 +189,7 @@ static void sample_process(tml_sampler *s, batch *b)
         if (ps.rss_pages >= 0 && s->page > 0)
             add(b, TML_S_PROC_RSS_BYTES, -1, (double)ps.rss_pages * (double)s->page);
     }
+    sample_tree(s, b, now);
     sample_runqueue(s, b, now);
     if (s->o.cuda_bytes) {
         static const uint32_t m[3] = {
@@ -177,6 +201,18 @@ static void sample_process(tml_sampler *s, batch *b)
                 add(b, m[k], -1, (double)v);
         }
     }
+}
+
+int tml__gpu_other_procs(const uint32_t *pids, size_t n, int32_t self)
+{
+    int own = 0, others = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((int32_t)pids[i] == self)
+            own = 1;
+        else if (!tml__proc_descends_from((int32_t)pids[i], self))
+            others++;
+    }
+    return n && !own ? -1 : others;
 }
 
 static void sample_gpu(tml_sampler *s, batch *b)
@@ -197,6 +233,13 @@ static void sample_gpu(tml_sampler *s, batch *b)
         add(b, TML_S_GPU_POWER_W, g, r.power_w);
     if (r.valid & TML_GPU_POWER_LIMIT)
         add(b, TML_S_GPU_POWER_LIMIT_W, g, r.power_limit_w);
+    uint32_t pids[256];
+    size_t np;
+    if (!r.lost && tml__nvml_pids(s->nvml, g, pids, 256, &np) == 0 && np <= 256) {
+        int others = tml__gpu_other_procs(pids, np, (int32_t)getpid());
+        if (others >= 0)
+            add(b, TML_S_GPU_OTHER_PROCS, g, others);
+    }
 }
 
 static void tick(tml_sampler *s)

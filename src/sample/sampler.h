@@ -55,4 +55,15 @@ int64_t tml__sampler_cpu_ns(const tml_sampler *s);
  * (The shipper uses it for per-step RSS.) */
 int64_t tml__rss_bytes(void);
 
+/*
+ * Of the pids NVML lists on the rank's GPU, how many are not the
+ * training's: neither `self` (the rank) nor one of its descendants (its
+ * DataLoader workers). -1 (unknown) when the list is not empty but does
+ * not hold `self`: NVML's pids are the host's pid namespace, and in a
+ * container they name other processes than ours, so no count is made
+ * (and none is guessed). Another rank of the same run on the same GPU
+ * counts as another process: a rank does not know its peers' pids.
+ */
+int tml__gpu_other_procs(const uint32_t *pids, size_t n, int32_t self);
+
 #endif

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "traceml/traceml.h"
@@ -316,8 +317,9 @@ int tml__store_open(const char *path, int create, tml_store **out)
 {
     tml_store *s = NULL;
     *out = NULL;
-    if (create && access(path, F_OK) == 0) {
-        errno = EEXIST;   /* never reuse a file someone else wrote */
+    struct stat st;
+    if (create && lstat(path, &st) == 0) {
+        errno = EEXIST;   /* never reuse a file someone else wrote, nor a link */
         return TML_EIO;
     }
     s = calloc(1, sizeof(*s));
@@ -326,7 +328,10 @@ int tml__store_open(const char *path, int create, tml_store **out)
     s->oldest_ms = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    /* a new store: a link planted at the name is refused, never written
+     * through (an existing one is the user's, links and all) */
+    int flags = SQLITE_OPEN_READWRITE |
+                (create ? SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW : 0);
     if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK)
         goto fail;
     sqlite3_busy_timeout(s->db, 1000);

@@ -155,6 +155,17 @@ def plain_python(tmp_path):
 # --------------------------------------------------------------------------
 # Reading final_summary.json (schema: docs/summary-json.md)
 
+# A TraceMLWarning as Python's `warnings` prints it (FILE:LINE: TraceMLWarning:
+# MESSAGE, then the line's source), or the line _warn() falls back to where a
+# filter made it an error (traceml: warning: MESSAGE).
+_TRACEML_WARNING = re.compile(r"^(?:.*:\d+: TraceMLWarning|traceml: warning): (.*)$")
+
+
+def traceml_warnings(stderr):
+    """The messages of the package's warnings in a process's stderr."""
+    return [m.group(1) for m in map(_TRACEML_WARNING.match, stderr.splitlines()) if m]
+
+
 def primary(summary):
     return summary["primary_diagnosis"]
 
@@ -257,10 +268,65 @@ def slept(tmp_path):
     return Slept(tmp_path / "slept")
 
 
+def shell_signals():
+    """In a child (preexec_fn): the signal state a shell gives a job,
+    whatever this pytest worker inherited or was left with by a library
+    that ran in it before. An ignored SIGINT survives exec (a suite started
+    in the background by a non-interactive shell ignores it), and so does a
+    blocked one: the training would never see the Ctrl-C."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+              signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, signal.SIG_DFL)
+
+
+class BusyLoops:
+    """Busy loops beside a scenario (tests/README.md: a shared machine),
+    bounded by `timeout` and each in a process group of its own, so that
+    stop() ends the loop itself, not only its `timeout` (a SIGKILL to
+    `timeout` leaves its `sh` spinning for good)."""
+
+    def __init__(self, n=None, limit_s=600):
+        self.procs = [subprocess.Popen(["timeout", str(limit_s), "sh", "-c", "while :; do :; done"],
+                                       start_new_session=True)
+                      for _ in range(n or os.cpu_count() or 2)]
+
+    def stop(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+@pytest.fixture
+def busy_loops():
+    """Two busy loops (one per core) for the whole test."""
+    with BusyLoops() as b:
+        yield b
+
+
 def host_saturated(summary):
     """The host CPU was saturated while it ran (HIGH CPU, as TraceML
     recorded it): an INPUT-BOUND Next then does not advise more workers."""
     return "HIGH_CPU" in [i["kind"] for i in summary["system"]["issues"]]
+
+
+def machine_contended(summary):
+    """Other processes took the cores and the training waited for one, as
+    TraceML recorded it (summary "contention"; docs/diagnosis.md, "A shared
+    machine": others >= 25% of the cores, a wait >= 10% of the time)."""
+    c = summary.get("contention") or {}
+    other, runq = c.get("other_cpu_percent"), c.get("runq_wait_percent")
+    return other is not None and runq is not None and other >= 25 and runq >= 10
 
 
 def contention_straggler(diag):
@@ -289,13 +355,18 @@ def straggler_severity(summary):
 def check_healthy(summary):
     """No WARNING or CRITICAL verdict, but those a saturated host earns
     for real: ranks waiting for a core hold the collectives up, and
-    COMMUNICATION-BOUND then says so (its Next names HIGH CPU); a CPU
+    COMMUNICATION-BOUND then says so (its Next names HIGH CPU), or, where
+    other processes took the cores, CPU CONTENTION; a CPU
     training's rank that got fewer cores than its peer falls behind, and
     the STRAGGLER then says it waited for a core; a process waiting for a
     core between its phases adds to Residual, and RESIDUAL-HEAVY then says
     so."""
     prim = summary["primary_diagnosis"]
-    if host_saturated(summary) and prim["kind"] == "COMMUNICATION_BOUND":
+    if prim["kind"] == "CPU_CONTENTION":
+        # other processes took the cores (the busy loops of tests/README.md)
+        assert machine_contended(summary), summary["contention"]
+        assert "Other processes used" in prim["why"], prim
+    elif host_saturated(summary) and prim["kind"] == "COMMUNICATION_BOUND":
         assert "HIGH CPU" in prim["next"], prim
     elif host_saturated(summary) and prim["kind"] == "RESIDUAL_HEAVY":
         assert prim["next"].startswith("The host CPU averaged "), prim

@@ -111,3 +111,61 @@ def test_long_run_in_bounded_memory(tmp_path):
     e = subprocess.run([TRACEML, "export", "--chrome-trace", str(logs / "long")],
                        env=base_env(), capture_output=True, text=True, timeout=120)
     assert e.returncode == 0 and "20000 steps" in e.stderr, e.stderr
+
+
+# Keeps opening local connections that say OPEN and then nothing (the
+# aggregator answers CHALLENGE and waits), about 2,000 a second, each
+# closed when RING newer ones are open, until the file STOP exists.
+FLOOD = r'''
+import os, socket, struct, sys, time
+host, port = os.environ["TRACEML_ADDR"].rsplit(":", 1)
+stop, ring, opened = sys.argv[1], [], 0
+open_frame = struct.pack("<IHHI", 0x314c4d54, 4, 11, 4) + struct.pack("<I", 0)
+while not os.path.exists(stop):
+    for _ in range(20):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect((host, int(port)))
+        except BlockingIOError:
+            pass
+        except OSError:
+            s.close()
+            continue
+        ring.append(s)
+        opened += 1
+        if len(ring) > 900:
+            ring.pop(0).close()
+    time.sleep(0.01)
+    for s in ring[-20:]:
+        try:
+            s.send(open_frame)
+        except OSError:
+            pass
+print("flood: %d connections" % opened, file=sys.stderr)
+'''
+
+
+def test_ranks_join_through_a_stalling_flood(tmp_path):
+    """Under the common 1024-descriptor limit, local connections that send
+    OPEN and stall fill the aggregator while 10 ranks of the C engine
+    start: every rank is in the summary. (A rank crowded out of its
+    handshake retries, test_server's test_crowded_out_rank_is_not_rejected;
+    it used to be told REJECT and give up for the run.)"""
+    (tmp_path / "flood.py").write_text(FLOOD)
+    stop = tmp_path / "stop"
+    ranks = " ".join(
+        "RANK=%d WORLD_SIZE=10 %s --steps 300 --load-ms 10 >/dev/null & pids=\"$pids $!\";"
+        % (r, TOY) for r in range(10))
+    inner = ("%s flood.py %s & flood=$!; sleep 1; pids=; %s for p in $pids; do wait $p; done; "
+             "touch %s; wait $flood" % (os.environ.get("PYTHON", "python3"), stop, ranks, stop))
+    cmd = "ulimit -n 1024; exec %s run --logs-dir logs --run-name flood -- sh -c '%s'" % (
+        TRACEML, inner)
+    p = subprocess.run(["sh", "-c", cmd], cwd=str(tmp_path), env=base_env(),
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert "flood: " in p.stderr, p.stderr          # it ran
+    s = load(tmp_path / "logs" / "flood" / "final_summary.json")
+    log = (tmp_path / "logs" / "flood" / "traceml.log").read_text()
+    assert s["meta"]["ranks_reported"] == 10, (s["meta"]["missing_ranks"], log[-3000:])
+    assert "refused" in log or "crowded out" in log, log[-3000:]   # the flood was felt

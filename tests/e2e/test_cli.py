@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import TRACEML
+from conftest import FAKE_TORCH, TRACEML, shell_signals
 
 QUICK = True      # no real torch: the quick tier (conftest.py)
 
@@ -30,6 +30,9 @@ BIN = os.environ.get("TRACEML_BIN", TRACEML)
 
 
 def run(args, cwd, timeout=30, **kw):
+    # the fake torch: `traceml run SCRIPT` checks that the Python it runs
+    # imports torch, and the quick tier's venv has none
+    kw.setdefault("env", dict(os.environ, **FAKE_TORCH))
     return subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, **kw)
 
@@ -183,11 +186,15 @@ def test_version(tmp_path):
 
 
 def test_help(tmp_path):
-    for args in ([], ["help"], ["--help"]):
+    for args in (["help"], ["--help"], ["-h"]):
         p = run(args, tmp_path)
         assert p.returncode == 0, args
         assert "run" in p.stdout and "view" in p.stdout and "serve" in p.stdout
         assert "__aggregate" not in p.stdout
+    # no command: the same help, on stderr, exit 2 (as argparse tools do)
+    p = run([], tmp_path)
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout)
+    assert "usage: traceml COMMAND" in p.stderr and "  view " in p.stderr
     p = run(["help", "run"], tmp_path)
     assert p.returncode == 0 and "--run-name" in p.stdout and "--disable-traceml" in p.stdout
     p = run(["run", "--help"], tmp_path)
@@ -394,6 +401,31 @@ def test_view_empty_text(tmp_path):
     assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
 
 
+def test_view_run_folder(tmp_path):
+    # compare, inspect and export took a run folder; view refused it
+    run_dir = tmp_path / "logs" / "r1"
+    run_dir.mkdir(parents=True)
+    good = os.path.join(ROOT, "tests", "fuzz", "corpus", "summary", "ours_straggler")
+    shutil.copy(good, run_dir / "final_summary.json")
+    stored = json.load(open(good, encoding="utf-8"))["text"]
+    for arg in ("logs/r1", "logs/r1/"):
+        p = run(["view", arg], tmp_path)
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+        assert p.stdout == (stored if stored.endswith("\n") else stored + "\n")
+    env = dict(os.environ, COLUMNS="120")
+    by_file = run(["view", "--re-render", "logs/r1/final_summary.json"], tmp_path, env=env)
+    by_dir = run(["view", "--re-render", "logs/r1"], tmp_path, env=env)
+    assert by_dir.returncode == 0 and by_dir.stderr == "", by_dir.stderr
+    assert "TraceML Run Summary" in by_dir.stdout and by_dir.stdout == by_file.stdout
+    p = run(["view", "logs/r1", "--html"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "<html" in (run_dir / "final_summary.html").read_text()
+    # a folder without a summary: one line naming the file looked for
+    (tmp_path / "empty").mkdir()
+    line = one_error_line(run(["view", "empty"], tmp_path))
+    assert "empty/final_summary.json" in line, line
+
+
 def test_view_drops_control_sequences(tmp_path):
     # a hand-edited summary must not drive the terminal
     (tmp_path / "x.json").write_text(json.dumps(
@@ -440,6 +472,25 @@ def test_outputs_replace_links_and_respect_umask(tmp_path):
     assert not link.is_symlink() and "<html" in link.read_text()
     assert (link.stat().st_mode & 0o777) == 0o640
     assert sorted(f.name for f in tmp_path.iterdir()) == ["out.html", "s.json", "victim.txt"]
+
+
+def test_compare_replaces_links(tmp_path):
+    # `compare` wrote traceml_compare.{txt,json} with fopen(path, "w"),
+    # through a symlink planted at either name; now as view and export do
+    good = os.path.join(ROOT, "tests", "fuzz", "corpus", "summary", "ours_straggler")
+    shutil.copy(good, tmp_path / "a.json")
+    victims = []
+    for ext in (".txt", ".json"):
+        victim = tmp_path / ("victim" + ext)
+        victim.write_text("precious\n")
+        (tmp_path / ("traceml_compare" + ext)).symlink_to(victim)
+        victims.append(victim)
+    p = run(["compare", "a.json", "a.json"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    for victim in victims:
+        assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "traceml_compare.txt").is_symlink()
+    assert json.loads((tmp_path / "traceml_compare.json").read_text())["verdict"] == "EQUIVALENT"
 
 
 # ---- run ----
@@ -524,7 +575,9 @@ def test_run_training_raises(tmp_path, fake):
 
 def start_launcher(tmp_path, args, env=None):
     return subprocess.Popen([BIN] + args, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env if env is not None else dict(os.environ, **FAKE_TORCH),
+                            preexec_fn=shell_signals)
 
 
 @pytest.mark.solo
@@ -612,6 +665,7 @@ def test_launcher_killed(tmp_path, fake):
     # arrived, says PARTIAL, and the manifest does not stay "running"
     ctl = str(tmp_path / "ctl")
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env.update(FAKE_TORCH)
     proc = start_launcher(tmp_path, ["run", "--run-name", "lost", fake, "aggkill", ctl], env=env)
     assert wait_for(ctl + ".ready")
     time.sleep(0.3)

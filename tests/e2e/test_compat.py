@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import FAKE_TORCH, PYTHON, TIMEOUT, TRACEML, base_env
+from conftest import FAKE_TORCH, PYTHON, TIMEOUT, TRACEML, base_env, traceml_warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "integrations")
@@ -52,7 +52,7 @@ def py(code, tmp_path, env=None):
 
 
 def warnings(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("traceml: warning")]
+    return traceml_warnings(stderr)
 
 
 @pytest.mark.quick
@@ -256,7 +256,7 @@ def test_huggingface_init_attaches_once(plain_python):
     s = r.summary()
     assert steps_of(r) == 12 and s["meta"]["common_steps"] == 12, s["meta"]
     assert s["meta"]["step_detection"] == "marked", s["meta"]
-    assert "traceml: warning" not in r.stderr, r.stderr[-2000:]
+    assert warnings(r.stderr) == [], r.stderr[-2000:]
 
 
 def test_lightning_init_attaches_once(plain_python):
@@ -270,4 +270,4 @@ def test_lightning_init_attaches_once(plain_python):
     s = r.summary()
     assert steps_of(r) == 12 and s["meta"]["common_steps"] == 12, s["meta"]
     assert s["meta"]["step_detection"] == "marked", s["meta"]
-    assert "traceml: warning" not in r.stderr, r.stderr[-2000:]
+    assert warnings(r.stderr) == [], r.stderr[-2000:]

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import (PYTHON, REPO, TIMEOUT, TRACEML, base_env, check_healthy, covers,
-                      free_port_pair, ranks_finished)
+                      free_port_pair, machine_contended, ranks_finished)
 
 SCRIPT = os.path.join(REPO, "examples", "distributed", "train_ddp.py")
 
@@ -141,6 +141,13 @@ def test_one_host_communication_advice(tmp_path):
     p = launch(tmp_path / "logs", "ddp", 2, ["--steps", 40, "--grad-mb", 16, "--device-ms", 5])
     s = ranks_finished(p, tmp_path / "logs" / "ddp", steps=40)
     issue = [i for i in s["step_time"]["issues"] if i["kind"] == "COMMUNICATION_BOUND"]
+    if not issue and machine_contended(s):
+        # beside other processes' load (tests/README.md's busy loops) the
+        # ranks' wait for a core explains the exposed communication: CPU
+        # CONTENTION, whose Next is the machine's, not the transfer's
+        cont = [i for i in s["step_time"]["issues"] if i["kind"] == "CPU_CONTENTION"]
+        assert cont and "Give the training its cores" in cont[0]["next"], s["step_time"]["issues"]
+        return
     assert issue, [i["kind"] for i in s["step_time"]["issues"]]
     assert "Every rank is on this host and trains on its CPU" in issue[0]["next"], issue[0]
     assert "link between the nodes" not in issue[0]["next"], issue[0]

@@ -49,9 +49,9 @@ class Page(object):
     rendered HTML), errors (console errors, exceptions, failed loads),
     charts (cdp.CHART_PROBE) and the browser, still open, for more."""
 
-    def __init__(self, path, screenshot=None):
+    def __init__(self, path, screenshot=None, width=1280):
         chromium()
-        self.browser = cdp.Browser(width=1280, height=2600)
+        self.browser = cdp.Browser(width=width, height=2600)
         self.browser.navigate("file://" + os.path.abspath(str(path)))
         deadline = time.time() + 60
         while time.time() < deadline and self.browser.evaluate(
@@ -233,6 +233,14 @@ TUNE = {
          "failures": 0, "step_time_ms": 20.5, "steps_per_s": 48.8, "change_percent": -51.3,
          "ci_percent": [-52.0, -50.6], "step_time_ms_per_run": [20.4, 20.5, 20.6],
          "result": "gain", "why": None, "over": None},
+        {"settings": "num_workers=2", "direction": "DataLoader workers", "runs": 2,
+         "failures": 0, "step_time_ms": 38.0, "steps_per_s": 26.3, "change_percent": -9.7,
+         "ci_percent": [-61.2, 110.4], "step_time_ms_per_run": [30.1, 45.9],
+         "result": "inconclusive", "why": None, "over": None, "more_rounds": 3},
+        {"settings": "threads=1", "direction": "intra-op threads", "runs": 3,
+         "failures": 0, "step_time_ms": 50.5, "steps_per_s": 19.8, "change_percent": 20.0,
+         "ci_percent": [12.5, 28.0], "step_time_ms_per_run": [50.1, 50.5, 50.9],
+         "result": "loss", "why": None, "over": None},
         {"settings": "prefetch_factor=4", "direction": "DataLoader settings", "runs": 0,
          "failures": 0, "step_time_ms": None, "steps_per_s": None, "change_percent": None,
          "ci_percent": [None, None], "step_time_ms_per_run": [], "result": "not tried",
@@ -241,22 +249,56 @@ TUNE = {
     "code": ["DataLoader(..., num_workers=1)"], "note": None}
 
 
+# each row of tune.html's interval chart: what it says and where it draws it
+CHART_ROWS = """Array.from(document.querySelectorAll('#tune-chart g.tune-ci')).map(function (g) {
+  var w = g.querySelector('line.whisker'), d = g.querySelector('circle.change');
+  return {settings: g.getAttribute('data-settings'), cls: g.getAttribute('class'),
+          change: +g.getAttribute('data-change'), lo: +g.getAttribute('data-lo'),
+          hi: +g.getAttribute('data-hi'), x1: +w.getAttribute('x1'), x2: +w.getAttribute('x2'),
+          dot: +d.getAttribute('cx')};
+})"""
+
+
 def test_tune_section_renders(run_dir, tmp_path):
     """tune.html is the baseline trial's report with "tune" in its data
     block: the page shows the tune first (each setting, its change and
-    interval, the recommendation and its line of code), then the run."""
+    interval, a chart of the intervals, the recommendation and its line of
+    code), then the run, whose "interrupted" is said as tune's stop."""
     doc = json.loads((run_dir / "final_summary.json").read_text())
     doc["tune"] = TUNE
+    doc["status"] = "interrupted"       # tune stops its trials with a SIGINT,
+    doc["meta"]["stopped_by"] = "tune"  # and its trials know it (TRACEML_TUNE_TRIAL)
     (tmp_path / "tuned.json").write_text(json.dumps(doc))
     p = subprocess.run([TRACEML, "view", "tuned.json", "--html"], cwd=str(tmp_path),
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    with Page(tmp_path / "tuned.html") as pg:
+    with Page(tmp_path / "tuned.html", os.path.join(ARTIFACTS, "html_report_tune.png")) as pg:
         assert pg.errors == [] and 'data-rendered="1"' in body(pg.dom), pg.errors
         tune = pg.browser.evaluate("document.getElementById('tune').innerText")
         rows = pg.browser.evaluate("Array.from(document.querySelectorAll('table.tune tr'))"
                                    ".map(function (r) { return r.className + '|' + r.innerText; })")
         first = pg.browser.evaluate("document.querySelector('h1').innerText")
+        header = pg.browser.evaluate("document.getElementById('run-header').innerText")
+        chart = pg.browser.evaluate(CHART_ROWS)
+        zero = pg.browser.evaluate("+document.getElementById('tune-chart-zero')"
+                                   ".getAttribute('x1')")
+    # the baseline trial's status says what it is: tune stopped it
+    steps = doc["meta"]["common_steps"]
+    assert "stopped by tune after %d steps (a trial)" % steps in header, header
+    assert "interrupted" not in header, header
+    # the interval chart: one row a measured setting, tune.json's figures,
+    # drawn where they belong against the baseline's 0
+    measured = [t for t in TUNE["trials"] if t["runs"]]
+    assert [c["settings"] for c in chart] == [t["settings"] for t in measured], chart
+    for c, t in zip(chart, measured):
+        assert [c["change"], c["lo"], c["hi"]] == [t["change_percent"]] + t["ci_percent"], c
+        assert c["x1"] < c["dot"] < c["x2"], c
+        assert t["result"] in c["cls"], c
+        side = {"gain": c["x2"] < zero, "loss": zero < c["x1"],
+                "inconclusive": c["x1"] < zero < c["x2"]}
+        assert side[t["result"]], (c, zero)
+    widths = {c["settings"]: c["x2"] - c["x1"] for c in chart}
+    assert widths["num_workers=2"] > 10 * widths["num_workers=1"], widths   # one axis for all
     assert first == "TraceML Tune"
     assert "train.py --epochs 1" in tune and "9 trials" in tune, tune
     assert "Recommended: num_workers=1" in tune and "DataLoader(..., num_workers=1)" in tune, tune
@@ -336,3 +378,99 @@ def test_real_summary_with_series_matches_schema(run_dir):
     assert doc["step_time"]["noise_ms"] is not None
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
     assert not errors, [e.message for e in errors[:5]]
+
+
+def view_html(tmp_path, doc, name):
+    """`traceml view NAME.json --html` of doc: the page's path."""
+    (tmp_path / (name + ".json")).write_text(json.dumps(doc))
+    p = subprocess.run([TRACEML, "view", name + ".json", "--html"], cwd=str(tmp_path),
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return tmp_path / (name + ".html")
+
+
+def test_memory_axis_from_zero_in_its_unit(run_dir, tmp_path):
+    """A flat RSS of 335 MB that drifts by 4 MB must look flat: the memory
+    chart's y axis starts at 0 (web/report.js, memUnit), so the drift is a
+    sliver of the chart's height, not all of it; the axis is labelled
+    with the unit its ticks are in (MB), not "bytes"."""
+    doc = json.loads((run_dir / "final_summary.json").read_text())
+    r = doc["series"]["ranks"][0]
+    n = len(doc["series"]["step"])
+    r["rss_bytes"] = [335e6 + 4e6 * i / (n - 1) for i in range(n)]
+    r["peak_allocated_bytes"] = r["peak_reserved_bytes"] = None
+    with Page(view_html(tmp_path, doc, "drift")) as pg:
+        assert pg.errors == [], pg.errors
+        mem = pg.charts["memory"]
+        check_drawn(mem)
+        lo, hi = mem["yrange"]
+        assert lo == 0, mem["yrange"]
+        assert 4e6 / (hi - lo) < 0.1, mem["yrange"]      # the drift: under a tenth of the height
+        b = pg.browser
+        ylabel = b.evaluate("document.querySelector('#chart-memory .dygraph-ylabel').textContent")
+        ticks = b.evaluate("Array.from(document.querySelectorAll('#chart-memory "
+                           ".dygraph-axis-label-y')).map(function (e) { return e.textContent; })")
+    assert ylabel == "MB", ylabel
+    assert ticks and all(re.match(r"^\d+(\.\d+)?$", t) for t in ticks), ticks
+    assert any(float(t) >= 300 for t in ticks), ticks       # in MB, not bytes
+
+
+def test_evidence_says_each_sentence_once(run_dir):
+    """Each Evidence block says its diagnosis once (it is also the
+    section's first issue: not repeated below it)."""
+    summary = json.loads((run_dir / "final_summary.json").read_text())
+    with Page(run_dir / "final_summary.html") as pg:
+        ev = pg.browser.evaluate("document.getElementById('evidence').innerText")
+    said = 0
+    for sec in ("step_time", "step_memory", "system", "process"):
+        d = summary[sec]["diagnosis"]
+        assert ev.count(d["why"]) == 1, (sec, d["why"], ev[:3000])
+        if d.get("next"):
+            assert ev.count(d["next"]) == 1, (sec, d["next"])
+            said += 1
+    assert said >= 1          # INPUT-BOUND has a Next: the case that was repeated
+
+
+RANK_TABLE_PROBE = r"""(function () {
+  var box = document.getElementById('rank-table'), t = box.querySelector('table');
+  var ths = t.querySelectorAll('th'), last = ths[ths.length - 1];
+  box.scrollLeft = box.scrollWidth;
+  var b = box.getBoundingClientRect(), l = last.getBoundingClientRect();
+  var first = t.querySelector('tbody tr td').getBoundingClientRect();
+  return { overflow: getComputedStyle(box).overflowX, scroll: box.scrollWidth, client: box.clientWidth,
+           scrolled: box.scrollLeft, last: last.textContent, lastLeft: l.left, lastRight: l.right,
+           boxLeft: b.left, boxRight: b.right, firstLeft: first.left, ncols: ths.length,
+           viewport: document.documentElement.clientWidth };
+})()"""
+
+
+def test_rank_table_every_column_reachable(run_dir, tmp_path):
+    """The per-rank table of a 16-rank run over 2 nodes that communicated
+    (all 15 columns): at 1400 px every column is on screen; at 800 px the
+    table scrolls sideways in its box, and scrolled to the end its last
+    column is inside the box, the rank column still in view."""
+    doc = json.loads((run_dir / "final_summary.json").read_text())
+    one = doc["step_time"]["per_rank"][0]
+    ranks = []
+    for i in range(16):
+        r = dict(one, rank=i, node=i // 8, local_rank=i % 8, label="R%d/N%d" % (i, i // 8),
+                 communication_ms=12.345 + i, communication_bytes_per_s=1.23e9,
+                 culprit_steps=100 + i)
+        ranks.append(r)
+    doc["step_time"]["per_rank"] = ranks
+    doc["meta"]["world_size"] = doc["meta"]["ranks_reported"] = 16
+    page = view_html(tmp_path, doc, "ranks16")
+    for width in (1400, 800):
+        shot = os.path.join(ARTIFACTS, "html_report_ranks16_%d.png" % width)
+        with Page(page, shot, width=width) as pg:
+            assert pg.errors == [], pg.errors
+            t = pg.browser.evaluate(RANK_TABLE_PROBE)
+        assert t["ncols"] == 15 and t["last"] == "Culprit steps", t
+        assert t["overflow"] in ("auto", "scroll"), t
+        assert t["boxRight"] <= t["viewport"] + 1, t                 # the box itself fits the page
+        assert t["lastLeft"] >= t["boxLeft"] - 1 and t["lastRight"] <= t["boxRight"] + 1, t
+        assert t["firstLeft"] >= t["boxLeft"] - 1, t                  # the rank column stays
+        if width == 1400:
+            assert t["scroll"] <= t["client"] and t["scrolled"] == 0, t   # no scrolling needed
+        else:
+            assert t["scroll"] > t["client"] and t["scrolled"] > 0, t

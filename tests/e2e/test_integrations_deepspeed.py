@@ -12,6 +12,7 @@ import pytest
 
 from conftest import (EXAMPLES, check_healthy, covers, old_version_site, primary, ranks_finished,
                       step_metric_ms)
+from conftest import traceml_warnings
 
 SCRIPT = os.path.join(EXAMPLES, "integrations", "deepspeed_train.py")
 
@@ -56,8 +57,8 @@ def test_too_old_deepspeed_warns_once(plain_python, tmp_path):
     r = plain_python(SCRIPT, "--steps", 10, env={"PYTHONPATH": old_version_site(tmp_path, "deepspeed")})
     assert r.rc == 0, r.explain()
     assert "10 optimizer steps" in r.stdout, r.explain()
-    lines = [l for l in r.stderr.splitlines() if l.startswith("traceml: warning:")]
-    assert lines == ["traceml: warning: the DeepSpeed integration needs deepspeed >= 0.10 "
+    lines = traceml_warnings(r.stderr)
+    assert lines == ["the DeepSpeed integration needs deepspeed >= 0.10 "
                      "(found 0.1); training continues untraced"], r.stderr[-3000:]
     assert r.all_runs == [], r.all_runs
 

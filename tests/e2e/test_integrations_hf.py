@@ -17,6 +17,7 @@ import pytest
 
 from conftest import (EXAMPLES, check_input_advice, covers, near, old_version_site, primary,
                       ranks_finished, step_diag, step_metric_ms, straggler_severity)
+from conftest import traceml_warnings
 
 HF = os.path.join(EXAMPLES, "integrations", "hf_trainer.py")
 ACC = os.path.join(EXAMPLES, "integrations", "hf_accelerate.py")
@@ -68,7 +69,7 @@ def test_trainer_grad_accum_input_bound(traceml_run, slept):
     assert optimizer_steps(r.stdout) == 40, r.explain()
     assert s["meta"]["common_steps"] == 40 and len(waits) == 40, s["meta"]
     assert_phases_observed(s)
-    assert "traceml: warning" not in r.stderr, r.stderr[-2000:]
+    assert traceml_warnings(r.stderr) == [], r.stderr[-2000:]
 
 
 def test_trainer_healthy_no_false_alarm(traceml_run):
@@ -150,8 +151,8 @@ def test_too_old_frameworks_run_untraced(plain_python, tmp_path):
         r = plain_python(script, *args, env={"PYTHONPATH": old_version_site(tmp_path, dist)})
         assert r.rc == 0, r.explain()
         assert optimizer_steps(r.stdout) == 5, r.explain()
-        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("traceml:")]
-        assert lines == ["traceml: warning: the %s integration needs %s >= %s (found 0.1); "
+        lines = traceml_warnings(r.stderr)
+        assert lines == ["the %s integration needs %s >= %s (found 0.1); "
                          "training continues untraced" % (what, dist, need)], r.stderr[-3000:]
         assert r.all_runs == [], r.all_runs
         assert "TraceML Run Summary" not in r.stdout

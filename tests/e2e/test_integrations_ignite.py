@@ -16,6 +16,7 @@ import statistics
 
 from conftest import (EXAMPLES, check_healthy, covers, old_version_site, primary, step_diag,
                       step_metric_ms, step_rows_ms)
+from conftest import traceml_warnings
 
 SCRIPT = os.path.join(EXAMPLES, "integrations", "ignite_train.py")
 
@@ -29,7 +30,7 @@ def optimizer_steps(stdout):
 
 def check_run(r, steps):
     assert r.rc == 0, r.explain()
-    assert "traceml: warning" not in r.stderr, r.explain()
+    assert traceml_warnings(r.stderr) == [], r.explain()
     assert optimizer_steps(r.stdout) == steps, r.explain()
     s = r.summary()
     assert s["meta"]["common_steps"] == steps, s["meta"]
@@ -90,8 +91,8 @@ def test_too_old_ignite_warns_once(plain_python, tmp_path):
                      env={"PYTHONPATH": old_version_site(tmp_path, "pytorch-ignite")})
     assert r.rc == 0, r.explain()
     assert optimizer_steps(r.stdout) == 5, r.explain()
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("traceml:")]
-    assert lines == ["traceml: warning: the PyTorch Ignite integration needs pytorch-ignite "
+    lines = traceml_warnings(r.stderr)
+    assert lines == ["the PyTorch Ignite integration needs pytorch-ignite "
                      ">= 0.4.11 (found 0.1); training continues untraced"], r.explain()
     assert r.all_runs == [], r.all_runs
     assert "TraceML Run Summary" not in r.stdout

@@ -17,7 +17,9 @@ import tempfile
 import pytest
 
 from conftest import (FAKES, PYTHON, base_env, check_healthy, covers, host_saturated,
-                      old_version_site, primary, ranks_finished, step_metric_ms)
+                      machine_contended, old_version_site, primary, ranks_finished,
+                      step_metric_ms)
+from conftest import traceml_warnings
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "examples", "integrations", "ray_train.py")
@@ -72,12 +74,13 @@ def test_plain_python_slow_input_is_input_bound(plain_python, ray_env, slept):
     assert s["status"] == ("completed" if r.rc == 0 else "failed"), s["status"]
     assert s["meta"]["step_detection"] == "automatic", s["meta"]
     prim = primary(s)
-    if host_saturated(s) and prim["kind"] == "COMMUNICATION_BOUND":
+    if host_saturated(s) and prim["kind"] in ("COMMUNICATION_BOUND", "CPU_CONTENTION"):
         # on a saturated host (HIGH CPU recorded: the busy loops of
         # tests/README.md, beside Ray's four processes) the all-reduce
         # waits for descheduled workers longer than they wait for input:
         # said so (Next names HIGH CPU), with the input bound found too
-        assert "HIGH CPU" in prim["next"], prim
+        # (CPU CONTENTION where other processes took the cores)
+        assert "HIGH CPU" in prim["next"] or machine_contended(s), prim
         assert "INPUT_BOUND" in [i["kind"] for i in s["step_time"]["issues"]], prim
     else:
         assert prim["kind"] == "INPUT_BOUND", prim
@@ -88,7 +91,7 @@ def test_plain_python_slow_input_is_input_bound(plain_python, ray_env, slept):
     # run: 41.5 ms for 35.4 ms slept).
     extra = 0.25 * ref if host_saturated(s) else 1.0
     assert covers(wait, ref, abs_ms=2.0, extra_ms=extra), (wait, ref, extra)
-    assert "traceml: warning" not in r.stderr, r.stderr[-3000:]
+    assert traceml_warnings(r.stderr) == [], r.stderr[-3000:]
 
 
 def test_traceml_run_slow_rank_is_straggler(traceml_run, ray_env):
@@ -153,8 +156,8 @@ def test_old_ray_one_warning_untraced(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "loop ran with 0.1" in r.stdout and "fit: result" in r.stdout, r.stdout
-    warnings = [l for l in r.stderr.splitlines() if "traceml: warning" in l]
-    assert warnings == ["traceml: warning: the Ray Train integration needs ray >= 2.7 "
+    warnings = traceml_warnings(r.stderr)
+    assert warnings == ["the Ray Train integration needs ray >= 2.7 "
                         "(found 0.1); training continues untraced"], warnings
     assert not (tmp_path / "logs").exists()
     assert "TraceML Run Summary" not in r.stdout

@@ -23,6 +23,7 @@ import pytest
 
 from conftest import (EXAMPLES, REPO, Run, base_env, covers, primary, step_metric_ms,
                       step_rows_ms)
+from conftest import traceml_warnings
 
 pytestmark = pytest.mark.xdist_group("rfdetr")
 
@@ -76,7 +77,7 @@ def test_rfdetr_train_input_bound(rfdetr_venv, tmp_path, slept):
     collation of two JPEGs), Forward / Backward / Optimizer all timed."""
     r = run(rfdetr_venv, tmp_path, "--images", 48, "--delay-ms", 300, env=slept.env())
     assert r.rc == 0, r.explain()
-    assert "traceml: warning" not in r.stderr, r.explain()
+    assert traceml_warnings(r.stderr) == [], r.explain()
     assert optimizer_steps(r.stdout) == 24, r.explain()
     s = r.summary()
     assert s["meta"]["common_steps"] == 24, s["meta"]
@@ -106,7 +107,7 @@ def test_traceml_run_attaches_without_edits(rfdetr_venv, tmp_path, slept):
     r = run(rfdetr_venv, tmp_path, "--api", "none", "--images", 24, "--delay-ms", 300,
             env=slept.env(), script=str(wrapper))
     assert r.rc == 0, r.explain()
-    assert "traceml: warning" not in r.stderr, r.explain()
+    assert traceml_warnings(r.stderr) == [], r.explain()
     assert optimizer_steps(r.stdout) == 12, r.explain()
     s = r.summary()
     assert s["meta"]["step_detection"] == "marked", s["meta"]
@@ -127,8 +128,8 @@ def test_too_old_rfdetr_warns_once(rfdetr_venv, tmp_path):
     r = run(rfdetr_venv, tmp_path, "--images", 4, traced=False, env={"PYTHONPATH": str(site)})
     assert r.rc == 0, r.explain()
     assert optimizer_steps(r.stdout) > 0, r.explain()
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("traceml:")]
-    assert lines == ["traceml: warning: the RF-DETR integration needs rfdetr >= 1.10 "
+    lines = traceml_warnings(r.stderr)
+    assert lines == ["the RF-DETR integration needs rfdetr >= 1.10 "
                      "(found 0.1); training continues untraced"], r.explain()
     assert r.all_runs == [], r.all_runs
     assert "TraceML Run Summary" not in r.stdout

@@ -218,14 +218,19 @@ PROM_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 def parse_prometheus(text):
-    """{name: [(labels dict, value)]}; asserts the text format line by line."""
-    families, typed = {}, set()
+    """{name: [(labels dict, value)]}; asserts the text format line by line,
+    and that every family has a # HELP with text right before its # TYPE."""
+    families, typed, helped = {}, set(), None
     for line in text.splitlines():
         if line.startswith("# HELP "):
+            helped, _, words = line[7:].partition(" ")
+            assert words.strip(), "HELP without text: %r" % line
             continue
         if line.startswith("# TYPE "):
             name, kind = line[7:].split(" ")
             assert kind in ("gauge", "counter"), line
+            assert helped == name, "no # HELP before %r" % line
+            helped = None
             typed.add(name)
             continue
         m = PROM_LINE.match(line)
@@ -256,7 +261,7 @@ def test_dashboard_in_chromium(tmp_path):
     logs = tmp_path / "logs"
     proc = subprocess.Popen([TRACEML, "run", "--mode", "dashboard", "--dashboard-port", str(port),
                              "--interval", "0.5", "--logs-dir", str(logs), "--run-name", "dash",
-                             TRAIN, "--steps", "2400"],
+                             "--html-report", TRAIN, "--steps", "2400"],
                             cwd=REPO, env=base_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     browser = None
@@ -335,6 +340,26 @@ def test_dashboard_in_chromium(tmp_path):
         assert px["Input Wait"] == max(px.values()) and px["Input Wait"] > 0.4 * sum(px.values()), px
         assert charts["input"]["labels"] == ["Input Wait", "Step Time"]
         assert charts["mem"]["pixels"]["RSS (MB)"] > 0
+        # memory from 0 (a flat RSS must not fill the chart's height)
+        assert charts["mem"]["yrange"][0] == 0, charts["mem"]
+        # host CPU % and process RAM over time, one point per update
+        # (RSS on a second axis: the probe counts its line's pixels too)
+        assert wait_for(lambda: (browser.charts().get("cpuram") or {}).get("rows", 0) >= 3, 10)
+        cr = browser.charts()["cpuram"]
+        assert cr["id"] == "c-cpuram" and cr["labels"] == ["Host CPU", "Process RSS"], cr
+        assert any(w >= 300 and h >= 150 for w, h in cr["canvases"]), cr
+        assert cr["pixels"]["Host CPU"] > 0 and cr["pixels"]["Process RSS"] > 0, cr
+        assert cr["yrange"][0] == 0, cr
+        assert "No" not in browser.evaluate("document.getElementById('cpuram-label').textContent")
+        # the System and process table in words and units, no raw keys
+        sys_rows = browser.evaluate("Array.from(document.getElementById('t-sys').rows)"
+                                    ".map(function (r) { return r.innerText; })")
+        text = "\n".join(sys_rows)
+        assert not re.search(r"\b(system|process|traceml)_[a-z_]+", text), text
+        cpu = [r for r in sys_rows if r.startswith("Host CPU\t")]
+        rss = [r for r in sys_rows if r.startswith("Process RSS\t")]
+        assert cpu and re.search(r"\t\d+%\tnode 0$", cpu[0]), sys_rows
+        assert rss and re.search(r"\t\d+\.\d (MB|GB)\trank 0$", rss[0]), sys_rows
         assert charts["ranks"]["labels"] == ["R0/N0"]
         if charts.get("gpu"):                           # only where GPU utilisation is sampled
             assert charts["gpu"]["rows"] >= 1
@@ -369,9 +394,25 @@ def test_dashboard_in_chromium(tmp_path):
         silent.close()
         deaf.close()
 
+        # one palette (web/phases.js): each phase the same colour here as in
+        # the run's HTML report, read from the charts both pages drew
+        phase_colours = ("(function () { var g = window.__traceml.charts.%s, c = g.getColors(), o = {};"
+                         " g.getLabels().slice(1).forEach(function (l, i) { o[l] = c[i]; }); return o; })()")
+        live_colours = browser.evaluate(phase_colours % "stack")
+
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err[-3000:]
         assert "TraceML Run Summary" in out and "LIVE TRAINING DONE" in out
+        report = cdp.Browser()
+        try:
+            report.navigate("file://" + str(logs / "dash" / "final_summary.html"))
+            assert wait_for(lambda: report.evaluate(
+                "document.body && document.body.getAttribute('data-rendered')") == "1", 30)
+            report_colours = report.evaluate(phase_colours % "steps")
+        finally:
+            report.close()
+        assert len(live_colours) == 6 and live_colours == report_colours, (live_colours,
+                                                                            report_colours)
         log = (logs / "dash" / "traceml.log").read_text()
         assert "refused a request" in log and "400 Bad Request" in log
     finally:
@@ -429,7 +470,18 @@ def test_serve_dashboard_flags(tmp_path):
             return f if got == 150 and "traceml_step_time_seconds" in f else None
         fam = wait_for(all_steps, 15)
         assert fam, "the 150 steps never showed in /metrics"
-        assert http_get(port, "/")[0] == 200
+        assert any(n.startswith("traceml_system_") for n in fam), sorted(fam)
+        # the page: a strict Content-Security-Policy (its own files, no
+        # inline script, no eval, no frames) and no MIME sniffing
+        st, hdr, _ = http_get(port, "/")
+        assert st == 200
+        csp = [d.strip() for d in hdr["Content-Security-Policy"].split(";")]
+        for d in ("default-src 'none'", "script-src 'self'", "style-src 'self'",
+                  "connect-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"):
+            assert d in csp, csp
+        assert not any("unsafe-eval" in d or d.startswith("script-src") and "unsafe" in d
+                       for d in csp), csp
+        assert hdr["X-Content-Type-Options"] == "nosniff"
     finally:
         proc.send_signal(2)
         out, _ = proc.communicate(timeout=60)

@@ -369,6 +369,26 @@ def test_models_the_step_did_not_name(plain_python, mode, given, found):
         assert fwd < 2.0, fwd            # D only: the generator stays Residual
 
 
+@pytest.mark.quick
+def test_model_class_name_escape_not_in_summary_file(plain_python):
+    """A model class named with a terminal escape: the box on the terminal
+    and `view` showed '?' for it, final_summary.txt kept the raw escape (a
+    `cat` of the file ran it). Now the box is made printable once, so the
+    file, the JSON's "text" and the terminal all say '?'."""
+    code = GAN_ONE_MODEL.replace(
+        "G, D = Generator()",
+        "Generator = type('Gen\\x1b[31m\\x9b1m', (Generator,), {})\nG, D = Generator()")
+    r = plain_python("esc", code=code, env=dict(FAKE_TORCH, MODE="auto", GIVEN="D"))
+    assert r.rc == 0 and "ok" in r.stdout, r.explain()
+    s = r.summary()
+    assert s["meta"]["also_timed_models"] == ["Gen\x1b[31m\x9b1m"], s["meta"]
+    with open(r.artifact("final_summary.txt"), encoding="utf-8") as f:
+        text = f.read()
+    assert "also timed: Gen?[31m?1m (found" in text, text
+    for box in (text, s["text"], r.stdout):
+        assert "\x1b" not in box and "\x9b" not in box
+
+
 def test_results_identical_with_and_without_traceml(plain_python):
     a = plain_python("same", code=SAME, env={"USE": "0"})
     b = plain_python("same", code=SAME, env={"USE": "1"})

@@ -21,7 +21,7 @@ import statistics
 
 import pytest
 
-from conftest import EXAMPLES, covers, primary, ranks_finished, step_metric_ms
+from conftest import EXAMPLES, covers, primary, ranks_finished, step_metric_ms, traceml_warnings
 
 SCRIPT = EXAMPLES + "/pytorch2/train.py"
 
@@ -58,7 +58,7 @@ def run2(traceml_run, tmp_path, *args, launcher_args=(), env=None):
         s = r.summary()
     # (torchrun reports a rank's gloo exit abort with a traceback of its own)
     assert r.rc != 0 or "Traceback" not in r.stderr, r.stderr
-    assert "traceml: warning" not in r.stderr, r.stderr
+    assert traceml_warnings(r.stderr) == [], r.stderr
     return s, own
 
 

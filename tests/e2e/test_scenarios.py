@@ -8,10 +8,9 @@ not on a saturated one) is checked against the host state TraceML
 recorded."""
 import json
 import os
-import subprocess
 
-from conftest import (DIAG, EXAMPLES, check_input_advice, covers, primary, ranks_finished,
-                      step_diag, step_metric_ms)
+from conftest import (DIAG, EXAMPLES, BusyLoops, check_input_advice, covers, machine_contended, primary,
+                      ranks_finished, step_diag, step_metric_ms)
 
 TIGHT = {"rel": 0.10, "abs_ms": 0.5}   # the scenario suite's accuracy (docs/diagnosis.md)
 
@@ -189,22 +188,22 @@ def test_no_dataloader_hand_written_update_two_models(traceml_run, slept):
 
 def test_input_bound_on_saturated_host_does_not_advise_workers(traceml_run):
     # two busy processes keep both cores at 100%: HIGH CPU, and the
-    # INPUT-BOUND advice stops suggesting more DataLoader workers
-    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 2)]
-    try:
+    # INPUT-BOUND advice stops suggesting more DataLoader workers outright
+    with BusyLoops():
         r = traceml_run(script("input_bound"), "--steps", 150, "--delay-ms", 8,
                         launcher_args=["--interval", "0.2"])
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
     assert r.rc == 0, r.explain()
     s = r.summary()
     kinds = [i["kind"] for i in s["system"]["issues"]]
     assert "HIGH_CPU" in kinds, json.dumps(s["system"]["diagnosis"])
     p = primary(s)
     assert p["label"] == "INPUT-BOUND", json.dumps(p)
-    assert "host CPU averaged" in p["next"] and "try num_workers" not in p["next"], json.dumps(p)
+    assert "try num_workers" not in p["next"], json.dumps(p)   # HIGH CPU: its Also line
+    # the cores are the busy processes', not the training's: the Next names
+    # them and does not say more workers would compete (issue 45; more in
+    # test_shared_machine.py)
+    assert machine_contended(s), s["contention"]
+    assert "other processes used" in p["next"] and "would compete" not in p["next"], p["next"]
 
 
 def test_epoch_start_spin_up_reported_apart(traceml_run):

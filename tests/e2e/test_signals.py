@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env
+from conftest import PYTHON, REPO, TIMEOUT, TRACEML, base_env, shell_signals
 
 SCRIPT = os.path.join(REPO, "tests", "e2e", "unchanged", "preempt.py")
 
@@ -59,11 +59,17 @@ class Case(object):
         return ([TRACEML, "run", "--logs-dir", str(self.tmp / "logs"), "--run-name", "sig"]
                 + dist + self.launcher_args + [SCRIPT] + args)
 
+    def fresh(self):
+        """In the child: a shell's signal state (conftest.shell_signals)."""
+        shell_signals()
+        if self.preexec:
+            self.preexec()
+
     def run(self, how, between=None):
         d = self.tmp / how
         p = subprocess.Popen(self.command(how), cwd=str(self.tmp), env=base_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, preexec_fn=self.preexec)
+                             start_new_session=True, preexec_fn=self.fresh)
         try:
             ready = [str(d / "ready")]
             if self.ranks > 1:

@@ -23,7 +23,8 @@ import pytest
 from conftest import PYTHON, base_env, fetch_050
 from test_cli05 import LAUNCH_05, SERVE_05
 
-QUICK = True
+# test_every_050_python_name_and_keyword imports every integration (its
+# framework: the full tier); the rest is quick
 
 # view and compare flags, and the tests that run them here
 VIEW_05 = {"--html": "test_html.py", "--re-render": "test_cli05::test_view_re_render"}
@@ -185,6 +186,7 @@ def test_every_050_python_name_and_keyword(wheel):
     assert counted >= 60, counted        # the parse found 0.5.0's surface
 
 
+@pytest.mark.quick
 def test_every_050_command_and_flag_is_run(wheel):
     _, flags = wheel
     assert {"run", "watch", "serve", "compare", "view", "inspect"} <= set(flags), flags

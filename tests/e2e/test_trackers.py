@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, TIMEOUT, TRACEML, EXAMPLES, base_env
+from conftest import PYTHON, TIMEOUT, TRACEML, EXAMPLES, base_env, traceml_warnings
 
 TRACKERS = os.path.join(EXAMPLES, "trackers")
 STEPS = 120          # logged mid-run at steps 50 and 100, at the end at step 119
@@ -36,7 +36,7 @@ def run_example(tmp_path, name, launcher, env):
     p = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "traceml: warning" not in p.stderr, p.stderr[-3000:]
+    assert traceml_warnings(p.stderr) == [], p.stderr[-3000:]
     with open(logs / "trk" / "final_summary.json", encoding="utf-8") as f:
         text = f.read()
     from traceml_ai import _traceml
@@ -158,10 +158,58 @@ def test_mlflow_example(tmp_path):
         elif k.startswith(SAME_AT_END):
             at_end[k] = run.data.tags.get(k)
     check_final(at_end, final, flat)
-    assert run.data.tags["traceml/status"] == "running"   # what the script saw last
+    # what the script logged last said "running"; at the end the run's own
+    assert run.data.tags["traceml/status"] == final["status"] == "completed"
     art = tmp_path / "artifacts" / run.info.run_id / "artifacts" / "traceml" / "final_summary.json"
     doc = json.loads(art.read_text())
     assert doc["meta"]["common_steps"] == STEPS and doc["schema_version"] == 1
+
+
+ENDS = r'''
+import sys
+import mlflow
+import torch
+import traceml_ai as traceml
+from traceml_ai.integrations.mlflow import log_summary
+
+traceml.init(mode="auto")
+model = torch.nn.Linear(4, 1)
+mlflow.set_tracking_uri("sqlite:///" + sys.argv[1])
+with mlflow.start_run(run_name="ends"):
+    for step in range(20):
+        with traceml.trace_step(model):
+            model(torch.randn(2, 4)).sum().backward()
+    print("logged", log_summary(step=step)["traceml/status"])
+raise {"failed": RuntimeError, "interrupted": KeyboardInterrupt}[sys.argv[2]]("the end")
+'''
+
+
+@pytest.mark.parametrize("launcher,ending", [(False, "failed"), (False, "interrupted"),
+                                             (True, "failed")])
+def test_mlflow_status_tag_is_the_runs_end(tmp_path, plain_python, launcher, ending):
+    """A run that fails (an uncaught exception) or is interrupted
+    (KeyboardInterrupt) after its last log_summary(): MLflow's
+    traceml/status tag says so, as final_summary.json does."""
+    from mlflow.tracking import MlflowClient
+    db = str(tmp_path / "mlflow.db")
+    script = tmp_path / "ends.py"
+    script.write_text(ENDS)
+    if launcher:
+        logs = tmp_path / "logs"
+        p = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), "--run-name", "ends",
+                            str(script), db, ending], cwd=str(tmp_path), env=base_env(),
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        rc, out, err, run_dir = p.returncode, p.stdout, p.stderr, str(logs / "ends")
+    else:
+        r = plain_python(str(script), db, ending)
+        rc, out, err, run_dir = r.rc, r.stdout, r.stderr, r.run_dir
+    assert rc != 0 and "logged running" in out and "the end" in err, out[-2000:] + err[-3000:]
+    assert traceml_warnings(err) == [], err[-3000:]
+    with open(os.path.join(run_dir, "final_summary.json"), encoding="utf-8") as f:
+        final = json.load(f)
+    runs = MlflowClient(tracking_uri="sqlite:///" + db).search_runs(["0"])
+    assert len(runs) == 1, runs
+    assert runs[0].data.tags["traceml/status"] == final["status"] == ending
 
 
 def test_log_summary_never_raises(plain_python, tmp_path):
@@ -191,7 +239,7 @@ print("done")
     assert r.rc == 0, r.explain()
     for line in ("before None", "wandb None", "mlflow None", "done"):
         assert line in r.stdout, r.explain()
-    warns = [l for l in r.stderr.splitlines() if l.startswith("traceml: warning:")]
+    warns = traceml_warnings(r.stderr)
     assert len(warns) == 2, r.stderr[-3000:]
     assert "no W&B run" in warns[0] and "MLflow" in warns[1], warns
 

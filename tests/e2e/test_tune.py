@@ -94,12 +94,15 @@ def trial(doc, settings):
     (["run", "--apply", "none.json", "x.py"], "recommended no setting"),
     (["run", "--apply", "math.json", "x.py"], "'batch_size=64' is not a setting tune applies"),
     (["run", "--apply", "ok.json", "--no-auto-trace", "x.py"], "not with --no-auto-trace"),
+    # checked whole, then cut into a 160-byte buffer: now refused
+    (["run", "--apply", "long.json", "x.py"], "the settings are 280 bytes long, more than the 255"),
 ])
 def test_refusals_are_one_line(tmp_path, args, says):
     (tmp_path / "x.py").write_text("print('never run')\n")
     (tmp_path / "bad.json").write_text("{]")
     (tmp_path / "other.json").write_text('{"schema_version": 1}')
-    for name, apply in (("none", None), ("math", "batch_size=64"), ("ok", "num_workers=1")):
+    for name, apply in (("none", None), ("math", "batch_size=64"), ("ok", "num_workers=1"),
+                        ("long", "num_workers=1," * 20)):
         (tmp_path / (name + ".json")).write_text(json.dumps({"trials": [], "apply": apply}))
     r = run(args, tmp_path)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
@@ -119,11 +122,13 @@ def test_slow_loader_workers_win_and_apply(tmp_path):
     r, folder, doc = tune(tmp_path, "--only", "loader", "--repeats", 3, "--budget", 100,
                           "--warmup", 5, "--steps", 30, script, 400, 20)
     assert doc["baseline"]["verdict"] == "INPUT_BOUND", doc["baseline"]
-    one = trial(doc, "num_workers=1")
-    assert one["runs"] == 3 and one["result"] == "gain", one
+    # the decision, not how many rounds the machine's load left room for
+    # (beside load, trials shrink and rounds are fewer: docs/tune.md)
+    assert doc["apply"] and doc["apply"].startswith("num_workers="), (doc["apply"], doc["trials"])
+    best = trial(doc, doc["apply"])
+    assert best["runs"] >= 2 and best["result"] == "gain", best
     # the fetch leaves the step: 20 ms of about 42
-    assert one["change_percent"] < -25, one
-    assert doc["apply"] and doc["apply"].startswith("num_workers="), doc["apply"]
+    assert best["change_percent"] < -25, best
     assert "Recommended: num_workers=" in r.stdout, r.stdout
     assert "DataLoader(..., num_workers=" in r.stdout
     assert os.path.exists(folder / "tune.txt")
@@ -133,6 +138,12 @@ def test_slow_loader_workers_win_and_apply(tmp_path):
     block = html.split('id="traceml-summary">', 1)[1].split("</script>", 1)[0]
     page = json.loads(block)
     assert page["tune"]["apply"] == doc["apply"] and page["step_time"]["per_rank"], page.keys()
+    # the baseline trial was stopped by tune (a SIGINT), and says so: not a
+    # bare "interrupted" (its box, its JSON, the page's data)
+    assert page["status"] == "interrupted" and page["meta"]["stopped_by"] == "tune", page["meta"]
+    assert "Ended: stopped by traceml tune after %d steps (a trial" % \
+        page["meta"]["common_steps"] in page["text"], page["text"]
+    assert "INTERRUPTED" not in page["text"], page["text"]
     workers = int(doc["apply"].split(",")[0].split("=")[1])
     a = run(["run", "--logs-dir", str(tmp_path / "applied"), "--run-name", "a",
              "--apply", str(folder / "tune.json"), script, "60", "20"], REPO)
@@ -149,8 +160,10 @@ def test_cheap_fetch_workers_not_recommended(tmp_path):
     workers."""
     r, folder, doc = tune(tmp_path, "--only", "loader", "--repeats", 2, "--budget", 120,
                           "--warmup", 5, "--steps", 30, loop(tmp_path), 400, 0)
+    # a fetch this short has no CPU share to plan by: the ladder from one
+    assert doc["fetch_cpu_share"] is None, doc["fetch_cpu_share"]
     one = trial(doc, "num_workers=1")
-    assert one["runs"] == 2 and one["result"] in ("loss", "no clear change"), one
+    assert one["runs"] >= 2 and one["result"] in ("loss", "inconclusive"), one
     assert not doc["apply"] or "num_workers" not in doc["apply"], doc["apply"]
 
 
@@ -170,8 +183,10 @@ def test_oversubscribed_threads_fewer_win(tmp_path):
     # threads=2 +16%, threads=1 -79%); fewer than the script's always do
     assert doc["apply"] and doc["apply"].startswith("threads="), (doc["apply"], doc["trials"])
     best = trial(doc, doc["apply"])
-    assert best["runs"] == 3 and best["result"] == "gain", best
-    assert best["change_percent"] < -40, best
+    assert best["runs"] >= 2 and best["result"] == "gain", best
+    # its whole interval a gain; how large depends on what else runs (the
+    # suite's other worker beside it: -34%, -53 .. -8; alone: -60% or more)
+    assert best["ci_percent"][1] < 0 and best["change_percent"] < 0, best
     assert "torch.set_num_threads(" in r.stdout, r.stdout
 
 
@@ -199,3 +214,33 @@ def test_ddp_comm_hook_applied_to_every_rank(tmp_path):
     ranks_finished(h, hook / "h", ranks=2, steps=20)
     half = comm_bytes(hook / "h")
     assert 0.45 * base <= half <= 0.55 * base, (base, half)
+
+
+WAITING = os.path.join(EXAMPLES, "diagnosis", "waiting_loader.py")
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["quiet", "two_busy_loops"])
+def test_waiting_loader_gets_workers_beyond_the_cores(tmp_path, request, loaded):
+    """A loader whose samples wait (examples/diagnosis/waiting_loader.py:
+    a sleep in __getitem__, almost no CPU): one worker only overlaps the
+    fetch with a ~1 ms step, two fetch two batches at once. tune measures
+    the fetch's CPU share in the baseline trial, tries worker counts beyond
+    the cores from it, and recommends more than one worker, quiet or
+    beside two busy loops (whose load slows each trial's start-up: trials
+    shrink to fit the budget, rounds are added to undecided settings)."""
+    if loaded:
+        request.getfixturevalue("busy_loops")
+    cores = os.cpu_count() or 1
+    # beside the loops a trial's start-up (import torch) takes several
+    # times as long: the default budget there, a smaller one quiet
+    r, folder, doc = tune(tmp_path, "--only", "loader", "--budget", 300 if loaded else 150,
+                          "--warmup", 3, "--steps", 20, WAITING, "--steps", 600, "--batch", 8)
+    assert doc["baseline"]["verdict"] == "INPUT_BOUND", doc["baseline"]
+    assert doc["fetch_cpu_share"] is not None and doc["fetch_cpu_share"] < 0.5, doc
+    counts = [int(t["settings"].split("=")[1]) for t in doc["trials"]
+              if t["direction"] == "DataLoader workers"]
+    assert max(counts) > cores, counts   # planned beyond the cores
+    assert doc["apply"] and doc["apply"].startswith("num_workers="), (doc["apply"], doc["trials"])
+    assert int(doc["apply"].split(",")[0].split("=")[1]) >= 2, doc["apply"]
+    assert "Recommended: num_workers=" in r.stdout
+    assert "round 1/" in r.stderr, r.stderr[-2000:]   # progress, a line per trial

@@ -142,7 +142,7 @@ def test_no_rank_says_why_by_how_it_was_run(traceml_run, tmp_path):
     # trains (zero-edit on), and a command run as given (`--`)
     script = tmp_path / "no_torch.py"
     script.write_text("print('no training here')\n")
-    r = traceml_run(str(script))
+    r = traceml_run(str(script), env=FAKE_TORCH)     # the launcher checks torch imports
     assert r.rc == 0, r.explain()
     p = primary(r.summary())
     assert "zero-edit tracing starts it when the script imports torch" in p["why"], p

@@ -13,15 +13,24 @@
  *   FAKE_NVML_NOT_SUPPORTED=LIST util,mem,temp,power,limit answer NOT_SUPPORTED
  *   FAKE_NVML_LOST=1             every device query answers GPU_IS_LOST
  *   FAKE_NVML_INIT_FAIL=1        nvmlInit fails
+ *   FAKE_NVML_PIDS=LIST          the compute processes on every device,
+ *                                comma-separated pids; "self" is the
+ *                                caller's pid [none]; "procs" in
+ *                                FAKE_NVML_NOT_SUPPORTED fails the call
  * Device i has UUID "GPU-fake-<i>" and reports util + i.
  *
  * Built twice: libnvidia-ml.so.1 (full), and with -DFAKE_MINIMAL
  * libnvidia-ml-min.so.1, which has only the old unversioned names and no
- * temperature/power functions (a library missing symbols).
+ * temperature/power functions (a library missing symbols). The running
+ * processes: the full library has nvmlDeviceGetComputeRunningProcesses_v3
+ * (nvmlProcessInfo_t: pid, usedGpuMemory, gpuInstanceId,
+ * computeInstanceId), the minimal one only the unversioned name (the v1
+ * struct: pid, usedGpuMemory).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -34,6 +43,8 @@ static struct {
     unsigned power, limit;
     char ns[128];
     int calls;
+    unsigned pids[4096];
+    unsigned npids;
 } F;
 static char dev_tag[64];   /* handles point into this array */
 
@@ -66,6 +77,23 @@ static nvmlReturn_t do_init(void)
     F.lost = (int)envl("FAKE_NVML_LOST", 0);
     const char *ns = getenv("FAKE_NVML_NOT_SUPPORTED");
     snprintf(F.ns, sizeof(F.ns), "%s", ns ? ns : "");
+    F.npids = 0;
+    const char *p = getenv("FAKE_NVML_PIDS");
+    while (p && *p && F.npids < 4096) {
+        if (strncmp(p, "self", 4) == 0) {
+            F.pids[F.npids++] = (unsigned)getpid();
+            p += 4;
+        } else {
+            char *end;
+            unsigned long v = strtoul(p, &end, 10);
+            if (end == p)
+                break;
+            F.pids[F.npids++] = (unsigned)v;
+            p = end;
+        }
+        if (*p == ',')
+            p++;
+    }
     F.inited = 1;
     return 0;
 }
@@ -89,13 +117,43 @@ static nvmlReturn_t dev_check(nvmlDevice_t d)
 
 #define DEV_CHECK(d) do { nvmlReturn_t rc_ = dev_check(d); if (rc_) return rc_; } while (0)
 
+typedef struct { unsigned int pid; unsigned long long used; } proc_v1;
+typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_v2;
+
+/* NVML's contract: *count in is the room, out how many there are;
+ * INSUFFICIENT_SIZE (7) when they do not fit. */
+static nvmlReturn_t running(nvmlDevice_t d, unsigned int *count, void *infos, int v1)
+{
+    DEV_CHECK(d);
+    if (unsupported("procs"))
+        return 3;
+    if (*count < F.npids) {
+        *count = F.npids;
+        return 7;
+    }
+    for (unsigned i = 0; i < F.npids; i++) {
+        if (v1)
+            ((proc_v1 *)infos)[i] = (proc_v1){ F.pids[i], 1000000ull };
+        else
+            ((proc_v2 *)infos)[i] = (proc_v2){ F.pids[i], 1000000ull, 0xFFFFFFFFu, 0xFFFFFFFFu };
+    }
+    *count = F.npids;
+    return 0;
+}
+
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlShutdown(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *n);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, void *infos);
 int fake_nvml_calls(void);
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, void *infos)
+{
+    return running(d, c, infos, 1);
+}
 
 nvmlReturn_t nvmlInit(void) { return do_init(); }
 nvmlReturn_t nvmlShutdown(void) { F.inited = 0; return 0; }
@@ -151,6 +209,12 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *i);
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *t);
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw);
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *infos);
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *infos)
+{
+    return running(d, c, infos, 0);
+}
 
 nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) { return nvmlDeviceGetCount(n); }

@@ -104,6 +104,17 @@ static void compare(const tml_json *a, const tml_json *b, double gate)
     tml__json_free(must_parse(&js, "the comparison is not JSON"));
     tml__sb_release(&text);
     tml__sb_release(&js);
+    /* several runs a side (the run-level test, the sides' medians) */
+    tml_cmp_run sa[2] = {ra, rb}, sb[3] = {rb, ra, rb}, ma, mb;
+    tml__cmp_decide_n(sa, 2, sb, 3, &g, &r);
+    tml__cmp_side(sa, 2, &ma);
+    tml__cmp_side(sb, 3, &mb);
+    tml_strbuf text2 = TML_STRBUF_INIT, js2 = TML_STRBUF_INIT;
+    tml__cmp_text(&ma, &mb, &r, &text2);
+    tml__cmp_json(&ma, &mb, &r, text2.buf ? text2.buf : "", "2025-01-01T00:00:00Z", &js2);
+    tml__json_free(must_parse(&js2, "the comparison of runs a side is not JSON"));
+    tml__sb_release(&text2);
+    tml__sb_release(&js2);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

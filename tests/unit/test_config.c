@@ -124,6 +124,37 @@ static void test_warn_and_crit_on_two_lines(void)
     tml__cli_config_release(&c);
 }
 
-#define TESTS X(test_yaml_options_and_lines) X(test_bom_is_skipped) X(test_duplicate_keys) \
+/* TraceML 0.5.0's `guard:` block is read, not refused: kept as JSON with
+ * the scalars' types, the other options around it as before (issue 45). */
+static void test_guard_block(void)
+{
+    tml_cli_config c;
+    const char *y = "mode: cli\nguard:\n  schema_version: 1\n  workload:\n"
+                    "    name: \"resnet 50\"   # a comment\n    parameters:\n"
+                    "      batch: 32\n      amp: true\n      tag: '32'\n      lr: 1e-3\n"
+                    "  measurement:\n    start_step: 10\n    completed_steps: 50\n"
+                    "thresholds:\n  input_warn: 0.15\n";
+    CHECK_EQ_INT(parse(&c, "traceml.yaml", y), 0);
+    CHECK_STR(c.guard, "{\"schema_version\":1,\"workload\":{\"name\":\"resnet 50\","
+              "\"parameters\":{\"batch\":32,\"amp\":true,\"tag\":\"32\",\"lr\":1e-3}},"
+              "\"measurement\":{\"start_step\":10,\"completed_steps\":50}}");
+    CHECK_EQ_INT(c.n, 1);
+    CHECK_STR(c.thresholds, "input_warn=0.15");
+    tml__cli_config_release(&c);
+    /* a guard at the end of the file */
+    CHECK_EQ_INT(parse(&c, "traceml.yaml", "guard:\n  workload:\n    name: x\n"), 0);
+    CHECK_STR(c.guard, "{\"workload\":{\"name\":\"x\"}}");
+    tml__cli_config_release(&c);
+    /* no guard: "" */
+    CHECK_EQ_INT(parse(&c, "traceml.yaml", "mode: cli\n"), 0);
+    CHECK_STR(c.guard, "");
+    tml__cli_config_release(&c);
+    /* what it cannot read is one line naming it */
+    CHECK_EQ_INT(parse(&c, "traceml.yaml", "guard:\n  workload:\n    - a\n"), -1);
+    CHECK(strstr(c.err, "traceml.yaml:3") != NULL && strstr(c.err, "guard: lists") != NULL);
+    tml__cli_config_release(&c);
+}
+
+#define TESTS X(test_guard_block) X(test_yaml_options_and_lines) X(test_bom_is_skipped) X(test_duplicate_keys) \
     X(test_errors_name_file_and_line) X(test_warn_and_crit_on_two_lines)
 #include "harness.h"

@@ -1214,7 +1214,210 @@ static void test_straggler_cpu_contention(void)
     }
 }
 
-#define TESTS X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+/* The attribution: the training's trees (100 = one core) against the
+ * host's busy share of all cores. */
+static void test_contention_maths(void)
+{
+    static const struct {
+        int32_t cores;
+        double host, trees, runq;
+        double training, other;   /* NAN: unknown */
+        int contended;
+    } t[] = {
+        /* 2 cores, two busy loops beside a training using half a core */
+        { 2, 100, 50, 40, 25, 75, 1 },
+        /* the training's own tree takes the cores: nobody else */
+        { 2, 98, 196, 40, 98, 0, 0 },
+        /* trees read a little over the host's figure (sampled apart): clamped */
+        { 4, 50, 220, 5, 55, 0, 0 },
+        /* other processes busy, but the training never waits for a core */
+        { 8, 60, 100, 2, 12.5, 47.5, 0 },
+        /* waits, but the others take less than TML_CONTENTION_OTHER */
+        { 4, 60, 160, 30, 40, 20, 0 },
+        /* at the thresholds exactly */
+        { 4, 50, 100, 10, 25, 25, 1 },
+        /* cores unknown: training and other unknown, never contended */
+        { 0, 100, 50, 60, NAN, NAN, 0 },
+        /* no tree samples (an older rank) */
+        { 2, 100, NAN, 60, NAN, NAN, 0 },
+        /* no host sample */
+        { 2, NAN, 50, 60, 25, NAN, 0 },
+        /* a tree over every core (more workers than cores): at most 100 */
+        { 2, 100, 260, 60, 100, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        tml_contention c;
+        tml__contention_compute(&c, 0, t[i].cores, t[i].host, t[i].trees, t[i].runq);
+        if (isnan(t[i].training))
+            CHECK(isnan(c.training_cpu_percent));
+        else
+            CHECK_NEAR(c.training_cpu_percent, t[i].training, 1e-9);
+        if (isnan(t[i].other))
+            CHECK(isnan(c.other_cpu_percent));
+        else
+            CHECK_NEAR(c.other_cpu_percent, t[i].other, 1e-9);
+        if (tml__contended(&c) != t[i].contended)
+            fprintf(stderr, "row %zu: contended %d\n", i, tml__contended(&c));
+        CHECK_EQ_INT(tml__contended(&c), t[i].contended);
+        CHECK_EQ_INT(c.gpu_shared, -1);
+    }
+}
+
+/* gpu_shared: yes when any GPU's samples saw another process, no when
+ * the GPUs were sampled and none did, unknown without a sample. */
+static void test_gpu_shared_of(void)
+{
+    double one[] = { 0, 2 }, none[] = { 0, 0 }, mixed[] = { NAN, 0 }, unknown[] = { NAN };
+    CHECK_EQ_INT(tml__gpu_shared_of(one, 2), 1);
+    CHECK_EQ_INT(tml__gpu_shared_of(none, 2), 0);
+    CHECK_EQ_INT(tml__gpu_shared_of(mixed, 2), 0);
+    CHECK_EQ_INT(tml__gpu_shared_of(unknown, 1), -1);
+    CHECK_EQ_INT(tml__gpu_shared_of(NULL, 0), -1);
+}
+
+/* A window's machine: other processes' share, the training's, the wait. */
+static void set_machine(tml_window *w, double host, double training, double runq)
+{
+    tml__contention_compute(&w->contention, 0, 2, host, training * 2, runq);
+}
+
+/* RESIDUAL-HEAVY's and a contention STRAGGLER's Next on a saturated host
+ * name who took the cores when other processes did (issue 45: the Next
+ * fits who uses the CPU), and stay as they were when the training did. */
+static void test_other_processes_named_in_next(void)
+{
+    static tml_step_diag d;
+    shares s = split(0, 0, 12, 88);
+    tml_window w = window(1, &s, 30, TML_CLOCK_CPU);
+    w.host_cpu_percent = w.host_cpu_busy = 97;
+    set_machine(&w, 97, 17, 50);
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "RESIDUAL_HEAVY");
+    CHECK(strncmp(d.primary.next, "The host CPU averaged 97% (HIGH CPU), other processes using "
+                  "80% of the cores: waiting for a core between the traced phases", 120) == 0);
+    set_machine(&w, 97, 90, 50);            /* the training's own: as before */
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK(strstr(d.primary.next, "other processes") == NULL);
+
+    for (int others = 0; others < 2; others++) {
+        tml_window v = straggler_window(2, 40, 2, 1.0, 100);
+        v.clock = TML_CLOCK_CPU;
+        v.host_cpu_busy = 100;
+        ranks[0].runq_wait_percent = 20.0;
+        ranks[1].runq_wait_percent = 5.0;
+        ranks[0].cpu_percent = 33.1;
+        ranks[1].cpu_percent = 31.7;
+        ranks[1].has_gpu = 0;
+        set_machine(&v, 100, others ? 30 : 95, 20);
+        tml__diag_step_time(&v, NULL, &d);
+        CHECK_STR(d.primary.kind, "STRAGGLER");
+        CHECK(strstr(d.primary.next, "Give each rank its cores") != NULL);
+        CHECK((strstr(d.primary.next, "other processes used 70% of this host's cores") != NULL) ==
+              others);
+    }
+}
+
+/* INPUT-BOUND on a saturated host: "would compete" only when the
+ * training's own tree takes the cores; when other processes take them,
+ * the Next names their share and sends the worker count to tune; under
+ * `traceml run --apply` it keeps tune's measured worker count. */
+static void test_input_next_on_shared_machine(void)
+{
+    static const struct {
+        double host, training, runq;   /* % of the cores, % of the cores, % of wall */
+        int applied;                   /* --apply num_workers=1 (the script's own is 1) */
+        const char *want, *not;
+    } t[] = {
+        /* two busy loops beside: others 86%, the training waited 58% */
+        { 100, 14, 58, 0, "other processes used 86% of the cores (the training 14%)",
+          "would compete" },
+        { 100, 14, 58, 0, "Measure num_workers=2 with `traceml tune SCRIPT`",
+          "HIGH CPU" },
+        /* the training's own workers take the cores: nobody else */
+        { 97, 95, 40, 0, "more DataLoader workers would compete with the training",
+          "other processes" },
+        /* others busy, but the training never waited for a core */
+        { 97, 30, 3, 0, "would compete", "other processes" },
+        /* unknown attribution (an older rank): as before */
+        { 97, NAN, 40, 0, "would compete", "other processes" },
+        /* --apply of tune's num_workers=1, busy loops beside or not */
+        { 100, 14, 58, 1, "the worker count `traceml tune` measured fastest (--apply): keep it",
+          "would compete" },
+        { 97, 95, 40, 1, "keep it", "would compete" },
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        tml_step_diag d;
+        shares s = split(64, 0.4, 1.6, 34);
+        tml_window w = window(1, &s, 256, TML_CLOCK_CPU);
+        for (int m = 0; m < TML_M_COUNT; m++)
+            w.ranks[0].avg_ns[m] *= 10.0 / 64.0;   /* a 10 ms fetch: worth a worker */
+        w.ranks[0].loader_known = 1;
+        w.ranks[0].loader_workers = 1;
+        w.ranks[0].cpu_count = 2;
+        w.host_cpu_percent = w.host_cpu_busy = t[i].host;
+        set_machine(&w, t[i].host, t[i].training, t[i].runq);
+        w.applied = t[i].applied;
+        w.applied_workers = t[i].applied ? 1 : -1;
+        tml__diag_step_time(&w, NULL, &d);
+        CHECK_STR(d.primary.kind, "INPUT_BOUND");
+        if (!strstr(d.primary.next, t[i].want) || strstr(d.primary.next, t[i].not))
+            fprintf(stderr, "row %zu: %s\n", i, d.primary.next);
+        CHECK(strstr(d.primary.next, t[i].want) != NULL);
+        CHECK(strstr(d.primary.next, t[i].not) == NULL);
+    }
+}
+
+/* Two healthy ranks on a host whose cores other processes take: their
+ * exposed communication is waiting for peers without a core, so the
+ * verdict is CPU CONTENTION, not COMMUNICATION-BOUND; the ranks' own
+ * saturation of the host (nobody else) stays COMMUNICATION-BOUND. */
+static void test_communication_on_shared_machine(void)
+{
+    static const struct {
+        double host, training, runq;
+        const char *kind;
+    } t[] = {
+        { 100, 30, 45, "CPU_CONTENTION" },        /* two busy loops beside 2 ranks */
+        { 100, 30, 20, "CPU_CONTENTION" },        /* wait >= half the 38% exposed */
+        { 100, 30, 15, "COMMUNICATION_BOUND" },   /* the wait explains too little */
+        { 100, 97, 45, "COMMUNICATION_BOUND" },   /* the ranks take the cores themselves */
+        { 100, 30, NAN, "COMMUNICATION_BOUND" },  /* no schedstat: never guessed */
+        { 60, 50, 45, "COMMUNICATION_BOUND" },    /* others 10% only */
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        shares s[2] = { split(2, 0, 40, 58), split(2, 0, 40, 58) };
+        tml_window w = window(2, s, 100, TML_CLOCK_CPU);
+        double c[2] = { 38, 39 };
+        with_comm(&w, c);
+        ranks[1].node = 0;                        /* both ranks on this host */
+        w.host_cpu_percent = w.host_cpu_busy = t[i].host;
+        set_machine(&w, t[i].host, t[i].training, t[i].runq);
+        tml_step_diag d;
+        tml_diagnosis v;
+        tml__diag_step_time(&w, NULL, &d);
+        if (i == 0) {                             /* across nodes the link is a suspect too */
+            ranks[1].node = 1;
+            tml__diag_step_time(&w, NULL, &d);
+            CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
+            ranks[1].node = 0;
+            tml__diag_step_time(&w, NULL, &d);
+        }
+        tml__diag_run_verdict(&d, NAN, NULL, &v);
+        if (strcmp(v.kind, t[i].kind) != 0)
+            fprintf(stderr, "row %zu: got %s\n", i, v.kind);
+        CHECK_STR(v.kind, t[i].kind);
+        if (strcmp(v.kind, "CPU_CONTENTION") == 0) {
+            CHECK_EQ_INT(v.severity, CRIT);        /* the time is lost all the same */
+            CHECK(strstr(v.why, "Other processes used 70% of the 2 cores (the training 30%)") != NULL);
+            CHECK(strstr(v.why, "not the transfer") != NULL);
+            CHECK(strstr(v.next, "Give the training its cores") != NULL);
+            CHECK(strstr(v.next, "comm hook") == NULL);
+        }
+    }
+}
+
+#define TESTS X(test_input_next_on_shared_machine) X(test_communication_on_shared_machine) \
+    X(test_contention_maths) X(test_gpu_shared_of) X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_other_processes_named_in_next) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \

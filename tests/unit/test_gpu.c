@@ -40,6 +40,7 @@ static void nvml_env(const char *lib)
     unsetenv("FAKE_NVML_NOT_SUPPORTED");
     unsetenv("FAKE_NVML_LOST");
     unsetenv("FAKE_NVML_INIT_FAIL");
+    unsetenv("FAKE_NVML_PIDS");
     setenv("FAKE_NVML_DEVICES", "3", 1);
     setenv("FAKE_NVML_UTIL", "25", 1);
     setenv("FAKE_NVML_TEMP", "42", 1);
@@ -201,6 +202,65 @@ static void test_cuda_pool(void)
     tml__gpu_pool_free(p);
 }
 
+/* The compute processes on a GPU: the v3 struct (full library) and the
+ * v1 struct (only the unversioned name), none, a list larger than the
+ * first buffer (INSUFFICIENT_SIZE, asked again), a device that does not
+ * support the call, a library without it. */
+static void test_nvml_pids(void)
+{
+    tml_nvml *n;
+    uint32_t pids[64];
+    size_t k;
+    char list[512];
+    const char *libs[2] = { "libnvidia-ml.so.1", "libnvidia-ml-min.so.1" };
+    for (int l = 0; l < 2; l++) {
+        nvml_env(libs[l]);
+        setenv("FAKE_NVML_PIDS", "self,4242,77", 1);
+        CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
+        CHECK_EQ_INT(tml__nvml_pids(n, 1, pids, 64, &k), 0);
+        CHECK_EQ_INT(k, 3);
+        CHECK_EQ_INT(pids[0], (uint32_t)getpid());
+        CHECK_EQ_INT(pids[1], 4242);     /* read with the struct size of the version */
+        CHECK_EQ_INT(pids[2], 77);
+        CHECK_EQ_INT(tml__nvml_pids(n, -1, pids, 64, &k), TML_EINVAL);
+        tml__nvml_close(n);
+    }
+    nvml_env("libnvidia-ml.so.1");
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
+    k = 9;
+    CHECK_EQ_INT(tml__nvml_pids(n, 0, pids, 64, &k), 0);    /* nobody: known, empty */
+    CHECK_EQ_INT(k, 0);
+    tml__nvml_close(n);
+
+    /* 50 processes: more than the first buffer's 32 */
+    size_t at = 0;
+    for (int i = 0; i < 50; i++)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%d", i ? "," : "", 1000 + i);
+    setenv("FAKE_NVML_PIDS", list, 1);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
+    CHECK_EQ_INT(tml__nvml_pids(n, 0, pids, 64, &k), 0);
+    CHECK_EQ_INT(k, 50);
+    CHECK_EQ_INT(pids[49], 1049);
+    CHECK_EQ_INT(tml__nvml_pids(n, 0, pids, 10, &k), 0);     /* more than cap: the count */
+    CHECK_EQ_INT(k, 50);
+    CHECK_EQ_INT(pids[9], 1009);
+    tml__nvml_close(n);
+
+    setenv("FAKE_NVML_NOT_SUPPORTED", "procs", 1);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
+    CHECK_EQ_INT(tml__nvml_pids(n, 0, pids, 64, &k), TML_EIO);
+    tml__nvml_close(n);
+    unsetenv("FAKE_NVML_NOT_SUPPORTED");
+
+    setenv("FAKE_NVML_LOST", "1", 1);
+    CHECK_EQ_INT(tml__nvml_open(getenv("TRACEML_LIBNVML"), &n), 0);
+    CHECK_EQ_INT(tml__nvml_pids(n, 0, pids, 64, &k), TML_EIO);
+    tml__nvml_close(n);
+    unsetenv("FAKE_NVML_LOST");
+    unsetenv("FAKE_NVML_PIDS");
+}
+
 #define TESTS X(test_nvml_readings) X(test_nvml_not_supported_is_not_zero) X(test_nvml_lost_gpu) \
-    X(test_nvml_missing_symbols_and_library) X(test_nvml_visible_devices) X(test_cuda_pool)
+    X(test_nvml_missing_symbols_and_library) X(test_nvml_visible_devices) X(test_nvml_pids) \
+    X(test_cuda_pool)
 #include "harness.h"

@@ -176,6 +176,9 @@ static void test_responses(void)
     tml__sb_reset(&sb);
     tml__http_head(&sb, 200, "text/plain", -1, 1, NULL);
     CHECK(strstr(sb.buf, "Content-Length") == NULL);
+    CHECK(strstr(sb.buf, "\r\nX-Content-Type-Options: nosniff\r\n") != NULL);
+    CHECK(strstr(sb.buf, "\r\nContent-Security-Policy: default-src 'none'; script-src 'self'; "
+                         "style-src 'self'; ") != NULL);
     CHECK(strstr(sb.buf, "Connection: keep-alive\r\n\r\n") != NULL);
     tml__sb_release(&sb);
 }

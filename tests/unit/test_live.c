@@ -19,6 +19,7 @@
 
 #include "model/run.h"
 #include "live/live.h"
+#include "report/model.h"
 #include "report/report.h"
 #include "base/json.h"
 
@@ -276,10 +277,11 @@ static void test_json(void)
     tml__run_release(&run);
 }
 
-/* Prometheus text format 0.0.4, line by line. */
+/* Prometheus text format 0.0.4, line by line; every family has a
+ * non-empty # HELP right before its # TYPE. */
 static int prom_valid(const char *text, char *why, size_t cap)
 {
-    char typed[64][96];
+    char typed[64][96], helped[96] = "";
     size_t ntyped = 0;
     const char *p = text;
     while (*p) {
@@ -297,8 +299,14 @@ static int prom_valid(const char *text, char *why, size_t cap)
         memcpy(line, p, l);
         line[l] = '\0';
         p = e + 1;
-        if (strncmp(line, "# HELP ", 7) == 0)
+        if (strncmp(line, "# HELP ", 7) == 0) {
+            char word[8];
+            if (sscanf(line + 7, "%95s %7s", helped, word) != 2) {
+                snprintf(why, cap, "HELP without text: %.160s", line);
+                return 0;
+            }
             continue;
+        }
         if (strncmp(line, "# TYPE ", 7) == 0) {
             char name[96], type[32];
             if (sscanf(line + 7, "%95s %31s", name, type) != 2 ||
@@ -306,6 +314,11 @@ static int prom_valid(const char *text, char *why, size_t cap)
                 snprintf(why, cap, "bad TYPE: %.160s", line);
                 return 0;
             }
+            if (strcmp(helped, name) != 0) {
+                snprintf(why, cap, "no HELP before: %.160s", line);
+                return 0;
+            }
+            helped[0] = '\0';
             if (ntyped < 64)
                 snprintf(typed[ntyped++], 96, "%s", name);
             continue;
@@ -425,6 +438,21 @@ static void test_prometheus(void)
     tml__sb_release(&prom);
     tml__live_snap_release(&snap);
     tml__run_release(&run);
+    /* every number a section gauge can be has its own HELP line */
+    tml_report_model m;
+    tml_report_rows rows[TML_REPORT_ROWS];
+    memset(&m, 0, sizeof(m));
+    tml__report_rows(&m, rows);
+    size_t fields = 0;
+    for (int s = 0; s < TML_REPORT_ROWS; s++)
+        for (size_t k = 0; k < rows[s].nfields; k++, fields++) {
+            char name[96];
+            snprintf(name, sizeof(name), "traceml_%s_%s", rows[s].section, rows[s].fields[k].key);
+            if (!tml__live_gauge_help(name))
+                fprintf(stderr, "no HELP for %s\n", name);
+            CHECK(tml__live_gauge_help(name) != NULL);
+        }
+    CHECK(fields >= 29);
 }
 
 /* ---- the server over real sockets ---------------------------------- */

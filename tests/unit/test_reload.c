@@ -321,6 +321,90 @@ static void test_many_nodes(void)
     tml__sb_release(&box);
 }
 
+/* The machine's contention comes back as written (view --re-render keeps
+ * it), out-of-range figures are unknown, and a summary without it (before
+ * TraceML 0.6) reloads with every figure unknown; written again, the key
+ * is there with nulls. */
+static void test_contention_roundtrip(void)
+{
+#define BASE "{\"schema_version\": 1, \"meta\": {\"run_name\": \"c\"}," \
+                 " \"primary_diagnosis\": {\"kind\": \"BALANCED\"}," \
+                 " \"step_time\": {\"per_rank\": []}"
+    static const char *const docs[2] = {
+        BASE ", \"contention\": {\"cores\": 2, \"host_cpu_percent\": 99.5,"
+             " \"training_cpu_percent\": 20.25, \"other_cpu_percent\": 79.25,"
+             " \"runq_wait_percent\": 1e9, \"gpu_shared\": false}}",
+        BASE "}",
+    };
+#undef BASE
+    for (int pass = 0; pass < 2; pass++) {
+        tml_json *doc = parse_str(docs[pass]), *out = NULL;
+        tml_report_loaded *l = NULL;
+        char why[256] = "";
+        tml_strbuf js = TML_STRBUF_INIT;
+        CHECK_EQ_INT(tml__report_load(doc, NULL, 0, &l, why, sizeof(why)), 0);
+        if (l) {
+            const tml_contention *c = &l->m.win.contention;
+            tml__report_json(&l->m, "", &js);
+            CHECK_EQ_INT(tml__json_parse(js.buf, js.len, &out, NULL), 0);
+            double v = -1;
+            if (!pass) {
+                CHECK_EQ_INT(c->cores, 2);
+                CHECK_NEAR(c->other_cpu_percent, 79.25, 1e-9);
+                CHECK_NEAR(c->training_cpu_percent, 20.25, 1e-9);
+                CHECK(isnan(c->runq_wait_percent));        /* 1e9 % is no figure */
+                CHECK_EQ_INT(c->gpu_shared, 0);
+                CHECK(tml__json_num(tml__json_path(out, "contention.other_cpu_percent"), &v));
+                CHECK_NEAR(v, 79.25, 1e-9);
+                const tml_json *g = tml__json_path(out, "contention.gpu_shared");
+                CHECK(g && g->type == TML_JSON_BOOL && !g->boolean);
+            } else {
+                CHECK_EQ_INT(c->cores, 0);
+                CHECK(isnan(c->other_cpu_percent) && isnan(c->host_cpu_percent));
+                CHECK_EQ_INT(c->gpu_shared, -1);
+                const tml_json *g = tml__json_path(out, "contention.cores");
+                CHECK(g && g->type == TML_JSON_NULL);
+                g = tml__json_path(out, "contention.gpu_shared");
+                CHECK(g && g->type == TML_JSON_NULL);
+            }
+        }
+        tml__json_free(out);
+        tml__report_loaded_free(l);
+        tml__json_free(doc);
+        tml__sb_release(&js);
+    }
+}
+
+/* A tune trial's summary (status interrupted, meta.stopped_by "tune")
+ * reloads as one (`traceml view` shows tune's stop, not INTERRUPTED);
+ * another value is not ours and is dropped. */
+static void test_stopped_by_roundtrip(void)
+{
+    static const char *const docs[2] = {
+        "{\"schema_version\": 1, \"status\": \"interrupted\", \"meta\": {\"run_name\": "
+        "\"t\", \"stopped_by\": \"tune\"}, \"primary_diagnosis\": {\"kind\": \"BALANCED\"}, "
+        "\"step_time\": {\"per_rank\": []}}",
+        "{\"schema_version\": 1, \"status\": \"interrupted\", \"meta\": {\"run_name\": "
+        "\"t\", \"stopped_by\": \"me\"}, \"primary_diagnosis\": {\"kind\": \"BALANCED\"}, "
+        "\"step_time\": {\"per_rank\": []}}",
+    };
+    for (int pass = 0; pass < 2; pass++) {
+        tml_json *doc = parse_str(docs[pass]);
+        tml_report_loaded *l = NULL;
+        char why[256] = "";
+        CHECK_EQ_INT(tml__report_load(doc, NULL, 120, &l, why, sizeof(why)), 0);
+        if (l) {
+            char *box = box_of(l);
+            CHECK_STR(l->run.stopped_by, pass ? "" : "tune");
+            CHECK(box && (strstr(box, "Ended: stopped by traceml tune after") != NULL) == !pass);
+            CHECK(box && (strstr(box, "Ended: INTERRUPTED") != NULL) == pass);
+            free(box);
+        }
+        tml__report_loaded_free(l);
+        tml__json_free(doc);
+    }
+}
+
 /* ---- telemetry.sqlite's digest ------------------------------------------ */
 
 static void test_store_digest(void)
@@ -403,6 +487,6 @@ static void test_store_digest(void)
     CHECK(system(cmd) == 0);
 }
 
-#define TESTS X(test_v05_input_bound) X(test_v05_straggler) X(test_v05_watch) \
-    X(test_v05_hostile_numbers) X(test_refused) X(test_ours_hostile) X(test_many_nodes) X(test_store_digest)
+#define TESTS X(test_stopped_by_roundtrip) X(test_v05_input_bound) X(test_v05_straggler) X(test_v05_watch) \
+    X(test_v05_hostile_numbers) X(test_refused) X(test_ours_hostile) X(test_many_nodes) X(test_contention_roundtrip) X(test_store_digest)
 #include "harness.h"

@@ -394,7 +394,7 @@ static void test_box_layout_default_width(void)
     CHECK(strstr(l, "0.0 ms") != NULL && strstr(l, " 0%") != NULL);
     CHECK(strstr(text.buf, "DataLoader fetch: 128.0 ms (CPU, supplemental)") != NULL);
     CHECK(strstr(text.buf, "Untraced: 2.0 ms/step between steps, ") != NULL);
-    CHECK(strstr(text.buf, "TraceML overhead: n/a") != NULL);   /* not measured */
+    CHECK(strstr(text.buf, "TraceML cost: n/a") != NULL);   /* not measured */
     CHECK(strstr(text.buf, "| Full evidence: logs/test_run/final_summary.json ") != NULL);
     /* unsampled metrics are n/a, never 0 */
     CHECK(line_with(text.buf, "GPU util", l, sizeof(l)));
@@ -525,9 +525,49 @@ static void test_also_timed_models(void)
     const char *v = json_get(json.buf, "meta.also_timed_models");
     const char *g = v ? strstr(v, "\"Generator\",") : NULL, *t = g ? strstr(g, "\"Teacher\"") : NULL;
     CHECK(v && *v == '[' && g && t && t < strchr(v, ']'));
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    /* a class named with a terminal escape: the box (final_summary.txt,
+     * the JSON's "text") holds '?' for each control, still aligned */
+    snprintf(run.ranks[1].info.auto_models, TML_AUTO_MODELS_MAX, "Net\x1b[31m\xc2\x9b" "1m\x07");
+    CHECK(build(&run, 0, &text, &json) == 0);
+    CHECK(check_lines(text.buf, TML_REPORT_DEFAULT_WIDTH));
+    CHECK(strstr(text.buf, "also timed: Generator, Net?[31m?1m? (found") != NULL);
+    CHECK(strchr(text.buf, 0x1b) == NULL && strchr(text.buf, 0x07) == NULL);
+    CHECK(strstr(json.buf, "Net?[31m?1m? (found") != NULL);
     char names[16] = "";
     tml__report_add_models(names, sizeof(names), "Generator, Critic, Teacher");
     CHECK_STR(names, "Generator");     /* what does not fit is left out */
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    tml__run_release(&run);
+}
+
+/* A trial of `traceml tune` ends "interrupted" by design: tune stops it
+ * once it ran its steps. Marked (run.stopped_by, TRACEML_TUNE_TRIAL in
+ * the aggregator), the box says so instead of INTERRUPTED and the JSON
+ * keeps it (meta.stopped_by); a run interrupted otherwise is unchanged. */
+static void test_stopped_by_tune(void)
+{
+    tml_run run;
+    tml_strbuf text = TML_STRBUF_INIT, json = TML_STRBUF_INIT;
+    tml_report_opts o = { .status = "interrupted", .exit_code = 130, .duration_s = 12.5,
+                          .width = 120, .generated_at = "2025-01-01T00:00:00Z" };
+
+    make_run(&run, 1, 40, 5, TML_PHASES_ALL);
+    CHECK(tml__report_build(&run, &o, &text, &json) == 0);
+    CHECK(strstr(text.buf, "| Ended: INTERRUPTED (Ctrl-C or a signal)") != NULL);
+    CHECK(json_is(json.buf, "meta.stopped_by", "null"));
+    tml__sb_release(&text);
+    tml__sb_release(&json);
+    snprintf(run.stopped_by, sizeof(run.stopped_by), "tune");
+    CHECK(tml__report_build(&run, &o, &text, &json) == 0);
+    CHECK(check_lines(text.buf, 120));
+    CHECK(strstr(text.buf, "| Ended: stopped by traceml tune after 40 steps (a trial: tune "
+                           "stops each trial once it has run its steps)") != NULL);
+    CHECK(strstr(text.buf, "INTERRUPTED") == NULL);
+    CHECK(json_is(json.buf, "status", "\"interrupted\""));
+    CHECK(json_is(json.buf, "meta.stopped_by", "\"tune\""));
     tml__sb_release(&text);
     tml__sb_release(&json);
     tml__run_release(&run);
@@ -710,10 +750,15 @@ static void test_utf8_width(void)
     CHECK_EQ_INT(tml__utf8_width(""), 0);
     CHECK_EQ_INT(tml__utf8_width("abc"), 3);
     CHECK_EQ_INT(tml__utf8_width("├─ ◀ · µ"), 8);
+    char s[] = "a\x1b]52;c;x\x07" "b\tc\x7f\xc2\x9b" "31m µ ◀\n";
+    size_t n = tml__utf8_printable(s, strlen(s));
+    CHECK_STR(s, "a?]52;c;x?b\tc??31m µ ◀\n");
+    CHECK_EQ_INT(n, strlen(s));
+    CHECK_EQ_INT(tml__utf8_printable(s, 0), 0);
 }
 
 #define TESTS X(test_box_layout_default_width) X(test_box_missing_is_na) X(test_box_narrow_stacks) \
-    X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_also_timed_models) \
+    X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_also_timed_models) X(test_stopped_by_tune) \
     X(test_json_valid_and_null_vs_zero) \
     X(test_json_empty_and_multi) X(test_overhead_and_background) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
 #include "harness.h"

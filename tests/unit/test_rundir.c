@@ -142,8 +142,15 @@ static void test_manifest(void)
     snprintf(run, sizeof(run), "%s/m", tmp());
     mkdir(run, 0755);
     char *argv[] = {"/usr/bin/python3", "train.py", "--lr", "1e-3 \"quoted\""};
-    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, -1, 4, argv, 1, 1, NULL};
+    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, -1, 4, argv, 1, 1, NULL, "{\"workload\": {\"name\": \"bert\"}}"};
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
+    {   /* what ran, as the summary's meta.workload (issue 45) */
+        tml_strbuf wl = TML_STRBUF_INIT;
+        CHECK_EQ_INT(tml__manifest_workload(run, &wl), 0);
+        CHECK_STR(wl.buf, "{\"script\": \"train.py\", \"args\": [\"--lr\", \"1e-3 \\\"quoted\\\"\"], "
+                  "\"world_size\": 1, \"guard\": {\"workload\":{\"name\":\"bert\"}}}");
+        tml__sb_release(&wl);
+    }
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     size_t len;
     char *buf = slurp(path, &len);
@@ -221,7 +228,7 @@ static void test_failed_write_keeps_the_old_file(void)
     pid_t pid = fork();
     if (pid == 0) {
         char *argv[] = {"train.py"};
-        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, -1, 1, argv, 1, 1, NULL};
+        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, -1, 1, argv, 1, 1, NULL, NULL};
         static char big[64 * 1024];
         size_t before_len, after_len;
         memset(big, 'x', sizeof(big));
@@ -408,7 +415,43 @@ static void test_progress_full_disk(void)
     umount2(mnt, MNT_DETACH);
 }
 
+/* A link planted at the name of a file TraceML writes in the run folder
+ * (its log, a progress page) is never written through: the file it points
+ * at stays as it was. */
+static void test_planted_links_not_followed(void)
+{
+    char run[600], victim[700], link[900], name[100];
+    snprintf(run, sizeof(run), "%s/links", tmp());
+    mkdir(run, 0755);
+    snprintf(victim, sizeof(victim), "%s/victim", tmp());
+    FILE *f = fopen(victim, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("precious\n", f);
+    fclose(f);
+    snprintf(link, sizeof(link), "%s/traceml.log", run);
+    CHECK_EQ_INT(symlink(victim, link), 0);
+    tml__run_log(run, "aggregator", "through the link?");
+    /* the progress folder a link to another folder; then a link at the page's name */
+    snprintf(link, sizeof(link), "%s/progress", run);
+    CHECK_EQ_INT(symlink(tmp(), link), 0);
+    CHECK(tml__progress_create(run) == NULL);
+    CHECK_EQ_INT(unlink(link), 0);
+    mkdir(link, 0755);
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(name, sizeof(name), "/%s.%d", host, (int)getpid());
+    snprintf(link, sizeof(link), "%s/progress%s", run, name);
+    CHECK_EQ_INT(symlink(victim, link), 0);
+    CHECK(tml__progress_create(run) == NULL);
+    size_t len;
+    char *buf = slurp(victim, &len);
+    CHECK(buf && strcmp(buf, "precious\n") == 0);
+    free(buf);
+}
+
 #define TESTS X(test_name_valid) X(test_name_generate) X(test_rundir_create) \
     X(test_random_hex) X(test_manifest) X(test_failed_write_keeps_the_old_file) X(test_run_log) \
-    X(test_progress) X(test_progress_full_disk)
+    X(test_progress) X(test_progress_full_disk) X(test_planted_links_not_followed)
 #include "harness.h"

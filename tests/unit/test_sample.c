@@ -7,10 +7,15 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/assemble.h"
 #include "sample/proc.h"
+#include "sample/sampler.h"
 #include "model/sample.h"
 #include "model/series.h"
 #include "traceml/traceml.h"
@@ -73,6 +78,8 @@ static void test_pid_stat_odd_names(void)
     CHECK_EQ_INT(s.state, 'S');
     CHECK_EQ_INT(s.utime_ticks, 1500);
     CHECK_EQ_INT(s.stime_ticks, 250);
+    CHECK_EQ_INT(s.ppid, 1);
+    CHECK_EQ_INT(s.cutime_ticks, 0);
     CHECK_EQ_INT(s.rss_pages, 262144);
     n = fixture("pid_stat_spaces", b, sizeof(b));
     CHECK_EQ_INT(tml__proc_parse_pid_stat(b, n, &s), 0);
@@ -86,6 +93,94 @@ static void test_pid_stat_odd_names(void)
     CHECK_EQ_INT(s.rss_pages, 408);
     n = fixture("pid_stat_truncated", b, sizeof(b));
     CHECK_EQ_INT(tml__proc_parse_pid_stat(b, n, &s), TML_EPROTO);
+}
+
+/* The children files, and the training's tree: a child that burns CPU
+ * counts in its parent's tree while it runs, and its time stays counted
+ * once it ended and was waited for (cutime), without a jump. */
+static void test_process_tree(void)
+{
+    int32_t kids[4];
+    CHECK_EQ_INT(tml__proc_parse_children("12 345 \n", 8, kids, 4), 2);
+    CHECK_EQ_INT(kids[0], 12);
+    CHECK_EQ_INT(kids[1], 345);
+    CHECK_EQ_INT(tml__proc_parse_children("", 0, kids, 4), 0);
+    CHECK_EQ_INT(tml__proc_parse_children("1 2 3 4 5 6", 11, kids, 4), 6);   /* more than cap */
+    CHECK_EQ_INT(kids[3], 4);
+
+    uint64_t before, during, after, scan;
+    size_t n, ns;
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/self/task/%d/children", (int)getpid());
+    if (access(p, R_OK) != 0) {
+        fprintf(stderr, "  (no /proc/.../children here: tree test skipped)\n");
+        return;
+    }
+    CHECK_EQ_INT(tml__proc_tree_ticks((int32_t)getpid(), &before, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    int fds[2];
+    CHECK_EQ_INT(pipe(fds), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        /* burn 0.3 s of CPU, then wait to be killed */
+        struct timespec a, z;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+        do
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &z);
+        while ((z.tv_sec - a.tv_sec) * 1000000000L + (z.tv_nsec - a.tv_nsec) < 300000000L);
+        if (write(fds[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char x;
+    CHECK_EQ_INT((int)read(fds[0], &x, 1), 1);
+    CHECK_EQ_INT(tml__proc_tree_ticks((int32_t)getpid(), &during, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(tml__proc_tree_ticks_scan((int32_t)getpid(), &scan, &ns), 0);
+    CHECK_EQ_INT(ns, 2);
+    long hz = sysconf(_SC_CLK_TCK);
+    CHECK(during - before >= (uint64_t)(hz / 5));   /* 0.3 s of the child's CPU, in ticks */
+    kill(c, SIGKILL);
+    waitpid(c, NULL, 0);
+    CHECK_EQ_INT(tml__proc_tree_ticks((int32_t)getpid(), &after, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK(after >= during);                          /* moved into cutime: no drop */
+    close(fds[0]);
+    close(fds[1]);
+    CHECK_EQ_INT(tml__proc_tree_ticks(0x7ffffff0, &after, &n), TML_EIO);
+}
+
+/* The processes on the rank's GPU that are not the training's: the rank
+ * and its children are the training's; a process elsewhere (pid 1) is
+ * another; a list without the rank is another pid namespace: unknown. */
+static void test_gpu_other_procs(void)
+{
+    int32_t self = (int32_t)getpid();
+    pid_t c = fork();
+    if (c == 0) {
+        pause();
+        _exit(0);
+    }
+    uint32_t none[1] = { 0 };
+    uint32_t own[2] = { (uint32_t)self, (uint32_t)c };
+    uint32_t shared[3] = { (uint32_t)self, (uint32_t)c, 1 };
+    uint32_t foreign[2] = { 1, (uint32_t)c };
+    CHECK_EQ_INT(tml__gpu_other_procs(none, 0, self), 0);
+    CHECK_EQ_INT(tml__gpu_other_procs(own, 1, self), 0);
+    CHECK_EQ_INT(tml__gpu_other_procs(own, 2, self), 0);      /* its worker */
+    CHECK_EQ_INT(tml__gpu_other_procs(shared, 3, self), 1);
+    CHECK_EQ_INT(tml__gpu_other_procs(foreign, 2, self), -1); /* not our namespace */
+    CHECK_EQ_INT(tml__proc_descends_from((int32_t)c, self), 1);
+    CHECK_EQ_INT(tml__proc_descends_from(self, self), 1);
+    CHECK_EQ_INT(tml__proc_descends_from((int32_t)getppid(), self), 0);
+    CHECK_EQ_INT(tml__proc_descends_from(0x7ffffff0, self), 0);
+    kill(c, SIGKILL);
+    waitpid(c, NULL, 0);
+    CHECK_EQ_INT(tml__gpu_other_procs(own, 2, self), 1);      /* gone: not ours any more */
+    /* the metric's name and range */
+    CHECK_STR(tml__sample_metric_name(TML_S_GPU_OTHER_PROCS), "gpu.other_processes");
+    CHECK_EQ_INT(tml__sample_metric_scope(TML_S_GPU_OTHER_PROCS), 2);
 }
 
 static void test_statm_and_live_files(void)
@@ -290,7 +385,7 @@ static void test_assembler_cuda_memory_peaks(void)
     CHECK_EQ_INT(r.cuda_allocated_peak_bytes, 1500);
 }
 
-#define TESTS X(test_stat) X(test_meminfo) X(test_pid_stat_odd_names) \
-    X(test_statm_and_live_files) X(test_prefixes_never_overrun) X(test_series) \
+#define TESTS X(test_stat) X(test_meminfo) X(test_pid_stat_odd_names) X(test_process_tree) \
+    X(test_gpu_other_procs) X(test_statm_and_live_files) X(test_prefixes_never_overrun) X(test_series) \
     X(test_wire_samples) X(test_assembler_gpu_marks) X(test_assembler_cuda_memory_peaks)
 #include "harness.h"

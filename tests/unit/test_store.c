@@ -210,6 +210,14 @@ static void test_open_rules(void)
     tml__store_close(s);
     s = NULL;
     CHECK_EQ_INT(tml__store_open(path, 1, &s), TML_EIO);   /* never reuse */
+    /* nor create through a link planted at the name, dangling or not */
+    char target[512];
+    mkpath(target, sizeof(target), "elsewhere.sqlite");
+    mkpath(path, sizeof(path), "planted.sqlite");
+    CHECK_EQ_INT(symlink(target, path), 0);
+    CHECK_EQ_INT(tml__store_open(path, 1, &s), TML_EIO);
+    CHECK(s == NULL);
+    CHECK(access(target, F_OK) != 0);
     /* not our database */
     mkpath(path, sizeof(path), "other.sqlite");
     sqlite3 *db;

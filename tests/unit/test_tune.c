@@ -11,24 +11,31 @@
 #include "report/tune.h"
 #include "traceml/traceml.h"
 
-/* Welch's interval against hand-computed figures: base 10, 11, 12 (mean
- * 11, var 1), cand 5, 6, 7 (mean 6, var 1): se = sqrt(2/3), df = 4,
- * t = 2.776: -5 +- 2.2666 ms over 11 ms. */
-static void test_interval_is_welch(void)
+/* The interval on the log of the step time: base 10/k, 10, 10k and cand
+ * 5/k, 5, 5k have the same spread of logs (df 4), the ratio of geometric
+ * means is 0.5: -50%, and the bounds exp(log 0.5 -+ t se) - 1. */
+static void test_interval_is_on_the_log(void)
 {
-    double b[] = {10, 11, 12}, c[] = {5, 6, 7};
+    double k = 1.1, b[] = {10 / k, 10, 10 * k}, c[] = {5 / k, 5, 5 * k};
     tml_tune_cmp r;
     tml__tune_compare(b, 3, c, 3, &r);
-    CHECK_NEAR(r.base_ms, 11, 1e-9);
-    CHECK_NEAR(r.ms, 6, 1e-9);
-    CHECK_NEAR(r.change, -5.0 / 11, 1e-9);
-    CHECK_NEAR(r.lo, (-5 - 2.776 * sqrt(2.0 / 3)) / 11, 1e-6);
-    CHECK_NEAR(r.hi, (-5 + 2.776 * sqrt(2.0 / 3)) / 11, 1e-6);
+    double v = log(k) * log(k), se = sqrt(2 * v / 3), half = 2.7764451 * se;
+    CHECK_NEAR(r.base_ms, (10 / k + 10 + 10 * k) / 3, 1e-9);
+    CHECK_NEAR(r.change, -0.5, 1e-9);
+    CHECK_NEAR(r.lo, exp(log(0.5) - half) - 1, 1e-6);
+    CHECK_NEAR(r.hi, exp(log(0.5) + half) - 1, 1e-6);
     CHECK_EQ_INT(r.verdict, TML_TUNE_GAIN);
+    CHECK_EQ_INT(r.more, -1);
+    /* a noisy big change: the lower bound stays above -100% (the old
+     * interval on the difference said -166% for such processes) */
+    double nb[] = {100, 30, 160}, nc[] = {20, 70, 12};
+    tml__tune_compare(nb, 3, nc, 3, &r);
+    CHECK(r.lo > -1 && r.lo < r.change && r.change < r.hi);
 }
 
-/* A gain only when the whole interval is one: a noisy small change is no
- * clear change; a clear slow-down a loss; one process is too few. */
+/* A gain only when the whole interval is one: a noisy small change is
+ * inconclusive, with the rounds more that would decide it at that spread;
+ * a clear slow-down a loss; one process is too few. */
 static void test_gain_needs_whole_interval(void)
 {
     double b[] = {10, 12, 9, 11}, c1[] = {9.5, 11.5, 8.8, 10.9}, c2[] = {14, 15, 14.5, 15.2};
@@ -36,14 +43,24 @@ static void test_gain_needs_whole_interval(void)
     tml__tune_compare(b, 4, c1, 4, &r);
     CHECK(r.change < 0);
     CHECK_EQ_INT(r.verdict, TML_TUNE_UNSURE);
+    CHECK(r.more > 1);
+    /* that many more rounds at the same spread decide it */
+    double bb[TML_TUNE_RUNS], cc[TML_TUNE_RUNS];
+    int n = 4 + r.more;
+    if (n <= TML_TUNE_RUNS) {
+        for (int i = 0; i < n; i++) {
+            bb[i] = b[i % 4];
+            cc[i] = c1[i % 4];
+        }
+        tml_tune_cmp more;
+        tml__tune_compare(bb, (size_t)n, cc, (size_t)n, &more);
+        CHECK_EQ_INT(more.verdict, TML_TUNE_GAIN);
+    }
     tml__tune_compare(b, 4, c2, 4, &r);
     CHECK_EQ_INT(r.verdict, TML_TUNE_LOSS);
     tml__tune_compare(b, 4, c2, 1, &r);
     CHECK(isnan(r.change));
     CHECK_EQ_INT(r.verdict, TML_TUNE_UNSURE);
-    CHECK_NEAR(tml__tune_t95(2.7), 4.303, 1e-9);   /* rounded down: wider */
-    CHECK_NEAR(tml__tune_t95(1000), 1.96, 1e-9);
-    CHECK(isnan(tml__tune_t95(0.5)));
 }
 
 static int has_step(const tml_tune_dir *d, const char *s)
@@ -62,7 +79,7 @@ static tml_tune_base base_of(const char *verdict, int cores, int ranks, int work
     b.cores = cores;
     b.ranks_here = ranks;
     b.workers = workers;
-    b.comm_bytes_per_step = b.comm_share = NAN;
+    b.comm_bytes_per_step = b.comm_share = b.fetch_cpu_share = NAN;
     return b;
 }
 
@@ -103,6 +120,42 @@ static void test_plan_input_bound(void)
     CHECK_STR(d[0].steps[0], "num_workers=4");
     CHECK_STR(d[1].name, "no DataLoader workers");
     CHECK_STR(d[1].steps[0], "num_workers=0");
+}
+
+/* A waiting fetch (its CPU share far below 1: storage, network, a sleep)
+ * gains from more workers than cores: ceil(1 / share), at most 8 a core;
+ * the ladder from none does not stop at one worker (one only overlaps).
+ * A fetch that computes keeps to the cores; so does a loader that has
+ * workers already (its share is the main thread waiting for them). */
+static void test_plan_waiting_fetch(void)
+{
+    tml_tune_dir d[TML_TUNE_DIRS];
+    tml_tune_base b = base_of("INPUT_BOUND", 2, 1, 0);
+    b.fetch_cpu_share = 0.02;
+    CHECK_EQ_INT(tml__tune_max_workers(&b), 16);
+    tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_STR(d[0].name, "DataLoader workers");
+    CHECK_EQ_INT(d[0].n, 4);   /* 2, 4, 8, 16: one worker would only overlap */
+    CHECK_STR(d[0].steps[0], "num_workers=2");
+    CHECK_STR(d[0].steps[3], "num_workers=16");
+    b.fetch_cpu_share = 0.3;   /* ceil(1 / 0.3) = 4 */
+    CHECK_EQ_INT(tml__tune_max_workers(&b), 4);
+    b.fetch_cpu_share = 0.15;  /* 7: 2, 4, 7 */
+    tml__tune_plan(&b, d, TML_TUNE_DIRS);
+    CHECK_STR(d[0].steps[d[0].n - 1], "num_workers=7");
+    b.host_cpu_high = 1;       /* busy cores: a waiting fetch still waits */
+    CHECK_EQ_INT(tml__tune_max_workers(&b), 7);
+    b.host_cpu_high = 0;
+    b.fetch_cpu_share = 0.9;
+    CHECK_EQ_INT(tml__tune_max_workers(&b), 2);
+    b.fetch_cpu_share = NAN;
+    CHECK_EQ_INT(tml__tune_max_workers(&b), 2);
+    tml__tune_plan(&b, d, TML_TUNE_DIRS);   /* unknown: from one, not stopping there */
+    CHECK_STR(d[0].steps[0], "num_workers=1");
+    CHECK_EQ_INT(d[0].min_steps, 2);
+    b = base_of("INPUT_BOUND", 2, 1, 2);
+    b.fetch_cpu_share = 0.01;
+    CHECK_EQ_INT(tml__tune_max_workers(&b), 2);
 }
 
 /* COMMUNICATION-BOUND tries DDP's settings first; no DataLoader seen, no
@@ -172,14 +225,31 @@ static void test_input_bound_notes(void)
     snprintf(r.arms[1].direction, sizeof(r.arms[1].direction), "DataLoader workers");
     snprintf(r.arms[1].settings, sizeof(r.arms[1].settings), "num_workers=1");
     r.arms[1].n = 3;
+    r.arms[1].cmp.verdict = TML_TUNE_LOSS;
     tml_strbuf text = {0};
     tml__tune_text(&r, &text);
     CHECK(strstr(text.buf, "Note: No loader setting paid") != NULL);
+    /* measured -39% (-51% .. +5%): undecided, never "no gain" */
+    r.arms[1].cmp = (tml_tune_cmp){.change = -0.39, .lo = -0.51, .hi = 0.05,
+                                   .verdict = TML_TUNE_UNSURE, .more = 4};
+    tml__sb_reset(&text);
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "paid") == NULL);
+    CHECK(strstr(text.buf, "Note: num_workers=1 measured -39.0% (-51.0% .. +5.0%): inconclusive: "
+                           "4 more rounds or a quieter machine would decide it") != NULL);
+    CHECK(strstr(text.buf, "inconclusive (4 more rounds or a quieter machine") != NULL);
     r.arms[1].n = 0;
     r.arms[1].skipped = 1;
     tml__sb_reset(&text);
     tml__tune_text(&r, &text);
     CHECK(strstr(text.buf, "Note: No loader setting fit in the budget") != NULL);
+    r.trial_s = 96;   /* a trial's time known: what budget would try one */
+    r.elapsed_s = 132;
+    tml__sb_reset(&text);
+    tml__tune_text(&r, &text);
+    CHECK(strstr(text.buf, "Note: Nothing fit in the budget: a trial takes 96 s here") != NULL);
+    CHECK(strstr(text.buf, "a --budget of about 421 s") != NULL);
+    r.trial_s = 0;
     r.narms = 1;
     r.base.workers = -1;
     tml__sb_reset(&text);
@@ -202,6 +272,17 @@ static void test_settings_strings(void)
     CHECK_EQ_INT(tml__tune_settings_check("", why, sizeof(why)), TML_EINVAL);
     CHECK_EQ_INT(tml__tune_settings_check("num_workers=2,", why, sizeof(why)), 0);
     CHECK_EQ_INT(tml__tune_settings_check(",num_workers=2", why, sizeof(why)), TML_EINVAL);
+    /* every setting at its longest integer value fits; a string longer than
+     * what holds it (run --apply's, the summary's) is refused, not cut */
+    const char *all = "num_workers=256,pin_memory=1,persistent_workers=1,prefetch_factor=64,"
+                      "threads=1024,bucket_cap_mb=65536,gradient_as_bucket_view=1,"
+                      "comm_hook=fp16,cudnn_benchmark=1";
+    CHECK_EQ_INT(tml__tune_settings_check(all, why, sizeof(why)), 0);
+    char longer[2 * TML_TUNE_SETTING] = "";
+    for (size_t n = 0; n < TML_TUNE_SETTING; n += 14)
+        memcpy(longer + n, "num_workers=1,", 15);
+    CHECK_EQ_INT(tml__tune_settings_check(longer, why, sizeof(why)), TML_EINVAL);
+    CHECK(strstr(why, "more than the 255") != NULL);
     tml__tune_merge("num_workers=2", "prefetch_factor=4", out, sizeof(out));
     CHECK_STR(out, "num_workers=2,prefetch_factor=4");
     tml__tune_merge("num_workers=2,threads=1", "num_workers=4", out, sizeof(out));
@@ -255,7 +336,7 @@ static void test_report(void)
     CHECK(strstr(text.buf, "    DataLoader(..., num_workers=2)\n") != NULL);
     CHECK(strstr(text.buf, "traceml run --apply logs/tune_train/tune.json train.py --epochs 1")
           != NULL);
-    CHECK(strstr(text.buf, "no clear change") != NULL);
+    CHECK(strstr(text.buf, "inconclusive") != NULL);
     tml__tune_json(&r, &json);
     tml_json *doc = NULL;
     CHECK_EQ_INT(tml__json_parse(json.buf, json.len, &doc, NULL), 0);
@@ -263,6 +344,23 @@ static void test_report(void)
     const tml_json *trials = tml__json_get(doc, "trials");
     CHECK(trials && trials->n == 2);
     CHECK_STR(tml__json_str(tml__json_get(tml__json_at(trials, 0), "result")), "gain");
+    /* the page without the baseline's report: the intervals' chart, each
+     * row with tune.json's figures */
+    tml_strbuf html = {0};
+    tml__tune_html(&r, &html);
+    CHECK(strstr(html.buf, "<svg id=\"tune-chart\"") != NULL);
+    for (size_t i = 0; i < 2; i++) {
+        const tml_json *ci = tml__json_get(tml__json_at(trials, i), "ci_percent");
+        double lo = NAN, hi = NAN, ch = NAN;
+        CHECK(tml__json_num(tml__json_at(ci, 0), &lo) && tml__json_num(tml__json_at(ci, 1), &hi));
+        CHECK(tml__json_num(tml__json_get(tml__json_at(trials, i), "change_percent"), &ch));
+        char row[200];
+        snprintf(row, sizeof(row), "data-settings=\"%s\" data-change=\"%.1f\" data-lo=\"%.1f\" "
+                 "data-hi=\"%.1f\"", r.arms[i + 1].settings, ch, lo, hi);
+        CHECK(strstr(html.buf, row) != NULL);
+    }
+    CHECK(strstr(html.buf, "class=\"tune-ci\"") != NULL);
+    tml__sb_release(&html);
     tml__json_free(doc);
     /* a setting on top of another recommended only when it beats that one
      * too: 0.1 ms faster within the noise is not */
@@ -296,9 +394,10 @@ static void test_report(void)
 }
 
 #define TESTS \
-    X(test_interval_is_welch) \
+    X(test_interval_is_on_the_log) \
     X(test_gain_needs_whole_interval) \
     X(test_plan_input_bound) \
+    X(test_plan_waiting_fetch) \
     X(test_plan_communication_bound) \
     X(test_latency_bound_note) \
     X(test_input_bound_notes) \

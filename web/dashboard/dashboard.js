@@ -9,16 +9,61 @@
 (function () {
   "use strict";
   var charts = {};
-  var state = { updates: 0, last: null, summary: null, errors: [], gpu: [], charts: charts };
+  var state = { updates: 0, last: null, summary: null, errors: [], gpu: [], charts: charts,
+                cpuram: { points: [], nodes: [] } };
   window.__traceml = state;
-  var COLORS = {
-    input_wait: "#e5534b", h2d: "#d4a72c", forward: "#539bf5", backward: "#6cb6ff",
-    optimizer: "#b083f0", residual: "#8a96a3"
+  /* the phase colours: web/phases.js (/phases.js), shared with the HTML
+   * report; Communication only once a rank has communicated */
+  var COLORS = {}, ALL_PHASES = [];
+  window.TRACEML_PHASES.forEach(function (p) {
+    COLORS[p.key] = p.color;
+    ALL_PHASES.push([p.key, p.label]);
+  });
+  var PHASES = ALL_PHASES.filter(function (p) { return p[0] !== "communication"; });
+  function phasesOf(d) {
+    var comm = (d.ranks || []).some(function (r) { return r.communication_ms != null; });
+    PHASES = ALL_PHASES.filter(function (p) { return p[0] !== "communication" || comm; });
+  }
+
+  /* The System and process table names a gauge (its /metrics name less
+   * "traceml_") in words, with its unit in the value: [label, unit], the
+   * unit one of bytes, %, C, W. A key not listed here is shown in words
+   * made from its name, never raw. */
+  var GAUGES = {
+    system_cpu_percent: ["Host CPU", "%"],
+    system_ram_used_bytes: ["Host RAM used", "bytes"],
+    system_ram_total_bytes: ["Host RAM total", "bytes"],
+    system_ram_used_peak_bytes: ["Host RAM used, peak", "bytes"],
+    system_gpu_util_percent: ["GPU utilisation", "%"],
+    system_gpu_memory_used_bytes: ["GPU memory used", "bytes"],
+    system_gpu_memory_total_bytes: ["GPU memory total", "bytes"],
+    system_gpu_memory_peak_percent: ["GPU memory used, peak", "%"],
+    system_gpu_temperature_c: ["GPU temperature", "C"],
+    system_gpu_temperature_peak_c: ["GPU temperature, peak", "C"],
+    system_gpu_power_w: ["GPU power", "W"],
+    system_gpu_power_limit_w: ["GPU power limit", "W"],
+    system_gpu_power_percent: ["GPU power, of its limit", "%"],
+    process_cpu_percent: ["Process CPU (100% = one core)", "%"],
+    process_cpu_capacity_percent: ["Process CPU, of the host's cores", "%"],
+    process_runqueue_wait_percent: ["Process waiting for a core, of wall time", "%"],
+    process_rss_bytes: ["Process RSS", "bytes"],
+    process_rss_peak_bytes: ["Process RSS, peak", "bytes"],
+    process_cuda_allocated_bytes: ["CUDA allocated", "bytes"],
+    process_cuda_reserved_bytes: ["CUDA reserved", "bytes"],
+    process_cuda_reserved_peak_bytes: ["CUDA reserved, peak", "bytes"],
+    process_device_total_bytes: ["GPU memory total (the rank's device)", "bytes"],
+    process_host_ram_total_bytes: ["Host RAM total (the rank's host)", "bytes"]
   };
-  var PHASES = [
-    ["input_wait", "Input Wait"], ["h2d", "H2D"], ["forward", "Forward"],
-    ["backward", "Backward"], ["optimizer", "Optimizer"], ["residual", "Residual"]
-  ];
+  function gaugeOf(name) {
+    if (GAUGES[name]) return GAUGES[name];
+    var m = /_(bytes|percent|c|w)$/.exec(name), unit = m ? { bytes: "bytes", percent: "%", c: "C", w: "W" }[m[1]] : "";
+    var words = name.replace(/_(bytes|percent|c|w)$/, "").replace(/^(system|process)_/, "").replace(/_/g, " ");
+    return [(/^process_/.test(name) ? "Process " : "Host ") + words, unit];
+  }
+  function gaugeValue(v, unit) {
+    return unit === "bytes" ? bytes(v) : unit === "%" ? pct(v) : unit === "C" ? v.toFixed(0) + " \u00b0C" :
+           unit === "W" ? v.toFixed(0) + " W" : String(v);
+  }
 
   function $(id) { return document.getElementById(id); }
   function esc(s) {
@@ -80,11 +125,14 @@
   function tick(v) { return String(+v.toFixed(Math.abs(v) >= 100 ? 0 : 2)); }
 
   /* o: fmt (legend values), xfmt (legend x), ylabel, zero (y from 0), stacked,
-   * connect (draw lines over missing values) */
+   * connect (draw lines over missing values), range (the y axis' [min, max]),
+   * y2 ({labels, ylabel, fmt, range}: the series drawn against a second axis
+   * on the right, from 0) */
   function setChart(name, id, labels, colors, rows, o) {
     var b = box(id), c = charts[name];
     if (!rows.length) return;              /* dygraphs cannot draw no rows: keep what is there */
     if (c && c.getLabels().join("\u0001") === labels.join("\u0001")) {
+      if (o.y2 && o.y2.range) c.updateOptions({ axes: { y2: { valueRange: o.y2.range } } }, true);
       /* a redraw clears the selection: keep the legend's values under the
        * mouse on the same x while new steps arrive */
       var sel = c.getSelection(), x = sel >= 0 ? c.getValue(sel, 0) : null;
@@ -104,6 +152,15 @@
       includeZero: !!o.zero, connectSeparatedPoints: !!o.connect, ylabel: o.ylabel || "",
       axes: { y: { axisLabelWidth: 60, valueFormatter: o.fmt || tick } }
     };
+    if (o.y2) {                            /* these series on a right-hand axis */
+      opts.series = {};
+      o.y2.labels.forEach(function (l) { opts.series[l] = { axis: "y2" }; });
+      opts.y2label = o.y2.ylabel;
+      opts.axes.y2 = { axisLabelWidth: 60, valueFormatter: o.y2.fmt, independentTicks: true,
+                       includeZero: true };
+      if (o.y2.range) opts.axes.y2.valueRange = o.y2.range;
+    }
+    if (o.range) opts.axes.y.valueRange = o.range;
     if (o.stacked) {
       opts.stackedGraph = true;
       opts.stackedGraphNaNFill = "none";
@@ -147,7 +204,9 @@
     setChart("mem", "c-mem", ["step", "RSS (MB)", "CUDA allocated (MB)", "CUDA reserved (MB)"],
              ["#57ab5a", "#539bf5", "#b083f0"],
              rowsOf(s.step || [], [mb(s.rss_bytes), mb(s.cuda_allocated_bytes), mb(s.cuda_reserved_bytes)]),
-             { fmt: function (v) { return v.toFixed(1) + " MB"; }, ylabel: "MB" });
+             /* from 0, as the report's memory chart (web/report.js,
+              * memUnit): a flat 335 MB with 4 MB of drift must look flat */
+             { fmt: function (v) { return v.toFixed(1) + " MB"; }, ylabel: "MB", zero: true });
     var m = d.step_memory || {};
     $("mem-label").textContent = m.label ? "Step memory: " + m.label + (m.why ? " — " + m.why : "") : "";
   }
@@ -162,6 +221,44 @@
     setChart("gpu", "c-gpu", ["time", "GPU util"], ["#d4a72c"], g,
              { fmt: pct, ylabel: "%", zero: true, xfmt: function (t) { return new Date(t).toLocaleTimeString(); } });
     $("gpu-label").textContent = g.length ? "" : "No GPU utilisation sampled in this run (n/a).";
+  }
+
+  /* Host CPU % (per node) and the training's RAM (the RSS of its ranks,
+   * added up) over time. /api/live carries them as gauges, each the
+   * average over the live window; every update adds one point, as for the
+   * GPU chart (the last 600: 10 minutes at the default interval). */
+  function cpuRamChart(d) {
+    var h = state.cpuram, cpu = {}, rss = null, any = false;
+    (d.gauges || []).forEach(function (g) {
+      if (g.name === "traceml_system_cpu_percent") { cpu[g.node] = g.value; any = true; }
+      if (g.name === "traceml_process_rss_bytes") { rss = (rss || 0) + g.value; any = true; }
+    });
+    if (any) {
+      h.points.push({ t: new Date(d.unix_ms), cpu: cpu, rss: rss });
+      Object.keys(cpu).forEach(function (n) { if (h.nodes.indexOf(+n) < 0) h.nodes.push(+n); });
+      h.nodes.sort(function (a, b) { return a - b; });
+      if (h.points.length > 600) h.points.shift();
+    }
+    var many = h.nodes.length > 1;
+    var cpuLabels = h.nodes.map(function (n) { return "Host CPU" + (many ? " N" + n : ""); });
+    var rssLabel = (d.ranks || []).length > 1 ? "Process RSS (all ranks)" : "Process RSS";
+    var rows = h.points.map(function (p) {
+      return [p.t].concat(h.nodes.map(function (n) { return p.cpu[n] != null ? p.cpu[n] : null; }),
+                          [p.rss != null ? p.rss / 1e6 : null]);
+    });
+    /* CPU on 0-100% (a little headroom, so 100% is not the frame); RSS
+     * from 0 to a quarter above its largest value, so that the two lines do
+     * not lie on each other at the top when the host is saturated */
+    var top = 0;
+    rows.forEach(function (r) { var v = r[r.length - 1]; if (v != null && v > top) top = v; });
+    $("cpuram-label").textContent = h.points.length ? "" : "Waiting for host and process samples.";
+    setChart("cpuram", "c-cpuram", ["time"].concat(cpuLabels, [rssLabel]),
+             h.nodes.map(function (n, i) { return ["#e15759", "#f28e2b", "#edc948", "#ff9da7"][i % 4]; })
+               .concat(["#57ab5a"]), rows,
+             { fmt: pct, ylabel: "host CPU %", zero: true, range: [0, 105],
+               xfmt: function (t) { return new Date(t).toLocaleTimeString(); },
+               y2: { labels: [rssLabel], ylabel: "process RSS, MB", range: [0, top > 0 ? top * 1.25 : 1],
+                     fmt: function (v) { return v.toFixed(1) + " MB"; } } });
   }
 
   function rankChart(d) {
@@ -212,17 +309,16 @@
       r += row(["skew (worst vs median)", "", "", pct(d.skew_percent), "", "", "", "", "", ""]);
     $("t-ranks").innerHTML = r;
 
-    var s = "<tr><th>section</th><th>diagnosis</th><th></th></tr>";
-    ["system", "process"].forEach(function (k) {
-      var x = d[k] || {};
-      s += row([k, esc(x.label || "n/a") + (x.severity ? " (" + esc(x.severity) + ")" : ""), esc(x.why || "")]);
+    var s = "<tr><th></th><th>value</th><th>where</th></tr>";
+    [["system", "System"], ["process", "Process"]].forEach(function (k) {
+      var x = d[k[0]] || {};
+      s += row([k[1] + " diagnosis", esc(x.label || "n/a") + (x.severity ? " (" + esc(x.severity) + ")" : ""), esc(x.why || "")]);
     });
     (d.gauges || []).forEach(function (g) {
       if (g.name.indexOf("traceml_step_memory_") === 0) return;
       var who = g.rank != null ? "rank " + g.rank : "node " + g.node;
-      var name = g.name.replace(/^traceml_/, "");
-      var v = /_bytes$/.test(name) ? bytes(g.value) : /_percent$/.test(name) ? pct(g.value) : g.value;
-      s += row([esc(name), esc(v), esc(who)]);
+      var m = gaugeOf(g.name.replace(/^traceml_/, ""));
+      s += row([esc(m[0]), esc(gaugeValue(g.value, m[1])), esc(who)]);
     });
     $("t-sys").innerHTML = s;
   }
@@ -254,11 +350,13 @@
   function update(d) {
     try {
       state.last = d;
+      phasesOf(d);
       header(d);
       tables(d);
       stackChart(d);
       inputChart(d);
       memChart(d);
+      cpuRamChart(d);
       gpuChart(d);
       rankChart(d);
       state.updates++;

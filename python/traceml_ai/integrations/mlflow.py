@@ -24,6 +24,12 @@ becomes `_`. Nothing here starts TraceML. When there is nothing to log it
 returns None; when MLflow refuses the data, one warning line: a tracker
 never breaks the training. Like mlflow.log_metrics itself, it starts a run
 when none is active.
+
+Mid-run the tag `traceml/status` is "running"; when TraceML stops in this
+process (at exit), every run it was logged to that way gets the run's
+final status, as the summary says it: "completed", "failed" (an uncaught
+exception) or "interrupted" (Ctrl-C). Set with MlflowClient on the run's
+id, so it works after `with mlflow.start_run()` ended the run.
 """
 import re
 
@@ -31,6 +37,8 @@ import traceml_ai as _t
 
 _BAD = re.compile(r"[^A-Za-z0-9_\-. :/]")
 _MAX_TAG = 5000       # under every MLflow store's tag-value limit (8000 locally)
+_STATUS = "traceml/status"
+_running_in = {}      # (tracking URI, run id) whose traceml/status said "running"
 
 
 def _split(data):
@@ -64,8 +72,33 @@ def log_summary(step=None):
             mlflow.log_metrics(metrics, step=int(step))
         if tags:
             mlflow.set_tags(tags)
+        _remember(mlflow, tags.get(_STATUS))
         return data
     except Exception as e:              # never break training
-        _t._warn("could not log TraceML's summary to MLflow (%s: %s)"
-                 % (type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]))
+        _t._warn("could not log TraceML's summary to MLflow (%s)" % _why(e))
         return None
+
+
+def _why(e):
+    return "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200])
+
+
+def _remember(mlflow, status):
+    """A run told "running" is told the final status at TraceML's stop."""
+    run = mlflow.active_run()
+    if status == "running" and run is not None:
+        _running_in[(mlflow.get_tracking_uri(), run.info.run_id)] = True
+        _t._on_stop(_set_final_status)
+    elif run is not None:               # logged after the end: already final
+        _running_in.pop((mlflow.get_tracking_uri(), run.info.run_id), None)
+
+
+def _set_final_status(status):
+    from mlflow.tracking import MlflowClient
+    for uri, run_id in list(_running_in):
+        try:
+            MlflowClient(tracking_uri=uri).set_tag(run_id, _STATUS, status)
+        except Exception as e:          # never break the exit either
+            _t._warn("could not set %s=%s on MLflow run %s (%s)" % (_STATUS, status, run_id,
+                                                                     _why(e)))
+    _running_in.clear()
