@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -422,10 +423,17 @@ int tml__cli_read_json(const char *path, const char *what, tml_json **doc, char 
                           err.msg ? err.msg : "invalid", err.offset);
 }
 
+/* close_range(2) by its number: glibc's wrapper is 2.34's, and the wheel
+ * runs on 2.28 (a kernel before 5.9 says ENOSYS: the loop). */
 static void close_range_or_loop(unsigned lo, unsigned hi)
 {
-    if (lo > hi || close_range(lo, hi, 0) == 0)
+#ifdef SYS_close_range
+    if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
         return;
+#else
+    if (lo > hi)
+        return;
+#endif
     long max = sysconf(_SC_OPEN_MAX);
     unsigned top = max > 0 && max < 65536 ? (unsigned)max - 1 : 65535;
     for (unsigned fd = lo; fd <= hi && fd <= top; fd++)

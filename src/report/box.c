@@ -698,6 +698,23 @@ static void header_line(const tml_report_model *m, char *out, size_t cap)
 #undef ADD
 }
 
+/* The name of a signal a rank dies of at exit (glibc's sigabbrev_np is
+ * 2.32's: the wheel runs on 2.28). */
+static const char *signal_abbrev(int sig)
+{
+    switch (sig) {
+    case SIGABRT: return "ABRT";
+    case SIGSEGV: return "SEGV";
+    case SIGBUS:  return "BUS";
+    case SIGILL:  return "ILL";
+    case SIGFPE:  return "FPE";
+    case SIGKILL: return "KILL";
+    case SIGTERM: return "TERM";
+    case SIGINT:  return "INT";
+    default:      return NULL;
+    }
+}
+
 /* The ranks that died of a signal at exit, after their goodbye: "R1/N0
  * aborted at exit (SIGABRT)", ... into out; 0 when there is none. */
 static size_t exit_deaths(const tml_report_model *m, char *out, size_t cap)
@@ -708,7 +725,7 @@ static size_t exit_deaths(const tml_report_model *m, char *out, size_t cap)
         const tml_rank *r = &m->run->ranks[i];
         if (r->exit_signal <= 0)
             continue;
-        const char *name = sigabbrev_np(r->exit_signal);
+        const char *name = signal_abbrev(r->exit_signal);
         int w = snprintf(out + n, cap - n, "%sR%d/N%d %s at exit (SIG%s)", n ? ", " : "",
                          (int)r->info.rank, (int)r->info.node_rank,
                          r->exit_signal == SIGABRT ? "aborted" : "died", name ? name : "?");
