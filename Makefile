@@ -16,6 +16,7 @@
 PYTHON  ?= python3
 PREFIX  ?= /usr/local
 CC      ?= cc
+OBJCOPY ?= objcopy
 
 ifeq ($(SANITIZE),1)
 B       ?= build-asan
@@ -76,6 +77,7 @@ TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 EXAMPLES := $(EX_SRC:examples/c/%.c=$(B)/examples/%)
 PYDIR    := $(B)/lib/traceml/python/traceml_ai
+INTERNAL_A := $(B)/obj/libtraceml-internal.a
 PY_OUT   := $(PY_SRC:python/traceml_ai/%=$(PYDIR)/%) $(PYDIR)/_traceml$(PY_EXT) $(PYDIR)/lib/libtraceml.so
 
 # Fake NVIDIA libraries for the GPU paths' tests (tests/fakes/), loaded
@@ -166,10 +168,21 @@ $(SQLITE_O): third_party/sqlite/sqlite3.c third_party/sqlite/sqlite3.h
 	$(CC) $(SQLITE_CFLAGS) -c $< -o $@
 
 # The static library carries SQLite too, as the shared one does: a program
-# linking either needs nothing more.
-$(B)/lib/libtraceml.a: $(LIB_OBJ) $(SQLITE_O)
+# linking either needs nothing more. The installed one (lib/libtraceml.a)
+# is one relocatable object whose hidden symbols are made local: only the
+# C API (tml_*, include/traceml/traceml.h) is global, so a program that
+# links its own SQLite beside it keeps its own (tests/e2e/test_c_api.py).
+# The binary, the C tests and the benches link the engine's internals
+# (tml__*): obj/libtraceml-internal.a, never installed.
+$(B)/obj/libtraceml-internal.a: $(LIB_OBJ) $(SQLITE_O)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+$(B)/lib/libtraceml.a: $(LIB_OBJ) $(SQLITE_O)
+	@mkdir -p $(dir $@) $(B)/obj/public
+	$(CC) -r -nostdlib -o $(B)/obj/public/traceml.o $^
+	$(OBJCOPY) --localize-hidden $(B)/obj/public/traceml.o
+	rm -f $@ && ar rcs $@ $(B)/obj/public/traceml.o
 
 $(B)/lib/libtraceml.so: $(LIB_OBJ) $(SQLITE_O)
 	@mkdir -p $(dir $@)
@@ -178,13 +191,13 @@ $(B)/lib/libtraceml.so: $(LIB_OBJ) $(SQLITE_O)
 # Not a PIE: a PIE's relocations cost 50 kB, which once (with Debian's
 # SQLite, FTS and R*Tree included, and ncurses inside) took it past the
 # 2 MB the wheel allows a binary.
-$(B)/bin/traceml: $(CLI_OBJ) $(B)/lib/libtraceml.a
+$(B)/bin/traceml: $(CLI_OBJ) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANFLAGS) -pthread -no-pie -o $@ $(CLI_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
+	$(CC) $(SANFLAGS) -pthread -no-pie -o $@ $(CLI_OBJ) $(INTERNAL_A) $(LDLIBS)
 
-$(B)/tests/%: tests/unit/%.c $(B)/lib/libtraceml.a tests/unit/harness.h
+$(B)/tests/%: tests/unit/%.c $(INTERNAL_A) tests/unit/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(TEST_OBJ) $(B)/lib/libtraceml.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(TEST_OBJ) $(INTERNAL_A) $(LDLIBS)
 
 # A unit test of a CLI file links that file's object too: test_config,
 # the project file's parser (cli/config_file.c, pure); test_live_lines,
@@ -194,9 +207,9 @@ $(B)/tests/test_config: $(B)/obj/cli/config_file.o
 $(B)/tests/test_live_lines: TEST_OBJ = $(B)/obj/cli/live_lines.o
 $(B)/tests/test_live_lines: $(B)/obj/cli/live_lines.o
 
-$(B)/bench/%: bench/%.c $(B)/lib/libtraceml.a
+$(B)/bench/%: bench/%.c $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/lib/libtraceml.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(INTERNAL_A) $(LDLIBS)
 
 $(B)/examples/%: examples/c/%.c $(B)/lib/libtraceml.a
 	@mkdir -p $(dir $@)

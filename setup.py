@@ -24,7 +24,9 @@ The objects go to $TRACEML_BUILD_DIR (default build/, shared with a plain
 setuptools' own folders are the build's alone (build/setuptools/PID,
 removed after it).
 Everything is compiled here, at build time; importing traceml_ai never
-needs a compiler.
+needs a compiler. $TRACEML_CC and $TRACEML_STRIP name another compiler and
+strip (scripts/wheels: zig cc for glibc 2.28 on x86_64 and aarch64, with
+`--plat-name manylinux_2_28_<arch>`).
 """
 import atexit
 import fcntl
@@ -77,8 +79,9 @@ class MakeExt(build_ext):
     def build_extension(self, ext):
         with self.turn():
             jobs = str(os.cpu_count() or 1)
+            cc = ["CC=" + os.environ["TRACEML_CC"]] if os.environ.get("TRACEML_CC") else []
             subprocess.check_call(["make", "-C", HERE, "-j" + jobs, "B=" + self.build,
-                                   "PYTHON=" + sys.executable, "package"])
+                                   "PYTHON=" + sys.executable, *cc, "package"])
             dest = self.get_ext_fullpath(ext.name)
             self.place(os.path.dirname(dest), dest)
             if not self.inplace:        # the wheel's top level (site-packages)
@@ -98,7 +101,7 @@ class MakeExt(build_ext):
         for old in glob.glob(os.path.join(pkg, "_traceml.*.so")):   # an earlier build's
             if old != ext_file:
                 os.unlink(old)
-        strip = shutil.which("strip")
+        strip = shutil.which(os.environ.get("TRACEML_STRIP") or "strip")
         for src, dst in parts:
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copyfile(src, dst)
@@ -134,22 +137,32 @@ def glibc_needs(path):
     return needed, max(minors, default=17)
 
 
+# ELF e_machine -> the wheel's architecture (the files' own, not this
+# machine's: scripts/wheels builds aarch64 wheels on x86_64)
+ELF_ARCH = {0x3E: "x86_64", 0xB7: "aarch64"}
+
+
 def platform_tag(root):
     """manylinux_2_N_<arch> for the ELF files under root when they need
     nothing from the system beyond MANYLINUX_LIBS (those in the wheel
-    itself excepted), else linux_<arch>."""
-    arch = platform.machine()
-    plain = "linux_" + arch
-    if not sys.platform.startswith("linux") or arch not in ("x86_64", "aarch64"):
+    itself excepted), else linux_<arch>. The arch is the files' own."""
+    plain = "linux_" + platform.machine()
+    if not sys.platform.startswith("linux"):
         return plain
-    files, inside = [], set()
+    files, inside, arches = [], set(), set()
     for d, _, names in os.walk(root):
         for n in names:
             p = os.path.join(d, n)
             with open(p, "rb") as f:
-                if f.read(4) == b"\x7fELF":
-                    files.append(p)
-                    inside.add(n)
+                head = f.read(20)
+            if head[:4] == b"\x7fELF":
+                files.append(p)
+                inside.add(n)
+                arches.add(ELF_ARCH.get(int.from_bytes(head[18:20], "little")))
+    if len(arches) != 1 or None in arches:
+        return plain
+    (arch,) = arches
+    plain = "linux_" + arch
     minor = 17
     for p in files:
         r = glibc_needs(p)

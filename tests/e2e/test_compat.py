@@ -4,7 +4,7 @@ A 0.5.0 script must not die on its first TraceML line here: init() and
 start() take every 0.5.0 keyword (with its meaning where this engine has
 one, else one warning line naming it) and return the configuration
 object 0.5.0 scripts read; summary() / final_summary() take 0.5.0's
-keywords; `import traceml` fails with 0.5.0's guidance; the integrations
+keywords; `import traceml` is not ours (no top-level package); the integrations
 have their 0.5.0 names and init() entries.
 
 The glue is tested on the fake torch (quick tier); the integrations'
@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import FAKE_TORCH, PYTHON, TIMEOUT, TRACEML, base_env, traceml_warnings
+from conftest import FAKE_TORCH, PYTHON, REPO, TIMEOUT, TRACEML, base_env, traceml_warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "integrations")
@@ -197,13 +197,17 @@ print("STEPS", s["meta"]["common_steps"])
 
 
 @pytest.mark.quick
-def test_import_traceml_says_what_to_import():
+def test_import_traceml_is_not_ours():
+    """The package installs no top-level `traceml` (that name may be another
+    distribution's): `import traceml` is Python's own ModuleNotFoundError,
+    and 0.5.0's guidance (import traceml_ai as traceml) is in the docs."""
     r = subprocess.run([PYTHON, "-c", "import traceml"], env=base_env(), capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1
-    assert r.stderr.strip().splitlines()[-1] == (
-        "ImportError: The 'traceml' import path is not supported. "
-        "Use 'import traceml_ai as traceml' instead."), r.stderr
+    assert r.stderr.strip().splitlines()[-1] == \
+        "ModuleNotFoundError: No module named 'traceml'", r.stderr
+    with open(os.path.join(REPO, "docs", "compat.md"), encoding="utf-8") as f:
+        assert "import traceml_ai as traceml" in f.read()
 
 
 @pytest.mark.quick

@@ -147,7 +147,7 @@ def test_sdist_and_wheel_contents(dist):
                  "include/traceml/traceml.h", "python/_traceml.c", "web/report.js",
                  "web/gen/dygraphs.c", "third_party/sqlite/sqlite3.c",
                  "third_party/sqlite/sqlite3.h", "cli/screen.c", "cli/run/run.c",
-                 "cli/run/run.h", "python/traceml_ai/_sitecustomize.py"):
+                 "cli/run/run.h", "python/traceml_ai/_sitecustomize.py", "LICENSE", "NOTICE"):
         assert need in names, need
     assert not [n for n in names if n.startswith(("build/", ".venv/")) or n.endswith((".o", ".so"))]
     with zipfile.ZipFile(wheel) as z:
@@ -159,6 +159,16 @@ def test_sdist_and_wheel_contents(dist):
                  "traceml_ai/_sitecustomize.py"):
         assert need in info, need
     assert [n for n in info if n.startswith("traceml_ai/_traceml.")] == ["traceml_ai/_traceml.abi3.so"]
+    # the licence and the third-party notices in the dist-info (PEP 639);
+    # no top-level package but traceml_ai (`traceml` may be another's)
+    meta = [n for n in info if n.endswith(".dist-info/METADATA")]
+    with zipfile.ZipFile(wheel) as z:
+        assert "License-Expression: Apache-2.0" in z.read(meta[0]).decode()
+        lic = {n.rsplit("/", 1)[1]: z.read(n).decode() for n in info
+               if ".dist-info/licenses/" in n}
+    assert "Apache License" in lic["LICENSE"] and "Version 2.0" in lic["LICENSE"], sorted(lic)
+    assert "SQLite" in lic["NOTICE"] and "dygraphs" in lic["NOTICE"] and "MIT" in lic["NOTICE"]
+    assert {n.split("/")[0] for n in info if "/" in n and ".dist-info" not in n} == {"traceml_ai"}
     # the library and the binary: at most 2 MB each, SQLite inside
     for big in ("traceml_ai/lib/libtraceml.so", "traceml_ai/bin/traceml"):
         assert info[big].file_size <= 2 * 1024 * 1024, (big, info[big].file_size)
@@ -629,3 +639,52 @@ def test_uv_pip_install(tmp_path):
     ok(sh([uv, "pip", "install", "--python", v / "bin" / "python", REPO], timeout=600))
     ok(sh([v / "bin" / "traceml", "--version"]))
     ok(sh([v / "bin" / "python", "-c", "import traceml_ai._traceml"]))
+
+
+OWN_SQLITE_C = r'''
+#include <sqlite3.h>
+#include <stdio.h>
+#include "traceml/traceml.h"
+int main(void)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    if (sqlite3_open(":memory:", &db) != SQLITE_OK)
+        return 1;
+    if (sqlite3_prepare_v2(db, "select json('[1]')", -1, &st, NULL) != SQLITE_OK) {
+        printf("prepare: %s\n", sqlite3_errmsg(db));
+        return 1;
+    }
+    if (sqlite3_step(st) != SQLITE_ROW)
+        return 1;
+    printf("json %s sqlite %s traceml %s\n", sqlite3_column_text(st, 0), sqlite3_libversion(),
+           tml_version());
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return 0;
+}
+'''
+
+
+def test_installed_libraries_keep_the_programs_sqlite(tmp_path):
+    """`make install`'s libtraceml.a and libtraceml.so export the C API
+    (tml_*) and nothing else: a C program that links its own SQLite
+    (Debian's, with JSON) beside either gets its own, not TraceML's
+    trimmed one (`select json('[1]')` works)."""
+    root = tmp_path / "root"
+    ok(sh(["make", "-C", REPO, "install", "DESTDIR=" + str(root), "PREFIX=/usr/local"]))
+    lib, inc = root / "usr/local/lib", root / "usr/local/include"
+    for f, nm in (("libtraceml.a", ["nm", "-g", "--defined-only"]),
+                  ("libtraceml.so", ["nm", "-D", "--defined-only"])):
+        names = [ln.split()[-1] for ln in ok(sh(nm + [lib / f])).stdout.splitlines()
+                 if len(ln.split()) == 3]
+        assert names and all(n.startswith("tml_") for n in names), (f, names)
+    src = tmp_path / "own.c"
+    src.write_text(OWN_SQLITE_C)
+    builds = {"static": [lib / "libtraceml.a", "-lsqlite3", "-lpthread", "-ldl", "-lm"],
+              "shared": ["-L%s" % lib, "-Wl,-rpath,%s" % lib, "-ltraceml", "-lsqlite3"]}
+    for how, libs in builds.items():
+        exe = tmp_path / how
+        ok(sh(["cc", "-std=c11", "-I%s" % inc, "-o", exe, src] + libs))
+        out = ok(sh([exe])).stdout
+        assert out.startswith("json [1] sqlite 3.") and "traceml " in out, (how, out)

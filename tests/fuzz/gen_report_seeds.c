@@ -4,7 +4,7 @@
  * seeds are the frames a real rank sends after its handshake:
  *
  *     cc -std=c11 -D_GNU_SOURCE -Iinclude -Isrc tests/fuzz/gen_report_seeds.c \
- *         build/lib/libtraceml.a -lpthread -ldl -lm -o build/gen_report_seeds
+ *         build/obj/libtraceml-internal.a -lpthread -ldl -lm -o build/gen_report_seeds
  *     build/gen_report_seeds tests/fuzz/corpus/report
  *
  * Each seed: the flags byte of fuzz_report.c, then each rank's frames,

@@ -31,6 +31,15 @@ static size_t fixture(const char *name, char *buf, size_t cap)
     return n;
 }
 
+/* Under qemu-user (scripts/wheels --test sets TML_TEST_EMULATOR), the
+ * process's own /proc/self/stat is made up by the emulator: RSS 0, no
+ * children's times. Other processes' files are the kernel's. */
+static int emulated(void)
+{
+    const char *e = getenv("TML_TEST_EMULATOR");
+    return e && *e;
+}
+
 static void test_stat(void)
 {
     char b[8192];
@@ -145,7 +154,8 @@ static void test_process_tree(void)
     waitpid(c, NULL, 0);
     CHECK_EQ_INT(tml__proc_tree_ticks((int32_t)getpid(), &after, &n), 0);
     CHECK_EQ_INT(n, 1);
-    CHECK(after >= during);                          /* moved into cutime: no drop */
+    if (!emulated())                                 /* moved into cutime: no drop */
+        CHECK(after >= during);
     close(fds[0]);
     close(fds[1]);
     CHECK_EQ_INT(tml__proc_tree_ticks(0x7ffffff0, &after, &n), TML_EIO);
@@ -195,7 +205,8 @@ static void test_statm_and_live_files(void)
     tml_pid_stat s;
     CHECK_EQ_INT(tml__proc_read("/proc/self/stat", b, sizeof(b), &n), 0);
     CHECK_EQ_INT(tml__proc_parse_pid_stat(b, n, &s), 0);
-    CHECK(s.rss_pages > 0);
+    if (!emulated())
+        CHECK(s.rss_pages > 0);
     CHECK_EQ_INT(tml__proc_read("/nonexistent", b, sizeof(b), &n), TML_EIO);
     /* schedstat: run and run-queue wait, in ns */
     uint64_t run, wait;
