@@ -171,7 +171,7 @@ $(SQLITE_O): third_party/sqlite/sqlite3.c third_party/sqlite/sqlite3.h
 # linking either needs nothing more. The installed one (lib/libtraceml.a)
 # is one relocatable object whose hidden symbols are made local: only the
 # C API (tml_*, include/traceml/traceml.h) is global, so a program that
-# links its own SQLite beside it keeps its own (tests/e2e/test_c_api.py).
+# links its own SQLite beside it keeps its own (tests/e2e/test_install.py).
 # The binary, the C tests and the benches link the engine's internals
 # (tml__*): obj/libtraceml-internal.a, never installed.
 $(B)/obj/libtraceml-internal.a: $(LIB_OBJ) $(SQLITE_O)

@@ -25,8 +25,8 @@ setuptools' own folders are the build's alone (build/setuptools/PID,
 removed after it).
 Everything is compiled here, at build time; importing traceml_ai never
 needs a compiler. $TRACEML_CC and $TRACEML_STRIP name another compiler and
-strip (scripts/wheels: zig cc for glibc 2.28 on x86_64 and aarch64, with
-`--plat-name manylinux_2_28_<arch>`).
+strip (scripts/wheels: zig cc for glibc 2.28 on x86_64 and aarch64; the
+tag follows from the binaries, platform_tag below).
 """
 import atexit
 import fcntl
