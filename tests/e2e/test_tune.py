@@ -167,6 +167,7 @@ def test_cheap_fetch_workers_not_recommended(tmp_path):
     assert not doc["apply"] or "num_workers" not in doc["apply"], doc["apply"]
 
 
+@pytest.mark.solo   # a gain measured against the wall clock: not beside the other worker's busy loops
 def test_oversubscribed_threads_fewer_win(tmp_path):
     """A script that sets 8 intra-op threads per CPU for 128-wide layers
     (examples/diagnosis/threads_oversubscribed.py): each op's parallel
