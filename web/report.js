@@ -225,6 +225,8 @@
     banner.appendChild(el("p", { cls: "also " + (d.severity || "INFO"), id: "also-" + i,
       text: "Also: " + d.label + " (" + d.severity + "): " + d.why }));
   });
+  var machine = get(S, "contention.machine");   /* the box's Machine row, when it matters */
+  if (machine) banner.appendChild(el("p", { cls: "machine", id: "machine", text: "Machine: " + machine }));
   root.appendChild(banner);
 
   /* ---- phase breakdown -------------------------------------------- */

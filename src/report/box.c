@@ -879,19 +879,11 @@ static void missing_rows(const tml_report_model *m, tml_strbuf *sb, int width)
         text_row(sb, width, "No steps from: ", miss);
 }
 
-/* The machine around the training, when it matters (tml__contended:
- * docs/diagnosis.md, "A shared machine"). */
+/* The machine around the training, when it matters (m->machine). */
 static void contention_row(const tml_report_model *m, tml_strbuf *sb, int width)
 {
-    const tml_contention *c = &m->win.contention;
-    char l[LINE_MAX_BYTES], cores[32] = "the cores";
-    if (!tml__contended(c))
-        return;
-    if (c->cores > 0)
-        snprintf(cores, sizeof(cores), "the %d cores", (int)c->cores);
-    snprintf(l, sizeof(l), "other processes used %.0f%% of %s; the training waited for a core "
-             "%.0f%% of its time.", c->other_cpu_percent, cores, c->runq_wait_percent);
-    text_row(sb, width, "Machine: ", l);
+    if (m->machine[0])
+        text_row(sb, width, "Machine: ", m->machine);
 }
 
 /* Verdict / Why / Next and, on several ranks, who is missing and who

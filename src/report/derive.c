@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,6 +253,21 @@ static void named_ranks(tml_report_model *m)
     }
 }
 
+/* m->machine, from the window's contention (model.h). */
+static void machine_sentence(tml_report_model *m)
+{
+    const tml_contention *c = &m->win.contention;
+    char cores[32] = "the cores";
+    m->machine[0] = '\0';
+    if (!tml__contended(c))
+        return;
+    if (c->cores > 0)
+        snprintf(cores, sizeof(cores), "the %d cores", (int)c->cores);
+    snprintf(m->machine, sizeof(m->machine), "other processes used %.0f%% of %s; the training "
+             "waited for a core %.0f%% of its time.", c->other_cpu_percent, cores,
+             c->runq_wait_percent);
+}
+
 int tml__report_derive(tml_report_model *m)
 {
     tml_report_rows *r = m->rows;
@@ -283,5 +299,6 @@ int tml__report_derive(tml_report_model *m)
             r[s].field[k] = field_pick(&r[s], k, tmp);
     free(tmp);
     named_ranks(m);
+    machine_sentence(m);
     return 0;
 }

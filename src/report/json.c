@@ -575,7 +575,7 @@ static void conflicts_json(jw *w, const tml_run *run)
 }
 
 /* The machine's contention (tml_contention): null where unknown. */
-static void contention_obj(jw *w, const tml_contention *c)
+static void contention_obj(jw *w, const tml_contention *c, const char *machine)
 {
     tml__jw_open(w, "contention", '{');
     if (c->cores > 0)
@@ -590,6 +590,7 @@ static void contention_obj(jw *w, const tml_contention *c)
         tml__jw_bool(w, "gpu_shared", c->gpu_shared);
     else
         tml__jw_null(w, "gpu_shared");
+    tml__jw_str(w, "machine", machine[0] ? machine : NULL);
     tml__jw_close(w, '}');
 }
 
@@ -682,7 +683,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     thresholds_obj(&w, &m->th);
     tml__jw_close(&w, '}');
 
-    contention_obj(&w, &win->contention);
+    contention_obj(&w, &win->contention, m->machine);
     diagnosis_obj(&w, "primary_diagnosis", &m->verdict, win);
     tml__jw_open(&w, "also", '[');
     for (size_t i = 0; i < m->nalso; i++)

@@ -134,6 +134,11 @@ typedef struct tml_report_model {
     tml_proc_rank proc_avg;
     double step_mean_ns[TML_M_COUNT];
     size_t mem_analysed;
+    /* The machine around the training when it matters (tml__contended:
+     * docs/diagnosis.md, "A shared machine"): "other processes used 83%
+     * of the 2 cores; the training waited for a core 50% of its time.";
+     * "" otherwise. The box's Machine row, contention.machine. */
+    char machine[160];
     /* How the steps were found ("automatic", "marked", NULL without
      * steps: tml__run_step_detection). */
     const char *step_detection;

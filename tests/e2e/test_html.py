@@ -474,3 +474,22 @@ def test_rank_table_every_column_reachable(run_dir, tmp_path):
             assert t["scroll"] <= t["client"] and t["scrolled"] == 0, t   # no scrolling needed
         else:
             assert t["scroll"] > t["client"] and t["scrolled"] > 0, t
+
+
+def test_machine_line_under_the_verdict(run_dir, tmp_path):
+    """The box's Machine row is under the page's verdict too, when the
+    machine was contended (contention.machine, which the engine writes with
+    the box's words: test_shared_machine.py); a quiet run's page has none."""
+    doc = json.loads((run_dir / "final_summary.json").read_text())
+    said = ("other processes used 83% of the 2 cores; the training waited for a core 50% "
+            "of its time.")
+    doc["contention"].update(cores=2, host_cpu_percent=99.0, training_cpu_percent=16.0,
+                             other_cpu_percent=83.0, runq_wait_percent=50.0, machine=said)
+    with Page(view_html(tmp_path, doc, "busy")) as pg:
+        assert pg.errors == [], pg.errors
+        line = pg.browser.evaluate("(document.getElementById('machine') || {}).textContent || null")
+    assert line == "Machine: " + said, line
+    doc["contention"].update(other_cpu_percent=2.0, runq_wait_percent=0.1, machine=None)
+    with Page(view_html(tmp_path, doc, "quiet")) as pg:
+        assert pg.errors == [], pg.errors
+        assert pg.browser.evaluate("document.getElementById('machine')") is None

@@ -83,6 +83,8 @@ def test_input_bound_beside_busy_loops_names_other_processes(traceml_run, tmp_pa
     assert len(line) == 1, r.stdout
     assert ("other processes used %.0f%% of the %d cores; the training waited for a core %.0f%%"
             % (c["other_cpu_percent"], c["cores"], c["runq_wait_percent"])) in line[0], line
+    # the summary carries the row for the HTML report (contention.machine)
+    assert line[0] == "Machine: " + c["machine"], (line, c)
     # re-rendered from the file: the same line
     v = subprocess.run([TRACEML, "view", "--re-render", r.artifact("final_summary.json")],
                        capture_output=True, text=True, timeout=60)
@@ -193,5 +195,6 @@ def test_quiet_run_has_no_contention_line(traceml_run):
     if quiet:
         assert not machine_line(r), r.stdout
         assert not machine_contended(s), s["contention"]
+        assert s["contention"]["machine"] is None, s["contention"]
     else:
         assert bool(machine_line(r)) == machine_contended(s), (r.stdout, s["contention"])
