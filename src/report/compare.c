@@ -810,6 +810,23 @@ static const tml_cmp_run *first_unusable(const tml_cmp_run *r, size_t n)
     return &r[0];
 }
 
+
+/* Interleaved runs a side that would see a change of target (a log
+ * ratio) at TML_CMP_ALPHA with 80% power, the runs' log centers spreading
+ * by s = sqrt(var_a + var_b): the smallest n past have with
+ * (t(1 - alpha/2) + t(0.8)) * s / sqrt(n) <= target at 2n - 2 degrees of
+ * freedom, as the minimal detectable change is computed; at most 999. */
+int tml__cmp_runs_needed(double s, double target, size_t have)
+{
+    for (int n = (int)(have < 1 ? 1 : have) + 1; n < 999; n++) {
+        double df = 2.0 * n - 2;
+        double k = tml__t_quantile(1 - TML_CMP_ALPHA / 2, df) + tml__t_quantile(0.8, df);
+        if (!(target > 0) || k * s / sqrt((double)n) <= target)
+            return n;
+    }
+    return 999;
+}
+
 /* The verdict and its Why / Next once step time (d: B - A with one run a
  * side) and memory are known: the guard and load rules first. */
 static void settle(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t nb,
@@ -850,11 +867,9 @@ static void settle(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t
             double s = sqrt(((isnan(out->run_noise_a) ? 0 : out->run_noise_a * out->run_noise_a) +
                              (isnan(out->run_noise_b) ? 0 : out->run_noise_b * out->run_noise_b)));
             double target = log(1 + fmax(fabs(out->effect), out->gates.step_time));
-            double need = ceil(pow((2.576 + 0.842) * s / target, 2));
-            if (need < (double)(na > nb ? na : nb) + 1)
-                need = (double)(na > nb ? na : nb) + 1;
-            snprintf(out->next, sizeof(out->next), "About %.0f interleaved runs a side, or a "
-                     "quieter machine, would decide it.", fmin(need, 999));
+            snprintf(out->next, sizeof(out->next), "About %d interleaved runs a side, or a "
+                     "quieter machine, would decide it.",
+                     tml__cmp_runs_needed(s, target, na > nb ? na : nb));
         } else {
             snprintf(out->next, sizeof(out->next), "%s", more);
         }

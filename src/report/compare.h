@@ -147,6 +147,11 @@ typedef struct tml_cmp_result {
 } tml_cmp_result;
 
 #define TML_CMP_ALPHA 0.01
+
+/* Interleaved runs a side that would decide a change of target (a log
+ * ratio) between runs whose log centers spread by s (compare.c); the
+ * INCONCLUSIVE Next's "About N". */
+int tml__cmp_runs_needed(double s, double target, size_t have);
 #define TML_CMP_MIN_BLOCKS 5
 /* Differently loaded sides (docs/compare.md): other processes' share of
  * the cores differing by >= 25 points, the training's run-queue wait by

@@ -723,7 +723,34 @@ static void test_workload_and_guard(void)
     CHECK(strstr(why, "contention.other_cpu_percent is -5") != NULL);
 }
 
-#define TESTS X(test_student_t) X(test_runs_a_side) X(test_contention) X(test_workload_and_guard) \
+/* "About N interleaved runs a side": N from Student's t at 2N - 2 degrees
+ * of freedom, as the minimal detectable change (not the normal quantiles,
+ * which promise too few runs where few are needed). */
+static void test_runs_needed(void)
+{
+    /* spread 0.1, a change of 0.1 (log): the normal quantiles say 12 */
+    CHECK_EQ_INT(tml__cmp_runs_needed(0.1, 0.1, 3), 14);
+    CHECK_EQ_INT(tml__cmp_runs_needed(0.02, log(1.1), 3), 4);   /* never fewer than have + 1 */
+    CHECK_EQ_INT(tml__cmp_runs_needed(1.0, 0.001, 3), 999);     /* capped */
+    CHECK_EQ_INT(tml__cmp_runs_needed(0.1, 0, 3), 4);           /* no target: the next count */
+    /* the smallest such n: n holds the criterion, n - 1 does not */
+    static const double cases[][2] = {{0.05, 0.03}, {0.2, 0.1}, {0.01, 0.005}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double sd = cases[i][0], target = cases[i][1];
+        int n = tml__cmp_runs_needed(sd, target, 2);
+        for (int k = n - 1; k <= n; k++) {
+            double df = 2.0 * k - 2;
+            double need = (tml__t_quantile(1 - TML_CMP_ALPHA / 2, df) + tml__t_quantile(0.8, df)) *
+                          sd / sqrt((double)k);
+            if (k == n)
+                CHECK(need <= target);
+            else if (k > 2)
+                CHECK(need > target);
+        }
+    }
+}
+
+#define TESTS X(test_student_t) X(test_runs_needed) X(test_runs_a_side) X(test_contention) X(test_workload_and_guard) \
     X(test_mann_whitney) X(test_significance_and_gate) X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
     X(test_custom_gates) X(test_read_summary) X(test_out_of_range) \
     X(test_box_and_json)
