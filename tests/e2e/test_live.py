@@ -97,9 +97,9 @@ def test_terminal_view_under_tmux(tmp_path):
             s = t.screen()
             if "rank -1" in s or "\u00b7 0 ranks" in s:
                 early.append(s)
-            # (the verdict so far is the host's too: a saturated host may
-            # show another one first)
-            return s if ("Verdict: " in s and "train step" in s and
+            # (the first frames may hold too few steps for a verdict, or a
+            # saturated host another one: wait for the input-bound frame)
+            return s if ("Why: Input Wait took" in s and "train step" in s and
                          any(ch in SPARK for ch in s)) else None
         s = wait_for(panels, 90)
         assert s, "the view never showed the panels:\n" + t.screen()
