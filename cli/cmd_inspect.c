@@ -217,7 +217,8 @@ static int64_t ms_at(const tml_json *doc, const char *key)
 
 static int inspect_manifest(const char *path, const tml_json *doc)
 {
-    int v05 = tml__json_get(doc, "session_id") != NULL;
+    /* ours has 0.5.0's session_id too, beside its run_id */
+    int v05 = tml__json_get(doc, "session_id") && !tml__json_get(doc, "run_id");
     const char *sv = NULL;
     char svb[24];
     double svn = tml__rl_num(doc, "schema_version", 0, 1e6);

@@ -168,9 +168,16 @@ int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
     return read_ports(c, ap);
 }
 
+void tml__run_agg_exited(tml_run_agg *ap, int status)
+{
+    ap->exited = 1;
+    ap->exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
 void tml__run_agg_reap(tml_run_agg *ap, const char *run_dir, int status)
 {
     ap->alive = 0;
+    tml__run_agg_exited(ap, status);
     if (WIFSIGNALED(status))
         tml__run_agg_lost(ap, "was killed by signal %d", WTERMSIG(status));
     else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)

@@ -107,11 +107,13 @@ char *tml__run_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap,
         ap->hung = 1;
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
+        tml__run_agg_exited(ap, st);
         ap->alive = 0;
         free(text);
         return NULL;
     }
     ap->alive = 0;
+    tml__run_agg_exited(ap, st);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         tml__run_agg_reap(ap, r->dir, st);
         free(text);

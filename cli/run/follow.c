@@ -84,6 +84,7 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
     if (have_secret)
         live_elsewhere(o, r, where);
     tml__run_build_env(c, r, have_secret ? (int)d->agg_port : 0, 0);
+    m.training_started_unix_ms = tml__unix_ms();
     pid_t pid = tml__run_start_training(c, targv);
     if (pid < 0) {
         tml__cli_warn("cannot fork: %s", strerror(errno));
@@ -93,7 +94,11 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
     c->died_of = end.signal;
     m.status = end.interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     m.exit_code = code;
-    m.end_unix_ms = tml__unix_ms();
+    m.end_unix_ms = m.training_ended_unix_ms = tml__unix_ms();
+    /* the telemetry is node 0's: this node's manifest says where */
+    m.telemetry_status = have_secret ? "complete" : "unavailable";
+    m.telemetry_reason = have_secret ? "reported_to_node_0" : "no_run_secret";
+    tml__run_guard_record(c, code);
     m.duration_s = tml__mono_s_since(r->start_mono_ns);
     tml__manifest_write(r->dir, &m);
     tml__progress_remove(r->dir);

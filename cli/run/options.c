@@ -80,12 +80,23 @@ static const tml_cli_legacy legacy_opts[] = {
     {"--no-history", 0, "the run's records are kept in bounded memory and its SQLite file"},
     {"--on-missing-aggregator", 1, "the aggregator is this launcher's child; if it fails, "
      "the training runs on and the launcher says so"},
-    {"--save-training-output", 0, "the training's output is always shown as it comes and "
-     "kept in the run folder's training_output.log"},
-    {"--no-save-training-output", 0, "the training's output is always shown as it comes "
-     "and kept in the run folder's training_output.log"},
+    {"--save-training-output", 0, "the training's output goes to this terminal as it "
+     "comes, untouched (a file in between would change its buffering); redirect it to keep "
+     "it (`| tee train.log`); --mode cli keeps it in the run folder's training_output.log"},
+    {"--no-save-training-output", 0, "the training's output goes to this terminal as it "
+     "comes; only --mode cli keeps a copy (training_output.log)"},
     {"--enable-logging", 0, "logging is always on: the run folder's traceml.log"},
     {"--no-dashboard-auto-open", 0, "nothing opens a browser by itself"},
+};
+
+/* TraceML 0.5.0's traceml.yaml settings that are no option here: true is
+ * what happens anyway; false means the option named (a note says why it
+ * changes nothing). */
+static const struct {
+    const char *key, *when_false;
+} file_bools[] = {
+    {"--history-enabled", "--no-history"},
+    {"--dashboard-auto-open", "--no-dashboard-auto-open"},
 };
 
 /* The options without a value; a project file sets them true or false. */
@@ -211,7 +222,16 @@ static void take_file_options(tml_run_ctx *c)
                              name + 2, other + 2, project->path, project->line[j]);
             }
         }
-        if (tml__run_is_flag(name)) {
+        size_t b = 0;
+        while (b < sizeof(file_bools) / sizeof(file_bools[0]) && strcmp(name, file_bools[b].key))
+            b++;
+        if (b < sizeof(file_bools) / sizeof(file_bools[0])) {
+            char *flag[] = {(char *)file_bools[b].when_false, NULL};
+            if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)
+                tml__cli_die(TML_EXIT_USAGE, "'%s' is true or false, got '%s'", name + 2, val);
+            if (strcmp(val, "false") == 0)
+                take_option(1, flag, &i, &c->o);
+        } else if (tml__run_is_flag(name)) {
             char *flag[] = {name, NULL};
             if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)
                 tml__cli_die(TML_EXIT_USAGE, "'%s' is a flag: true or false, got '%s'",

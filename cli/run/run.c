@@ -47,13 +47,48 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/jsonw.h"
 #include "model/progress.h"
 
-void tml__run_manifest_start(const tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
+/* The manifest's launch block, TraceML 0.5.0's names (docs/summary-json.md). */
+static void launch_json(tml_run_ctx *c)
+{
+    const tml_run_opts *o = &c->o;
+    const tml_dist *d = &o->dist;
+    char cwd[4096];
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__sb_adds(&sb, "{\"script_path\": ");
+    tml__json_add_str_or_null(&sb, o->dashdash ? NULL : o->cmd[0]);
+    tml__sb_addf(&sb, ", \"profile\": \"%s\", \"ui_mode\": ", c->watch ? "watch" : "run");
+    tml__json_add_str_or_null(&sb, o->mode);
+    tml__sb_adds(&sb, ", \"logs_dir\": ");
+    tml__json_add_str_or_null(&sb, o->logs_dir);
+    tml__sb_addf(&sb, ", \"nnodes\": %ld, \"nproc_per_node\": %ld, \"node_rank\": %ld",
+                 d->enabled ? d->nnodes : 1, d->enabled ? d->nproc : 1,
+                 d->enabled ? d->node_rank : 0);
+    tml__sb_adds(&sb, ", \"master_addr\": ");
+    tml__json_add_str_or_null(&sb, d->enabled && !d->standalone ? d->master_addr : NULL);
+    if (d->enabled && !d->standalone)
+        tml__sb_addf(&sb, ", \"master_port\": %ld, \"aggregator_port\": %ld", d->master_port,
+                     d->agg_port);
+    else
+        tml__sb_adds(&sb, ", \"master_port\": null, \"aggregator_port\": null");
+    tml__sb_addf(&sb, ", \"finalize_timeout_sec\": %g, \"history_enabled\": true, "
+                 "\"launch_cwd\": ", o->finalize_timeout_s);
+    tml__json_add_str_or_null(&sb, getcwd(cwd, sizeof(cwd)) ? cwd : NULL);
+    tml__sb_adds(&sb, "}");
+    snprintf(c->launch_json, sizeof(c->launch_json), "%s",
+             !sb.failed && sb.len < sizeof(c->launch_json) ? sb.buf : "");
+    tml__sb_release(&sb);
+}
+
+void tml__run_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
                              char **targv)
 {
     const tml_dist *d = &c->o.dist;
+    launch_json(c);
     memset(m, 0, sizeof(*m));
+    m->launch = c->launch_json;
     m->run_name = r->name;
     m->run_id = r->id;
     m->status = "running";
@@ -109,6 +144,10 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
     tml__run_build_env(c, r, ap.port, 0);
     c->live_view = tml__view_start(o->mode, c->live_port_wanted, c->live_port_got,
                                    o->live_bind, c->live_interval_ms, r);
+    m->training_started_unix_ms = tml__unix_ms();
+    m->telemetry_status = ap.port ? "running" : "unavailable";
+    m->telemetry_reason = ap.port ? NULL : "aggregator_not_started";
+    tml__manifest_write(r->dir, m);
     pid_t pid = tml__run_start_training(c, targv);
     tml__view_started(c->live_view);
     if (pid < 0) {
@@ -125,20 +164,43 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
     const char *status = end.interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     int width = tml__cli_term_width();
 
+    /* how the training ended, in the manifest before the summary reads it
+     * (run_context); a guarded run's nodes' outcomes with it */
+    m->status = status;
+    m->exit_code = code;
+    m->training_ended_unix_ms = tml__unix_ms();
+    tml_strbuf guard = TML_STRBUF_INIT;
+    tml__run_guard_record(c, code);
+    if (tml__run_guard_collect(c, r->dir, end.interrupted ? 1.0 : o->finalize_timeout_s,
+                               &guard) == 0)
+        m->guard_training = guard.buf;
+    tml__manifest_write(r->dir, m);
+
     char *text = tml__run_finalize_via_agg(c, &ap, r, status, code, width);
+    int rebuilt = !text;
     if (!text)
         text = tml__run_finalize_here(c, &ap, r, status, code, width, ended_ns);
+    int summarized = text != NULL;
     if (text)
         tml__cli_print_summary(text);
     else
         tml__cli_warn("no summary could be written (see %s/traceml.log)", r->dir);
     free(text);
 
-    m->status = status;
-    m->exit_code = code;
     m->end_unix_ms = tml__unix_ms();
     m->duration_s = tml__mono_s_since(r->start_mono_ns);
+    /* the telemetry: complete when the aggregator wrote the summary */
+    m->telemetry_status = NULL;
+    if (!ap.port) {
+        m->telemetry_status = "unavailable";
+    } else if (rebuilt) {
+        m->telemetry_status = summarized ? "degraded" : "unavailable";
+        m->telemetry_reason = ap.hung ? "aggregator_timeout" : "aggregator_exited_early";
+    }
+    m->aggregator_exited = ap.exited;
+    m->aggregator_exit_code = ap.exit_code;
     int mrc = tml__manifest_write(r->dir, m);
+    tml__sb_release(&guard);
     tml__progress_remove(r->dir);   /* read by the summary; its job is done */
     if (mrc < 0)   /* a failed write leaves the manifest as it was (running) */
         tml__cli_warn("could not update %s/manifest.json: %s", r->dir,

@@ -12,6 +12,7 @@
  *     finalize.c   the summary: via the aggregator, else rebuilt here
  *     supervise.c  signals, the training child, waiting for it
  *     follow.c     several nodes: the shared identity, a follower's launch
+ *     guard.c      a guarded run's node outcomes (traceml.yaml's guard:)
  *
  * The functions here are named tml__run_<what>; model/run.h's tml__run_*
  * act on a tml_run, these on a tml_run_ctx (or the part named).
@@ -86,6 +87,7 @@ typedef struct tml_run_ctx {
     tml_live_view *live_view;
     tml_run_env env;           /* the training's environment */
     int died_of;               /* the training died of this signal: so does the launcher */
+    char launch_json[6144];    /* the manifest's launch block (TraceML 0.5.0's) */
 } tml_run_ctx;
 
 /* The aggregator child (aggregator.c) as the launcher sees it. */
@@ -97,12 +99,23 @@ typedef struct tml_run_agg {
     char lost[96];   /* what happened to it ("was killed by signal 9"), "" */
     int64_t lost_ns;  /* when (tml__mono_ns), 0 not lost */
     int hung;         /* alive but did not answer: lost_ns is when we gave up */
+    int exited, exit_code;   /* once reaped: its exit code (128 + signal) */
 } tml_run_agg;
 
 /* run.c: a manifest of run r as it starts (status running, the command
  * targv, the distributed shape), for tml__manifest_write. */
-void tml__run_manifest_start(const tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
+void tml__run_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
                              char **targv);
+
+/* guard.c: a guarded run (traceml.yaml's guard:), TraceML 0.5.0's way.
+ * Writes this node's <logs>/<run>/nodes/node_<k>/guard_outcome.json
+ * (nothing without a guard, or when node 0's run folder is not on this
+ * disk: a note says so). */
+void tml__run_guard_record(const tml_run_ctx *c, int exit_code);
+/* Node 0: every node's outcome, waiting up to timeout_s for them, as the
+ * manifest's guard.training JSON appended to out. -1 without a guard. */
+int tml__run_guard_collect(const tml_run_ctx *c, const char *run_dir, double timeout_s,
+                           tml_strbuf *out);
 
 /* options.c: fills c->o from the project's file, then argv; dies on a
  * bad option (exit 2), exits 0 after --help. */
@@ -133,6 +146,8 @@ int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r);
 /* Notes what happened to the aggregator (ap->lost) and when. */
 void tml__run_agg_lost(tml_run_agg *ap, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Its exit code from waitpid's status (the manifest's aggregator_exit_code). */
+void tml__run_agg_exited(tml_run_agg *ap, int status);
 /* The aggregator ended with status (waitpid's): noted and logged. */
 void tml__run_agg_reap(tml_run_agg *ap, const char *run_dir, int status);
 

@@ -573,6 +573,9 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
     tml_strbuf workload = TML_STRBUF_INIT;
     if (tml__manifest_workload(a->run_dir, &workload) == 0)
         ro.workload_json = workload.buf;
+    tml_strbuf context = TML_STRBUF_INIT;
+    if (tml__manifest_run_context(a->run_dir, status, &context) == 0)
+        ro.run_context_json = context.buf;
     rc = tml__report_build(&a->run, &ro, &text, &json);
     if (rc == 0 && (text.failed || json.failed))
         rc = TML_ENOMEM;
@@ -590,6 +593,7 @@ out:
     tml__sb_release(&text);
     tml__sb_release(&json);
     tml__sb_release(&workload);
+    tml__sb_release(&context);
     return rc;
 }
 

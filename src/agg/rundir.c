@@ -109,6 +109,17 @@ static void add_time(tml_strbuf *sb, const char *key, int64_t ms)
     }
 }
 
+static void add_iso(tml_strbuf *sb, int64_t ms)
+{
+    char iso[64];
+    if (ms <= 0) {
+        tml__sb_adds(sb, "null");
+        return;
+    }
+    tml__iso_time(ms, iso, sizeof(iso));
+    tml__sb_add_json_str(sb, iso);
+}
+
 int tml__manifest_write(const char *run_dir, const tml_manifest *m)
 {
     tml_strbuf sb = TML_STRBUF_INIT;
@@ -144,8 +155,41 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m)
             tml__sb_adds(&sb, ", ");
         tml__sb_add_json_str(&sb, m->argv[i] ? m->argv[i] : "");
     }
-    tml__sb_adds(&sb, "],\n  \"guard\": ");
-    tml__sb_adds(&sb, m->guard && m->guard[0] ? m->guard : "null");
+    tml__sb_adds(&sb, "],\n  \"session_id\": ");   /* 0.5.0's names from here on */
+    tml__sb_add_json_str(&sb, m->run_name ? m->run_name : "");
+    tml__sb_adds(&sb, ",\n  \"lifecycle\": ");
+    if (m->lifecycle) {
+        tml__sb_adds(&sb, m->lifecycle);
+    } else {
+        tml__sb_adds(&sb, "{\"training_started_at\": ");
+        add_iso(&sb, m->training_started_unix_ms);
+        tml__sb_adds(&sb, ", \"training_ended_at\": ");
+        add_iso(&sb, m->training_ended_unix_ms);
+        tml__sb_adds(&sb, "}");
+    }
+    tml__sb_adds(&sb, ",\n  \"launch\": ");
+    tml__sb_adds(&sb, m->launch && m->launch[0] ? m->launch : "null");
+    char summary[4200];
+    snprintf(summary, sizeof(summary), "%s/final_summary.json", run_dir);
+    const char *telemetry = m->telemetry_status ? m->telemetry_status
+                            : running                    ? "running"
+                            : access(summary, F_OK) == 0 ? "complete"
+                                                         : "unavailable";
+    tml__sb_adds(&sb, ",\n  \"telemetry_status\": ");
+    tml__sb_add_json_str(&sb, telemetry);
+    tml__sb_adds(&sb, ",\n  \"telemetry_reason\": ");
+    tml__json_add_str_or_null(&sb, m->telemetry_reason);
+    if (m->aggregator_exited)
+        tml__sb_addf(&sb, ",\n  \"aggregator_exit_code\": %d", m->aggregator_exit_code);
+    else
+        tml__sb_adds(&sb, ",\n  \"aggregator_exit_code\": null");
+    /* the declaration and, once known, what the nodes' launchers saw */
+    tml__sb_adds(&sb, ",\n  \"guard\": ");
+    if (m->guard && m->guard[0])
+        tml__sb_addf(&sb, "{\"contract\": %s, \"training\": %s}", m->guard,
+                     m->guard_training && m->guard_training[0] ? m->guard_training : "null");
+    else
+        tml__sb_adds(&sb, "null");
     tml__sb_adds(&sb, ",\n  \"artifacts\": [\"manifest.json\"");
     for (size_t i = 0; i < sizeof(artifacts) / sizeof(artifacts[0]); i++) {
         char path[4096];
@@ -175,6 +219,17 @@ void tml__run_log(const char *run_dir, const char *who, const char *fmt, ...)
     va_start(ap, fmt);
     tml__log_vline(path, who ? who : "traceml", fmt, ap);
     va_end(ap);
+}
+
+/* The guard: declaration of a manifest: guard.contract (an older
+ * manifest of ours: guard itself); NULL none. */
+static const tml_json *guard_declaration(const tml_json *doc)
+{
+    const tml_json *g = tml__json_get(doc, "guard");
+    if (!g || g->type != TML_JSON_OBJECT)
+        return NULL;
+    const tml_json *c = tml__json_get(g, "contract");
+    return c ? (c->type == TML_JSON_OBJECT ? c : NULL) : g;
 }
 
 /* The run folder's manifest.json, parsed (the caller frees *doc). */
@@ -226,14 +281,26 @@ int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
         .world_size = (int32_t)ws, .nnodes = (int32_t)nn,
         .profile = tml__json_str(tml__json_get(doc, "profile")),
     };
-    tml_strbuf guard = TML_STRBUF_INIT;   /* kept as it was */
+    /* the blocks of the launcher's, kept as they were */
+    tml_strbuf kept[4] = {TML_STRBUF_INIT, TML_STRBUF_INIT, TML_STRBUF_INIT, TML_STRBUF_INIT};
+    const char **to[4] = {&m.guard, &m.guard_training, &m.launch, &m.lifecycle};
     const tml_json *g = tml__json_get(doc, "guard");
-    if (g && g->type == TML_JSON_OBJECT) {
-        tml__json_add_canon(&guard, g);
-        m.guard = guard.failed ? NULL : guard.buf;
+    const tml_json *from[4] = {guard_declaration(doc), g ? tml__json_get(g, "training") : NULL,
+                               tml__json_get(doc, "launch"), tml__json_get(doc, "lifecycle")};
+    for (int k = 0; k < 4; k++)
+        if (from[k] && from[k]->type == TML_JSON_OBJECT) {
+            tml__json_add_canon(&kept[k], from[k]);
+            *to[k] = kept[k].failed ? NULL : kept[k].buf;
+        }
+    double agg_code;
+    if (tml__json_num(tml__json_get(doc, "aggregator_exit_code"), &agg_code) &&
+        agg_code >= -255 && agg_code <= 255) {
+        m.aggregator_exited = 1;
+        m.aggregator_exit_code = (int)agg_code;
     }
     rc = argv ? tml__manifest_write(run_dir, &m) : TML_ENOMEM;
-    tml__sb_release(&guard);
+    for (int k = 0; k < 4; k++)
+        tml__sb_release(&kept[k]);
     free(argv);
     tml__json_free(doc);
     return rc;
@@ -279,12 +346,67 @@ int tml__manifest_workload(const char *run_dir, tml_strbuf *out)
     else
         tml__sb_adds(out, "null");
     tml__sb_adds(out, ", \"guard\": ");
-    const tml_json *g = tml__json_get(doc, "guard");
-    if (g && g->type == TML_JSON_OBJECT)
+    const tml_json *g = guard_declaration(doc);
+    if (g)
         tml__json_add_canon(out, g);
     else
         tml__sb_adds(out, "null");
     tml__sb_adds(out, "}");
+    tml__json_free(doc);
+    return out->failed ? TML_ENOMEM : 0;
+}
+
+/* A positive integer of the manifest's launch block, 0 when not one. */
+static long launch_int(const tml_json *launch, const char *key)
+{
+    double v = 0;
+    if (!tml__json_num(tml__json_get(launch, key), &v) || !(v >= 1 && v <= TML_MAX_WORLD_SIZE))
+        return 0;
+    return (long)v;
+}
+
+int tml__manifest_run_context(const char *run_dir, const char *status, tml_strbuf *out)
+{
+    tml_json *doc = NULL;
+    int rc = read_manifest(run_dir, &doc);
+    if (rc < 0)
+        return rc;
+    const char *profile = tml__json_str(tml__json_get(doc, "profile"));
+    tml__sb_adds(out, "{\"run\": {\"status\": ");
+    tml__json_add_str_or_null(out, status);
+    tml__sb_adds(out, ", \"profile\": ");
+    tml__json_add_str_or_null(out, profile ? profile : "run");
+    tml__sb_adds(out, "}, \"declaration\": ");
+    const tml_json *decl = guard_declaration(doc);
+    if (decl)
+        tml__json_add_canon(out, decl);
+    else
+        tml__sb_adds(out, "null");
+    const tml_json *launch = tml__json_get(doc, "launch");
+    long nodes = launch_int(launch, "nnodes"), per_node = launch_int(launch, "nproc_per_node");
+    tml__sb_adds(out, ", \"execution\": {");
+    if (nodes && per_node)
+        tml__sb_addf(out, "\"expected_nodes\": %ld, \"processes_per_node\": %ld, "
+                     "\"expected_world_size\": %ld", nodes, per_node, nodes * per_node);
+    /* 0.5.0's projection of the launchers' outcomes: guarded runs only */
+    const tml_json *g = tml__json_get(doc, "guard");
+    const tml_json *t = g ? tml__json_get(g, "training") : NULL;
+    if (t && t->type == TML_JSON_OBJECT) {
+        const tml_json *reasons = tml__json_get(t, "reasons");
+        double seen = 0;
+        tml__json_num(tml__json_get(t, "nodes_observed"), &seen);
+        tml__sb_adds(out, nodes && per_node ? ", " : "");
+        tml__sb_adds(out, "\"launcher_completion\": {\"status\": ");
+        tml__json_add_str_or_null(out, tml__json_str(tml__json_get(t, "status")));
+        tml__sb_addf(out, ", \"nodes_observed\": %d, \"reason_codes\": ",
+                     seen >= 0 && seen <= TML_MAX_WORLD_SIZE ? (int)seen : 0);
+        if (reasons && reasons->type == TML_JSON_ARRAY)
+            tml__json_add_canon(out, reasons);
+        else
+            tml__sb_adds(out, "[]");
+        tml__sb_adds(out, "}");
+    }
+    tml__sb_adds(out, "}}");
     tml__json_free(doc);
     return out->failed ? TML_ENOMEM : 0;
 }

@@ -37,6 +37,19 @@ typedef struct tml_manifest {
     int32_t world_size, nnodes;
     const char *profile;       /* "watch" for `traceml watch`; NULL: "run" */
     const char *guard;         /* traceml.yaml's guard: as JSON; NULL/"" none */
+    /* TraceML 0.5.0's fields (docs/summary-json.md): the training's own
+     * start and end (0: not yet), the launch as a JSON object (NULL: none),
+     * the state of the telemetry (NULL: derived, "running" while the run
+     * runs, then "complete" with a final_summary.json, else "unavailable")
+     * and why when it is not complete, the aggregator's exit code (when
+     * aggregator_exited), and the nodes' outcomes of a guarded run as
+     * JSON (guard.training; NULL: null). */
+    int64_t training_started_unix_ms, training_ended_unix_ms;
+    const char *launch;
+    const char *telemetry_status, *telemetry_reason;
+    int aggregator_exited, aggregator_exit_code;
+    const char *guard_training;
+    const char *lifecycle;     /* written as is instead (manifest_finish) */
 } tml_manifest;
 
 /* Writes run_dir/manifest.json atomically (temp file + rename), listing the
@@ -48,6 +61,12 @@ int tml__manifest_write(const char *run_dir, const tml_manifest *m);
  * TML_EPROTO. */
 int tml__manifest_finish(const char *run_dir, const char *status, int exit_code,
                          double duration_s);
+
+/* TraceML 0.5.0's run_context of the summary (compact JSON), from
+ * run_dir/manifest.json and the run's status: run {status, profile},
+ * declaration (the guard), execution {expected_nodes, processes_per_node,
+ * expected_world_size, launcher_completion}. 0, or a TML_E* code. */
+int tml__manifest_run_context(const char *run_dir, const char *status, tml_strbuf *out);
 
 /* What ran, from run_dir/manifest.json, as the summary's meta.workload
  * (compact JSON, docs/summary-json.md): script, args, world_size, guard.

@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -305,6 +306,179 @@ static void per_rank_omitted(jw *w, const tml_report_model *m, size_t n)
         tml__jw_int(w, "per_rank_omitted", (long long)n);
 }
 
+/* ---- TraceML 0.5.0's step_time blocks (docs/summary-json.md) -------- */
+
+/* 0.5.0's metric names, in its order. Its "traced" step is Step Time less
+ * Input Wait, and its residual what the traced step leaves after H2D and
+ * Compute: ours plus the exposed Communication. The *_cpu_ms / *_gpu_ms
+ * pairs are the step on either clock (null on a clock the run lacks). */
+enum {
+    V05_INPUT, V05_STEP, V05_TRACED, V05_STEP_CPU, V05_STEP_GPU, V05_TRACED_CPU,
+    V05_TRACED_GPU, V05_FETCH, V05_H2D, V05_COMPUTE, V05_RESIDUAL, V05_FORWARD,
+    V05_BACKWARD, V05_OPTIMIZER, V05_COUNT
+};
+static const char *const v05_names[V05_COUNT] = {
+    "input_wait_ms", "step_time_ms", "traced_step_time_ms", "step_time_cpu_ms",
+    "step_time_gpu_ms", "traced_step_time_cpu_ms", "traced_step_time_gpu_ms",
+    "dataloader_fetch_cpu_ms", "h2d_ms", "compute_ms", "residual_ms", "forward_ms",
+    "backward_ms", "optimizer_ms",
+};
+
+static double traced_ns(const double *a)
+{
+    return a ? a[TML_M_STEP] - (isnan(a[TML_M_INPUT]) ? 0 : a[TML_M_INPUT]) : NAN;
+}
+
+/* Rank i's figures in 0.5.0's names, in ns. */
+static void v05_rank(const tml_report_model *m, size_t i, double out[V05_COUNT])
+{
+    const tml_window *win = &m->win;
+    const double *a = win->ranks[i].avg_ns, *cpu = NULL, *gpu = NULL;
+    if (win->clock == TML_CLOCK_GPU) {
+        gpu = a;
+        for (size_t k = 0; m->has_cpu_win && k < m->cpu_win.nranks; k++)
+            if (m->cpu_win.ranks[k].rank == win->ranks[i].rank)
+                cpu = m->cpu_win.ranks[k].avg_ns;
+    } else {
+        cpu = a;
+    }
+    double comm = isnan(a[TML_M_COMM]) ? 0 : a[TML_M_COMM];
+    out[V05_INPUT] = a[TML_M_INPUT];
+    out[V05_STEP] = a[TML_M_STEP];
+    out[V05_TRACED] = traced_ns(a);
+    out[V05_STEP_CPU] = cpu ? cpu[TML_M_STEP] : NAN;
+    out[V05_STEP_GPU] = gpu ? gpu[TML_M_STEP] : NAN;
+    out[V05_TRACED_CPU] = traced_ns(cpu);
+    out[V05_TRACED_GPU] = traced_ns(gpu);
+    out[V05_FETCH] = a[TML_M_FETCH_CPU];
+    out[V05_H2D] = a[TML_M_H2D];
+    out[V05_COMPUTE] = a[TML_M_COMPUTE];
+    out[V05_RESIDUAL] = a[TML_M_RESIDUAL] + comm;
+    out[V05_FORWARD] = a[TML_M_FORWARD];
+    out[V05_BACKWARD] = a[TML_M_BACKWARD];
+    out[V05_OPTIMIZER] = a[TML_M_OPTIMIZER];
+}
+
+static void v05_metrics(jw *w, const char *key, const double v[V05_COUNT])
+{
+    tml__jw_open(w, key, '{');
+    for (int k = 0; k < V05_COUNT; k++)
+        tml__jw_num(w, v05_names[k], v[k] / 1e6, 6);
+    tml__jw_close(w, '}');
+}
+
+/* global.median / global.worst: per metric, the ranks' lower median or
+ * largest value and the rank that has it ("idx", a string as in 0.5.0). */
+static void v05_pick(jw *w, const char *key, const tml_report_model *m, double (*v)[V05_COUNT],
+                     int worst)
+{
+    size_t n = m->win.nranks;
+    tml__jw_open(w, key, '{');
+    for (int k = 0; k < V05_COUNT; k++) {
+        size_t seen = 0, pick = 0;
+        for (size_t i = 0; i < n; i++)
+            seen += !isnan(v[i][k]);
+        /* the rank whose value has (seen-1)/2 values below it, ties by index */
+        size_t want = worst ? seen - 1 : (seen - 1) / 2;
+        for (size_t i = 0; seen && i < n; i++) {
+            if (isnan(v[i][k]))
+                continue;
+            size_t below = 0;
+            for (size_t j = 0; j < n; j++)
+                below += !isnan(v[j][k]) && (v[j][k] < v[i][k] || (v[j][k] == v[i][k] && j < i));
+            if (below == want)
+                pick = i;
+        }
+        tml__jw_open(w, v05_names[k], '{');
+        tml__jw_num(w, "value", seen ? v[pick][k] / 1e6 : NAN, 6);
+        if (seen) {
+            char idx[16];
+            snprintf(idx, sizeof(idx), "%d", (int)m->win.ranks[pick].rank);
+            tml__jw_str(w, "idx", idx);
+        } else {
+            tml__jw_null(w, "idx");
+        }
+        tml__jw_close(w, '}');
+    }
+    tml__jw_close(w, '}');
+}
+
+static void v05_step_time(jw *w, const tml_report_model *m, double (*v)[V05_COUNT])
+{
+    const tml_window *win = &m->win;
+    size_t n = win->nranks;
+    tml__jw_open(w, "metadata", '{');
+    tml__jw_str(w, "mode", m->nodes_expected > 1 ? "multi_node" : "single_node");
+    tml__jw_int(w, "nodes_expected", m->nodes_expected);
+    tml__jw_int(w, "nodes_observed", m->nodes_reported);
+    tml__jw_int(w, "global_ranks_seen", m->ranks_reported);
+    tml__jw_int(w, "global_ranks_used", (long long)n);
+    tml__jw_int(w, "training_total_steps", (long long)win->common_steps);
+    tml__jw_open(w, "section_metric_names", '[');
+    for (int k = 0; k < V05_COUNT; k++)
+        tml__jw_str(w, NULL, v05_names[k]);
+    tml__jw_close(w, ']');
+    tml__jw_close(w, '}');
+
+    tml__jw_open(w, "global", '{');
+    tml__jw_str(w, "index_by", "global_rank");
+    tml__jw_open(w, "window", '{');
+    tml__jw_str(w, "kind", "step_window");
+    tml__jw_str(w, "alignment", "common_steps");
+    tml__jw_int(w, "steps_analyzed", (long long)win->window_steps);
+    if (win->window_steps) {
+        tml__jw_int(w, "start_step", (long long)win->first_step);
+        tml__jw_int(w, "end_step", (long long)win->last_step);
+    } else {
+        tml__jw_null(w, "start_step");
+        tml__jw_null(w, "end_step");
+    }
+    tml__jw_int(w, "completed_step", (long long)win->common_steps);
+    tml__jw_str(w, "diagnosis_clock", clock_str(win));
+    tml__jw_close(w, '}');
+    double avg[V05_COUNT];
+    for (int k = 0; k < V05_COUNT; k++) {   /* the mean over the ranks that have it */
+        double sum = 0;
+        size_t c = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!isnan(v[i][k])) {
+                sum += v[i][k];
+                c++;
+            }
+        avg[k] = c ? sum / (double)c : NAN;
+    }
+    v05_metrics(w, "average", avg);
+    v05_pick(w, "median", m, v, 0);
+    v05_pick(w, "worst", m, v, 1);
+    tml__jw_close(w, '}');
+
+    tml__jw_open(w, "groups", '{');
+    tml__jw_str(w, "by", "global_rank");
+    tml__jw_open(w, "rows", '{');
+    for (size_t i = 0; i < n; i++) {
+        const tml_rank_window *r = &win->ranks[i];
+        char key[16];
+        if (!tml__report_named(m, r->rank))
+            continue;
+        size_t local = 0;
+        for (size_t j = 0; j < n; j++)
+            local += win->ranks[j].node == r->node;
+        snprintf(key, sizeof(key), "%d", (int)r->rank);
+        tml__jw_open(w, key, '{');
+        tml__jw_open(w, "identity", '{');
+        tml__jw_int(w, "global_rank", r->rank);
+        tml__jw_int(w, "local_rank", r->local_rank);
+        tml__jw_int(w, "node_rank", r->node);
+        tml__jw_int(w, "local_world_size", (long long)local);
+        tml__jw_int(w, "world_size", m->world_size);
+        tml__jw_close(w, '}');
+        v05_metrics(w, "metrics", v[i]);
+        tml__jw_close(w, '}');
+    }
+    tml__jw_close(w, '}');
+    tml__jw_close(w, '}');
+}
+
 static void step_time_section(jw *w, const tml_report_model *m)
 {
     const tml_window *win = &m->win;
@@ -367,6 +541,14 @@ static void step_time_section(jw *w, const tml_report_model *m)
     }
     tml__jw_close(w, ']');
     per_rank_omitted(w, m, omitted);
+    double (*v05)[V05_COUNT] = calloc(win->nranks ? win->nranks : 1, sizeof(*v05));
+    for (size_t i = 0; v05 && i < win->nranks; i++)
+        v05_rank(m, i, v05[i]);
+    if (v05)
+        v05_step_time(w, m, v05);
+    else
+        w->sb->failed = 1;
+    free(v05);
     tml__jw_close(w, '}');
 }
 
@@ -602,6 +784,13 @@ static void incomplete_json(jw *w, const tml_run *run)
     tml__jw_str(w, "stopped_by", run->stopped_by[0] ? run->stopped_by : NULL);
 }
 
+/* A value written as the JSON it already is; NULL or "": null. */
+static void raw_json(jw *w, const char *key, const char *json)
+{
+    tml__jw_key(w, key);
+    tml__sb_adds(w->sb, json && json[0] ? json : "null");
+}
+
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
     jw w;
@@ -631,8 +820,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     }
     tml__jw_close(&w, ']');
     tml__jw_str(&w, "profile", m->watch ? "watch" : "run");
-    tml__jw_key(&w, "workload");   /* what ran (docs/summary-json.md) */
-    tml__sb_adds(out, m->workload_json && m->workload_json[0] ? m->workload_json : "null");
+    raw_json(&w, "workload", m->workload_json);   /* what ran (docs/summary-json.md) */
     conflicts_json(&w, m->run);
     tml__jw_int(&w, "world_size", m->world_size);
     tml__jw_int(&w, "ranks_reported", m->ranks_reported);
@@ -682,6 +870,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_int(&w, "events_dropped", (long long)m->events_dropped);
     thresholds_obj(&w, &m->th);
     tml__jw_close(&w, '}');
+    raw_json(&w, "run_context", m->run_context_json);   /* TraceML 0.5.0's */
 
     contention_obj(&w, &win->contention, m->machine);
     diagnosis_obj(&w, "primary_diagnosis", &m->verdict, win);

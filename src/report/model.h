@@ -152,6 +152,7 @@ typedef struct tml_report_model {
     /* meta.workload as compact JSON (script, args, world_size, guard);
      * NULL unknown: tml_report_opts.workload_json, or a reloaded summary's */
     const char *workload_json;
+    const char *run_context_json;   /* the same for run_context */
     /* A summary read back from a file another TraceML wrote (reload.h):
      * what it was and which fields it lacked, the box's Source line;
      * NULL otherwise. */

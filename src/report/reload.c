@@ -581,6 +581,20 @@ static void thresholds_ours(tml_thresholds *t, const tml_json *o)
         t->creep_mb = (size_t)v;
 }
 
+/* A JSON object kept whole (compact, malloc'd), NULL when v is not one. */
+static char *kept_whole(const tml_json *v)
+{
+    tml_strbuf sb = TML_STRBUF_INIT;
+    if (!v || v->type != TML_JSON_OBJECT)
+        return NULL;
+    tml__json_add_canon(&sb, v);
+    if (sb.failed) {
+        tml__sb_release(&sb);
+        return NULL;
+    }
+    return sb.buf;
+}
+
 static int meta_ours(tml_report_loaded *l, const tml_json *meta)
 {
     tml_report_model *m = &l->m;
@@ -601,17 +615,9 @@ static int meta_ours(tml_report_loaded *l, const tml_json *meta)
     s = tml__json_str(tml__json_get(meta, "profile"));
     m->watch = s && strcmp(s, "watch") == 0;
     conflicts_ours(&l->run, tml__json_get(meta, "rank_conflicts"));
-    const tml_json *wl = tml__json_get(meta, "workload");   /* what ran, kept whole */
-    if (wl && wl->type == TML_JSON_OBJECT) {
-        tml_strbuf sb = TML_STRBUF_INIT;
-        tml__json_add_canon(&sb, wl);
-        if (!sb.failed) {
-            l->workload = sb.buf;
-            m->workload_json = l->workload;
-        } else {
-            tml__sb_release(&sb);
-        }
-    }
+    l->workload = kept_whole(tml__json_get(meta, "workload"));   /* what ran */
+    m->workload_json = l->workload;
+
     m->world_size = count32(meta, "world_size");
     m->ranks_reported = count32(meta, "ranks_reported");
     m->nodes_expected = count32(meta, "nodes");
@@ -674,6 +680,8 @@ static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_
     int rc = step_time_ours(l, st);
     if (rc == 0)
         rc = meta_ours(l, tml__json_get(doc, "meta"));
+    l->run_context = kept_whole(tml__json_get(doc, "run_context"));
+    m->run_context_json = l->run_context;
     if (rc == 0)
         rc = resources_ours(l, doc);
     if (rc < 0)
@@ -783,5 +791,6 @@ void tml__report_loaded_free(tml_report_loaded *l)
     tml__report_model_release(&l->m);
     tml__run_release(&l->run);
     free(l->workload);
+    free(l->run_context);
     free(l);
 }

@@ -49,6 +49,7 @@ typedef struct tml_report_loaded {
     char json_path[1024];
     char source[768];         /* m.source, when set */
     char *workload;           /* m.workload_json (meta.workload), malloc'd; NULL */
+    char *run_context;        /* m.run_context_json, the same */
     char pool[TML_RELOAD_POOL];   /* kind, label, section and metric strings */
     size_t pool_used;
 } tml_report_loaded;

@@ -193,6 +193,8 @@ static void model_opts(tml_report_model *m, const tml_report_opts *o)
     m->compact = o && o->compact_ranks;
     if (o && o->workload_json)
         m->workload_json = o->workload_json;
+    if (o && o->run_context_json)
+        m->run_context_json = o->run_context_json;
     if (o && o->generated_at)
         snprintf(m->generated_at, sizeof(m->generated_at), "%s", o->generated_at);
     else

@@ -54,6 +54,9 @@ typedef struct tml_report_opts {
     /* What ran, compact JSON for meta.workload (tml__manifest_workload);
      * NULL: null */
     const char *workload_json;
+    /* TraceML 0.5.0's run_context, compact JSON (tml__manifest_run_context);
+     * NULL: null */
+    const char *run_context_json;
 } tml_report_opts;
 
 #define TML_REPORT_ALL_RANKS 64

@@ -518,12 +518,13 @@ UNREACHABLE = re.compile(
     r"Could not fetch URL|connection broken")
 
 
-def fetch_050(tmp_path_factory):
-    """The path of 0.5.0's wheel, downloaded now (pip's cache makes a
-    second fetch cheap); skips, saying why, only when the registry cannot
-    be reached."""
+def fetch_050(tmp_path_factory, sdist=False):
+    """The path of 0.5.0's wheel (sdist: its source archive, with its
+    examples and tests), downloaded now (pip's cache makes a second fetch
+    cheap); skips, saying why, only when the registry cannot be reached."""
     dl = tmp_path_factory.mktemp("traceml_050")
-    p = subprocess.run([PYTHON, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+    p = subprocess.run([PYTHON, "-m", "pip", "download", "--no-deps",
+                        "--no-binary" if sdist else "--only-binary", ":all:",
                         "--disable-pip-version-check", "--timeout", "20", "--retries", "1",
                         "-d", str(dl), DIST_050],
                        capture_output=True, text=True, timeout=180, env=base_env())
@@ -534,6 +535,7 @@ def fetch_050(tmp_path_factory):
             pytest.skip("the package registry cannot be reached to fetch %s: pip download "
                         "said %s" % (DIST_050, line.strip()[:300]))
         pytest.fail("pip download %s failed:\n%s" % (DIST_050, out[-3000:]))
-    wheels = [f for f in os.listdir(str(dl)) if f.startswith("traceml_ai-0.5.0-")]
+    wheels = [f for f in os.listdir(str(dl))
+              if f.startswith("traceml_ai-0.5.0" + (".tar" if sdist else "-"))]
     assert len(wheels) == 1, os.listdir(str(dl))
     return os.path.join(str(dl), wheels[0])

@@ -142,7 +142,10 @@ static void test_manifest(void)
     snprintf(run, sizeof(run), "%s/m", tmp());
     mkdir(run, 0755);
     char *argv[] = {"/usr/bin/python3", "train.py", "--lr", "1e-3 \"quoted\""};
-    tml_manifest m = {"bert", "id42", "running", 0, 1700000000123, 0, -1, 4, argv, 1, 1, NULL, "{\"workload\": {\"name\": \"bert\"}}"};
+    tml_manifest m = {.run_name = "bert", .run_id = "id42", .status = "running",
+                      .start_unix_ms = 1700000000123, .duration_s = -1, .argc = 4, .argv = argv,
+                      .world_size = 1, .nnodes = 1,
+                      .guard = "{\"workload\": {\"name\": \"bert\"}}"};
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
     {   /* what ran, as the summary's meta.workload (issue 45) */
         tml_strbuf wl = TML_STRBUF_INIT;
@@ -165,6 +168,13 @@ static void test_manifest(void)
         CHECK_EQ_INT(tml__json_get(doc, "end_time")->type, TML_JSON_NULL);
         CHECK_STR(tml__json_str(tml__json_get(doc, "start_time")), "2023-11-14T22:13:20.123Z");
         CHECK_STR(tml__json_str(tml__json_get(doc, "traceml_version")), TML_VERSION_STRING);
+        /* TraceML 0.5.0's fields (issue 47) */
+        CHECK_STR(tml__json_str(tml__json_get(doc, "session_id")), "bert");
+        CHECK_STR(tml__json_str(tml__json_get(doc, "telemetry_status")), "running");
+        CHECK_EQ_INT(tml__json_get(doc, "aggregator_exit_code")->type, TML_JSON_NULL);
+        CHECK_EQ_INT(tml__json_path(doc, "lifecycle.training_ended_at")->type, TML_JSON_NULL);
+        CHECK_STR(tml__json_str(tml__json_path(doc, "guard.contract.workload.name")), "bert");
+        CHECK_EQ_INT(tml__json_path(doc, "guard.training")->type, TML_JSON_NULL);
         const tml_json *cmd = tml__json_get(doc, "command");
         CHECK(cmd && cmd->n == 4);
         CHECK_STR(tml__json_str(tml__json_at(cmd, 3)), "1e-3 \"quoted\"");
@@ -181,7 +191,23 @@ static void test_manifest(void)
     m.exit_code = 3;
     m.end_unix_ms = 1700000002623;
     m.duration_s = 7.25;   /* the monotonic clock's, not end - start (2.5) */
+    m.training_ended_unix_ms = 1700000002000;
+    m.launch = "{\"nnodes\": 2, \"nproc_per_node\": 4}";
+    m.guard_training = "{\"status\": \"incomplete\", \"nodes_expected\": 2, "
+                       "\"nodes_observed\": 1, \"reasons\": [\"node_outcome_missing\"], "
+                       "\"nodes\": [{\"node_rank\": 0, \"exit_code\": 3}]}";
     CHECK_EQ_INT(tml__manifest_write(run, &m), 0);
+    {   /* the summary's run_context, as 0.5.0 projects it */
+        tml_strbuf rc = TML_STRBUF_INIT;
+        CHECK_EQ_INT(tml__manifest_run_context(run, "failed", &rc), 0);
+        CHECK_STR(rc.buf, "{\"run\": {\"status\": \"failed\", \"profile\": \"run\"}, "
+                  "\"declaration\": {\"workload\":{\"name\":\"bert\"}}, \"execution\": "
+                  "{\"expected_nodes\": 2, \"processes_per_node\": 4, "
+                  "\"expected_world_size\": 8, \"launcher_completion\": {\"status\": "
+                  "\"incomplete\", \"nodes_observed\": 1, \"reason_codes\": "
+                  "[\"node_outcome_missing\"]}}}");
+        tml__sb_release(&rc);
+    }
     snprintf(path, sizeof(path), "%s/manifest.json", run);
     buf = slurp(path, &len);
     doc = NULL;
@@ -193,6 +219,11 @@ static void test_manifest(void)
         CHECK(tml__json_num(tml__json_get(doc, "exit_code"), &d) && d == 3);
         CHECK(tml__json_num(tml__json_get(doc, "duration_s"), &d));
         CHECK_NEAR(d, 7.25, 1e-9);
+        /* no final_summary.json: the telemetry never became a summary */
+        CHECK_STR(tml__json_str(tml__json_get(doc, "telemetry_status")), "unavailable");
+        CHECK_STR(tml__json_str(tml__json_path(doc, "lifecycle.training_ended_at")),
+                  "2023-11-14T22:13:22.000Z");
+        CHECK_EQ_INT(tml__json_path(doc, "launch.nproc_per_node")->type, TML_JSON_NUMBER);
         const tml_json *art = tml__json_get(doc, "artifacts");
         CHECK(art && art->n == 2);
         CHECK_STR(tml__json_str(tml__json_at(art, 1)), "final_summary.txt");
@@ -228,7 +259,9 @@ static void test_failed_write_keeps_the_old_file(void)
     pid_t pid = fork();
     if (pid == 0) {
         char *argv[] = {"train.py"};
-        tml_manifest m = {"full", "id1", "running", 0, 1700000000123, 0, -1, 1, argv, 1, 1, NULL, NULL};
+        tml_manifest m = {.run_name = "full", .run_id = "id1", .status = "running",
+                          .start_unix_ms = 1700000000123, .duration_s = -1, .argc = 1,
+                          .argv = argv, .world_size = 1, .nnodes = 1};
         static char big[64 * 1024];
         size_t before_len, after_len;
         memset(big, 'x', sizeof(big));
