@@ -16,6 +16,14 @@
  *     average scalars                traceml/<sec>/<key>
  *     shares_percent                 traceml/<sec>/<key>_share_percent
  *
+ * then TraceML 0.5.0's 25 keys (its sdk/summary_projection.py), in its
+ * meaning and value style, replacing a key of the same name:
+ *   primary/status, <sec>/status   the diagnosis' label ("HIGH CPU")
+ *   primary/severity, <sec>/severity  crit, warn, info
+ *   step_time/diagnosis_clock and its 14 metrics   step_time.global
+ *   system/ram_percent, gpu_mem_percent, gpu_temp_c; process/ram_percent,
+ *   gpu_mem_reserved_percent   computed from the averages' bytes
+ *
  * Nulls are left out (a tracker would log them as 0 or NaN, and missing is
  * not zero); objects and arrays other than those above are left out (the
  * per-rank tables belong in the JSON artifact, not in a metrics row). A
@@ -37,10 +45,14 @@ typedef struct kv {
     const tml_json *val;
 } kv;
 
+#define FLAT_MADE 32   /* values made here (0.5.0's keys), not the document's */
+
 typedef struct flat {
     kv *v;
     size_t n, cap;
     int failed;
+    tml_json made[FLAT_MADE];
+    size_t nmade;
 } flat;
 
 static void put(flat *f, const char *prefix, const char *key, const char *suffix,
@@ -82,6 +94,73 @@ static void scalars(flat *f, const char *prefix, const tml_json *obj, const char
     }
 }
 
+/* A value made here: a number (NAN: left out) or a static string. */
+static void put_made(flat *f, const char *prefix, const char *key, double num, const char *str)
+{
+    if ((!str && !isfinite(num)) || f->nmade == FLAT_MADE)
+        return;
+    tml_json *v = &f->made[f->nmade++];
+    memset(v, 0, sizeof(*v));
+    v->type = str ? TML_JSON_STRING : TML_JSON_NUMBER;
+    v->number = num;
+    v->str = (char *)str;
+    put(f, prefix, key, "", v);
+}
+
+static double num_at(const tml_json *obj, const char *key)
+{
+    double v;
+    return tml__json_num(tml__json_get(obj, key), &v) ? v : NAN;
+}
+
+/* 100 * part / whole of two keys of obj; NAN without both. */
+static double percent_of(const tml_json *obj, const char *part, const char *whole)
+{
+    double p = num_at(obj, part), w = num_at(obj, whole);
+    return w > 0 ? 100.0 * p / w : NAN;
+}
+
+/* TraceML 0.5.0's severities. */
+static const char *severity_05(const tml_json *diag)
+{
+    const char *s = tml__json_str(tml__json_get(diag, "severity"));
+    if (!s)
+        return NULL;
+    return strcmp(s, "CRITICAL") == 0 ? "crit" : strcmp(s, "WARNING") == 0 ? "warn" : "info";
+}
+
+/* 0.5.0's keys of one diagnosis: status (its label) and severity. */
+static void diagnosis_05(flat *f, const char *prefix, const tml_json *diag)
+{
+    put(f, prefix, "status", "", tml__json_get(diag, "label"));
+    put_made(f, prefix, "severity", NAN, severity_05(diag));
+}
+
+static void keys_05(flat *f, const tml_json *doc)
+{
+    static const char *const sections[] = { "system", "process", "step_time", "step_memory" };
+    diagnosis_05(f, "traceml/primary/", tml__json_get(doc, "primary_diagnosis"));
+    for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "traceml/%s/", sections[s]);
+        diagnosis_05(f, prefix, tml__json_path(tml__json_get(doc, sections[s]), "diagnosis"));
+    }
+    const tml_json *g = tml__json_path(doc, "step_time.global");
+    put(f, "traceml/step_time/", "diagnosis_clock", "", tml__json_path(g, "window.diagnosis_clock"));
+    scalars(f, "traceml/step_time/", tml__json_get(g, "average"), NULL);
+    const tml_json *sys = tml__json_path(doc, "system.average");
+    put_made(f, "traceml/system/", "ram_percent", percent_of(sys, "ram_used_bytes",
+                                                             "ram_total_bytes"), NULL);
+    put_made(f, "traceml/system/", "gpu_mem_percent",
+             percent_of(sys, "gpu_memory_used_bytes", "gpu_memory_total_bytes"), NULL);
+    put(f, "traceml/system/", "gpu_temp_c", "", tml__json_get(sys, "gpu_temperature_c"));
+    const tml_json *proc = tml__json_path(doc, "process.average");
+    put_made(f, "traceml/process/", "ram_percent",
+             percent_of(proc, "rss_bytes", "host_ram_total_bytes"), NULL);
+    put_made(f, "traceml/process/", "gpu_mem_reserved_percent",
+             percent_of(proc, "cuda_reserved_bytes", "device_total_bytes"), NULL);
+}
+
 /* Shortest text that reads back as the same double; integers without a
  * fraction. */
 static void add_number(tml_strbuf *sb, double d)
@@ -107,7 +186,8 @@ int tml__summary_flatten(const tml_json *doc, tml_strbuf *out)
 {
     static const char *const top_skip[] = { "text", "generated_at", NULL };
     static const char *const sections[] = { "step_time", "step_memory", "system", "process" };
-    flat f = { NULL, 0, 0, 0 };
+    flat f;
+    memset(&f, 0, sizeof(f));
 
     if (!doc || doc->type != TML_JSON_OBJECT)
         return TML_EINVAL;
@@ -139,6 +219,7 @@ int tml__summary_flatten(const tml_json *doc, tml_strbuf *out)
             for (size_t i = 0; i < sh->n; i++)
                 put(&f, prefix, sh->keys[i], "_share_percent", &sh->items[i]);
     }
+    keys_05(&f, doc);
 
     tml__sb_addc(out, '{');
     for (size_t i = 0; i < f.n; i++) {

@@ -270,3 +270,52 @@ def test_guard_outcome_of_a_failed_node(tmp_path):
     lc = load(root / "final_summary.json")["run_context"]["execution"]["launcher_completion"]
     assert lc == {"status": "incomplete", "nodes_observed": 1,
                   "reason_codes": ["node_training_failed"]}
+
+
+# 0.5.0's sdk/summary_projection.py: the keys summary() gives trackers
+KEYS_050 = (["schema_version", "duration_s", "primary/kind", "primary/status",
+             "primary/severity", "primary/section", "step_time/diagnosis_clock"] +
+            ["%s/%s" % (s, k) for s in ("system", "process", "step_time", "step_memory")
+             for k in ("status", "severity")] +
+            ["step_time/" + m for m in ("step_time_ms", "traced_step_time_ms",
+                                        "step_time_cpu_ms", "h2d_ms",
+                                        "compute_ms", "residual_ms", "forward_ms",
+                                        "backward_ms", "optimizer_ms")] +
+            ["system/cpu_percent", "system/ram_percent", "process/cpu_percent",
+             "process/ram_percent"])
+
+
+def test_summary_tracker_keys_050(tmp_path):
+    """summary()'s keys of 0.5.0 (a W&B or MLflow dashboard built on them):
+    every one a CPU run has, with 0.5.0's value style; the GPU-only ones
+    (step_time_gpu_ms, gpu_*, peak_*_bytes, gpu_mem_reserved_percent) and,
+    without a DataLoader, input_wait_ms and dataloader_fetch_cpu_ms are
+    null, left out as 0.5.0 left out its nulls."""
+    script = tmp_path / "trackers.py"
+    script.write_text(TRAIN_SCRIPT.replace(
+        "    traceml.summary(print_text=False)\n",
+        "    import json, sys\n"
+        "    json.dump(traceml.summary(print_text=False), open(sys.argv[1], 'w'))\n"),
+        encoding="utf-8")
+    out = tmp_path / "summary.json"
+    r = subprocess.run([TRACEML, "run", str(script), "--run-name", "t", "--logs-dir",
+                        str(tmp_path / "logs"), "--", str(out)],
+                       cwd=str(tmp_path), env=base_env(), capture_output=True, text=True,
+                       timeout=TIMEOUT_S)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = load(out)
+    missing = [k for k in KEYS_050 if "traceml/" + k not in got]
+    assert not missing, (missing, sorted(got))
+    for k in ("primary/severity", "step_time/severity", "system/severity",
+              "process/severity", "step_memory/severity"):
+        assert got["traceml/" + k] in ("crit", "warn", "info"), (k, got["traceml/" + k])
+    assert got["traceml/step_time/diagnosis_clock"] == "cpu"
+    for sec in ("step_time", "step_memory", "system", "process"):   # the label, as 0.5.0's
+        assert got["traceml/%s/status" % sec] == got["traceml/%s/diagnosis" % sec]
+    st = lambda k: got["traceml/step_time/" + k]
+    # no Input Wait: the traced step is the whole step
+    assert "traceml/step_time/input_wait_ms" not in got
+    assert st("traced_step_time_ms") == pytest.approx(st("step_time_ms"), abs=1e-3)
+    assert 0 < got["traceml/process/ram_percent"] < 100
+    for k in ("step_time_gpu_ms", "traced_step_time_gpu_ms"):
+        assert "traceml/step_time/" + k not in got

@@ -280,7 +280,9 @@ except ValueError as e:
         "traceml/meta/run_name": "r", "traceml/meta/common_steps": 7,
         "traceml/primary/kind": "INPUT_BOUND", "traceml/primary/label": "INPUT-BOUND",
         "traceml/step_time/diagnosis": "INPUT-BOUND", "traceml/step_time/kind": "INPUT_BOUND",
-        "traceml/step_time/severity": "CRITICAL", "traceml/step_time/skew_percent": 0,
+        # TraceML 0.5.0's keys: the label as status, severities crit/warn/info
+        "traceml/primary/status": "INPUT-BOUND", "traceml/step_time/status": "INPUT-BOUND",
+        "traceml/step_time/severity": "crit", "traceml/step_time/skew_percent": 0,
         "traceml/step_time/step_time_ms": 12.5,
         "traceml/step_time/input_wait_share_percent": 64.25,
     }

@@ -364,7 +364,7 @@ static void test_flatten(void)
     tml_json *doc = NULL;
     CHECK_EQ_INT(tml__json_parse(out, strlen(out), &doc, NULL), 0);
     double v;
-    CHECK_EQ_INT(doc->n, 13);     /* the 12 below and the odd top-level "process" string */
+    CHECK_EQ_INT(doc->n, 14);     /* the 13 below and the odd top-level "process" string */
     CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/process")), "not an object");
     CHECK(tml__json_num(tml__json_get(doc, "traceml/schema_version"), &v) && v == 1);
     CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/status")), "running");
@@ -374,7 +374,9 @@ static void test_flatten(void)
     CHECK(tml__json_num(tml__json_get(doc, "traceml/meta/common_steps"), &v) && v == 12);
     CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/primary/kind")), "INPUT_BOUND");
     CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/step_time/diagnosis")), "INPUT-BOUND");
-    CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/step_time/severity")), "CRITICAL");
+    /* TraceML 0.5.0's status (the label) and severity (crit, warn, info) */
+    CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/step_time/status")), "INPUT-BOUND");
+    CHECK_STR(tml__json_str(tml__json_get(doc, "traceml/step_time/severity")), "crit");
     CHECK(tml__json_num(tml__json_get(doc, "traceml/step_time/noise_ms"), &v) && v == 0.125);
     CHECK(tml__json_num(tml__json_get(doc, "traceml/step_time/step_time_ms"), &v) && v == 14.25);
     /* average's skew_percent replaces the section's, in place */
