@@ -733,14 +733,22 @@ def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
     if mode not in _MODES:
         raise ValueError("traceml.init(): unknown mode %r (expected one of %s, or 'custom')"
                          % (mode, ", ".join(repr(m) for m in _MODES)))
+    given = (patch_dataloader, patch_forward, patch_backward, patch_h2d, patch_optimizer,
+             patch_comm)
+    if mode != "selective" and any(g is not None for g in given):   # TraceML 0.5.0's checks
+        raise ValueError("traceml.init(): the patch_* flags may only be given with "
+                         "mode='selective' (got them with mode=%r)" % mode)
+    if mode == "selective" and (all(g is None for g in given) or
+                                not any(_patch_flags(mode, given))):
+        raise ValueError("traceml.init(): mode='selective' needs a patch_* flag switched on "
+                         "(mode='manual' patches nothing)")
     policy = _legacy_options(interval, aggregator_host, aggregator_port,
                              on_missing_aggregator, ui_mode=ui_mode,
                              enable_logging=enable_logging,
                              connect_timeout_sec=connect_timeout_sec,
                              connect_retry_interval_sec=connect_retry_interval_sec)
     disabled = bool(disabled) or _env_disabled()
-    flags = _patch_flags(mode, (patch_dataloader, patch_forward, patch_backward, patch_h2d,
-                                patch_optimizer, patch_comm))
+    flags = _patch_flags(mode, given)
     if logs_dir is not None:
         logs_dir = _os.fspath(logs_dir)
     if run_name is None:
@@ -998,13 +1006,32 @@ def _stop(*status):
 # --------------------------------------------------------------------------
 # Manual mode
 
+def _wrapper_allowed(name, obj, ok, expects):
+    """TraceML 0.5.0's checks of a wrap_*() call (docs/compat.md): with
+    TraceML disabled the object passes through; one of the wrong kind is a
+    TypeError; before init() (and without `traceml run`) a RuntimeError.
+    True when the wrapper should time it."""
+    if _env_disabled() or (_config is not None and _config.disabled):
+        return False
+    if not ok:
+        raise TypeError("%s() expects %s, not %s" % (name, expects, type(obj).__name__))
+    if _running():
+        return True
+    if _config is None and not _detected:
+        raise RuntimeError("%s() requires TraceML initialization: call traceml.init(...) "
+                           "before creating manual wrappers (or run the script with "
+                           "`traceml run`)" % name)
+    return False        # init() could not start the engine: the training runs untraced
+
+
 def wrap_dataloader_fetch(obj):
     """Returns an iterable (for a loader) or iterator (for an iterator)
     whose fetches are timed as input wait:
 
         for batch in traceml.wrap_dataloader_fetch(loader): ...
     """
-    if not _running():
+    ok = callable(getattr(obj, "__next__", None)) or callable(getattr(obj, "__iter__", None))
+    if not _wrapper_allowed("wrap_dataloader_fetch", obj, ok, "a loader or iterator object"):
         return obj
     _note_loader(obj)
     return _c.TimedIter(obj)
@@ -1025,7 +1052,11 @@ def wrap_input(fn):
 
 def wrap_forward(model):
     """Times `model`'s forward (an nn.Module; see _install_forward); returns it."""
-    if _running():
+    torch = _sys.modules.get("torch")
+    module = getattr(getattr(torch, "nn", None), "Module", None)
+    ok = (module is not None and isinstance(model, module) and
+          callable(getattr(model, "forward", None)))
+    if _wrapper_allowed("wrap_forward", model, ok, "an nn.Module instance"):
         _install_forward(model)
     return model
 
@@ -1035,7 +1066,8 @@ def wrap_backward(loss):
 
         traceml.wrap_backward(loss).backward()
     """
-    if not _running():
+    if not _wrapper_allowed("wrap_backward", loss, callable(getattr(loss, "backward", None)),
+                            "an object with a callable backward() method"):
         return loss
     try:
         bound = loss.backward
@@ -1050,7 +1082,9 @@ def wrap_optimizer(optimizer):
     """Makes `optimizer.step()` timed as the optimizer phase; returns the
     optimizer. Only this instance changes (an LR scheduler made before or
     after keeps working)."""
-    if not _running():
+    if not _wrapper_allowed("wrap_optimizer", optimizer,
+                            callable(getattr(optimizer, "step", None)),
+                            "an object with a callable step() method"):
         return optimizer
     try:
         import types

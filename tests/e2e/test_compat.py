@@ -91,6 +91,50 @@ print("trained")
 
 
 @pytest.mark.quick
+def test_wrapper_and_init_guards_050(tmp_path):
+    """TraceML 0.5.0's guards (issue 47, item 6): a wrapper given the wrong
+    kind of object is a TypeError, one used before init() a RuntimeError;
+    init() with patch_* outside mode='selective', or a selective init that
+    patches nothing, a ValueError. TraceML disabled: everything passes
+    through unchecked, as in 0.5.0."""
+    code = LOOP + r'''
+def raises(exc, fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+    except exc as e:
+        return str(e)
+    raise AssertionError("%s did not raise %s" % (fn.__name__, exc.__name__))
+
+if os.environ.get("TRACEML_DISABLED"):
+    obj = object()
+    assert traceml.wrap_forward(obj) is obj and traceml.wrap_backward(obj) is obj
+    print("passed through")
+    sys.exit(0)
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for wrap, what in ((traceml.wrap_forward, "nn.Module"), (traceml.wrap_backward, "backward()"),
+                   (traceml.wrap_optimizer, "step()"), (traceml.wrap_dataloader_fetch, "iterator")):
+    assert what in raises(TypeError, wrap, 42), wrap
+for wrap, arg in ((traceml.wrap_forward, model), (traceml.wrap_optimizer, opt),
+                  (traceml.wrap_dataloader_fetch, [1, 2])):
+    assert "traceml.init" in raises(RuntimeError, wrap, arg)
+assert "selective" in raises(ValueError, traceml.init, mode="auto", patch_forward=True)
+assert "selective" in raises(ValueError, traceml.init, mode="manual", patch_h2d=False)
+assert "patch_" in raises(ValueError, traceml.init, mode="selective")
+assert "patch_" in raises(ValueError, traceml.init, mode="selective", patch_dataloader=False,
+                          patch_forward=False, patch_backward=False, patch_h2d=False,
+                          patch_optimizer=False, patch_comm=False)
+traceml.init(mode="manual")
+assert traceml.wrap_forward(model) is model and traceml.wrap_optimizer(opt) is opt
+print("guarded")
+'''
+    r = py(code, tmp_path)
+    assert r.returncode == 0 and "guarded" in r.stdout, r.stdout + r.stderr
+    r = py(code, tmp_path, env={"TRACEML_DISABLED": "1"})
+    assert r.returncode == 0 and "passed through" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.quick
 def test_init_config_when_disabled_and_bad_values(tmp_path):
     """disabled=True returns a disabled configuration; TRACEML_DISABLED
     likewise; bad values are a ValueError naming them, as in 0.5.0."""

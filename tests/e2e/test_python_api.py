@@ -60,7 +60,7 @@ traceml.init(mode="auto", logs_dir=LOGS, run_name="idem")
 traceml.init(mode="auto", logs_dir=LOGS, run_name="idem")     # same: no-op
 for other in (dict(mode="manual", logs_dir=LOGS, run_name="idem"),
               dict(mode="auto", logs_dir=LOGS, run_name="other"),
-              dict(mode="auto", patch_h2d=False, logs_dir=LOGS, run_name="idem", disabled=True)):
+              dict(mode="selective", patch_h2d=False, logs_dir=LOGS, run_name="idem", disabled=True)):
     try:
         traceml.init(**other)
     except RuntimeError as e:
