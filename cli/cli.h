@@ -96,6 +96,18 @@ typedef struct tml_cli_legacy {
  * does; a match is accepted with one line "traceml: note: --X has no
  * meaning here (why); ignored" on stderr. 1 on match. */
 int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *table, size_t n);
+/* The 0.5.0 options `run`/`watch` and `serve` accept with a note. */
+extern const tml_cli_legacy tml__run_legacy[], tml__serve_legacy[];
+extern const size_t tml__run_nlegacy, tml__serve_nlegacy;
+
+/* abbrev.c: argparse's habits. Rewrites a unique prefix of one of c's long
+ * options in argv to that option (before SCRIPT for run and watch); an
+ * ambiguous one is an error naming the candidates (exit 2). */
+void tml__cli_abbrev(const tml_cli_cmd *c, int argc, char **argv);
+/* "; did you mean '--x'?" for an unknown option of cmd, or "". */
+void tml__cli_suggest_option(const char *cmd, const char *arg, char *out, size_t cap);
+/* "; did you mean 'run'?" for an unknown command, or "". */
+void tml__cli_suggest_command(const char *word, char *out, size_t cap);
 /* Strict numbers: the whole string, within [min, max]; else dies naming opt. */
 long tml__cli_long(const char *opt, const char *s, long min, long max);
 double tml__cli_double(const char *opt, const char *s, double min, double max);

@@ -20,8 +20,11 @@ int tml__cmd_help(int argc, char **argv)
         return tml__cli_error("help takes at most one COMMAND (see 'traceml help')");
     if (argc == 2 && strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "-h") != 0) {
         const tml_cli_cmd *c = tml__cli_find(argv[1]);
-        if (!c || !c->summary)
-            return tml__cli_error("unknown command '%s' (see 'traceml help')", argv[1]);
+        if (!c || !c->summary) {
+            char hint[96];
+            tml__cli_suggest_command(argv[1], hint, sizeof(hint));
+            return tml__cli_error("unknown command '%s'%s (see 'traceml help')", argv[1], hint);
+        }
         fputs(c->usage, stdout);
         return 0;
     }

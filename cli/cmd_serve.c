@@ -41,7 +41,7 @@ const char tml__usage_serve[] =
     "its other options are a note line each (docs/compat.md).\n";
 
 /* Options of TraceML 0.5.0's serve that mean nothing here: a note each. */
-static const tml_cli_legacy legacy_opts[] = {
+const tml_cli_legacy tml__serve_legacy[] = {
     {"--aggregator-host", 1, "the ranks are given the address in the export line"},
     {"--nnodes", 1, "the summary counts the ranks that reported; `traceml run` knows "
      "how many to expect"},
@@ -50,6 +50,8 @@ static const tml_cli_legacy legacy_opts[] = {
     {"--history-retention", 1, "the summary covers the whole run in bounded memory"},
     {"--enable-logging", 0, "logging is always on: the run folder's traceml.log"},
 };
+const size_t tml__serve_nlegacy =
+    sizeof(tml__serve_legacy) / sizeof(tml__serve_legacy[0]);
 
 static volatile sig_atomic_t stop;
 
@@ -112,8 +114,8 @@ int tml__cmd_serve(int argc, char **argv)
             tml__cli_opt(argc, argv, &i, "--logs-dir", &logs_dir) ||
             tml__cli_opt(argc, argv, &i, "--bind", &bind) ||
             tml__cli_opt(argc, argv, &i, "--aggregator-bind-host", &bind) ||
-            tml__cli_legacy_opt(argc, argv, &i, legacy_opts,
-                                sizeof(legacy_opts) / sizeof(legacy_opts[0])))
+            tml__cli_legacy_opt(argc, argv, &i, tml__serve_legacy,
+                                tml__serve_nlegacy))
             continue;
         if (tml__cli_opt(argc, argv, &i, "--port", &v) ||
             tml__cli_opt(argc, argv, &i, "--aggregator-port", &v))

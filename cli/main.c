@@ -61,7 +61,11 @@ int main(int argc, char **argv)
     if (a[0] == '-')
         return tml__cli_error("unknown option '%s' (see 'traceml help')", a);
     const tml_cli_cmd *c = tml__cli_find(a);
-    if (!c)
-        return tml__cli_error("unknown command '%s' (see 'traceml help')", a);
+    if (!c) {
+        char hint[96];
+        tml__cli_suggest_command(a, hint, sizeof(hint));
+        return tml__cli_error("unknown command '%s'%s (see 'traceml help')", a, hint);
+    }
+    tml__cli_abbrev(c, argc - 1, argv + 1);
     return c->fn(argc - 1, argv + 1);
 }

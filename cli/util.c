@@ -133,8 +133,10 @@ int tml__cli_help(const char *a, const char *usage)
 
 int tml__cli_unknown(const char *cmd, const char *a)
 {
-    return tml__cli_error("unknown option '%s' for 'traceml %s' (see 'traceml help %s')", a,
-                          cmd, cmd);
+    char hint[96];
+    tml__cli_suggest_option(cmd, a, hint, sizeof(hint));
+    return tml__cli_error("unknown option '%s' for 'traceml %s'%s (see 'traceml help %s')", a,
+                          cmd, hint, cmd);
 }
 
 int tml__cli_operand(const char *cmd, const char *what, const char *a, const char **slot)

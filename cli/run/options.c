@@ -70,7 +70,7 @@ const char tml__usage_run[] =
 static const char default_master_addr[] = "127.0.0.1";
 
 /* Options of TraceML 0.5.0 that mean nothing here: a note line each. */
-static const tml_cli_legacy legacy_opts[] = {
+const tml_cli_legacy tml__run_legacy[] = {
     {"--trace-max-steps", 1, "TraceML traces every step: its memory stays bounded and it "
      "costs ~1 us a step (docs/performance.md), so there is no step limit to set"},
     {"--aggregator-host", 1, "the ranks of other nodes reach node 0's aggregator at "
@@ -88,6 +88,7 @@ static const tml_cli_legacy legacy_opts[] = {
     {"--enable-logging", 0, "logging is always on: the run folder's traceml.log"},
     {"--no-dashboard-auto-open", 0, "nothing opens a browser by itself"},
 };
+const size_t tml__run_nlegacy = sizeof(tml__run_legacy) / sizeof(tml__run_legacy[0]);
 
 /* TraceML 0.5.0's traceml.yaml settings that are no option here: true is
  * what happens anyway; false means the option named (a note says why it
@@ -154,8 +155,8 @@ static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
                 *(int *)(void *)((char *)o + run_flags[k].off) = 1;
                 return 1;
             }
-        return tml__cli_legacy_opt(argc, argv, i, legacy_opts,
-                                   sizeof(legacy_opts) / sizeof(legacy_opts[0]));
+        return tml__cli_legacy_opt(argc, argv, i, tml__run_legacy,
+                                   tml__run_nlegacy);
     }
     return 1;
 }
@@ -166,8 +167,8 @@ int tml__run_is_flag(const char *name)
     for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
         if (strcmp(name, run_flags[k].name) == 0)
             return 1;
-    for (size_t k = 0; k < sizeof(legacy_opts) / sizeof(legacy_opts[0]); k++)
-        if (!legacy_opts[k].value && strcmp(name, legacy_opts[k].name) == 0)
+    for (size_t k = 0; k < tml__run_nlegacy; k++)
+        if (!tml__run_legacy[k].value && strcmp(name, tml__run_legacy[k].name) == 0)
             return 1;
     return 0;
 }
@@ -399,9 +400,12 @@ void tml__run_parse(tml_run_ctx *c, int argc, char **argv)
         }
         if (tml__cli_opt(argc, argv, &i, "--args", &pre_args))
             continue;
-        if (!take_option(argc, argv, &i, o))
-            tml__cli_die(TML_EXIT_USAGE, "unknown option '%s' for 'traceml %s' (see 'traceml "
-                         "help %s')", a, c->cmd_name, c->cmd_name);
+        if (!take_option(argc, argv, &i, o)) {
+            char hint[96];
+            tml__cli_suggest_option(c->cmd_name, a, hint, sizeof(hint));
+            tml__cli_die(TML_EXIT_USAGE, "unknown option '%s' for 'traceml %s'%s (see "
+                         "'traceml help %s')", a, c->cmd_name, hint, c->cmd_name);
+        }
     }
     o->cmd = argv + i;
     o->ncmd = argc - i;

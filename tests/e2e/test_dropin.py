@@ -117,6 +117,36 @@ def test_original_flags(tmp_path):
     assert (tmp_path / "logs" / "c" / "final_summary.json").exists()   # --session-id
 
 
+def test_argparse_prefixes_and_suggestions(tmp_path):
+    """0.5.0's CLI was argparse: a unique prefix of a long option is that
+    option, before SCRIPT only (the script's own options are untouched);
+    an ambiguous one, an unknown option or command is one error line,
+    exit 2, naming the candidates or the nearest name (issue 47, item 5)."""
+    p = launch(tmp_path, ["--logs", "logs", "--run-n=p", "--html", "--finalize-t", "30",
+                          "SCRIPT", "--lr", "0.1"], env={"STEPS": "10"})
+    assert p.returncode == 0, p.stderr
+    assert line(p.stdout, "ARGS") == ["--lr", "0.1"]
+    assert (tmp_path / "logs" / "p" / "final_summary.html").exists()
+    m = summary(tmp_path / "logs" / "p" / "manifest.json")
+    assert m["launch"]["finalize_timeout_sec"] == 30, m["launch"]
+    cases = [(["run", "--n", "2", "x.py"],
+              "ambiguous option '--n' for 'traceml run': --nproc-per-node, --nnodes, "
+              "--node-rank"),
+             (["run", "--nproc_per_node", "2", "x.py"],
+              "unknown option '--nproc_per_node' for 'traceml run'; did you mean "
+              "'--nproc-per-node'?"),
+             (["rnu", "x.py"], "unknown command 'rnu'; did you mean 'run'?"),
+             (["help", "comapre"], "unknown command 'comapre'; did you mean 'compare'?"),
+             (["serve", "--dashbord"], "unknown option '--dashbord' for 'traceml serve'; "
+                                       "did you mean '--dashboard'?")]
+    for args, message in cases:
+        r = subprocess.run([TRACEML] + args, cwd=str(tmp_path), env=base_env(),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith("traceml: error: " + message), \
+            (args, r.stderr)
+        assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
 def test_project_defaults(tmp_path):
     proj = tmp_path / "proj"
     proj.mkdir()
