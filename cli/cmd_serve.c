@@ -79,10 +79,25 @@ static void print_environment(const tml_cli_run *r, const char *bind, int port)
     reach_as(bind, host, sizeof(host));
     printf("traceml serve: run %s, listening on %s:%d. In the training's shell:\n"
            "export TRACEML_ADDR=%s:%d TRACEML_RUN_ID=%s TRACEML_SECRET=%s "
-           "TRACEML_RUN_NAME=%s TRACEML_RUN_DIR=%s\n"
+           "TRACEML_RUN_NAME=%s TRACEML_RUN_DIR=%s TRACEML_SESSION_ID=%s\n"
+           "(on this machine, TRACEML_AGGREGATOR_PORT=%d alone is enough%s)\n"
            "Stop with Ctrl-C to print the summary.\n",
-           r->name, host, port, host, port, r->id, r->secret, r->name, r->abs_dir);
+           r->name, host, port, host, port, r->id, r->secret, r->name, r->abs_dir, r->name,
+           port, port == TML_SERVE_PORT_05 ? "; a script that calls traceml.init() needs "
+           "nothing" : "");
     fflush(stdout);
+}
+
+/* TraceML 0.5.0's direct launch: this user's trainings on this machine
+ * find the run by its port, without the export line (rundir.h). 1 when
+ * advertised. */
+static int advertise(const tml_cli_run *r, int port)
+{
+    tml_serve_advert adv = {.pid = (long)getpid()};
+    snprintf(adv.run_id, sizeof(adv.run_id), "%s", r->id);
+    snprintf(adv.secret, sizeof(adv.secret), "%s", r->secret);
+    snprintf(adv.run_dir, sizeof(adv.run_dir), "%s", r->abs_dir);
+    return tml__serve_advert(port, &adv) == 0;
 }
 
 static void print_dashboard(const char *dash_bind, int want, int got, const char *bind)
@@ -177,13 +192,17 @@ int tml__cmd_serve(int argc, char **argv)
         tml__cli_run_remove(&r);
         return 1;
     }
-    print_environment(&r, bind, tml__host_port(h));
+    int port_got = tml__host_port(h);
+    int advertised = advertise(&r, port_got);
+    print_environment(&r, bind, port_got);
     if (dash) {
         tml__cli_warn_exposed(dash_bind, "--dashboard-bind");
         print_dashboard(dash_bind, dash_port, tml__host_live_port(h), bind);
     }
     tml_server_cmd cmd;
     tml__host_run(h, &cmd);
+    if (advertised)
+        tml__serve_advert(port_got, NULL);
     tml__host_drain(h, 1500);
     char *text = NULL;
     rc = tml__host_finalize(h, "completed", 0, tml__cli_term_width(), &text);

@@ -51,6 +51,7 @@ static const char *const owned_vars[] = {
     "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
     "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "TRACEML_NNODES",
     "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", "TRACEML_SCRIPT", "TRACEML_PROFILE",
+    "TRACEML_SESSION_ID", "TRACEML_AGGREGATOR_HOST", "TRACEML_AGGREGATOR_PORT",
     NULL,
 };
 
@@ -109,6 +110,7 @@ void tml__run_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disa
     }
     env_set(e, "TRACEML_RUN_ID", r->id);
     env_set(e, "TRACEML_RUN_NAME", r->name);
+    env_set(e, "TRACEML_SESSION_ID", r->name);   /* 0.5.0's name: demos build paths from it */
     env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
     env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
     if (c->watch)   /* TraceML 0.5.0's variable: the ranks trace no step */

@@ -16,6 +16,7 @@
 #include "base/hmac.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -410,3 +411,79 @@ int tml__manifest_run_context(const char *run_dir, const char *status, tml_strbu
     tml__json_free(doc);
     return out->failed ? TML_ENOMEM : 0;
 }
+
+/* The advert folder (rundir.h); create: make it (0700). -1 when it is not
+ * this user's own. */
+static int advert_dir(char *out, size_t cap, int create)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    if (xdg && xdg[0] == '/')
+        snprintf(out, cap, "%s/traceml", xdg);
+    else
+        snprintf(out, cap, "/tmp/traceml-%u", (unsigned)getuid());
+    if (create && mkdir(out, 0700) < 0 && errno != EEXIST)
+        return -1;
+    if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & 077))
+        return -1;
+    return 0;
+}
+
+int tml__serve_advert(int port, const tml_serve_advert *a)
+{
+    char dir[4096], name[64];
+    if (advert_dir(dir, sizeof(dir), a != NULL) < 0)
+        return -1;
+    snprintf(name, sizeof(name), "serve-%d.json", port);
+    if (!a) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        return unlink(path);
+    }
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__sb_addf(&sb, "{\"pid\": %ld, \"run_id\": ", a->pid);
+    tml__sb_add_json_str(&sb, a->run_id);
+    tml__sb_adds(&sb, ", \"secret\": ");
+    tml__sb_add_json_str(&sb, a->secret);
+    tml__sb_adds(&sb, ", \"run_dir\": ");
+    tml__sb_add_json_str(&sb, a->run_dir);
+    tml__sb_adds(&sb, "}\n");
+    int rc = sb.failed ? -1 : tml__write_file_atomic(dir, name, sb.buf, sb.len, 0600);
+    tml__sb_release(&sb);
+    return rc < 0 ? -1 : 0;
+}
+
+int tml__serve_advert_read(int port, tml_serve_advert *a)
+{
+    char dir[4096], path[4200], *buf = NULL;
+    size_t len = 0;
+    struct stat st;
+    tml_json *doc = NULL;
+    memset(a, 0, sizeof(*a));
+    if (advert_dir(dir, sizeof(dir), 0) < 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/serve-%d.json", dir, port);
+    if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+        tml__read_file(path, 16384, &buf, &len) < 0)
+        return -1;
+    int rc = tml__json_parse(buf, len, &doc, NULL);
+    free(buf);
+    if (rc < 0)
+        return -1;
+    double pid = 0;
+    const char *id = tml__json_str(tml__json_get(doc, "run_id"));
+    const char *secret = tml__json_str(tml__json_get(doc, "secret"));
+    const char *run_dir = tml__json_str(tml__json_get(doc, "run_dir"));
+    tml__json_num(tml__json_get(doc, "pid"), &pid);
+    if (id && secret && run_dir && pid >= 1 && pid < 1e9) {
+        a->pid = (long)pid;
+        snprintf(a->run_id, sizeof(a->run_id), "%s", id);
+        snprintf(a->secret, sizeof(a->secret), "%s", secret);
+        snprintf(a->run_dir, sizeof(a->run_dir), "%s", run_dir);
+    }
+    tml__json_free(doc);
+    /* a serve that was killed left its advert: not alive, not read */
+    return a->pid && (kill((pid_t)a->pid, 0) == 0 || errno == EPERM) ? 0 : -1;
+}
+

@@ -73,6 +73,23 @@ int tml__manifest_run_context(const char *run_dir, const char *status, tml_strbu
  * 0, or a TML_E* code (no manifest: the caller writes null). */
 int tml__manifest_workload(const char *run_dir, tml_strbuf *out);
 
+/* TraceML 0.5.0's direct launch (docs/cli.md, traceml serve): a serve
+ * advertises its run to this user's trainings on this machine in
+ * <dir>/serve-<port>.json, <dir> $XDG_RUNTIME_DIR/traceml, else
+ * /tmp/traceml-<uid>, a folder of this user's only (0700; another owner's
+ * or a link is never read). A training given TRACEML_AGGREGATOR_HOST/PORT
+ * (or, given nothing, one on 0.5.0's port 29765) takes the run id, secret
+ * and folder from it. */
+#define TML_SERVE_PORT_05 29765
+typedef struct tml_serve_advert {
+    long pid;
+    char run_id[64], secret[96], run_dir[4096];
+} tml_serve_advert;
+/* Writes (0600, atomically) or removes (a NULL a) port's advert. 0 or -1. */
+int tml__serve_advert(int port, const tml_serve_advert *a);
+/* Reads port's advert: 0 when it is this user's and its serve is alive. */
+int tml__serve_advert_read(int port, tml_serve_advert *a);
+
 /* Appends one line "<UTC ISO time> <who>[pid]: <message>" to
  * run_dir/traceml.log, TraceML's own log (never the user's stdout or
  * stderr). Failures are ignored: logging must not break a run. */

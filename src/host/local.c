@@ -164,6 +164,8 @@ static void read_env(tml_engine_env *e, char *bad, size_t cap)
     memset(e, 0, sizeof(*e));
     e->logs_dir = tml__env_str("TRACEML_LOGS_DIR");
     e->run_name = tml__env_str("TRACEML_RUN_NAME");
+    if (!e->run_name)   /* TraceML 0.5.0's name for it */
+        e->run_name = tml__env_str("TRACEML_SESSION_ID");
     e->disabled = tml__env_bool("TRACEML_DISABLED");
     e->identity_set = tml__env_raw("RANK") || tml__env_raw("SLURM_PROCID");
     e->rank = first_count("RANK", "SLURM_PROCID", NULL, 0);
@@ -177,6 +179,29 @@ static void read_env(tml_engine_env *e, char *bad, size_t cap)
     e->visible_devices = tml__env_raw("CUDA_VISIBLE_DEVICES");
 }
 
+/* TraceML 0.5.0's direct launch (rundir.h): the aggregator of a `traceml
+ * serve` named by TRACEML_AGGREGATOR_HOST/PORT, or, with neither, one
+ * that serves 0.5.0's port on this machine for this user. Its run's id,
+ * secret and folder come from its advert unless the environment has them.
+ * NULL: none, the process has its own aggregator. */
+static const char *direct_launch(char *addr, size_t cap, tml_serve_advert *adv)
+{
+    const char *host = tml__env_str("TRACEML_AGGREGATOR_HOST");
+    const char *port_s = tml__env_str("TRACEML_AGGREGATOR_PORT");
+    long port = TML_SERVE_PORT_05;
+    if (port_s && *port_s) {
+        char *end;
+        port = strtol(port_s, &end, 10);
+        if (*end || port < 1 || port > 65535)
+            return NULL;
+    }
+    int advertised = tml__serve_advert_read((int)port, adv) == 0;
+    if (!(host && *host) && !(port_s && *port_s) && !advertised)
+        return NULL;
+    snprintf(addr, cap, "%s:%ld", host && *host ? host : "127.0.0.1", port);
+    return addr;
+}
+
 int tml_init(const tml_options *opts)
 {
     tml_engine_env env;
@@ -186,10 +211,18 @@ int tml_init(const tml_options *opts)
     if (done)
         return rc;
     tml_sink *sink = NULL;
+    tml_serve_advert adv;
+    char direct[300];
+    memset(&adv, 0, sizeof(adv));
     const char *addr = tml__env_str("TRACEML_ADDR");
+    if (!addr)
+        addr = direct_launch(direct, sizeof(direct), &adv);
     if (addr) {
-        tml__engine_set_run(NULL, tml__env_str("TRACEML_RUN_DIR"), tml__env_str("TRACEML_RUN_ID"),
-                            tml__env_str("TRACEML_SECRET"));
+        const char *dir = tml__env_str("TRACEML_RUN_DIR"), *id = tml__env_str("TRACEML_RUN_ID");
+        const char *secret = tml__env_str("TRACEML_SECRET");
+        tml__engine_set_run(NULL, dir ? dir : adv.run_dir[0] ? adv.run_dir : NULL,
+                            id ? id : adv.run_id[0] ? adv.run_id : NULL,
+                            secret ? secret : adv.secret[0] ? adv.secret : NULL);
         tml__engine_track_progress();
         rc = tml__wire_sink_open(addr, &sink);
     } else {

@@ -26,7 +26,7 @@ from datetime import datetime
 
 import pytest
 
-from conftest import TRACEML, base_env, fetch_050
+from conftest import PYTHON, TRACEML, base_env, fetch_050
 
 TIMEOUT_S = 240
 FINALIZE_TIMEOUT_SEC = "60"
@@ -294,8 +294,9 @@ def test_summary_tracker_keys_050(tmp_path):
     script = tmp_path / "trackers.py"
     script.write_text(TRAIN_SCRIPT.replace(
         "    traceml.summary(print_text=False)\n",
-        "    import json, sys\n"
-        "    json.dump(traceml.summary(print_text=False), open(sys.argv[1], 'w'))\n"),
+        "    import json, os, sys\n"
+        "    json.dump(dict(traceml.summary(print_text=False),\n"
+        "                   session=os.environ.get('TRACEML_SESSION_ID')), open(sys.argv[1], 'w'))\n"),
         encoding="utf-8")
     out = tmp_path / "summary.json"
     r = subprocess.run([TRACEML, "run", str(script), "--run-name", "t", "--logs-dir",
@@ -304,6 +305,7 @@ def test_summary_tracker_keys_050(tmp_path):
                        timeout=TIMEOUT_S)
     assert r.returncode == 0, r.stderr[-3000:]
     got = load(out)
+    assert got.pop("session") == "t"     # 0.5.0's TRACEML_SESSION_ID: the run's name
     missing = [k for k in KEYS_050 if "traceml/" + k not in got]
     assert not missing, (missing, sorted(got))
     for k in ("primary/severity", "step_time/severity", "system/severity",
@@ -319,3 +321,42 @@ def test_summary_tracker_keys_050(tmp_path):
     assert 0 < got["traceml/process/ram_percent"] < 100
     for k in ("step_time_gpu_ms", "traced_step_time_gpu_ms"):
         assert "traceml/step_time/" + k not in got
+
+
+def test_direct_launch_with_serve(tmp_path):
+    """0.5.0's public-api.md "Direct Launch with traceml serve": the
+    aggregator in one terminal, `python train.py` (a script with its own
+    traceml.init()) in another with TRACEML_AGGREGATOR_HOST/PORT: the
+    serve's run gets the rank, the script writes no run of its own; the
+    serve's advert is gone after Ctrl-C (issue 47, item 4)."""
+    import signal
+    import time
+    script = tmp_path / "smoke_train.py"
+    script.write_text(TRAIN_SCRIPT, encoding="utf-8")
+    port = free_port()
+    env = base_env(XDG_RUNTIME_DIR=str(tmp_path / "xdg"))
+    os.makedirs(str(tmp_path / "xdg"), mode=0o700)
+    serve = subprocess.Popen([TRACEML, "serve", "--aggregator-host", "127.0.0.1",
+                              "--aggregator-port", port, "--session-id", "direct",
+                              "--logs-dir", str(tmp_path / "logs")], cwd=str(tmp_path), env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = serve.stdout.readline()
+        assert "listening on 127.0.0.1:%s" % port in first, first + serve.stderr.read()
+        advert = tmp_path / "xdg" / "traceml" / ("serve-%s.json" % port)
+        assert advert.is_file() and (advert.stat().st_mode & 0o077) == 0
+        train_env = dict(env, TRACEML_AGGREGATOR_HOST="127.0.0.1", TRACEML_AGGREGATOR_PORT=port,
+                         TRACEML_LOGS_DIR=str(tmp_path / "own"))
+        r = subprocess.run([PYTHON, str(script)], cwd=str(tmp_path), env=train_env,
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert r.returncode == 0, r.stderr[-3000:]
+        time.sleep(0.5)
+    finally:
+        serve.send_signal(signal.SIGINT)
+        out, err = serve.communicate(timeout=60)
+    assert serve.returncode == 0, out + err
+    assert not advert.exists()
+    assert not (tmp_path / "own").exists()      # the script did not trace itself
+    s = load(tmp_path / "logs" / "direct" / "final_summary.json")
+    assert s["meta"]["ranks_reported"] == 1, s["meta"]
+    assert s["meta"]["common_steps"] == 80, s["meta"]
