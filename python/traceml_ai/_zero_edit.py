@@ -115,8 +115,45 @@ def start(script, spawned=False):
         _after_torch(_on_process_group)
     else:
         _after_torch(_start)
-        if "rfdetr.training" not in sys.modules:
-            sys.meta_path.insert(0, _AfterTorch(_rfdetr, "rfdetr.training"))
+        for module, hook in _FRAMEWORKS:
+            if module not in sys.modules:
+                sys.meta_path.insert(0, _AfterTorch(hook, module))
+
+
+def _framework(name, attach):
+    """A hook for the module that defines a framework's Trainer: its
+    trainers get TraceML's callback (their steps are the framework's, as
+    TraceML 0.5.0's launcher made them), if TraceML runs."""
+    def hook(module):
+        import traceml_ai as t
+        if not t._active:
+            return
+        try:
+            attach(module)
+        except Exception as e:         # TraceML never breaks training
+            t._warn("the %s integration could not attach (%s)" % (name, e))
+    return hook
+
+
+def _huggingface(module):
+    from .integrations import huggingface
+    if huggingface._enabled():
+        _common_attach(module.Trainer, huggingface._attach)
+
+
+def _lightning(callback_module):
+    def attach(module):
+        import importlib
+        cb = importlib.import_module("traceml_ai.integrations." + callback_module).TraceMLCallback
+        from .integrations import _common, _lightning_impl
+        if not cb._MISSING and _common.supported("Lightning", cb._DIST, cb._MINIMUM):
+            _lightning_impl.init(module.Trainer, cb)
+    return attach
+
+
+def _common_attach(trainer_cls, attach):
+    from .integrations import _common
+    _common.attach_to_every(trainer_cls, attach)
 
 
 def _rfdetr(training):
@@ -403,3 +440,14 @@ def _outside_compiled(mods, torch):
         if isinstance(m, OptimizedModule):
             inside.update(id(x) for x in m._orig_mod.modules())
     return [m for m in mods if id(m) not in inside]
+
+
+# the modules that define the Trainers whose steps TraceML's callbacks mark
+# under zero-edit tracing (docs/zero-edit.md, "Frameworks")
+_FRAMEWORKS = (
+    ("rfdetr.training", _rfdetr),
+    ("transformers.trainer", _framework("Hugging Face", _huggingface)),
+    ("lightning.pytorch", _framework("Lightning", _lightning("lightning"))),
+    ("pytorch_lightning", _framework("Lightning", _lightning("pytorch_lightning"))),
+)
+

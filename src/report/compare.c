@@ -350,6 +350,9 @@ int tml__cmp_run_load(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap
                           &ws) && ws >= 1 && ws < 1e9)
             r->work.world_size = (long)ws;
     }
+    const char *lc = tml__json_str(
+        tml__json_path(doc, "run_context.execution.launcher_completion.status"));
+    r->work.launch_incomplete = lc && strcmp(lc, "completed") != 0;
     return rc;
 }
 
@@ -800,6 +803,8 @@ static void guard_rule(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, si
     }
     if (!any)
         out->guard_differs = 0;
+    for (size_t i = 0; any && i < na + nb; i++)
+        out->launch_incomplete |= (i < na ? &a[i] : &b[i - na])->work.launch_incomplete;
 }
 
 static const tml_cmp_run *first_unusable(const tml_cmp_run *r, size_t n)
@@ -850,6 +855,15 @@ static void settle(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_t
                  "not run the same thing. %s", t);
         snprintf(out->next, sizeof(out->next), "Compare runs of one declared workload (the "
                  "same traceml.yaml guard: on both sides).");
+        return;
+    }
+    if (out->launch_incomplete) {   /* TraceML 0.5.0's rule for guarded runs */
+        out->verdict = TML_CMP_INCONCLUSIVE;
+        snprintf(w, cap, "A guarded run's nodes did not all report a completed training "
+                 "(its manifest's guard.training): it did not run its declared workload to "
+                 "the end. %s", t);
+        snprintf(out->next, sizeof(out->next), "Compare guarded runs whose every node ended "
+                 "with exit code 0.");
         return;
     }
     if (out->load_differs || out->loaded_single) {
@@ -1508,9 +1522,9 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
                  r->within_noise ? "true" : "false");
     tml__json_add_str_or_null(out, r->next);
     tml__sb_addf(out, ",\n  \"contention_differs\": %s, \"loaded_single_run\": %s, "
-                 "\"guard_differs\": %s,\n  \"runs\": {",
+                 "\"guard_differs\": %s, \"launch_incomplete\": %s,\n  \"runs\": {",
                  r->load_differs ? "true" : "false", r->loaded_single ? "true" : "false",
-                 r->guard_differs ? "true" : "false");
+                 r->guard_differs ? "true" : "false", r->launch_incomplete ? "true" : "false");
     j_runs_and_test(out, r);
     tml__sb_adds(out, ",\n  \"peak_reserved_change_percent\": ");
     tml__json_add_num(out, r->mem_compared ? 100.0 * r->mem_change : NAN, 2, 0);

@@ -59,6 +59,9 @@ typedef struct tml_cmp_workload {
     char args[256];
     long world_size;
     char guard[512];
+    /* a guarded run whose launchers did not all report a completed
+     * training (run_context.execution.launcher_completion, 0.5.0's) */
+    int launch_incomplete;
 } tml_cmp_workload;
 
 enum { TML_CMP_SEC_STEP_TIME, TML_CMP_SEC_STEP_MEMORY, TML_CMP_SEC_PROCESS,
@@ -137,6 +140,7 @@ typedef struct tml_cmp_result {
      * the sides ran on differently loaded machines, one run a side on a
      * loaded machine, the declared workloads differ. */
     int load_differs, loaded_single, guard_differs, undecided;
+    int launch_incomplete;     /* a guarded run's nodes did not all complete */
     char next[320];                /* how to get a decision ("" none) */
     /* the runs of each side (tml__cmp_decide_n's arrays, not copied) */
     const tml_cmp_run *ra, *rb;

@@ -156,3 +156,49 @@ def test_too_old_frameworks_run_untraced(plain_python, tmp_path):
                          "training continues untraced" % (what, dist, need)], r.stderr[-3000:]
         assert r.all_runs == [], r.all_runs
         assert "TraceML Run Summary" not in r.stdout
+
+
+ZERO_EDIT_HF = r'''
+import sys, time, torch
+from torch.utils.data import Dataset
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+class DS(Dataset):
+    def __len__(self): return 256
+    def __getitem__(self, i):
+        return {"input_ids": torch.randint(0, 100, (16,)), "labels": torch.tensor(i % 2)}
+
+def collate(b):
+    time.sleep(0.02)
+    return {k: torch.stack([x[k] for x in b]) for k in b[0]}
+
+cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=64)
+args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=4, max_steps=20,
+                         gradient_accumulation_steps=2, report_to=[], logging_steps=1000,
+                         save_strategy="no", use_cpu=True, dataloader_num_workers=0)
+Trainer(model=BertForSequenceClassification(cfg), args=args, train_dataset=DS(),
+        data_collator=collate).train()
+print("done")
+'''
+
+
+def test_zero_edit_trainer_gets_the_callback(traceml_run, slept, tmp_path):
+    """A script that never mentions TraceML, run by `traceml run`: its
+    Trainer gets TraceML's callback, as TraceML 0.5.0's launcher attached
+    it (issue 47, item 7): the steps are the Trainer's optimizer steps
+    (marked, not found by automatic detection) and both micro-batches'
+    fetches of a step are its Input Wait (automatic detection counted the
+    last one only)."""
+    script = tmp_path / "hf_plain.py"
+    script.write_text(ZERO_EDIT_HF)
+    r = traceml_run(str(script), str(tmp_path / "out"), env=slept.env())
+    assert r.rc == 0 and "done" in r.stdout, r.explain()
+    s = r.summary()
+    assert s["meta"]["step_detection"] == "marked", s["meta"]
+    assert s["meta"]["common_steps"] == 20, s["meta"]
+    wait, ref = statistics.median(step_rows(r.run_dir, "input_ns")), 2 * slept.mean(20)
+    assert covers(wait, ref, extra_ms=4.0, **ACCURACY), \
+        "median Input Wait %.1f ms, slept 2 x %.3f ms" % (wait, ref / 2)
+    assert_phases_observed(s)
+    assert traceml_warnings(r.stderr) == [], r.stderr[-2000:]

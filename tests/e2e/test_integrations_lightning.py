@@ -12,8 +12,8 @@ import json
 import os
 import re
 
-from conftest import (REPO, covers, old_version_site, primary, ranks_finished, step_diag,
-                      step_metric_ms)
+from conftest import (REPO, Slept, covers, old_version_site, primary, ranks_finished,
+                      step_diag, step_metric_ms)
 from conftest import traceml_warnings
 
 SCRIPT = os.path.join(REPO, "examples", "integrations", "lightning_train.py")
@@ -113,3 +113,54 @@ def test_too_old_lightning_warns_once(plain_python, tmp_path):
                      "(found 0.1); training continues untraced"], r.explain()
     assert r.all_runs == [], r.all_runs
     assert "TraceML Run Summary" not in r.stdout
+
+
+ZERO_EDIT_PL = r'''
+import time, torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import %s as L
+
+class M(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(16, 2)
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+def collate(b):
+    time.sleep(0.02)
+    return torch.stack([x for x, _ in b]), torch.stack([y for _, y in b])
+
+ds = TensorDataset(torch.randn(256, 16), torch.randint(0, 2, (256,)))
+t = L.Trainer(max_steps=30, accelerator="cpu", logger=False, enable_checkpointing=False,
+              enable_progress_bar=False, enable_model_summary=False)
+t.fit(M(), DataLoader(ds, batch_size=8, collate_fn=collate))
+print("done")
+'''
+
+
+def test_zero_edit_trainer_gets_the_callback(traceml_run, tmp_path):
+    """A script that never mentions TraceML, run by `traceml run`, in both
+    namespaces: its Trainer gets TraceML's callback, as TraceML 0.5.0's
+    launcher attached it (issue 47, item 7): one marked step per optimizer
+    step, the collator's sleep as Input Wait, and the forward seen
+    (automatic detection sees none: Lightning runs training_step inside
+    optimizer.step(closure))."""
+    for namespace in ("lightning.pytorch", "pytorch_lightning"):
+        slept = Slept(tmp_path / ("slept_" + namespace))   # each run's own sleeps
+        script = tmp_path / ("pl_%s.py" % namespace.split(".")[0])
+        script.write_text(ZERO_EDIT_PL % namespace)
+        r = traceml_run(str(script), run_name=namespace, env=slept.env())
+        assert r.rc == 0 and "done" in r.stdout, r.explain()
+        s = r.summary()
+        assert s["meta"]["step_detection"] == "marked", (namespace, s["meta"])
+        assert s["meta"]["common_steps"] == 30, (namespace, s["meta"])
+        wait, ref = step_metric_ms(s, "input_wait"), slept.mean(20)
+        assert covers(wait, ref, extra_ms=4.0, rel=0.10, abs_ms=2.0), \
+            "%s: Input Wait %.1f ms, slept %.3f ms" % (namespace, wait, ref)
+        assert step_metric_ms(s, "forward") > 0, (namespace, s["step_time"]["average"])
+        assert traceml_warnings(r.stderr) == [], r.stderr[-2000:]

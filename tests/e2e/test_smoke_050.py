@@ -253,7 +253,13 @@ def test_guard_outcome_of_a_failed_node(tmp_path):
     the manifest and the summary's launcher_completion (0.5.0's
     node_training_failed)."""
     script = tmp_path / "fails.py"
-    script.write_text("import sys\nprint('step')\nsys.exit(3)\n")
+    script.write_text("import sys, torch\n"
+                      "model = torch.nn.Linear(8, 2)\n"
+                      "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for _ in range(30):\n"
+                      "    model(torch.randn(4, 8)).sum().backward()\n"
+                      "    opt.step(); opt.zero_grad()\n"
+                      "sys.exit(3)\n")
     (tmp_path / "traceml.yaml").write_text(GUARD_YAML % "fails", encoding="utf-8")
     logs = tmp_path / "logs"
     r = subprocess.run([TRACEML, "run", str(script), "--run-name", "f", "--logs-dir", str(logs)],
@@ -270,6 +276,14 @@ def test_guard_outcome_of_a_failed_node(tmp_path):
     lc = load(root / "final_summary.json")["run_context"]["execution"]["launcher_completion"]
     assert lc == {"status": "incomplete", "nodes_observed": 1,
                   "reason_codes": ["node_training_failed"]}
+    # compare holds it as 0.5.0 did: such a run gates nothing (INCONCLUSIVE, 3)
+    summary = str(root / "final_summary.json")
+    c = subprocess.run([TRACEML, "compare", summary, summary, "--output",
+                        str(tmp_path / "cmp"), "--max-step-time-regression-pct", "5"],
+                       cwd=str(tmp_path), env=base_env(), capture_output=True, text=True,
+                       timeout=TIMEOUT_S)
+    assert c.returncode == 3, c.stdout + c.stderr
+    assert load(str(tmp_path / "cmp") + ".json")["launch_incomplete"] is True
 
 
 # 0.5.0's sdk/summary_projection.py: the keys summary() gives trackers

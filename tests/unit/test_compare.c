@@ -716,6 +716,17 @@ static void test_workload_and_guard(void)
     CHECK(strstr(box.buf, "Guard (traceml.yaml)  declared        declared        changed") != NULL);
     CHECK(strstr(box.buf, "Guard B: {\"workload\":{\"name\":\"other\"}}") != NULL);
     tml__sb_release(&box);
+    /* the same declaration, but a node of B did not complete (0.5.0's
+     * launcher_completion): INCONCLUSIVE, even past the gate */
+    snprintf(b.work.guard, sizeof(b.work.guard), "%s", a.work.guard);
+    b.work.launch_incomplete = 1;
+    tml__cmp_decide(&a, &b, NULL, &r);
+    CHECK_EQ_INT(r.verdict, TML_CMP_INCONCLUSIVE);
+    CHECK(r.guard_differs == 0 && r.launch_incomplete == 1);
+    CHECK(strstr(r.why, "did not all report a completed training") != NULL);
+    b.work.launch_incomplete = 0;
+    tml__cmp_decide(&a, &b, NULL, &r);
+    CHECK(r.verdict != TML_CMP_INCONCLUSIVE && r.launch_incomplete == 0);
     /* bad contention figures refuse the file, naming the field */
     const char *bad = "{\"schema_version\": 1, \"primary_diagnosis\": {}, \"step_time\": {},"
                       " \"contention\": {\"other_cpu_percent\": -5}}";
