@@ -1006,16 +1006,22 @@ def _stop(*status):
 # --------------------------------------------------------------------------
 # Manual mode
 
-def _wrapper_allowed(name, obj, ok, expects):
+def _wrapper_allowed(name, obj, ok, expects, owner=None):
     """TraceML 0.5.0's checks of a wrap_*() call (docs/compat.md): with
     TraceML disabled the object passes through; one of the wrong kind is a
-    TypeError; before init() (and without `traceml run`) a RuntimeError.
-    True when the wrapper should time it."""
+    TypeError; before init() (and without `traceml run`) a RuntimeError,
+    and so is one on what the script's own init() already times (owner:
+    its patch_* flag). True when the wrapper should time it."""
     if _env_disabled() or (_config is not None and _config.disabled):
         return False
     if not ok:
         raise TypeError("%s() expects %s, not %s" % (name, expects, type(obj).__name__))
     if _running():
+        if owner and _config.source == "user" and getattr(_config, owner):
+            raise RuntimeError("%s() cannot instrument what traceml.init(mode=%r) already "
+                               "times (%s): drop the wrapper, or use mode='manual' or "
+                               "mode='selective' with %s=False" % (name, _config.mode, owner,
+                                                                    owner))
         return True
     if _config is None and not _detected:
         raise RuntimeError("%s() requires TraceML initialization: call traceml.init(...) "
@@ -1031,7 +1037,12 @@ def wrap_dataloader_fetch(obj):
         for batch in traceml.wrap_dataloader_fetch(loader): ...
     """
     ok = callable(getattr(obj, "__next__", None)) or callable(getattr(obj, "__iter__", None))
-    if not _wrapper_allowed("wrap_dataloader_fetch", obj, ok, "a loader or iterator object"):
+    data = _sys.modules.get("torch.utils.data.dataloader")
+    kinds = tuple(k for k in (getattr(data, "DataLoader", None),
+                              getattr(data, "_BaseDataLoaderIter", None)) if isinstance(k, type))
+    torch_loader = bool(kinds) and isinstance(obj, kinds)   # what patch_dataloader times
+    if not _wrapper_allowed("wrap_dataloader_fetch", obj, ok, "a loader or iterator object",
+                            "patch_dataloader" if torch_loader else None):
         return obj
     _note_loader(obj)
     return _c.TimedIter(obj)
@@ -1056,7 +1067,7 @@ def wrap_forward(model):
     module = getattr(getattr(torch, "nn", None), "Module", None)
     ok = (module is not None and isinstance(model, module) and
           callable(getattr(model, "forward", None)))
-    if _wrapper_allowed("wrap_forward", model, ok, "an nn.Module instance"):
+    if _wrapper_allowed("wrap_forward", model, ok, "an nn.Module instance", "patch_forward"):
         _install_forward(model)
     return model
 
@@ -1067,7 +1078,7 @@ def wrap_backward(loss):
         traceml.wrap_backward(loss).backward()
     """
     if not _wrapper_allowed("wrap_backward", loss, callable(getattr(loss, "backward", None)),
-                            "an object with a callable backward() method"):
+                            "an object with a callable backward() method", "patch_backward"):
         return loss
     try:
         bound = loss.backward
@@ -1084,7 +1095,7 @@ def wrap_optimizer(optimizer):
     after keeps working)."""
     if not _wrapper_allowed("wrap_optimizer", optimizer,
                             callable(getattr(optimizer, "step", None)),
-                            "an object with a callable step() method"):
+                            "an object with a callable step() method", "patch_optimizer"):
         return optimizer
     try:
         import types
@@ -1165,7 +1176,8 @@ def wrap_h2d(obj=None):
     if obj is None:
         return _c.h2d_block() if on else _NullBlock()
     if not callable(obj) and (hasattr(obj, "to") or hasattr(obj, "cuda")):
-        return _H2DProxy(obj) if on else obj
+        return _H2DProxy(obj) if _wrapper_allowed("wrap_h2d", obj, True, "", "patch_h2d") \
+            else obj
     if not callable(obj):
         raise TypeError("wrap_h2d() takes a tensor (anything with .to()), a callable "
                         "or nothing (use it as `with traceml.wrap_h2d(): ...`), not %s"

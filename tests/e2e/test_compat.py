@@ -93,7 +93,8 @@ print("trained")
 @pytest.mark.quick
 def test_wrapper_and_init_guards_050(tmp_path):
     """TraceML 0.5.0's guards (issue 47, item 6): a wrapper given the wrong
-    kind of object is a TypeError, one used before init() a RuntimeError;
+    kind of object is a TypeError, one used before init() a RuntimeError,
+    and so is one on a phase the script's init() already times;
     init() with patch_* outside mode='selective', or a selective init that
     patches nothing, a ValueError. TraceML disabled: everything passes
     through unchecked, as in 0.5.0."""
@@ -124,8 +125,14 @@ assert "patch_" in raises(ValueError, traceml.init, mode="selective")
 assert "patch_" in raises(ValueError, traceml.init, mode="selective", patch_dataloader=False,
                           patch_forward=False, patch_backward=False, patch_h2d=False,
                           patch_optimizer=False, patch_comm=False)
-traceml.init(mode="manual")
+traceml.init(mode="selective", patch_forward=False, patch_optimizer=False)
 assert traceml.wrap_forward(model) is model and traceml.wrap_optimizer(opt) is opt
+# what the script's init() already times: 0.5.0's RuntimeError
+loader = DataLoader(TensorDataset(torch.randn(8, 8), torch.randint(0, 2, (8,))), batch_size=4)
+assert "patch_dataloader" in raises(RuntimeError, traceml.wrap_dataloader_fetch, loader)
+assert "patch_backward" in raises(RuntimeError, traceml.wrap_backward, model(torch.randn(2, 8)).sum())
+gen = (b for b in loader)          # not a DataLoader: patch_dataloader does not see it
+assert traceml.wrap_dataloader_fetch(gen) is not gen
 print("guarded")
 '''
     r = py(code, tmp_path)

@@ -29,7 +29,9 @@ assert "TraceMLWarning" in traceml.__all__
 
 
 def start():
-    traceml.init(mode="auto", ui_mode="cli", connect_timeout_sec=5)   # INIT LINE
+    # (backward left to wrap_backward: auto mode's own would make it an error)
+    kw = dict(mode="selective", patch_backward=False)
+    traceml.init(ui_mode="cli", connect_timeout_sec=5, **kw)   # INIT LINE
 
 
 if how == "pytest":
