@@ -164,6 +164,11 @@ static const char *nearest(const char *word, const char *const *cand, size_t n)
     return best;
 }
 
+static void hint(char *out, size_t cap, const char *best)
+{
+    snprintf(out, cap, "%s%s%s", best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+}
+
 void tml__cli_suggest_option(const char *cmd, const char *arg, char *out, size_t cap)
 {
     const tml_cli_cmd *c = tml__cli_find(cmd);
@@ -175,7 +180,7 @@ void tml__cli_suggest_option(const char *cmd, const char *arg, char *out, size_t
     for (size_t k = 0; k < n; k++)
         names[k] = o[k].name;
     const char *best = nearest(word, names, n);
-    snprintf(out, cap, best ? "; did you mean '%s'?" : "", best);
+    hint(out, cap, best);
 }
 
 void tml__cli_suggest_command(const char *word, char *out, size_t cap)
@@ -186,5 +191,5 @@ void tml__cli_suggest_command(const char *word, char *out, size_t cap)
         if (c->summary)
             names[n++] = c->name;
     const char *best = nearest(word, names, n);
-    snprintf(out, cap, best ? "; did you mean '%s'?" : "", best);
+    hint(out, cap, best);
 }
