@@ -98,7 +98,7 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
     /* the telemetry is node 0's: this node's manifest says where */
     m.telemetry_status = have_secret ? "complete" : "unavailable";
     m.telemetry_reason = have_secret ? "reported_to_node_0" : "no_run_secret";
-    tml__run_guard_record(c, code);
+    tml__run_guard_record(c, r, code);
     m.duration_s = tml__mono_s_since(r->start_mono_ns);
     tml__manifest_write(r->dir, &m);
     tml__progress_remove(r->dir);

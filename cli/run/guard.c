@@ -63,15 +63,19 @@ static long per_node_of(const tml_dist *d)
     return d->enabled ? d->nproc : 1;
 }
 
-void tml__run_guard_record(const tml_run_ctx *c, int exit_code)
+void tml__run_guard_record(const tml_run_ctx *c, const tml_cli_run *r, int exit_code)
 {
     const tml_run_opts *o = &c->o;
     const tml_dist *d = &o->dist;
     char digest[80], dir[4400], iso[64];
     if (!c->project.guard[0] || d->slurm || contract_digest(c->project.guard, digest) < 0)
         return;
-    /* node 0's run folder: this one's, or the host's on a shared disk */
-    int n = snprintf(dir, sizeof(dir), "%s/%s", o->logs_dir, o->run_name);
+    /* node 0's run folder: this one's, or, on a follower, the host's on a
+     * shared disk */
+    int follower = d->enabled && !d->host;
+    int n = snprintf(dir, sizeof(dir), "%s", follower ? o->logs_dir : r->dir);
+    if (follower && n > 0 && (size_t)n < sizeof(dir))
+        n += snprintf(dir + n, sizeof(dir) - (size_t)n, "/%s", r->name);
     struct stat st;
     if (n < 0 || (size_t)n >= sizeof(dir) - 64 || stat(dir, &st) < 0) {
         fprintf(stderr, "traceml: note: %s is not here: node %ld's guard outcome is not "
@@ -86,7 +90,7 @@ void tml__run_guard_record(const tml_run_ctx *c, int exit_code)
     tml__iso_time(tml__unix_ms(), iso, sizeof(iso));
     tml_strbuf sb = TML_STRBUF_INIT;
     tml__sb_adds(&sb, "{\n  \"schema_version\": 1,\n  \"run_name\": ");
-    tml__sb_add_json_str(&sb, o->run_name);
+    tml__sb_add_json_str(&sb, r->name);
     tml__sb_addf(&sb, ",\n  \"node_rank\": %ld,\n  \"nnodes\": %ld,\n  \"nproc_per_node\": %ld,\n"
                  "  \"contract_digest\": \"%s\",\n  \"training\": {\"status\": \"%s\", "
                  "\"exit_code\": %d},\n  \"completed_at\": \"%s\"\n}\n",
@@ -99,8 +103,8 @@ void tml__run_guard_record(const tml_run_ctx *c, int exit_code)
 
 /* One node's outcome: 1 observed (*code set), 0 not there yet, or a
  * reason it cannot count. */
-static int read_outcome(const tml_run_ctx *c, const char *path, long node, const char *digest,
-                        int *code, const char **reason)
+static int read_outcome(const tml_run_ctx *c, const char *name, const char *path, long node,
+                        const char *digest, int *code, const char **reason)
 {
     const tml_dist *d = &c->o.dist;
     char *buf = NULL;
@@ -120,13 +124,13 @@ static int read_outcome(const tml_run_ctx *c, const char *path, long node, const
     for (int k = 0; k < 4; k++)
         tml__json_num(tml__json_get(doc, keys[k]), &v[k]);
     const tml_json *t = tml__json_get(doc, "training");
-    const char *name = tml__json_str(tml__json_get(doc, "run_name"));
+    const char *got = tml__json_str(tml__json_get(doc, "run_name"));
     const char *dg = tml__json_str(tml__json_get(doc, "contract_digest"));
     const char *status = tml__json_str(tml__json_get(t, "status"));
     int rc = -1;
-    if (v[0] == 1 && name && dg && status && tml__json_num(tml__json_get(t, "exit_code"), &ec) &&
+    if (v[0] == 1 && got && dg && status && tml__json_num(tml__json_get(t, "exit_code"), &ec) &&
         ec >= 0 && ec <= 255 && (ec == 0) == (strcmp(status, "completed") == 0)) {
-        if (strcmp(name, c->o.run_name) != 0 || v[1] != node || v[2] != nodes_of(d) ||
+        if (strcmp(got, name) != 0 || v[1] != node || v[2] != nodes_of(d) ||
             v[3] != per_node_of(d) || strcmp(dg, digest) != 0) {
             *reason = "node_outcome_conflict";
         } else {
@@ -138,7 +142,7 @@ static int read_outcome(const tml_run_ctx *c, const char *path, long node, const
     return rc;
 }
 
-int tml__run_guard_collect(const tml_run_ctx *c, const char *run_dir, double timeout_s,
+int tml__run_guard_collect(const tml_run_ctx *c, const tml_cli_run *r, double timeout_s,
                            tml_strbuf *out)
 {
     const tml_dist *d = &c->o.dist;
@@ -165,8 +169,8 @@ int tml__run_guard_collect(const tml_run_ctx *c, const char *run_dir, double tim
             const char *why = NULL;
             if (state[k])
                 continue;
-            snprintf(path, sizeof(path), "%s/nodes/node_%ld/" OUTCOME_FILE, run_dir, k);
-            int got = read_outcome(c, path, k, digest, &code[k], &why);
+            snprintf(path, sizeof(path), "%s/nodes/node_%ld/" OUTCOME_FILE, r->dir, k);
+            int got = read_outcome(c, r->name, path, k, digest, &code[k], &why);
             if (got == 0)
                 continue;
             state[k] = got > 0 ? 1 : 2;

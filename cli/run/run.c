@@ -170,8 +170,8 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
     m->exit_code = code;
     m->training_ended_unix_ms = tml__unix_ms();
     tml_strbuf guard = TML_STRBUF_INIT;
-    tml__run_guard_record(c, code);
-    if (tml__run_guard_collect(c, r->dir, end.interrupted ? 1.0 : o->finalize_timeout_s,
+    tml__run_guard_record(c, r, code);
+    if (tml__run_guard_collect(c, r, end.interrupted ? 1.0 : o->finalize_timeout_s,
                                &guard) == 0)
         m->guard_training = guard.buf;
     tml__manifest_write(r->dir, m);

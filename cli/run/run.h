@@ -111,10 +111,10 @@ void tml__run_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest 
  * Writes this node's <logs>/<run>/nodes/node_<k>/guard_outcome.json
  * (nothing without a guard, or when node 0's run folder is not on this
  * disk: a note says so). */
-void tml__run_guard_record(const tml_run_ctx *c, int exit_code);
+void tml__run_guard_record(const tml_run_ctx *c, const tml_cli_run *r, int exit_code);
 /* Node 0: every node's outcome, waiting up to timeout_s for them, as the
  * manifest's guard.training JSON appended to out. -1 without a guard. */
-int tml__run_guard_collect(const tml_run_ctx *c, const char *run_dir, double timeout_s,
+int tml__run_guard_collect(const tml_run_ctx *c, const tml_cli_run *r, double timeout_s,
                            tml_strbuf *out);
 
 /* options.c: fills c->o from the project's file, then argv; dies on a

@@ -262,13 +262,16 @@ def test_guard_outcome_of_a_failed_node(tmp_path):
                       "sys.exit(3)\n")
     (tmp_path / "traceml.yaml").write_text(GUARD_YAML % "fails", encoding="utf-8")
     logs = tmp_path / "logs"
-    r = subprocess.run([TRACEML, "run", str(script), "--run-name", "f", "--logs-dir", str(logs)],
+    # (no --run-name: the generated one names the outcome's run)
+    r = subprocess.run([TRACEML, "run", "--logs-dir", str(logs), str(script)],
                        cwd=str(tmp_path), env=base_env(), capture_output=True, text=True,
                        timeout=TIMEOUT_S)
     assert r.returncode == 3, r.stderr[-3000:]
-    root = logs / "f"
+    assert "traceml: note:" not in r.stderr, r.stderr
+    (root,) = list(logs.iterdir())
     outcome = load(root / "nodes" / "node_0" / "guard_outcome.json")
     assert outcome["training"] == {"status": "failed", "exit_code": 3}
+    assert outcome["run_name"] == root.name
     assert outcome["contract_digest"].startswith("sha256:")
     manifest = load(root / "manifest.json")
     assert manifest["guard"]["training"]["status"] == "incomplete"
