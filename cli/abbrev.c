@@ -11,8 +11,8 @@
  * and the TraceML 0.5.0 options it accepts with a note (tml__run_legacy,
  * tml__serve_legacy).
  * Expansion rewrites argv before the command parses it, so every parser
- * stays exact; for `run` and `watch` it stops at SCRIPT, whose own
- * arguments are never touched.
+ * stays exact; for `run`, `watch` and `tune` it stops at SCRIPT, whose
+ * own arguments are never touched.
  */
 #include "cli.h"
 
@@ -80,7 +80,8 @@ void tml__cli_abbrev(const tml_cli_cmd *c, int argc, char **argv)
 {
     opt_name o[MAX_OPTS];
     size_t n = options_of(c, o);
-    int script = strcmp(c->name, "run") == 0 || strcmp(c->name, "watch") == 0;
+    /* run, watch, tune: "[options] SCRIPT [script args...]" */
+    int script = c->usage && strstr(c->usage, "SCRIPT [script args") != NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0)

@@ -101,7 +101,7 @@ extern const tml_cli_legacy tml__run_legacy[], tml__serve_legacy[];
 extern const size_t tml__run_nlegacy, tml__serve_nlegacy;
 
 /* abbrev.c: argparse's habits. Rewrites a unique prefix of one of c's long
- * options in argv to that option (before SCRIPT for run and watch); an
+ * options in argv to that option (before SCRIPT for run, watch, tune); an
  * ambiguous one is an error naming the candidates (exit 2). */
 void tml__cli_abbrev(const tml_cli_cmd *c, int argc, char **argv);
 /* "; did you mean '--x'?" for an unknown option of cmd, or "". */
