@@ -14,6 +14,7 @@ traceml_ai) as the training's Python.
 import json
 import os
 import re
+import random
 import signal
 import socket
 import subprocess
@@ -471,23 +472,42 @@ def ranks_finished(p, where, steps=None, ranks=None, missing=()):
     return s
 
 
-def free_port_pair():
-    """A port P with P and P + 1 free (master port, aggregator port)."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p >= 65000:
-            continue
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(n=1):
+    """A port P with P .. P + n - 1 free, drawn at random below the
+    kernel's ephemeral range: a port bind(0) picked and let go may be
+    taken a moment later by any outgoing connection (gloo's, a browser's)
+    and the launcher then fails with EADDRINUSE; below the range only
+    another listener can take it, and two suites draw different ports."""
+    high = min(_ephemeral_low(), 65536) - n
+    rng = random.SystemRandom()
+    for _ in range(200):
+        p = rng.randrange(10000, high)
+        held = []
         try:
-            t = socket.socket()
-            t.bind(("127.0.0.1", p + 1))
-            t.close()
+            for q in range(p, p + n):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", q))
             return p
         except OSError:
             continue
-    raise RuntimeError("no free port pair")
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError("no %d free ports in a row" % n)
+
+
+def free_port_pair():
+    """A port P with P and P + 1 free (master port, aggregator port)."""
+    return free_port(2)
 
 
 def old_version_site(tmp_path, dist, version="0.1"):

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -37,7 +36,7 @@ import zipfile
 
 import pytest
 
-from conftest import EXAMPLES, PYTHON, REPO, VENV, base_env, ranks_finished
+from conftest import free_port, EXAMPLES, PYTHON, REPO, VENV, base_env, ranks_finished
 
 # its tests share one fixture's runs: all on one pytest worker (tests/run), and the
 # fixture session-scoped there, so the worker's other tests in between do not
@@ -321,14 +320,6 @@ def links_neither(f):
     for lib in ("libsqlite3", "libncurses", "libtinfo"):
         assert lib not in ldd, (f, ldd)
     return ldd
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(pred, timeout, step=0.25):

@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BUILD, PYTHON, REPO, TRACEML, base_env
+from conftest import free_port, BUILD, PYTHON, REPO, TRACEML, base_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "live"))
 import cdp  # noqa: E402
@@ -30,14 +30,6 @@ import cdp  # noqa: E402
 TRAIN = os.path.join(REPO, "tests", "e2e", "live", "live_train.py")
 ARTIFACTS = os.path.join(BUILD, "test-artifacts")
 SPARK = set("\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(pred, timeout, step=0.25):

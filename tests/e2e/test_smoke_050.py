@@ -19,14 +19,13 @@ meta.warmup_steps_excluded.
 """
 import json
 import os
-import socket
 import subprocess
 import tarfile
 from datetime import datetime
 
 import pytest
 
-from conftest import PYTHON, TRACEML, base_env, fetch_050
+from conftest import free_port, PYTHON, TRACEML, base_env, fetch_050
 
 TIMEOUT_S = 240
 FINALIZE_TIMEOUT_SEC = "60"
@@ -95,18 +94,12 @@ CONTRACT = {
 }
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def two_ports():
     a = free_port()
     b = free_port()
     while b == a:
         b = free_port()
-    return a, b
+    return str(a), str(b)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +130,7 @@ def test_final_summary_json_smoke(tmp_path):
     script.write_text(TRAIN_SCRIPT, encoding="utf-8")
     logs = tmp_path / "logs"
     r = subprocess.run([TRACEML, "run", str(script), "--run-name", "smoke-test", "--logs-dir",
-                        str(logs), "--aggregator-port", free_port(), "--finalize-timeout-sec",
+                        str(logs), "--aggregator-port", str(free_port()), "--finalize-timeout-sec",
                         FINALIZE_TIMEOUT_SEC], cwd=str(tmp_path), env=base_env(),
                        capture_output=True, text=True, timeout=TIMEOUT_S)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -350,7 +343,7 @@ def test_direct_launch_with_serve(tmp_path):
     import time
     script = tmp_path / "smoke_train.py"
     script.write_text(TRAIN_SCRIPT, encoding="utf-8")
-    port = free_port()
+    port = str(free_port())
     env = base_env(XDG_RUNTIME_DIR=str(tmp_path / "xdg"))
     os.makedirs(str(tmp_path / "xdg"), mode=0o700)
     serve = subprocess.Popen([TRACEML, "serve", "--aggregator-host", "127.0.0.1",
