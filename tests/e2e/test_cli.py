@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import FAKE_TORCH, TRACEML, shell_signals
+from conftest import FAKE_TORCH, TRACEML, free_port, shell_signals
 
 QUICK = True      # no real torch: the quick tier (conftest.py)
 
@@ -328,9 +328,7 @@ def test_serve_bad_input(tmp_path):
 
 def test_serve_dashboard_off_loopback_warns(tmp_path):
     """--dashboard-bind beyond loopback: one warning naming the option."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = start_launcher(tmp_path, ["serve", "--run-name", "wide", "--dashboard-bind",
                                      "0.0.0.0", "--dashboard-port", str(port)])
     try:
