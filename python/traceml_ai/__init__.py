@@ -857,16 +857,22 @@ def _start_detected():
 
 
 def _mark_spawner():
-    """A parent that spawns the ranks (torch.multiprocessing) is their
-    launcher, not a rank."""
+    """A parent that spawns the ranks (torch.multiprocessing), or starts
+    processes that train on their own (Hogwild's multiprocessing.Process),
+    is their launcher, not a rank."""
     from . import _zero_edit
     try:
+        import multiprocessing.process as mpp
         import torch.multiprocessing as tmp
         for owner in (_sys.modules.get("torch.multiprocessing.spawn"), tmp):
             orig = getattr(owner, "start_processes", None)
             if orig is not None and not getattr(orig, "_traceml_launcher", False):
                 w = _zero_edit.launcher_wrapper(orig, _c._set_launcher)
                 _patch_with(owner, "start_processes", w)
+        orig = mpp.BaseProcess.__dict__["start"]
+        if not getattr(orig, "_traceml_launcher", False):
+            _patch_with(mpp.BaseProcess, "start",
+                        _zero_edit.process_start_wrapper(orig, _c._set_launcher))
     except Exception as e:
         _warn("cannot watch torch.multiprocessing (%s)" % (e,))
 
@@ -891,11 +897,12 @@ def _start_watch():
         _zero_edit._after_torch(_mark_spawner)
 
 
-def _arm_deferred():
+def _arm_deferred(starter=None):
     """Zero-edit tracing of a script that imports TraceML (_zero_edit.py):
     its own init() decides; until it calls one, the first wrap_*() or
-    trace_step() call or optimizer step starts TraceML in auto mode. The
-    optimizer-step hooks are the engine's C ones, registered now."""
+    trace_step() call or optimizer step starts TraceML in auto mode
+    (starter(), when given, decides whether to). The optimizer-step hooks
+    are the engine's C ones, registered now."""
     global _armed
     if _config is not None or _c is None or _armed:
         return
@@ -904,7 +911,7 @@ def _arm_deferred():
     except Exception as e:
         _warn("zero-edit tracing cannot watch the optimizers (%s)" % (e,))
     _armed = True
-    _c._set_starter(_start_detected)
+    _c._set_starter(starter or _start_detected)
 
 
 def _disarm(keep_hooks):

@@ -113,6 +113,7 @@ def start(script, spawned=False):
         _after_torch(t._arm_deferred)
     elif spawned:
         _after_torch(_on_process_group)
+        _after_torch(lambda: t._arm_deferred(_start_child))
     else:
         _after_torch(_start)
         for module, hook in _FRAMEWORKS:
@@ -195,6 +196,44 @@ def _on_process_group(then=None):
         return r
 
     t._patch_with(dist, "init_process_group", init_process_group)
+
+
+def _start_child():
+    """The first optimizer step of a spawned process that joined no process
+    group: one that a traced parent started to train on its own (Hogwild,
+    pytorch/examples mnist_hogwild) is traced as the next rank, the number
+    its parent gave it (process_start_wrapper); any other stays untraced."""
+    import multiprocessing
+    import traceml_ai as t
+    k = getattr(multiprocessing.current_process(), "_traceml_rank", None)
+    if not isinstance(k, int) or k < 0:
+        return
+    t._c.set_rank(k, k + 1)   # the run's world size is the largest claim
+    _start()
+
+
+def process_start_wrapper(orig, not_a_rank):
+    """multiprocessing's Process.start in a traced process: a process that
+    may train (any but a DataLoader's worker) is numbered in start order,
+    a number its spawned child reads as its rank if it trains without a
+    process group (_start_child); the parent, unless it steps itself, is
+    their launcher, not a rank."""
+    import functools
+    import itertools
+    started = itertools.count()
+
+    @functools.wraps(orig)
+    def start(self):
+        target = getattr(self, "_target", None)
+        if getattr(target, "__module__", None) != "torch.utils.data._utils.worker":
+            try:
+                self._traceml_rank = next(started)
+                not_a_rank()
+            except Exception:     # TraceML never breaks training
+                pass
+        return orig(self)
+    start._traceml_launcher = True
+    return start
 
 
 def launcher_wrapper(orig, not_a_rank):

@@ -98,6 +98,35 @@ def test_ddp_unmodified_every_rank_traced(traceml_run, slept):
     assert step_metric_ms(s, "forward") > 0
 
 
+def test_hogwild_children_are_the_ranks(traceml_run, slept):
+    """pytorch/examples mnist_hogwild's shape: two spawned
+    multiprocessing.Process children train one shared model with no
+    process group; the parent only starts them. Each child is a rank (R0,
+    R1 in start order), every step of each is there, no CONFLICT, and each
+    rank's figures are its own: the Input Wait what its loader slept, the
+    step plus the time between steps what the child itself timed."""
+    r = traceml_run(os.path.join(UNMODIFIED, "hogwild.py"), "--processes", 2, "--steps", 60,
+                    "--delay-ms", 10, env=slept.env())
+    s = ranks_finished(r, r.run_dir, ranks=2, steps=60)
+    assert s["meta"]["step_detection"] == "automatic"
+    assert s["meta"]["rank_conflicts"] == [] and "CONFLICT" not in r.stdout, r.explain()
+    assert primary(s)["label"] in ("INPUT-BOUND", "INPUT STRAGGLER"), json.dumps(primary(s))
+    own = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("process "):
+            k, rest = line[len("process "):].split(":", 1)
+            own[int(k)] = float(rest.split(",")[1].split()[0])
+    assert sorted(own) == [0, 1], r.stdout
+    ref = slept.mean(10)
+    for row in s["step_time"]["per_rank"]:
+        assert covers(row["input_wait_ms"], ref, extra_ms=2.0), (row, ref)
+        # the child's own ms/step counts its first (slow) step, which the
+        # window leaves out as warm-up
+        total = row["step_time_ms"] + row["untraced_ms"]
+        assert 0.85 * own[row["rank"]] <= total <= 1.05 * own[row["rank"]], (row, own)
+    assert "test accuracy" in r.stdout                     # the parent's own output
+
+
 def test_closure_optimizer_counts_each_phase_once(traceml_run):
     # LBFGS runs forward and backward inside optimizer.step(closure): the
     # optimizer keeps only its own time, so the tree adds up to the step
