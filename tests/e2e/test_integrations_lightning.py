@@ -99,6 +99,22 @@ def test_ddp_two_devices_straggler(traceml_run):
     assert s["step_time"]["straggler"]["culprit"]["rank"] == 1, s["step_time"]["straggler"]
 
 
+def test_own_ddp_launch_unmodified_no_conflict(traceml_run):
+    """An unmodified script (no TraceML in it) with Trainer(strategy="ddp",
+    devices=2) and no torchrun: Lightning runs the script again as rank 1,
+    zero-edit tracing gives both Trainers the callback, and both are the
+    run's ranks, R0 and R1, with no CONFLICT (a launcher that starts its
+    ranks itself is not two processes claiming one rank); rank 1's 20 ms
+    longer training_step makes it the compute straggler."""
+    script = os.path.join(REPO, "examples", "unmodified", "lightning_ddp.py")
+    r = traceml_run(script, "--steps", 30, "--slow-rank", 1)
+    s = ranks_finished(r, r.run_dir, ranks=2, steps=30)
+    assert s["meta"]["rank_conflicts"] == [] and "CONFLICT" not in r.stdout, r.explain()
+    p = primary(s)
+    assert p["kind"] == "COMPUTE_STRAGGLER" and "R1/N0" in p["why"], json.dumps(p)
+    assert "rank 1: 30 optimizer steps" in r.stdout, r.explain()
+
+
 def test_too_old_lightning_warns_once(plain_python, tmp_path):
     """lightning reported as 0.1: one warning naming lightning >= 2.0, and
     the training runs to its end untraced (no run folder)."""
