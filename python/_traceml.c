@@ -95,6 +95,8 @@ enum {
 };
 
 static PyObject *str_is_cuda;       /* interned "is_cuda" */
+/* While a KIND_AFTER hook runs on this thread: when its wrapped call began. */
+static _Thread_local int64_t after_t0;
 static PyObject *step_ctx;          /* the shared step context */
 static PyObject *h2d_ctx;           /* the shared H2D block context */
 static PyObject *installer;         /* Python callable(model), or NULL */
@@ -667,11 +669,16 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
     case KIND_BEFORE:
         call_hook(pc->hook, args, kwargs);
         return PyObject_Call(pc->fn, args, kwargs);
-    case KIND_AFTER:
+    case KIND_AFTER: {
+        int64_t t0 = tml_now_ns(), outer = after_t0;
         r = PyObject_Call(pc->fn, args, kwargs);
-        if (r != NULL)
+        if (r != NULL) {
+            after_t0 = t0;
             call_hook(pc->hook, args, kwargs);
+            after_t0 = outer;
+        }
         return r;
+    }
     default:
         return PyObject_Call(pc->fn, args, kwargs);
     }
@@ -1290,11 +1297,14 @@ mod_step_end(PyObject *m, PyObject *unused)
     return PyLong_FromLong(tml_step_end());
 }
 
+/* mark_epoch_start(): from a KIND_AFTER hook (the DataLoader iterator's
+ * __init__), the loader started when the wrapped call did. */
 static PyObject *
 mod_mark_epoch_start(PyObject *m, PyObject *unused)
 {
     (void)m; (void)unused;
-    return PyLong_FromLong(tml_mark_epoch_start());
+    return PyLong_FromLong(after_t0 > 0 ? tml_mark_loader_start(after_t0)
+                                        : tml_mark_epoch_start());
 }
 
 static PyObject *

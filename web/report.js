@@ -244,6 +244,10 @@
   });
   rows.push(["Untraced (between steps)", ms(med.untraced_ms),
     isNum(st.untraced_wall_percent) ? pct(st.untraced_wall_percent) + " of wall" : ""]);
+  var between = get(st, "window.between_epochs_ms");
+  if (isNum(between) && between >= 50)   /* validation, checkpoints before each epoch's loader */
+    rows.push(["Untraced (before each epoch)", ms(between),
+      isNum(st.between_epochs_wall_percent) ? pct(st.between_epochs_wall_percent) + " of wall" : ""]);
   rows.push(["DataLoader fetch (CPU, supplemental)", ms(med.dataloader_fetch_cpu_ms), ""]);
   if (isNum(med.communication_total_ms))
     rows.push(["Communication in flight (CPU, supplemental)", ms(med.communication_total_ms),

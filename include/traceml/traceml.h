@@ -158,6 +158,16 @@ TML_API int tml_step_end_detected(void);
  * iterator): its wait is spin-up, left out of the window and reported
  * apart (docs/diagnosis.md, EPOCH START). */
 TML_API int tml_mark_epoch_start(void);
+/* A data loader that starts its workers anew began its start at start_ns
+ * (tml_now_ns()): the step that its first fetch (TML_PHASE_INPUT) on this
+ * thread feeds is an epoch start, its wait counted from start_ns (the
+ * loader's own start), and the time before start_ns since the last step
+ * stays Untraced as the script's own between epochs (validation,
+ * checkpoints). A loader whose batches feed no step (validation) marks
+ * none. The Python package calls it with the start of the DataLoader
+ * iterator's __init__; tml_mark_epoch_start() is the form without a
+ * loader. */
+TML_API int tml_mark_loader_start(int64_t start_ns);
 TML_API int tml_phase_begin(tml_phase phase);
 TML_API int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */

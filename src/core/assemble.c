@@ -16,6 +16,12 @@
  *   fetching, before stepping): the "Untraced" time of SPEC 3.1. A step
  *   found automatically (zero-edit) has no bracket the user placed:
  *   detected_start() decides where it began.
+ * - A loader that starts its workers anew (tml_mark_loader_start) marks
+ *   the step its first fetch feeds as an epoch start, and that fetch is
+ *   taken to run from the loader's start: its wait is the loader's own,
+ *   and what the script did before (a validation pass, a checkpoint) stays
+ *   in gap_ns (TML_STEP_LOADER_START). A validation loader's start is
+ *   taken by its own first fetch, so the training step after it is none.
  * - A lost begin or end (ring full) discards that one step; step indices
  *   come from the producer, so ranks stay aligned on step ids.
  * - GPU clock: the boundaries' CUDA events travel as GPU_SPAN / GPU_STEP
@@ -62,6 +68,7 @@ void tml__asm_init(tml_assembler *a)
 {
     memset(a, 0, sizeof(*a));
     a->last_end_ns = -1;
+    a->loader_t0 = -1;
     marks_reset(&a->gcur);
     marks_reset(&a->gpu);
     a->mem_seen_peak[0] = a->mem_seen_peak[1] = -1;
@@ -114,6 +121,9 @@ static void start_step(tml_assembler *a, const tml_event *e)
     r->cuda_allocated_peak_bytes = TML_MISSING;
     r->cuda_reserved_peak_bytes = TML_MISSING;
     int64_t from = e->t0, after_fetch = 0;
+    if (a->has_pending && a->pending_loader)
+        r->flags |= TML_STEP_EPOCH_START | TML_STEP_LOADER_START;
+    a->pending_loader = 0;
     if (a->has_pending) {
         r->phase_ns[TML_PHASE_INPUT] = a->pending_ns;
         r->observed |= TML_PHASE_BIT(TML_PHASE_INPUT);
@@ -251,6 +261,13 @@ static void feed_span(tml_assembler *a, const tml_event *e)
             a->pending_t0 = e->t0;
             a->pending_ns = d;
             a->has_pending_gpu = 0;
+            /* the epoch's first fetch: from the loader's start on */
+            a->pending_loader = a->loader_t0 >= 0 && a->loader_t0 <= e->t0;
+            if (a->pending_loader) {
+                a->pending_t0 = a->loader_t0;
+                a->pending_ns = e->t1 - a->loader_t0;
+            }
+            a->loader_t0 = -1;
         } else if (e->arg == TML_PHASE_H2D) {
             a->pending_h2d_ns += d;
             a->pending_h2d_n++;
@@ -260,8 +277,12 @@ static void feed_span(tml_assembler *a, const tml_event *e)
         return;
     }
     a->gcur.cpu_spans[e->arg]++;
-    if (e->arg == TML_PHASE_INPUT)
+    if (e->arg == TML_PHASE_INPUT) {
         a->inside_input_ns += d;
+        if (a->loader_t0 >= 0 && a->loader_t0 <= e->t0)   /* fetched inside the bracket */
+            a->cur.flags |= TML_STEP_EPOCH_START;
+        a->loader_t0 = -1;
+    }
     int64_t x = tml__span_exclusive(a->nest_b, a->nest_e, a->nest_x, a->nnest, e->t0, e->t1, d);
     if (a->nnest < TML_NEST_MAX) {
         a->nest_b[a->nnest] = e->t0;
@@ -331,6 +352,9 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
     case TML_EV_MEM:
         feed_mem(a, e);
         return 0;
+    case TML_EV_LOADER_START:
+        a->loader_t0 = e->t0;
+        return 0;
     case TML_EV_STEP_END:
         if (!a->in_step) {
             a->records_lost++;   /* its begin was dropped */
@@ -343,7 +367,7 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         if (e->arg & TML_STEP_DETECTED)
             detected_start(a);
         *out = a->cur;
-        out->flags = e->arg;
+        out->flags = e->arg | a->cur.flags;
         out->traced_ns = e->t0 - a->cur.start_ns - a->inside_input_ns;
         if (out->traced_ns < 0)
             out->traced_ns = 0;

@@ -55,6 +55,8 @@ typedef struct tml_assembler {
     int64_t free_end_ns;         /* the end of the last span outside a bracket */
     int has_pending;             /* a fetch ended since the last bracket */
     int64_t pending_t0, pending_ns;
+    int pending_loader;          /* ... and it counts from its loader's start */
+    int64_t loader_t0;           /* a loader's start no fetch took yet, else -1 */
     int64_t last_end_ns;         /* -1 before the first step */
     uint64_t events_in_steps;    /* for the overhead estimate */
     uint64_t records_lost;       /* steps whose begin or end was dropped */

@@ -194,6 +194,16 @@ int tml_mark_epoch_start(void)
     return 0;
 }
 
+int tml_mark_loader_start(int64_t start_ns)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    if (start_ns <= 0 || start_ns > tml__mono_ns())
+        return TML_EINVAL;
+    return push(TML_EV_LOADER_START, 0, start_ns, 0);   /* the assembler marks the step */
+}
+
 int tml_phase_begin(tml_phase phase)
 {
     int rc = check_on();

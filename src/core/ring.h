@@ -32,6 +32,9 @@ enum tml_event_kind {
      * [t0, t1], arg = bytes (at most 4 GiB). */
     TML_EV_COMM_BYTES = 7,
     TML_EV_COMM_OVERLAPPED = 8,
+    /* A fresh data loader started its workers at t0 (tml_mark_loader_start):
+     * the next fetch outside a bracket is taken to start there. */
+    TML_EV_LOADER_START = 9,
 };
 
 typedef struct tml_event {

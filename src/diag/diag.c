@@ -1261,7 +1261,7 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
  * workers to start (left out of the window, window.c), for long enough to
  * matter: at least EPOCH_MIN_WAIT_MS and 3x a steady step each, and
  * EPOCH_WARN_SHARE of the time (those waits and the window's steps). */
-#define EPOCH_MIN_WAIT_MS 50.0
+#define EPOCH_MIN_WAIT_MS TML_EPOCH_MIN_WAIT_MS
 #define EPOCH_WARN_SHARE 0.05
 #define EPOCH_CRIT_SHARE 0.20
 
@@ -1281,14 +1281,40 @@ static int epoch_start_issue(const tml_window *w, tml_diagnosis *d)
     diag_init(d, "EPOCH_START", "EPOCH START", crit ? TML_SEV_CRITICAL : TML_SEV_WARNING);
     d->share = share;
     d->threshold = crit ? EPOCH_CRIT_SHARE : EPOCH_WARN_SHARE;
+    char own[128] = "";
+    if (w->between_epochs_ns >= EPOCH_MIN_WAIT_MS * 1e6)
+        snprintf(own, sizeof(own), " The script's own %.2f s before each (validation, "
+                 "checkpoints) is Untraced time, not the loader's.", w->between_epochs_ns / 1e9);
     snprintf(d->why, sizeof(d->why), "The first step of each epoch waited %.2f s for the "
              "DataLoader's workers to start (%zu epoch start%s, %d%% of the time); they are left "
-             "out of the figures, whose Input Wait is the steady state.", wait / 1e9,
-             w->epoch_start_steps, w->epoch_start_steps == 1 ? "" : "s", pct(share));
+             "out of the figures, whose Input Wait is the steady state.%s", wait / 1e9,
+             w->epoch_start_steps, w->epoch_start_steps == 1 ? "" : "s", pct(share), own);
     snprintf(d->next, sizeof(d->next), "Keep the workers between epochs: "
              "DataLoader(..., persistent_workers=True); or make their start cheaper (what the "
              "dataset loads in __init__, worker_init_fn).");
     return 1;
+}
+
+/* The share of wall-clock between steps: the window's Untraced, and the
+ * script's own time before each epoch's loader started (validation,
+ * checkpoints; left out of the window with the epoch starts, window.c),
+ * over the window's steps and the epoch starts at the median rank's pace. */
+static void untraced_wall(const tml_window *w, tml_step_diag *out)
+{
+    double u = median_share(w, TML_M_UNTRACED, 1), b = w->between_epochs_ns;
+    double l = isnan(w->epoch_start_wait_ns) ? 0 : w->epoch_start_wait_ns;
+    out->untraced_wall = u;
+    out->between_epochs_wall = isnan(u) ? NAN : 0;
+    if (isnan(u) || isnan(b) || b <= 0 || w->median_rank < 0)
+        return;
+    const double *v = w->ranks[w->median_rank].avg_ns;
+    double pace = v[TML_M_STEP] + v[TML_M_UNTRACED];
+    if (isnan(pace) || pace <= 0)
+        return;
+    double n = (double)w->window_steps, e = (double)w->epoch_start_steps;
+    double wall = n * pace + e * (b + l);
+    out->untraced_wall = (u * n * pace + e * b) / wall;
+    out->between_epochs_wall = e * b / wall;
 }
 
 /* BALANCED: no rule fired; the Why line quotes the main shares
@@ -1325,7 +1351,7 @@ void tml__diag_step_time(const tml_window *w, const tml_thresholds *th_in,
     memset(out, 0, sizeof(*out));
     for (int m = 0; m < TML_M_COUNT; m++)
         out->share[m] = tml__diag_share(w, (tml_metric)m);
-    out->untraced_wall = median_share(w, TML_M_UNTRACED, 1);
+    untraced_wall(w, out);
     tml__diag_straggler(w, th, &out->straggler);
     for (size_t i = 0; i < w->nranks; i++)
         if (w->ranks[i].nsteps)
@@ -1397,12 +1423,21 @@ static int untraced_heavy(const tml_step_diag *st, const tml_thresholds *th,
     diag_init(out, "UNTRACED_HEAVY", "UNTRACED-HEAVY", crit ? TML_SEV_CRITICAL : TML_SEV_WARNING);
     out->share = u;
     out->threshold = crit ? th->untraced_crit : th->untraced_warn;
+    double b = st->between_epochs_wall;
+    char epochs[160] = "";
+    if (b >= 0.005)
+        snprintf(epochs, sizeof(epochs), " (%.0f%% before epochs: the script's own work before "
+                 "each epoch's DataLoader started, such as validation and checkpoints)", 100.0 * b);
     snprintf(out->why, sizeof(out->why), "Time between steps, outside any traced step, took "
-             "%.0f%% of wall-clock; inside the step the verdict is %s (%s).", 100.0 * u,
-             p->label, tml__severity_name(p->severity));
-    snprintf(out->next, sizeof(out->next), "Look at what runs between steps (evaluation, "
-             "checkpointing, logging, batches made outside the loader): run it less often or "
-             "in the background, or move it into trace_step if it belongs to the step.");
+             "%.0f%% of wall-clock%s; inside the step the verdict is %s (%s).", 100.0 * u,
+             epochs, p->label, tml__severity_name(p->severity));
+    if (b >= 0.5 * u)
+        snprintf(out->next, sizeof(out->next), "Look at what runs between epochs (validation, "
+                 "checkpointing): run it less often or on fewer batches, or in the background.");
+    else
+        snprintf(out->next, sizeof(out->next), "Look at what runs between steps (evaluation, "
+                 "checkpointing, logging, batches made outside the loader): run it less often "
+                 "or in the background, or move it into trace_step if it belongs to the step.");
     return 1;
 }
 

@@ -172,11 +172,16 @@ typedef struct tml_window {
     size_t aborted_steps;     /* common ids left out because a rank aborted them */
     size_t warmup_steps;      /* leading common steps left out as warm-up */
     /* Epoch starts after warm-up (TML_STEP_EPOCH_START on any rank): left
-     * out of the window like warm-up, and their wait — the untraced time
-     * before them (the loader's iterator starting its workers) plus their
-     * Input Wait, the largest over ranks — averaged here (NAN: none). */
+     * out of the window like warm-up, and their wait — their Input Wait
+     * from the loader's start (the iterator starting its workers; where
+     * that start was not timed, the whole untraced time before the step
+     * too), the largest over ranks — averaged here (NAN: none). The
+     * script's own time before each loader's start (validation, a
+     * checkpoint: between epochs), the largest over ranks, averaged into
+     * between_epochs_ns (NAN: no epoch start; 0: none timed). */
     size_t epoch_start_steps;
     double epoch_start_wait_ns;
+    double between_epochs_ns;
     size_t window_steps;      /* steps analysed (the last N after warm-up) */
     uint64_t first_step, last_step;   /* step ids bounding the window (valid if window_steps) */
     size_t max_steps;         /* N: the window's cap */
@@ -279,6 +284,9 @@ typedef struct tml_diagnosis {
 } tml_diagnosis;
 
 #define TML_DIAG_MAX_ISSUES 8
+/* The shortest epoch-start wait (EPOCH START), and script time before an
+ * epoch (validation, checkpoints), worth naming. */
+#define TML_EPOCH_MIN_WAIT_MS 50.0
 
 typedef struct tml_step_diag {
     tml_diagnosis primary;                   /* the step-time verdict */
@@ -286,8 +294,12 @@ typedef struct tml_step_diag {
     size_t nissues;
     double share[TML_M_COUNT];               /* median over ranks of metric / Step Time */
     /* Median over ranks of Untraced / (Step Time + Untraced): the share of
-     * wall-clock spent between steps; NAN unknown. */
+     * wall-clock spent between steps; NAN unknown. With epoch starts whose
+     * loader start was timed, it also counts the script's own time before
+     * them (validation, checkpoints: tml_window.between_epochs_ns), of
+     * which between_epochs_wall is the part (0 none, NAN unknown). */
     double untraced_wall;
+    double between_epochs_wall;
     tml_straggler straggler;                 /* computed whenever >= 2 ranks */
 } tml_step_diag;
 

@@ -49,7 +49,9 @@ typedef struct step_key {
     uint32_t idx;            /* in the rank's records */
     uint32_t flags;          /* the record's, KEY_GPU when it has GPU timing */
     double warm;             /* Fetch + traced, CPU clock: the warm-up series */
-    double wait;             /* Fetch + Untraced gap: an epoch start's wait */
+    double wait;             /* an epoch start's wait: Fetch, + the Untraced gap
+                              * unless the loader's start was timed */
+    double between;          /* the gap before a timed loader start: the script's */
     double culprit[2];       /* Backward + exposed communication, per clock */
 } step_key;
 
@@ -192,7 +194,10 @@ static step_key *sorted_keys(const tml_rank *r, size_t head, size_t skipped, siz
         k->flags = s->flags | (s->gpu_traced_ns >= 0 ? KEY_GPU : 0);
         /* in double: two int64 durations from a wire may overflow */
         k->warm = (double)nonneg(s->phase_ns[TML_PHASE_INPUT]) + (double)nonneg(s->traced_ns);
-        k->wait = (double)s->phase_ns[TML_PHASE_INPUT] + (double)(s->gap_ns > 0 ? s->gap_ns : 0);
+        double gap = s->gap_ns > 0 ? (double)s->gap_ns : 0;
+        int timed = (s->flags & TML_STEP_LOADER_START) != 0;
+        k->wait = (double)s->phase_ns[TML_PHASE_INPUT] + (timed ? 0 : gap);
+        k->between = timed ? gap : 0;
         for (int c = 0; c < 2; c++)
             k->culprit[c] = phase_on(s, TML_PHASE_BACKWARD, (tml_clock)c) +
                             phase_on(s, TML_PHASE_COMM, (tml_clock)c);
@@ -408,6 +413,7 @@ static void window_reset(tml_window *w, size_t max_steps)
     w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
     w->clock = TML_CLOCK_CPU;
     w->epoch_start_wait_ns = NAN;
+    w->between_epochs_ns = NAN;
 }
 
 /*
@@ -574,12 +580,14 @@ static int warmup_steps(const table *t, int allow_gpu, tml_window *w)
     return 0;
 }
 
-/* Epoch starts after warm-up leave the table; their wait (the longest
- * Fetch + Untraced gap of the row) is averaged into the window. */
+/* Epoch starts after warm-up leave the table; their wait (the longest of
+ * the row) and the script's time before them (the longest too) are
+ * averaged into the window. */
 static int drop_epoch_starts(table *t, tml_window *w)
 {
     size_t n = t->rows, from = w->warmup_steps, m = 0;
-    double *wait = calloc(n ? n : 1, sizeof(*wait)), sum = 0;
+    double *wait = calloc(n ? 2 * n : 1, sizeof(*wait)), sum = 0, between = 0;
+    double *pre = wait + n;     /* the row's longest time before its loader started */
     uint8_t *start = calloc(n ? n : 1, 1);
     size_t *keep = malloc((n ? n : 1) * sizeof(*keep));
     if (!wait || !start || !keep) {
@@ -594,6 +602,8 @@ static int drop_epoch_starts(table *t, tml_window *w)
             start[j] |= (s->flags & TML_STEP_EPOCH_START) != 0;
             if (s->wait > wait[j])
                 wait[j] = s->wait;
+            if (s->between > pre[j])
+                pre[j] = s->between;
         }
     for (size_t j = 0; j < n; j++) {
         if (!start[j]) {
@@ -602,10 +612,13 @@ static int drop_epoch_starts(table *t, tml_window *w)
         }
         w->epoch_start_steps++;
         sum += wait[j];
+        between += pre[j];
     }
     keep_rows(t, keep, m);
-    if (w->epoch_start_steps)
+    if (w->epoch_start_steps) {
         w->epoch_start_wait_ns = sum / (double)w->epoch_start_steps;
+        w->between_epochs_ns = between / (double)w->epoch_start_steps;
+    }
     free(wait);
     free(start);
     free(keep);

@@ -20,6 +20,9 @@
 #define TML_STEP_ABORTED 0x1u   /* an exception left the bracket */
 #define TML_STEP_DETECTED 0x2u  /* found by automatic step detection, not marked */
 #define TML_STEP_EPOCH_START 0x4u  /* its batch came from a fresh loader whose workers start */
+/* its Input Wait counts from the loader's start (tml_mark_loader_start), and
+ * its gap_ns is the time before that: the script's own, between epochs */
+#define TML_STEP_LOADER_START 0x8u
 
 typedef struct tml_step_record {
     uint64_t step;          /* step index on this rank, from 0 */

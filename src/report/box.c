@@ -355,9 +355,13 @@ static void step_panel(const tml_report_model *m, panel *p)
     if (comm)
         comm_line(r, p);
     fmt_ms(r ? r->avg_ns[TML_M_UNTRACED] : NAN, v, sizeof(v));
+    char epochs[64] = "";
+    if (w->between_epochs_ns >= TML_EPOCH_MIN_WAIT_MS * 1e6)
+        snprintf(epochs, sizeof(epochs), " + %.2f s before each epoch",
+                 w->between_epochs_ns / 1e9);
     if (r && !isnan(r->avg_ns[TML_M_UNTRACED]) && !isnan(m->st.untraced_wall))
-        snprintf(t, sizeof(t), "Untraced: %s/step between steps, %.0f%% of wall-clock", v,
-                 100.0 * m->st.untraced_wall);
+        snprintf(t, sizeof(t), "Untraced: %s/step between steps%s, %.0f%% of wall-clock", v,
+                 epochs, 100.0 * m->st.untraced_wall);
     else if (r && !isnan(r->avg_ns[TML_M_UNTRACED]))
         snprintf(t, sizeof(t), "Untraced: %s/step between steps", v);
     else

@@ -242,6 +242,7 @@ static void window_obj(jw *w, const tml_window *win, const char *clock)
         tml__jw_str(w, "limited_by", win->limited_by);
     }
     tml__jw_num(w, "epoch_start_wait_ms", win->epoch_start_wait_ns / 1e6, 3);
+    tml__jw_num(w, "between_epochs_ms", win->between_epochs_ns / 1e6, 3);
     if (win->window_steps) {
         tml__jw_int(w, "first_step", (long long)win->first_step);
         tml__jw_int(w, "last_step", (long long)win->last_step);
@@ -492,6 +493,7 @@ static void step_time_section(jw *w, const tml_report_model *m)
         jw_pct(w, tml__metric_name((tml_metric)k), m->st.share[k]);
     tml__jw_close(w, '}');
     jw_pct(w, "untraced_wall_percent", m->st.untraced_wall);
+    jw_pct(w, "between_epochs_wall_percent", m->st.between_epochs_wall);
     tml__jw_open(w, "average", '{');
     step_metrics(w, m->step_mean_ns);
     tml__jw_close(w, '}');

@@ -322,6 +322,7 @@ static void window_ours(const tml_json *wo, tml_window *w)
     COUNT(epoch_start_steps, "epoch_start_steps_excluded");
 #undef COUNT
     w->epoch_start_wait_ns = tml__rl_num(wo, "epoch_start_wait_ms", 0, TML_RL_MAX_MS) * 1e6;
+    w->between_epochs_ns = tml__rl_num(wo, "between_epochs_ms", 0, TML_RL_MAX_MS) * 1e6;
     v = tml__rl_num(wo, "first_step", 0, 1e18);
     w->first_step = isnan(v) ? 0 : (uint64_t)v;
     v = tml__rl_num(wo, "last_step", 0, 1e18);
@@ -379,6 +380,7 @@ static int step_time_ours(tml_report_loaded *l, const tml_json *st)
     for (int k = 1; k < TML_M_COUNT; k++)
         l->m.st.share[k] = tml__rl_num(sh, tml__metric_name((tml_metric)k), -1e6, 1e6) / 100.0;
     l->m.st.untraced_wall = tml__rl_num(st, "untraced_wall_percent", 0, 100) / 100.0;
+    l->m.st.between_epochs_wall = tml__rl_num(st, "between_epochs_wall_percent", 0, 100) / 100.0;
     straggler_ours(tml__json_get(st, "straggler"), w, &l->m.st.straggler);
     diag_ours(l, tml__json_get(st, "diagnosis"), "step_time", &l->m.st.primary);
     issues_ours(l, st, "step_time", l->m.st.issues, &l->m.st.nissues);
@@ -714,12 +716,13 @@ static void loaded_init(tml_report_loaded *l, const char *path, int width)
     m->win.median_rank = m->win.worst_rank = -1;
     m->win.skew = NAN;
     m->win.epoch_start_wait_ns = NAN;
+    m->win.between_epochs_ns = NAN;
     tml__contention_init(&m->win.contention);
     m->overhead_us = m->background_cpu_percent = m->overhead_total_us = NAN;
     m->gpu_util_percent = NAN;
     for (int k = 0; k < TML_M_COUNT; k++)
         m->st.share[k] = NAN;
-    m->st.untraced_wall = NAN;
+    m->st.untraced_wall = m->st.between_epochs_wall = NAN;
     tml__diag_init(&m->verdict, "NO_DATA", "NO DATA", "step_time", TML_SEV_INFO);
     m->st.primary = m->verdict;
 }

@@ -8,6 +8,7 @@ not on a saturated one) is checked against the host state TraceML
 recorded."""
 import json
 import os
+import re
 
 from conftest import (DIAG, EXAMPLES, BusyLoops, check_input_advice, covers, machine_contended, primary,
                       ranks_finished, step_diag, step_metric_ms)
@@ -221,9 +222,9 @@ def test_epoch_start_spin_up_reported_apart(traceml_run):
     n = w["epoch_start_steps_excluded"]
     assert n >= 4, w
     # the injected 300 ms plus starting two worker processes, as the script
-    # itself measured each epoch's start (the last n: the first epoch's may
-    # fall in the warm-up)
-    starts = [float(x) for x in r.stdout.split("epoch start ms: ", 1)[1].split()[:5]]
+    # itself measured each loader's start, from making the iterator to its
+    # first batch (the last n: the first epoch's may fall in the warm-up)
+    starts = timers(r.stdout, "loader start ms")
     ref = sum(starts[-n:]) / n
     assert covers(w["epoch_start_wait_ms"], ref), (w, starts)
     assert step_metric_ms(s, "input_wait") < 30, "steady-state Input Wait"
@@ -234,6 +235,45 @@ def test_epoch_start_spin_up_reported_apart(traceml_run):
     s = r.summary()
     assert "EPOCH_START" not in [i["kind"] for i in s["step_time"]["issues"]]
     assert s["step_time"]["window"]["epoch_start_steps_excluded"] == 0
+
+
+def timers(stdout, name):
+    """The figures a scenario printed as 'NAME: a b c'."""
+    return [float(x) for x in stdout.split(name + ": ", 1)[1].splitlines()[0].split()]
+
+
+def test_validation_between_epochs_is_not_the_loader(traceml_run):
+    """pytorch/examples imagenet's shape: validate() on a two-worker loader
+    of its own and a checkpoint before each epoch, then the training
+    loader's workers start (300 ms each). The epoch start's wait is the
+    loader's own start (from making the iterator to its first batch, as
+    the script timed it), not the validation before it; the validation is
+    Untraced time between epochs, of the size the script timed; and, being
+    most of the run, UNTRACED-HEAVY names it."""
+    r = traceml_run(script("epoch_start"), "--epochs", 5, "--steps-per-epoch", 15,
+                    "--delay-ms", 300, "--validate-ms", 400)
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    w = s["step_time"]["window"]
+    n = w["epoch_start_steps_excluded"]
+    assert n >= 4, w
+    own = timers(r.stdout, "loader start ms")
+    assert covers(w["epoch_start_wait_ms"], sum(own[-n:]) / n), (w, own)
+    # validation and checkpoint as the script timed them, plus the end of
+    # the epoch before (its workers shut down): within 15%
+    between = timers(r.stdout, "between epochs ms")
+    ref = sum(between[-n:]) / n
+    assert ref * 0.95 <= w["between_epochs_ms"] <= ref * 1.15 + 20, (w, between)
+    assert s["step_time"]["between_epochs_wall_percent"] > 30, s["step_time"]
+    issues = {i["kind"]: i for i in s["step_time"]["issues"]}
+    assert "EPOCH_START" in issues, list(issues)
+    assert "before each (validation, checkpoints)" in issues["EPOCH_START"]["why"]
+    p = primary(s)
+    assert p["kind"] == "UNTRACED_HEAVY", json.dumps(p)
+    assert "before epochs" in p["why"] and "between epochs" in p["next"], json.dumps(p)
+    box = " ".join(r.stdout.replace("|", " ").split())   # the box's lines joined up
+    assert re.search(r"Untraced: [0-9.]+ ms/step between steps \+ [0-9.]+ s before each epoch",
+                     box), r.stdout
 
 
 def test_gan_generator_not_given_to_trace_step(traceml_run, tmp_path):

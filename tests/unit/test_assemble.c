@@ -304,7 +304,56 @@ static void test_detected_step_start(void)
     CHECK_EQ_INT(r.gap_ns, 10 + 30);
 }
 
+static void test_loader_start(void)
+{
+    /* An epoch's loader starts at 1000 after 400 ns of validation: the
+     * step its first fetch feeds is an epoch start whose Input Wait runs
+     * from the loader's start, the validation stays in the gap. */
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 500, 0), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 600, 0), &r));
+    CHECK_EQ_INT(r.flags, 0);
+    /* validation on a loader of its own: its start is taken by its own
+     * first fetch, so it marks no training step */
+    feed(&a, ev(TML_EV_LOADER_START, 0, 610, 0), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 620, 640), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 640, 700), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 700, 720), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 720, 1000), &r);
+    feed(&a, ev(TML_EV_LOADER_START, 0, 1000, 0), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 1250, 1300), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 1300, 1), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 1400, 0), &r));
+    CHECK_EQ_INT(r.flags, TML_STEP_EPOCH_START | TML_STEP_LOADER_START);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 300);
+    CHECK_EQ_INT(r.gap_ns, 400);
+    /* the next step is an ordinary one */
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 1400, 1410), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 1410, 2), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 1500, 0), &r));
+    CHECK_EQ_INT(r.flags, 0);
+    CHECK_EQ_INT(r.phase_ns[TML_PHASE_INPUT], 10);
+    /* a mid-epoch validation loader: the training step after it is none */
+    feed(&a, ev(TML_EV_LOADER_START, 0, 1500, 0), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 1550, 1560), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_FORWARD, 1560, 1600), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 1600, 1610), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 1610, 3), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 1700, 0), &r));
+    CHECK_EQ_INT(r.flags, 0);
+    CHECK_EQ_INT(r.gap_ns, 100);
+    /* a loop that fetches inside its bracket: an epoch start (its wait
+     * measured the old way, the gap with it) */
+    feed(&a, ev(TML_EV_LOADER_START, 0, 1750, 0), &r);
+    feed(&a, ev(TML_EV_STEP_BEGIN, 0, 1800, 4), &r);
+    feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 1800, 1900), &r);
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 2000, 0), &r));
+    CHECK_EQ_INT(r.flags, TML_STEP_EPOCH_START);
+}
+
 #define TESTS X(test_communication) X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
     X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops) \
-    X(test_detected_step_start)
+    X(test_detected_step_start) X(test_loader_start)
 #include "harness.h"

@@ -874,6 +874,39 @@ static void test_epoch_start(void)
     CHECK_EQ_INT(d.nissues, 1);
 }
 
+/* Validation before each epoch (the script's time before the loader's
+ * start, window.c): Untraced time, not the loader's; with it between
+ * epochs is most of the run, UNTRACED-HEAVY names it. */
+static void test_between_epochs(void)
+{
+    tml_step_diag d;
+    shares s = split(2, 0, 3, 95);                    /* a 100 ms steady step */
+    tml_window w = window(1, &s, 100, TML_CLOCK_CPU);
+    ranks[0].avg_ns[TML_M_UNTRACED] = 0;
+    w.epoch_start_steps = 5;
+    w.epoch_start_wait_ns = 0.4e9;                    /* the loader's own: 2 s */
+    w.between_epochs_ns = 3.6e9;                      /* validation: 18 s */
+    tml__diag_step_time(&w, NULL, &d);
+    /* 10 s of steps, 2 s of loader starts, 18 s of validation */
+    CHECK_NEAR(d.untraced_wall, 18.0 / 30.0, 1e-9);
+    CHECK_NEAR(d.between_epochs_wall, 18.0 / 30.0, 1e-9);
+    CHECK_STR(d.primary.kind, "EPOCH_START");
+    CHECK(strstr(d.primary.why, "waited 0.40 s") != NULL);
+    CHECK(strstr(d.primary.why, "own 3.60 s before each") != NULL);
+    tml_diagnosis v;
+    tml__diag_run_verdict(&d, NAN, NULL, &v);
+    CHECK_STR(v.kind, "UNTRACED_HEAVY");
+    CHECK(strstr(v.why, "60% of wall-clock (60% before epochs") != NULL);
+    CHECK(strstr(v.next, "between epochs (validation") != NULL);
+
+    /* none timed (tml_mark_epoch_start from C): as before */
+    w.between_epochs_ns = 0;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_NEAR(d.untraced_wall, 0, 1e-9);
+    CHECK_NEAR(d.between_epochs_wall, 0, 1e-9);
+    CHECK(strstr(d.primary.why, "before each") == NULL);
+}
+
 /* Exposed communication of every rank (ms of a 100 ms step, the rest as
  * split() has it), the step time kept. */
 static void with_comm(tml_window *w, const double *comm_ms)
@@ -1417,7 +1450,7 @@ static void test_communication_on_shared_machine(void)
 }
 
 #define TESTS X(test_input_next_on_shared_machine) X(test_communication_on_shared_machine) \
-    X(test_contention_maths) X(test_gpu_shared_of) X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_other_processes_named_in_next) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+    X(test_contention_maths) X(test_gpu_shared_of) X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_between_epochs) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_other_processes_named_in_next) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \

@@ -286,7 +286,24 @@ static void test_epoch_starts_excluded(void)
     CHECK_EQ_INT(w.epoch_start_steps, 2);
     CHECK_EQ_INT(w.window_steps, 10 - w.warmup_steps);
     CHECK_NEAR(w.epoch_start_wait_ns, 500.0 * MS, 1);     /* rank 1: 200 + 300 */
+    CHECK_NEAR(w.between_epochs_ns, 0, 1);                  /* no loader start timed */
     CHECK_NEAR(w.ranks[0].avg_ns[TML_M_INPUT], 10.0 * MS, 1);   /* steady state only */
+    tml__window_release(&w);
+
+    /* the loader's start timed (TML_STEP_LOADER_START): the wait is the
+     * Input Wait from it, the gap before it the script's own */
+    for (int k = 0; k < 2; k++) {
+        tml_rank *r = tml__run_find(&run, k);
+        for (size_t j = 0; j < r->nsteps; j++)
+            if (r->steps[j].flags & TML_STEP_EPOCH_START)
+                r->steps[j].flags |= TML_STEP_LOADER_START;
+            else if (r->steps[j].step == 4 || r->steps[j].step == 8)
+                r->steps[j].flags = TML_STEP_EPOCH_START | TML_STEP_LOADER_START;
+    }
+    CHECK(tml__window_compute(&run, 0, &w) == 0);
+    CHECK_EQ_INT(w.epoch_start_steps, 2);
+    CHECK_NEAR(w.epoch_start_wait_ns, 300.0 * MS, 1);
+    CHECK_NEAR(w.between_epochs_ns, 200.0 * MS, 1);         /* rank 1's, the longer */
     tml__window_release(&w);
     tml__run_release(&run);
 }
