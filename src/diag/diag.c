@@ -492,9 +492,47 @@ static void compute_straggler_text(const tml_rank_window *cul, const tml_rank_wi
                  "batch sizes or sequence lengths, a slower or throttled GPU.", cr);
 }
 
-/* The straggler issue, when the score crosses the warn threshold. */
+/* Below straggler_warn a straggler is still named where its peers'
+ * exposed communication is the verdict (COMMUNICATION-BOUND): when the
+ * culprit's excess explains the wait (a component) and the wait is at
+ * least this part of the victim's exposed communication. A rank-0-only
+ * evaluation every few steps (nanoGPT) costs its peer a tenth of a step
+ * or less on average, yet it is that much of what the peer waits in its
+ * all-reduce, which is not the transport's. */
+#define STRAGGLER_COMM_PART 0.2
+
+static int straggler_in_comm(const tml_window *w, const tml_straggler *s)
+{
+    if (!s->valid || s->component < 0 || !(s->cost_ns > 0))
+        return 0;
+    double comm = w->ranks[s->victim].avg_ns[TML_M_COMM];
+    return !isnan(comm) && comm > 0 && s->cost_ns >= STRAGGLER_COMM_PART * comm;
+}
+
+/* What a straggler's component is, in a sentence about the culprit. */
+static const char *const straggler_what[4] = {
+    "its longer input wait", "its longer host-to-device copies", "its longer compute",
+    "its time between steps (work only it does: evaluation, checkpoints, logging)"
+};
+
+/* COMMUNICATION-BOUND's Why, when part of a rank's exposed communication
+ * is its wait for a straggler (straggler_in_comm): whose time it is. */
+static void comm_names_straggler(const tml_window *w, const tml_straggler *s, tml_diagnosis *d)
+{
+    char cr[32], vr[32];
+    size_t n = strlen(d->why);
+    fmt_rank(&w->ranks[s->culprit], cr, sizeof(cr));
+    fmt_rank(&w->ranks[s->victim], vr, sizeof(vr));
+    if (n < sizeof(d->why))
+        snprintf(d->why + n, sizeof(d->why) - n, " Of %s's, %.1f ms per step is its wait for "
+                 "%s, not the transfer: %s.", vr, ms(s->cost_ns), cr,
+                 straggler_what[s->component]);
+}
+
+/* The straggler issue, when the score crosses the warn threshold, or
+ * (in_comm) below it where straggler_in_comm names it. */
 static int straggler_issue(const tml_window *w, const tml_thresholds *th,
-                           const tml_straggler *s, tml_diagnosis *d)
+                           const tml_straggler *s, int in_comm, tml_diagnosis *d)
 {
     static const char *kinds[4] = { "INPUT_STRAGGLER", "H2D_STRAGGLER", "COMPUTE_STRAGGLER",
                                     "OUTSIDE_STEP_STRAGGLER" };
@@ -503,7 +541,7 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
     static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
     char cr[32], vr[32];
 
-    if (!s->valid || !ge(s->score, th->straggler_warn))
+    if (!s->valid || !(ge(s->score, th->straggler_warn) || in_comm))
         return 0;
     tml_severity sev = TML_SEV_WARNING;
     if (ge(s->score, th->straggler_crit) && w->window_steps >= th->straggler_crit_min_steps)
@@ -1217,11 +1255,22 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
 {
     tml_diagnosis d;
 
-    tml_diagnosis comm;
+    tml_diagnosis comm, weak;
     int has_comm = comm_issue(w, th, &comm);
-
-    if (straggler_issue(w, th, &out->straggler, &d))
-        out->issues[out->nissues++] = d;
+    const tml_straggler *s = &out->straggler;
+    int in_comm = has_comm && strcmp(comm.kind, "COMMUNICATION_BOUND") == 0 &&
+                  straggler_in_comm(w, s);
+    /* under its threshold, the straggler follows the communication it explains */
+    int has_weak = 0;
+    if (straggler_issue(w, th, s, in_comm, &d)) {
+        has_weak = !ge(s->score, th->straggler_warn);
+        if (has_weak)
+            weak = d;
+        else
+            out->issues[out->nissues++] = d;
+        if (in_comm)
+            comm_names_straggler(w, s, &comm);
+    }
     if (share_issue(out->share[TML_M_INPUT], th->input_warn, th->input_crit,
                     "INPUT_BOUND", "INPUT-BOUND", TML_M_INPUT,
                     "Increase workers, prefetch, or storage throughput.", multi, &d)) {
@@ -1253,6 +1302,8 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
         out->issues[i] = out->issues[i + 1];
         out->issues[i + 1] = t;
     }
+    if (has_weak)
+        out->issues[out->nissues++] = weak;
     if (compute_bound_issue(out, w->clock, th, multi, &d))
         out->issues[out->nissues++] = d;
 }

@@ -413,6 +413,45 @@ static void test_outside_step_straggler(void)
     CHECK_STR(v.kind, "OUTSIDE_STEP_STRAGGLER");
 }
 
+/* Rank 0 alone works 6 ms a step between steps (a periodic evaluation,
+ * averaged); rank 1 waits that out in its all-reduce: a score of 0.066,
+ * under straggler_warn, in a run whose every rank is COMMUNICATION-BOUND
+ * (20 and 26 ms exposed). The wait is more than a fifth of rank 1's
+ * exposed communication: COMMUNICATION-BOUND says whose it is, and the
+ * OUTSIDE-STEP STRAGGLER follows it. */
+static void test_straggler_under_threshold_in_comm(void)
+{
+    shares s[2] = { { 1, 0, 30, 30, 2, 22 }, { 1, 0, 30, 30, 2, 28 } };
+    tml_window w = window(2, s, 60, TML_CLOCK_CPU);
+    const double comm[2] = { 20, 26 };
+    with_comm(&w, comm);
+    w.ranks[0].avg_ns[TML_M_UNTRACED] = 6 * MS;
+    w.ranks[1].avg_ns[TML_M_UNTRACED] = 0;
+    tml_step_diag d;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_NEAR(d.straggler.score, 6.0 / 91.0, 1e-9);
+    CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
+    CHECK(strstr(d.primary.why, "Of R1/N0's, 6.0 ms per step is its wait for R0/N0, not the "
+                 "transfer: its time between steps") != NULL);
+    CHECK_STR(d.issues[1].kind, "OUTSIDE_STEP_STRAGGLER");
+    CHECK_EQ_INT(d.issues[1].severity, TML_SEV_WARNING);
+    CHECK(strstr(d.issues[1].why, "R0/N0 spends 6.0 ms per step outside the step") != NULL);
+
+    /* a wait under a fifth of the exposed communication: the transport's */
+    w.ranks[0].avg_ns[TML_M_UNTRACED] = 4 * MS;
+    const double comm2[2] = { 20, 24 };
+    s[1].residual = 26;
+    w = window(2, s, 60, TML_CLOCK_CPU);
+    with_comm(&w, comm2);
+    w.ranks[0].avg_ns[TML_M_UNTRACED] = 4 * MS;
+    w.ranks[1].avg_ns[TML_M_UNTRACED] = 0;
+    tml__diag_step_time(&w, NULL, &d);
+    CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
+    CHECK(strstr(d.primary.why, "its wait for") == NULL);
+    for (size_t i = 0; i < d.nissues; i++)
+        CHECK(strstr(d.issues[i].kind, "STRAGGLER") == NULL);
+}
+
 static void test_no_data_and_warmup(void)
 {
     tml_step_diag d;
@@ -1450,7 +1489,7 @@ static void test_communication_on_shared_machine(void)
 }
 
 #define TESTS X(test_input_next_on_shared_machine) X(test_communication_on_shared_machine) \
-    X(test_contention_maths) X(test_gpu_shared_of) X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_epoch_start) X(test_between_epochs) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_other_processes_named_in_next) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
+    X(test_contention_maths) X(test_gpu_shared_of) X(test_communication_bound) X(test_straggler_cpu_contention) X(test_straggler_wait_is_not_communication) X(test_compute_straggler_in_optimizer) X(test_outside_step_straggler) X(test_straggler_under_threshold_in_comm) X(test_epoch_start) X(test_between_epochs) X(test_input_advice_vs_saturated_host) X(test_input_next_close_calls) X(test_comm_next_close_call) X(test_residual_next_on_saturated_host) X(test_other_processes_named_in_next) X(test_untraced_heavy) X(test_share_thresholds_table) X(test_diagnosis_fields) X(test_input_next_names_loader) X(test_priority_order) \
     X(test_shares_median_over_ranks) X(test_straggler_score) X(test_straggler_table) \
     X(test_straggler_before_input) X(test_no_data_and_warmup) \
     X(test_incomplete_data_names_phases) X(test_run_verdict) \
