@@ -493,7 +493,8 @@ static void compute_straggler_text(const tml_rank_window *cul, const tml_rank_wi
 }
 
 /* Below straggler_warn a straggler is still named where its peers'
- * exposed communication is the verdict (COMMUNICATION-BOUND): when the
+ * exposed communication is the verdict (COMMUNICATION-BOUND, or CPU
+ * CONTENTION on a machine whose other processes take the cores): when the
  * culprit's excess explains the wait (a component) and the wait is at
  * least this part of the victim's exposed communication. A rank-0-only
  * evaluation every few steps (nanoGPT) costs its peer a tenth of a step
@@ -515,8 +516,9 @@ static const char *const straggler_what[4] = {
     "its time between steps (work only it does: evaluation, checkpoints, logging)"
 };
 
-/* COMMUNICATION-BOUND's Why, when part of a rank's exposed communication
- * is its wait for a straggler (straggler_in_comm): whose time it is. */
+/* COMMUNICATION-BOUND's (CPU CONTENTION's) Why, when part of a rank's
+ * exposed communication is its wait for a straggler (straggler_in_comm):
+ * whose time it is. */
 static void comm_names_straggler(const tml_window *w, const tml_straggler *s, tml_diagnosis *d)
 {
     char cr[32], vr[32];
@@ -1258,8 +1260,7 @@ static void root_cause_issues(const tml_window *w, const tml_thresholds *th,
     tml_diagnosis comm, weak;
     int has_comm = comm_issue(w, th, &comm);
     const tml_straggler *s = &out->straggler;
-    int in_comm = has_comm && strcmp(comm.kind, "COMMUNICATION_BOUND") == 0 &&
-                  straggler_in_comm(w, s);
+    int in_comm = has_comm && straggler_in_comm(w, s);
     /* under its threshold, the straggler follows the communication it explains */
     int has_weak = 0;
     if (straggler_issue(w, th, s, in_comm, &d)) {

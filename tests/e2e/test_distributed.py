@@ -182,21 +182,24 @@ def test_rank_only_work_inside_communication_bound(tmp_path, slept):
     a step on average) in a run whose all-reduce of 16 MB is exposed on
     every rank. Rank 1 waits out rank 0's evaluation in its all-reduce: a
     straggler score near 0.06, under straggler_warn, so the verdict is the
-    transport's (COMMUNICATION-BOUND) -- and it says how much of rank 1's
-    wait is rank 0's time between steps, within 2 ms of what rank 0 really
-    slept per step, and the OUTSIDE-STEP STRAGGLER naming R0 follows."""
+    transport's (COMMUNICATION-BOUND; CPU CONTENTION where other processes
+    take the cores, as the other tests of a parallel run do) -- and it says
+    how much of rank 1's wait is rank 0's time between steps, within 2 ms
+    of what rank 0 really slept per step, and the OUTSIDE-STEP STRAGGLER
+    naming R0 follows."""
     p = launch(tmp_path / "logs", "ddp", 2, ["--steps", 60, "--rank-eval", 0, "--eval-every", 10,
                                              "--delay-ms", 60, "--grad-mb", 16,
                                              "--device-ms", 60], env=slept.env())
     s = ranks_finished(p, tmp_path / "logs" / "ddp", steps=60)
     issues = {i["kind"]: i for i in s["step_time"]["issues"]}
-    assert "COMMUNICATION_BOUND" in issues and "OUTSIDE_STEP_STRAGGLER" in issues, list(issues)
+    comm = "CPU_CONTENTION" if "CPU_CONTENTION" in issues else "COMMUNICATION_BOUND"
+    assert comm in issues and "OUTSIDE_STEP_STRAGGLER" in issues, list(issues)
     st = s["step_time"]["straggler"]
     assert st["culprit"]["rank"] == 0 and st["component"] == "outside_step", st
     per_step = slept.mean(60) / 10
     assert abs(st["visible_cost_ms"] - per_step) <= 2.0, st
     assert re.search(r"Of R1/N0's, [0-9.]+ ms per step is its wait for R0/N0, not the transfer: "
-                     r"its time between steps", issues["COMMUNICATION_BOUND"]["why"]), issues
+                     r"its time between steps", issues[comm]["why"]), issues
     assert "R0/N0 spends" in issues["OUTSIDE_STEP_STRAGGLER"]["why"], issues
 
 
