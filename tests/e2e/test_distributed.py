@@ -177,18 +177,21 @@ def test_rank_only_work_between_steps(tmp_path, slept):
     assert "rank-0-only evaluation" in prim["next"], prim
 
 
+@pytest.mark.solo
 def test_rank_only_work_inside_communication_bound(tmp_path, slept):
-    """nanoGPT's shape: rank 0 alone evaluates every 10 steps (60 ms, 6 ms
+    """nanoGPT's shape: rank 0 alone evaluates every 10 steps (80 ms, 8 ms
     a step on average) in a run whose all-reduce of 16 MB is exposed on
     every rank. Rank 1 waits out rank 0's evaluation in its all-reduce: a
-    straggler score near 0.06, under straggler_warn, so the verdict is the
+    straggler score near 0.08, under straggler_warn, so the verdict is the
     transport's (COMMUNICATION-BOUND; CPU CONTENTION where other processes
     take the cores, as the other tests of a parallel run do) -- and it says
     how much of rank 1's wait is rank 0's time between steps, within 2 ms
     of what rank 0 really slept per step, and the OUTSIDE-STEP STRAGGLER
-    naming R0 follows."""
+    naming R0 follows (or leads, where the score crosses it). Under a
+    parallel run's load rank 1's exposed communication grows and its wait
+    for rank 0 falls under a fifth of it (rightly named no more): solo."""
     p = launch(tmp_path / "logs", "ddp", 2, ["--steps", 60, "--rank-eval", 0, "--eval-every", 10,
-                                             "--delay-ms", 60, "--grad-mb", 16,
+                                             "--delay-ms", 80, "--grad-mb", 16,
                                              "--device-ms", 60], env=slept.env())
     s = ranks_finished(p, tmp_path / "logs" / "ddp", steps=60)
     issues = {i["kind"]: i for i in s["step_time"]["issues"]}
@@ -196,7 +199,7 @@ def test_rank_only_work_inside_communication_bound(tmp_path, slept):
     assert comm in issues and "OUTSIDE_STEP_STRAGGLER" in issues, list(issues)
     st = s["step_time"]["straggler"]
     assert st["culprit"]["rank"] == 0 and st["component"] == "outside_step", st
-    per_step = slept.mean(60) / 10
+    per_step = slept.mean(80) / 10
     assert abs(st["visible_cost_ms"] - per_step) <= 2.0, st
     assert re.search(r"Of R1/N0's, [0-9.]+ ms per step is its wait for R0/N0, not the transfer: "
                      r"its time between steps", issues[comm]["why"]), issues
