@@ -48,14 +48,23 @@ elif a.on == "ignore":
 signal.signal(signal.SIGUSR1, ask)
 
 
+def say(line):
+    """One write(2) of the whole line: under PYTHONUNBUFFERED print() writes
+    the text and its newline apart, and two ranks sharing the stdout pipe
+    (torchrun's, or `traceml run`'s, both inherited) could land between
+    them ("...['SIGTERM']preempt: rank 0 ..."). One write under PIPE_BUF
+    is atomic."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
+
+
 def checkpoint():
     with open(save, "wb") as f:
         for _ in range(a.mb):
             f.write(b"\0" * (1 << 20))
             f.flush()
             time.sleep(0.05)
-    print("preempt: rank %d saved %d bytes after %s" % (rank, os.path.getsize(save), asked),
-          flush=True)
+    say("preempt: rank %d saved %d bytes after %s" % (rank, os.path.getsize(save), asked))
 
 
 model = torch.nn.Linear(32, 32)
@@ -75,6 +84,6 @@ except KeyboardInterrupt:
     if a.on != "int":
         raise
     asked.append("KeyboardInterrupt")
-print("preempt: rank %d stopped (%s)" % (rank, asked), flush=True)
+say("preempt: rank %d stopped (%s)" % (rank, asked))
 checkpoint()
 sys.exit(0)
