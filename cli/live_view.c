@@ -208,6 +208,13 @@ tml_live_view *tml__view_new(const tml_view_opts *o)
      * `nohup ... &`, a CI wrapper, or put in the background) would be
      * stopped by SIGTTOU at its first change to the terminal's modes, and
      * the training with it: it leaves the terminal alone */
+    /* a notebook's `!traceml run` (ipykernel's pexpect, Colab): a pseudo
+     * terminal whose output goes into the cell, which draws no cursor
+     * moves: plain lines */
+    if (can && (getenv("JPY_PARENT_PID") || getenv("COLAB_RELEASE_TAG"))) {
+        tml__cli_warn("in a notebook cell: the live view prints plain lines");
+        can = 0;
+    }
     if (can && tcgetpgrp(0) != getpgrp()) {
         tml__cli_warn("not the terminal's foreground job (timeout, nohup ... &, a job in the "
                       "background): the live view prints plain lines");

@@ -1255,6 +1255,20 @@ mod_summary_json(PyObject *m, PyObject *unused)
     return r;
 }
 
+/* What tml_summary_flatten() / _html() made of a summary, as a str (and
+ * freed), or ValueError. */
+static PyObject *
+summary_result(int rc, char *out)
+{
+    if (rc < 0) {
+        PyErr_Format(PyExc_ValueError, "not a TraceML summary (%s)", tml_strerror(rc));
+        return NULL;
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(out, (Py_ssize_t)strlen(out), "replace");
+    tml_free(out);
+    return r;
+}
+
 /* summary_flatten(json_text) -> str: the flat traceml/... object as JSON
  * (the flattening is the engine's, src/report/flat.c). */
 static PyObject *
@@ -1267,13 +1281,23 @@ mod_summary_flatten(PyObject *m, PyObject *arg)
         return NULL;
     char *out = NULL;
     int rc = tml_summary_flatten(s, (size_t)n, &out);
-    if (rc < 0) {
-        PyErr_Format(PyExc_ValueError, "not a TraceML summary (%s)", tml_strerror(rc));
+    return summary_result(rc, out);
+}
+
+/* summary_html(json_text, what) -> str: HTML_PAGE the report, HTML_CARD
+ * the card, HTML_NOTEBOOK both (src/report/notebook.c). */
+static PyObject *
+mod_summary_html(PyObject *m, PyObject *args)
+{
+    (void)m;
+    const char *s;
+    Py_ssize_t n;
+    int what;
+    if (!PyArg_ParseTuple(args, "s#i", &s, &n, &what))
         return NULL;
-    }
-    PyObject *r = PyUnicode_DecodeUTF8(out, (Py_ssize_t)strlen(out), "replace");
-    tml_free(out);
-    return r;
+    char *out = NULL;
+    int rc = tml_summary_html(s, (size_t)n, what, &out);
+    return summary_result(rc, out);
 }
 
 static PyObject *
@@ -1817,6 +1841,8 @@ static PyMethodDef mod_methods[] = {
     {"summary_text", mod_summary_text, METH_NOARGS, "the summary box, or None"},
     {"summary_json", mod_summary_json, METH_NOARGS,
      "the run's summary so far (final_summary.json's shape) as text, or None"},
+    {"summary_html", mod_summary_html, METH_VARARGS,
+     "summary_html(json, what): the summary as HTML (HTML_PAGE, HTML_CARD, HTML_NOTEBOOK)"},
     {"summary_flatten", mod_summary_flatten, METH_O,
      "summary JSON text -> the flat traceml/... object as JSON text"},
     {"step_begin", mod_step_begin, METH_NOARGS, NULL},
@@ -1917,6 +1943,9 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "OPTIMIZER", TML_PHASE_OPTIMIZER) < 0
         || PyModule_AddIntConstant(m, "COMM", TML_PHASE_COMM) < 0
         || PyModule_AddIntConstant(m, "PHASES_ALL", TML_PHASES_ALL) < 0
+        || PyModule_AddIntConstant(m, "HTML_PAGE", TML_HTML_PAGE) < 0
+        || PyModule_AddIntConstant(m, "HTML_CARD", TML_HTML_CARD) < 0
+        || PyModule_AddIntConstant(m, "HTML_NOTEBOOK", TML_HTML_NOTEBOOK) < 0
         || PyModule_AddIntConstant(m, "KIND_PHASE", KIND_PHASE) < 0
         || PyModule_AddIntConstant(m, "KIND_INPUT", KIND_INPUT) < 0
         || PyModule_AddIntConstant(m, "KIND_H2D", KIND_H2D) < 0

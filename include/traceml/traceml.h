@@ -309,6 +309,17 @@ TML_API int tml_summary_json(char **out);
  * Returns 0, TML_EPROTO (not a JSON object), TML_ENOMEM.
  */
 TML_API int tml_summary_flatten(const char *json, size_t len, char **out);
+/*
+ * A summary's JSON as HTML (docs/notebooks.md): TML_HTML_PAGE the HTML
+ * report (final_summary.html's page); TML_HTML_CARD a fragment without
+ * script, the run, its verdict and the step's phases (a notebook's live
+ * view); TML_HTML_NOTEBOOK the card, then the report in a sandboxed
+ * iframe (what a notebook cell displays at the end of a run). *out is
+ * malloc'd (free with tml_free()). Returns 0, TML_EINVAL, TML_EPROTO (not
+ * a JSON object), TML_ENOMEM.
+ */
+enum { TML_HTML_PAGE = 0, TML_HTML_CARD = 1, TML_HTML_NOTEBOOK = 2 };
+TML_API int tml_summary_html(const char *json, size_t len, int what, char **out);
 /* A TRACEML_* environment variable read the one way TraceML reads it
  * (docs/cli.md, "Environment variables"): its value as text in out (a
  * boolean "1" or "0"; an integer or a number in range, else the default;
@@ -316,7 +327,7 @@ TML_API int tml_summary_flatten(const char *json, size_t len, char **out);
  * return value: "bool", "int", "double", "string" or "path". NULL for a
  * name TraceML does not read (or no room). The returned string is static. */
 TML_API const char *tml_config(const char *name, char *out, size_t cap);
-/* Frees what tml_summary_json() / tml_summary_flatten() returned. */
+/* Frees what tml_summary_json() / _flatten() / _html() returned. */
 TML_API void tml_free(void *p);
 
 TML_API const char *tml_strerror(int err);

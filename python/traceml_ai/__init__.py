@@ -25,7 +25,7 @@ __all__ = [
     "init", "start", "InitConfig", "TraceMLInitConfig", "TraceMLWarning", "trace_step",
     "summary", "final_summary",
     "wrap_dataloader_fetch", "wrap_input", "wrap_forward", "wrap_backward",
-    "wrap_optimizer", "wrap_h2d", "wrap_ddp",
+    "wrap_optimizer", "wrap_h2d", "wrap_ddp", "finish", "compare",
 ]
 
 __version__ = "0.1.0"
@@ -51,6 +51,7 @@ _config = None          # the configuration of the first successful init()
 _detected = False       # started by zero-edit tracing (_zero_edit.py), not by the script
 _armed = False          # deferred zero-edit tracing: starts at the first use (_arm_deferred)
 _armed_hooks = []       # the optimizer-step hooks registered while armed
+_opt_hooks = []         # the optimizer-step hooks of the running TraceML
 _active = False         # the engine is running and patches may be installed
 _patched = []           # (owner, attribute, original) of every patch
 _stop_hooks = []        # fn(status) called once TraceML stopped (_on_stop)
@@ -445,9 +446,10 @@ def _patch_optimizer(torch):
     run inside one of them, where registering another would change the
     hook table while torch iterates it."""
     if _armed_hooks:
+        _opt_hooks.extend(_armed_hooks)
         del _armed_hooks[:]
     else:
-        _register_optimizer_hooks(torch)
+        _opt_hooks.extend(_register_optimizer_hooks(torch))
 
 
 def _register_optimizer_hooks(torch):
@@ -828,13 +830,14 @@ def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
 start = init     # the original TraceML's name for it
 
 
-def _start_detected():
-    """Zero-edit tracing (_zero_edit.py): init(mode="auto") with automatic
-    step detection, unless the script already called init() itself."""
+def _start_detected(run_name=None, logs_dir=None, source="zero-edit"):
+    """Zero-edit tracing (_zero_edit.py, a notebook's %%traceml cell):
+    init(mode="auto") with automatic step detection, unless the script
+    already called init() itself."""
     global _detected
     if _config is not None:
         return
-    init(mode="auto", _source="zero-edit")
+    init(mode="auto", run_name=run_name, logs_dir=logs_dir, _source=source)
     if not _active:
         return
     _detected = True
@@ -978,14 +981,15 @@ def _on_stop(fn):
         _stop_hooks.append(fn)
 
 
-def _stop(*status):
+def _stop(*status, quiet=False):
     """Stops TraceML in this process: the hooks are cut loose from the
     engine, and the engine flushes (a rank says goodbye with its last
-    records) and prints the summary when it hosts the aggregator. At exit,
-    or where no exit comes (a Ray worker that is reused or killed)."""
+    records) and prints the summary when it hosts the aggregator (quiet:
+    returns it instead). At exit, or where no exit comes (a Ray worker
+    that is reused or killed, a notebook's run: finish())."""
     global _active
     if not _active:
-        return
+        return None
     _active = False
     try:
         _c._configure(None, False)
@@ -996,8 +1000,8 @@ def _stop(*status):
         text = _c.shutdown(*status)
     except Exception as e:
         _warn("shutdown failed (%s)" % (e,))
-        return
-    if text:
+        return None
+    if text and not quiet:
         try:
             _sys.stdout.write(text if text.endswith("\n") else text + "\n")
             _sys.stdout.flush()
@@ -1008,6 +1012,79 @@ def _stop(*status):
             fn(status[0] if status else "completed")
         except Exception as e:
             _warn("%r at the end of the run failed (%s)" % (fn, e))
+    return text
+
+
+def _forget_run():
+    """After a run that ended before the process does (finish(), a
+    notebook's cell): every patch and hook taken back and the next init()
+    free to start a new run, as the first one did. A model keeps its
+    forward's timing (_Timed: on its class, idle without a run)."""
+    global _config, _detected, _loader_reported, _timed, _comm_on
+    for owner, name, orig in reversed(_patched):
+        try:
+            if orig is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, orig)
+        except Exception as e:
+            _warn("cannot restore %s (%s)" % (name, e))
+    del _patched[:]
+    for h in _opt_hooks:
+        h.remove()
+    del _opt_hooks[:]
+    del _also_timed[:]
+    _config, _detected, _loader_reported, _timed, _comm_on = None, False, False, None, False
+    _atexit.unregister(_at_exit)
+
+
+def finish(status="completed", *, display=None):
+    """Ends this process's run now, as the end of the script would: the
+    summary is written to the run folder, and returned as a dict
+    (final_summary.json's shape; None when TraceML was not running). The
+    box is printed; in a notebook kernel (display=None there, or
+    display=True) the summary is displayed in the cell instead: the card
+    and the HTML report. status is how the run ended: "completed",
+    "failed" or "interrupted". A later init() (or %%traceml cell) starts a
+    new run in the same process."""
+    if status not in ("completed", "failed", "interrupted"):
+        raise ValueError("traceml.finish(): status=%r (expected 'completed', 'failed' or "
+                         "'interrupted')" % (status,))
+    from . import _notebook
+    if display is None:
+        display = _notebook.in_kernel()
+    if not _active:
+        return None
+    code = {"completed": 0, "failed": 1, "interrupted": 130}[status]
+    run_dir = _c.run_dir()
+    box = _stop(status, code, quiet=bool(display))
+    text = _summary_text()
+    _forget_run()
+    _notebook.note_run(run_dir)
+    if display and text:
+        _notebook.show(text, box)
+    import json
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def compare(a, b, *options, display=None):
+    """`traceml compare A B [options]` (docs/compare.md) on two runs, each
+    a run name of this process (a notebook's cells), a run folder or a
+    final_summary.json: returns the comparison (traceml_compare.json's
+    dict; None when it could not be made). Its box is printed, or in a
+    notebook kernel displayed in the cell."""
+    from . import _notebook
+    return _notebook.compare(a, b, options, display)
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext traceml_ai`: the %%traceml and %traceml_compare magics
+    (docs/notebooks.md)."""
+    from . import _notebook
+    _notebook.register(ipython)
 
 
 # --------------------------------------------------------------------------

@@ -110,6 +110,22 @@ void tml__sb_add_json_str(tml_strbuf *sb, const char *s)
     tml__sb_addc(sb, '"');
 }
 
+void tml__sb_add_html(tml_strbuf *sb, const char *s)
+{
+    size_t from = 0, i = 0;
+    for (; s && s[i]; i++) {
+        const char *e = s[i] == '&' ? "&amp;" : s[i] == '<' ? "&lt;" : s[i] == '>' ? "&gt;"
+                      : s[i] == '"' ? "&quot;" : s[i] == '\'' ? "&#39;" : NULL;
+        if (!e)
+            continue;
+        tml__sb_add(sb, s + from, i - from);
+        tml__sb_adds(sb, e);
+        from = i + 1;
+    }
+    if (s)
+        tml__sb_add(sb, s + from, i - from);
+}
+
 char *tml__sb_detach(tml_strbuf *sb, size_t *len)
 {
     if (tml__sb_grow(sb, 0) < 0)

@@ -33,6 +33,9 @@ void tml__sb_vaddf(tml_strbuf *sb, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 /* Appends s as a JSON string literal, quotes included. */
 void tml__sb_add_json_str(tml_strbuf *sb, const char *s);
+/* Appends s with the five characters HTML gives a meaning escaped
+ * (& < > " '): safe as an element's text and inside a quoted attribute. */
+void tml__sb_add_html(tml_strbuf *sb, const char *s);
 /* Returns the buffer (caller frees) and leaves sb empty. */
 char *tml__sb_detach(tml_strbuf *sb, size_t *len);
 

@@ -673,20 +673,6 @@ void tml__tune_json(const tml_tune_result *r, tml_strbuf *out)
     tml__sb_addc(out, '\n');
 }
 
-static void html_esc(tml_strbuf *out, const char *s)
-{
-    for (; s && *s; s++) {
-        if (*s == '<')
-            tml__sb_adds(out, "&lt;");
-        else if (*s == '>')
-            tml__sb_adds(out, "&gt;");
-        else if (*s == '&')
-            tml__sb_adds(out, "&amp;");
-        else
-            tml__sb_addc(out, *s);
-    }
-}
-
 /* The intervals as an inline SVG (the page without the baseline's report,
  * which web/report.js draws the same chart on): one row a measured
  * setting, its change (a dot) and 95% interval (a whisker) on one axis of
@@ -729,11 +715,11 @@ static void html_chart(const tml_tune_result *r, tml_strbuf *out)
         const char *color = strcmp(word, "gain") == 0 ? "#080" : strcmp(word, "loss") == 0
                             ? "#b00" : "#777";
         tml__sb_addf(out, "<g class=\"tune-ci\" data-settings=\"");
-        html_esc(out, a->settings);
+        tml__sb_add_html(out, a->settings);
         tml__sb_addf(out, "\" data-change=\"%.1f\" data-lo=\"%.1f\" data-hi=\"%.1f\">"
                      "<text x=\"252\" y=\"%.0f\" text-anchor=\"end\" font-size=\"12\">",
                      c->change * 100, c->lo * 100, c->hi * 100, y + 17);
-        html_esc(out, a->settings);
+        tml__sb_add_html(out, a->settings);
         tml__sb_addf(out, "</text><line class=\"whisker\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" "
                      "y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"/><circle class=\"change\" "
                      "cx=\"%.1f\" cy=\"%.0f\" r=\"4\" fill=\"%s\"/></g>\n", X(c->lo * 100),
@@ -750,14 +736,14 @@ void tml__tune_html(const tml_tune_result *r, tml_strbuf *out)
                  "collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}"
                  ".gain{color:#080}.loss{color:#b00}pre{background:#f4f4f4;padding:1em}</style>"
                  "</head><body>\n<h1>TraceML Tune</h1>\n<p>");
-    html_esc(out, r->command);
+    tml__sb_add_html(out, r->command);
     tml__sb_adds(out, "</p>\n<table><tr><th>setting</th><th>step time (ms)</th><th>change vs "
                  "baseline</th><th>95% interval</th><th>runs</th><th>result</th></tr>\n");
     for (size_t i = 0; i < r->narms; i++) {
         const tml_tune_arm *a = &r->arms[i];
         const char *word = i ? result_word(a) : "";
         tml__sb_adds(out, "<tr><td>");
-        html_esc(out, i ? a->settings : "baseline");
+        tml__sb_add_html(out, i ? a->settings : "baseline");
         tml__sb_addf(out, "</td><td>%.2f</td>", i ? a->cmp.ms : a->cmp.base_ms);
         if (isnan(a->cmp.change) || !i)
             tml__sb_adds(out, "<td></td><td></td>");
@@ -771,7 +757,7 @@ void tml__tune_html(const tml_tune_result *r, tml_strbuf *out)
     tml__sb_adds(out, "<pre>");
     tml_strbuf text = {0};
     tml__tune_text(r, &text);
-    html_esc(out, text.buf);
+    tml__sb_add_html(out, text.buf);
     tml__sb_release(&text);
     tml__sb_adds(out, "</pre>\n</body></html>\n");
 }

@@ -1,7 +1,7 @@
 /*
  * fuzz_json.c - libFuzzer target: the JSON reader (what `traceml view`,
- * `compare` and the trackers' flattening read) and the summary flattening
- * of the public API. Any input: no crash, no leak, no undefined behaviour.
+ * `compare` and the trackers' flattening read), the summary flattening
+ * and the notebook's card (tml_summary_html) of the public API. Any input: no crash, no leak, no undefined behaviour.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,5 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *flat = NULL;
     if (tml_summary_flatten((const char *)data, size, &flat) == 0)
         tml_free(flat);
+    char *card = NULL;
+    if (tml_summary_html((const char *)data, size, TML_HTML_CARD, &card) == 0)
+        tml_free(card);
     return 0;
 }

@@ -17,6 +17,7 @@
 #include "report/report.h"
 #include "base/json.h"
 #include "base/utf8.h"
+#include "traceml/traceml.h"
 #include "harness.h"
 
 #define MS 1000000LL
@@ -757,9 +758,50 @@ static void test_utf8_width(void)
     CHECK_EQ_INT(tml__utf8_printable(s, 0), 0);
 }
 
+/* tml_summary_html (src/report/notebook.c): the card's text is escaped,
+ * its phases are phases.js's, the notebook's report is in an iframe whose
+ * srcdoc holds the page escaped as an attribute; bad input is refused. */
+static void test_summary_html_card_and_notebook(void)
+{
+    const char *json =
+        "{\"status\":\"interrupted\",\"duration_s\":2.5,"
+        "\"meta\":{\"run_name\":\"a<b>&\\\"c\",\"common_steps\":40,\"partial\":null},"
+        "\"primary_diagnosis\":{\"label\":\"INPUT-BOUND\",\"severity\":\"CRITICAL\","
+        "\"why\":\"Input Wait took 81% of <Step Time>.\",\"next\":\"try num_workers=2\"},"
+        "\"step_time\":{\"window\":{\"clock\":\"cpu\"},\"median\":{\"step_time_ms\":13.2,"
+        "\"input_wait_ms\":10.7,\"forward_ms\":0.5,\"communication_ms\":null,"
+        "\"shares_percent\":{\"input_wait\":81.0,\"forward\":4.0}}}}";
+    char *card = NULL, *nb = NULL, *page = NULL;
+    CHECK_EQ_INT(tml_summary_html(json, strlen(json), TML_HTML_CARD, &card), 0);
+    CHECK(card && strstr(card, "a&lt;b&gt;&amp;&quot;c"));
+    CHECK(card && strstr(card, "of &lt;Step Time&gt;."));
+    CHECK(card && strstr(card, ">INPUT-BOUND</span>"));
+    CHECK(card && strstr(card, "interrupted &middot; PARTIAL &middot; 40 steps &middot; 2.5s"));
+    CHECK(card && strstr(card, "width:81.00%;background:#e15759"));   /* phases.js's Input Wait */
+    CHECK(card && strstr(card, ">Input Wait</td><td style=\"text-align:right;padding-left:16px\">10.7 ms"));
+    CHECK(card && !strstr(card, "Communication") && !strstr(card, "<script"));
+    CHECK_EQ_INT(tml_summary_html(json, strlen(json), TML_HTML_NOTEBOOK, &nb), 0);
+    CHECK(nb && strncmp(nb, card, strlen(card)) == 0);
+    const char *src = nb ? strstr(nb, "srcdoc=\"") : NULL;
+    CHECK(src && strstr(src, "&lt;script type=&quot;application/json&quot; id=&quot;traceml-summary"));
+    const char *end = src ? strstr(src + 8, "\"></iframe>") : NULL;   /* no quote before it */
+    CHECK(end && !memchr(src + 8, '"', (size_t)(end - src - 8)));
+    CHECK_EQ_INT(tml_summary_html(json, strlen(json), TML_HTML_PAGE, &page), 0);
+    CHECK(page && strncmp(page, "<!DOCTYPE html>", 15) == 0);
+    char *bad = NULL;
+    CHECK_EQ_INT(tml_summary_html("[1]", 3, TML_HTML_CARD, &bad), TML_EPROTO);
+    CHECK_EQ_INT(tml_summary_html("{", 1, TML_HTML_CARD, &bad), TML_EPROTO);
+    CHECK_EQ_INT(tml_summary_html(json, strlen(json), 7, &bad), TML_EINVAL);
+    CHECK(bad == NULL);
+    tml_free(card);
+    tml_free(nb);
+    tml_free(page);
+}
+
 #define TESTS X(test_box_layout_default_width) X(test_box_missing_is_na) X(test_box_narrow_stacks) \
     X(test_box_wraps_long_text) X(test_box_multi_rank) X(test_also_timed_models) X(test_stopped_by_tune) \
     X(test_json_valid_and_null_vs_zero) \
-    X(test_json_empty_and_multi) X(test_overhead_and_background) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width)
+    X(test_json_empty_and_multi) X(test_overhead_and_background) X(test_absurd_world_size) X(test_json_parser_rejects_bad) X(test_utf8_width) \
+    X(test_summary_html_card_and_notebook)
 #include "harness.h"
 
