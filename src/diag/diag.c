@@ -342,6 +342,30 @@ static int others_take_cores(const tml_window *w)
     return tml__contended(c) && !(c->training_cpu_percent > c->other_cpu_percent);
 }
 
+/* The culprit's run-queue wait exceeds the victim's by half its cost. */
+static int rank_waited_longer(const tml_rank_window *cul, const tml_rank_window *vic,
+                              double cost_ns)
+{
+    double extra = runq_wait_ns(cul) - runq_wait_ns(vic);
+    return !isnan(extra) && extra >= RUNQ_EXPLAINS * cost_ns;
+}
+
+/* The culprit's excess spread over its phases: no one component explains
+ * it (component -1) and all of them together do (a part of it in the
+ * input wait, a part in compute, ...): the culprit is slower at
+ * everything it does, as a rank is that gets less of the cores. */
+static int spread_over_phases(const tml_straggler *s, double cover)
+{
+    double sum = 0;
+    int known = 0;
+    for (int c = 0; c < 4; c++)
+        if (!isnan(s->coverage[c])) {
+            sum += s->coverage[c];
+            known = 1;
+        }
+    return s->component < 0 && known && ge(sum, cover);
+}
+
 /* On a host whose CPU is saturated (HIGH CPU), a rank of a CPU training
  * falls behind its peers as much by waiting for a core as by computing
  * more; its phases run longer on the wall clock either way. Two figures
@@ -353,18 +377,28 @@ static int others_take_cores(const tml_window *w)
  * for something else (a sleep, I/O, a device); the run queue alone
  * cannot tell it from one that computes more (on a saturated host extra
  * work waits for a core in proportion). Only where CPU time is the work
- * (the CPU clock, no GPU), and never guessed without the figures. */
+ * (the CPU clock, no GPU), and never guessed without the figures.
+ *
+ * The rank's run-queue wait is a mean over the whole run's samples (a
+ * few a second, start-up included), too coarse to show a few ms per step
+ * between two ranks every time. So where the machine itself is contended
+ * by other processes (others_take_cores: they used at least what the
+ * training used, and the training waited for a core), a culprit whose
+ * excess is spread over its phases (spread) and that used no more CPU is
+ * that machine's doing too: a sleep, an I/O or a device wait lies in one
+ * component, extra work uses more CPU. */
 static int waited_for_cpu(const tml_window *w, const tml_rank_window *cul,
-                          const tml_rank_window *vic, double cost_ns)
+                          const tml_rank_window *vic, double cost_ns, int spread)
 {
     if (!(w->host_cpu_busy > 0) || w->clock != TML_CLOCK_CPU || !(cost_ns > 0))
         return 0;
     for (size_t i = 0; i < w->nranks; i++)
         if (w->ranks[i].has_gpu)
             return 0;
-    double extra = runq_wait_ns(cul) - runq_wait_ns(vic);
-    return !isnan(extra) && extra >= RUNQ_EXPLAINS * cost_ns && vic->cpu_percent > 0 &&
-           cul->cpu_percent >= 0 && cul->cpu_percent <= vic->cpu_percent * (1.0 + CPU_SAME);
+    if (!(vic->cpu_percent > 0 && cul->cpu_percent >= 0 &&
+          cul->cpu_percent <= vic->cpu_percent * (1.0 + CPU_SAME)))
+        return 0;
+    return rank_waited_longer(cul, vic, cost_ns) || (spread && others_take_cores(w));
 }
 
 void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
@@ -423,7 +457,9 @@ void tml__diag_straggler(const tml_window *w, const tml_thresholds *th,
     }
     if (best >= 0 && ge(out->coverage[best], th ? th->straggler_coverage : 0.80))
         out->component = best;
-    if ((out->component == 2 || out->component < 0) && waited_for_cpu(w, cul, vic, out->cost_ns)) {
+    int spread = spread_over_phases(out, th ? th->straggler_coverage : 0.80);
+    if ((out->component == 2 || out->component < 0) &&
+        waited_for_cpu(w, cul, vic, out->cost_ns, spread)) {
         out->cpu_contention = 1;
         out->component = -1;
     }
@@ -531,6 +567,40 @@ static void comm_names_straggler(const tml_window *w, const tml_straggler *s, tm
                  straggler_what[s->component]);
 }
 
+/* A contention STRAGGLER that the machine's figures tell, not the rank's
+ * run queue (waited_for_cpu): its excess spread over its phases, the
+ * other processes' share of the cores and the training's wait for one. */
+static void machine_straggler_text(const tml_window *w, const tml_rank_window *cul,
+                                   const tml_rank_window *vic, const char *cr, const char *vr,
+                                   const tml_straggler *s, tml_diagnosis *d)
+{
+    static const char *const parts[4] = { "input wait", "host-to-device copies", "compute",
+                                          "time between steps" };
+    size_t n = (size_t)snprintf(d->why, sizeof(d->why), "Peers waited %.1f ms per step for "
+                                "%s at the gradient all-reduce (%d%% of %s's Step Time), "
+                                "spread over its phases (", ms(s->cost_ns), cr,
+                                pct(s->score), vr);
+    const char *sep = "";
+    for (int k = 0; k < 4 && n < sizeof(d->why); k++)
+        if (!isnan(s->coverage[k]) && s->coverage[k] >= 0.1) {
+            n += (size_t)snprintf(d->why + n, sizeof(d->why) - n, "%s%s %d%%", sep, parts[k],
+                                  pct(s->coverage[k]));
+            sep = ", ";
+        }
+    if (n < sizeof(d->why))
+        snprintf(d->why + n, sizeof(d->why) - n, " of it) with no more CPU (%.0f%% vs %.0f%% "
+                 "of a core), while other processes used %.0f%% of the host's cores and the "
+                 "training waited for a core %.0f%% of its time, the host CPU averaging %.0f%% "
+                 "(HIGH CPU): it fell behind for want of CPU, not by computing more.",
+                 cul->cpu_percent, vic->cpu_percent, w->contention.other_cpu_percent,
+                 w->contention.runq_wait_percent, w->host_cpu_busy);
+    snprintf(d->next, sizeof(d->next), "Give each rank its cores: other processes "
+             "used %.0f%% of this host's cores (the training %.0f%%): stop, nice or "
+             "confine them (taskset, cgroups), or run where they do not; then look at "
+             "%s again.", w->contention.other_cpu_percent,
+             w->contention.training_cpu_percent, cr);
+}
+
 /* The straggler issue, when the score crosses the warn threshold, or
  * (in_comm) below it where straggler_in_comm names it. */
 static int straggler_issue(const tml_window *w, const tml_thresholds *th,
@@ -576,6 +646,9 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
             compute_straggler_text(cul, vic, cr, vr, s, d);
         }
         d->cause = -1;
+    } else if (s->cpu_contention && !rank_waited_longer(cul, vic, s->cost_ns)) {
+        diag_init(d, "STRAGGLER", "STRAGGLER", sev);
+        machine_straggler_text(w, cul, vic, cr, vr, s, d);
     } else if (s->cpu_contention) {
         diag_init(d, "STRAGGLER", "STRAGGLER", sev);
         snprintf(d->why, sizeof(d->why),

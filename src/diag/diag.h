@@ -262,7 +262,8 @@ typedef struct tml_straggler {
     int component;             /* 0 input, 1 h2d, 2 compute, 3 outside the step, -1 none */
     /* A CPU training on a saturated host (HIGH CPU) whose culprit used no
      * more CPU than the victim: it waited for a core, it did not compute
-     * more (component -1 then). */
+     * more (component -1 then). Its run queue tells it, or, for an excess
+     * spread over its phases, the machine's contention (diag.c). */
     int cpu_contention;
     size_t culprit_steps;      /* window steps whose culprit was the same rank */
 } tml_straggler;
