@@ -1301,6 +1301,13 @@ mod_summary_html(PyObject *m, PyObject *args)
 }
 
 static PyObject *
+mod_live_port(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_live_port());
+}
+
+static PyObject *
 mod_summary_text(PyObject *m, PyObject *unused)
 {
     (void)m; (void)unused;
@@ -1839,6 +1846,8 @@ static PyMethodDef mod_methods[] = {
      "shutdown(status=None, exit_code=0) -> summary text (in-process mode) or None"},
     {"run_dir", mod_run_dir, METH_NOARGS, "the run folder, or None"},
     {"summary_text", mod_summary_text, METH_NOARGS, "the summary box, or None"},
+    {"live_port", mod_live_port, METH_NOARGS,
+     "the live dashboard's port of a run without the launcher (TRACEML_DASHBOARD_PORT), or -1"},
     {"summary_json", mod_summary_json, METH_NOARGS,
      "the run's summary so far (final_summary.json's shape) as text, or None"},
     {"summary_html", mod_summary_html, METH_VARARGS,

@@ -286,6 +286,9 @@ TML_API int64_t tml_now_ns(void);
 /* The summary box written by tml_shutdown() in in-process mode, or NULL
  * (under `traceml run` the launcher prints it instead). */
 TML_API const char *tml_summary_text(void);
+/* The port of the live dashboard this process serves (a run without the
+ * launcher, with TRACEML_DASHBOARD_PORT set: docs/live.md), or -1. */
+TML_API int tml_live_port(void);
 /* The run folder of this process's run, or NULL before tml_init(). */
 TML_API const char *tml_run_dir(void);
 

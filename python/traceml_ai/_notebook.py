@@ -114,6 +114,22 @@ class _Live(object):
         self.thread.join()
 
 
+def _show_dashboard(asked):
+    """--mode dashboard: the engine serves the live dashboard (docs/live.md)
+    on 127.0.0.1 while the run lasts; the cell links to it."""
+    from IPython.display import display
+    from . import _c
+    port = _c.live_port()
+    if port < 0:
+        print("%%traceml: the dashboard's port %d is taken (--dashboard-port): the live "
+              "card only" % asked, file=sys.stderr)
+        return
+    url = "http://127.0.0.1:%d/" % port
+    display({"text/plain": "TraceML live dashboard: " + url,
+             "text/html": "TraceML live dashboard: <a href=\"%s\" target=\"_blank\">%s</a>"
+                          % (url, url)}, raw=True)
+
+
 class _UsageError(ValueError):
     pass
 
@@ -129,6 +145,7 @@ def _parser():
     p.add_argument("--logs-dir")
     p.add_argument("--mode", choices=("cli", "summary", "dashboard"), default="cli")
     p.add_argument("--live-interval", type=float, default=1.0)
+    p.add_argument("--dashboard-port", type=int, default=8765)
     p.add_argument("--window-steps", type=int)
     p.add_argument("--thresholds")
     p.add_argument("--interval", type=float)
@@ -139,7 +156,8 @@ def _parser():
 
 # option -> the engine's variable (src/base/env.c's table names them alike)
 _ENV = (("window_steps", "TRACEML_WINDOW_STEPS"), ("thresholds", "TRACEML_THRESHOLDS"),
-        ("interval", "TRACEML_INTERVAL"), ("html_report", "TRACEML_HTML_REPORT"))
+        ("interval", "TRACEML_INTERVAL"), ("html_report", "TRACEML_HTML_REPORT"),
+        ("dashboard", "TRACEML_DASHBOARD_PORT"))
 
 
 def _set_env(opts):
@@ -179,10 +197,7 @@ def _cell(ip, line, cell):
     except (_UsageError, ValueError) as e:
         print(str(e), file=sys.stderr)
         return
-    if opts.mode == "dashboard":
-        print("%%traceml: --mode dashboard needs `traceml run` (a notebook cell shows its "
-              "live card instead: --mode cli)", file=sys.stderr)
-        opts.mode = "cli"
+    opts.dashboard = opts.dashboard_port if opts.mode == "dashboard" else None
     if t._active:
         print("%%traceml: a TraceML run is already going on in this kernel; "
               "traceml.finish() ends it", file=sys.stderr)
@@ -207,7 +222,9 @@ def _cell(ip, line, cell):
         if not t._active:
             ip.run_cell(cell, store_history=False)
             return
-        _live = _Live(opts.live_interval) if opts.mode == "cli" else None
+        if opts.dashboard is not None:
+            _show_dashboard(opts.dashboard)
+        _live = _Live(opts.live_interval) if opts.mode != "summary" else None
         status = "failed"
         try:
             status = _status(ip.run_cell(cell, store_history=False))

@@ -55,6 +55,9 @@ static const tml_env_var table[] = {
      "key=value,... overrides of the diagnosis thresholds (docs/diagnosis.md)"},
     {"TRACEML_HTML_REPORT", TML_ENV_BOOL, "0", 0, 0, A, "html-report",
      "on: final_summary.html too, for a run without the launcher"},
+    {"TRACEML_DASHBOARD_PORT", TML_ENV_INT, "-1", -1, 65535, A, NULL,
+     "a run without the launcher (python train.py, a notebook's --mode dashboard): the live "
+     "dashboard on this port of 127.0.0.1 (0: any free one; taken: none); -1: none"},
     {"TRACEML_PROFILE", TML_ENV_STRING, NULL, 0, 0, E, NULL,
      "watch: system and process metrics only, no step tracing (traceml watch)"},
     {"TRACEML_SCRIPT", TML_ENV_PATH, NULL, 0, 0, E, NULL,

@@ -68,11 +68,16 @@ static void write_manifest(tml_host *h)
                      rc == TML_EIO ? strerror(errno) : tml_strerror(rc));
 }
 
+void tml__host_tick(tml_host *h)
+{
+    if (h->live)
+        tml__live_feed_tick(&h->feed, tml__agg_run(h->agg), 0, "running");
+}
+
 static void on_timer(void *ctx)
 {
     tml_host *h = ctx;
-    if (h->live)
-        tml__live_feed_tick(&h->feed, tml__agg_run(h->agg), 0, "running");
+    tml__host_tick(h);
     take_host_samples(h);
 }
 

@@ -70,6 +70,9 @@ void tml__host_free(tml_host *h);
 tml_agg *tml__host_agg(tml_host *h);
 int tml__host_port(const tml_host *h);        /* the socket server's, -1 none */
 int tml__host_live_port(const tml_host *h);   /* the live server's, -1 none */
+/* A host without a server thread (the in-process one): its live views'
+ * snapshot, when one is due (once per interval). */
+void tml__host_tick(tml_host *h);
 
 /* The server loop (with the live snapshot as its timer) until a finalize
  * line, the control pipe's end or *stop. */

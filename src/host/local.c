@@ -35,6 +35,8 @@ typedef struct local_sink {
     char run_name[128], run_id[33], run_dir[PATH_MAX];
 } local_sink;
 
+static int live_port = -1;      /* the running run's dashboard (tml_live_port) */
+
 static tml_agg *agg_of(tml_sink *s)
 {
     return tml__host_agg(((local_sink *)s)->host);
@@ -45,14 +47,20 @@ static int ls_hello(tml_sink *s, const tml_hello *h)
     return tml__agg_hello(agg_of(s), &h->info, 0, NULL);
 }
 
+/* The shipper delivers steps and samples at least once a sampling
+ * interval: the dashboard's snapshot is taken then, when one is due. */
 static int ls_steps(tml_sink *s, int32_t rank, const tml_step_record *r, size_t n)
 {
-    return tml__agg_steps(agg_of(s), rank, r, n);
+    int rc = tml__agg_steps(agg_of(s), rank, r, n);
+    tml__host_tick(((local_sink *)s)->host);
+    return rc;
 }
 
 static int ls_samples(tml_sink *s, const tml_sample *v, size_t n)
 {
-    return tml__agg_samples(agg_of(s), v, n);
+    int rc = tml__agg_samples(agg_of(s), v, n);
+    tml__host_tick(((local_sink *)s)->host);
+    return rc;
 }
 
 static int ls_stats(tml_sink *s, int32_t rank, const tml_rank_stats *st, int bye)
@@ -77,6 +85,7 @@ static int ls_close(tml_sink *s, const char *status, int exit_code, char **text)
     int width = tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
     int rc = tml__host_finalize(l->host, status, exit_code, width, text);
     tml__host_free(l->host);
+    live_port = -1;
     free(l);
     return rc;
 }
@@ -130,11 +139,13 @@ static int local_sink_open(tml_sink **out)
     tml_host_opts ho = {.run_name = l->run_name, .run_id = l->run_id, .run_dir = l->run_dir,
                         .world_size = i->world_size, .nnodes = i->nnodes,
                         .html_report = tml__env_bool("TRACEML_HTML_REPORT"),
-                        .manifest = &l->manifest, .control_fd = -1, .live_port = -1};
+                        .manifest = &l->manifest, .control_fd = -1,
+                        .live_port = (int)tml__env_int("TRACEML_DASHBOARD_PORT", NULL, 0)};
     agg_env(&ho);
     rc = tml__host_open(&ho, &l->host);
     if (rc < 0)
         goto fail;
+    live_port = tml__host_live_port(l->host);
     tml__engine_set_run(l->run_name, l->run_dir, l->run_id, NULL);
     *out = &l->base;
     return 0;
@@ -257,4 +268,9 @@ const char *tml_config(const char *name, char *out, size_t cap)
         break;
     }
     return tml__env_type_name(e->type);
+}
+
+int tml_live_port(void)
+{
+    return live_port;
 }

@@ -244,3 +244,28 @@ def test_gpu_runtime_through_the_fakes(tmp_path):
     assert s["meta"]["gpus_observed"] == 1, s["meta"]
     assert s["system"]["average"]["gpu_util_percent"] is not None
     check_display(shown(nb.cells[2]), s)
+
+
+def test_dashboard_mode_serves_the_live_dashboard(tmp_path):
+    # --mode dashboard: the kernel's run serves the dashboard (here on a
+    # free port: --dashboard-port 0) while the cell runs, the cell links to
+    # it, and nothing listens once the run ended
+    fetch = ("    if i == 40:\n        import json, urllib.request, traceml_ai\n"
+             "        port = traceml_ai._c.live_port()\n"
+             "        url = 'http://127.0.0.1:%d' % port\n"
+             "        live = json.load(urllib.request.urlopen(url + '/api/live', timeout=10))\n"
+             "        page = urllib.request.urlopen(url + '/', timeout=10).read().decode()\n"
+             "        print(live['status'], live['window']['common_steps'] > 0, 'TraceML' in page)\n")
+    nb = execute(tmp_path, ["%load_ext traceml_ai", SETUP,
+                            "%%traceml --run-name dash --mode dashboard --dashboard-port 0 "
+                            "--interval 0.1\n" + loop(80, "    time.sleep(0.01)\n" + fetch),
+                            "import socket, traceml_ai\nprint(traceml_ai._c.live_port())\n"
+                            "try:\n    socket.create_connection(('127.0.0.1', port), 1)\n"
+                            "    print('open')\nexcept OSError:\n    print('closed')"])
+    c = nb.cells[2]
+    links = [d.data for d in outputs(c, "display_data")
+             if d.data["text/plain"].startswith("TraceML live dashboard: http://127.0.0.1:")]
+    assert len(links) == 1 and '<a href="http://127.0.0.1:' in links[0]["text/html"], c.outputs
+    assert stream(c) == "running True True\n", c.outputs
+    assert stream(nb.cells[3]) == "-1\nclosed\n"
+    assert summary(tmp_path, "dash")["status"] == "completed"
