@@ -1702,11 +1702,16 @@ mod_set_starter(PyObject *m, PyObject *fn)
     Py_RETURN_NONE;
 }
 
+/* _set_launcher(forked=False): tml_set_launcher(), or
+ * tml_set_launcher_forked() when the processes it starts are forked. */
 static PyObject *
-mod_set_launcher(PyObject *m, PyObject *unused)
+mod_set_launcher(PyObject *m, PyObject *args)
 {
-    (void)m; (void)unused;
-    return PyLong_FromLong(tml_set_launcher());
+    (void)m;
+    int forked = 0;
+    if (!PyArg_ParseTuple(args, "|p", &forked))
+        return NULL;
+    return PyLong_FromLong(forked ? tml_set_launcher_forked() : tml_set_launcher());
 }
 
 /* _set_discover(fn): fn(optimizer or None) finds and times the models of
@@ -1899,8 +1904,8 @@ static PyMethodDef mod_methods[] = {
     {"set_auto_models", mod_set_auto_models, METH_O,
      "set_auto_models(names) -> rc: models timed though no trace_step() named them"},
     {"_set_starter", mod_set_starter, METH_O, NULL},
-    {"_set_launcher", mod_set_launcher, METH_NOARGS,
-     "_set_launcher() -> rc: this process launches the ranks (tml_set_launcher)"},
+    {"_set_launcher", mod_set_launcher, METH_VARARGS,
+     "_set_launcher(forked=False) -> rc: this process launches the ranks (tml_set_launcher)"},
     {"_set_have_optimizer", mod_set_have_optimizer, METH_NOARGS, NULL},
     {"set_cuda_stream", mod_set_cuda_stream, METH_O,
      "set_cuda_stream(handle) -> rc: record CUDA events on this stream (GPU clock)"},

@@ -250,6 +250,11 @@ TML_API int tml_set_rank(int32_t rank, int32_t world_size);
  * all, it never reports to the aggregator, so it cannot claim a rank that
  * one of its children holds. Call it before the first step ends. */
 TML_API int tml_set_launcher(void);
+/* tml_set_launcher(), for a process whose training processes are forked
+ * from it (multiprocessing's fork start method: Accelerate's
+ * notebook_launcher, a Hogwild loop): a forked process is not traced, and
+ * a summary without ranks says so (in-process runs). */
+TML_API int tml_set_launcher_forked(void);
 
 /* Describes the input pipeline (a DataLoader's num_workers and
  * pin_memory), so an INPUT-BOUND diagnosis can say what to change

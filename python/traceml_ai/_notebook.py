@@ -207,10 +207,7 @@ def _cell(ip, line, cell):
         return
     saved = _set_env(opts)
     try:
-        run_name = opts.run_name or "cell%s" % (getattr(ip, "execution_count", "") or "",)
-        if opts.run_name is None:
-            import time
-            run_name += time.strftime("_%Y%m%d_%H%M%S")
+        run_name = _free_name(opts, ip, t)
         try:
             import torch  # noqa: F401  (zero-edit tracing hooks into it)
         except ImportError:
@@ -222,6 +219,8 @@ def _cell(ip, line, cell):
         if not t._active:
             ip.run_cell(cell, store_history=False)
             return
+        if opts.run_name:   # %traceml_compare's name: the cell's latest run
+            _runs[opts.run_name] = t._c.run_dir()
         if opts.dashboard is not None:
             _show_dashboard(opts.dashboard)
         _live = _Live(opts.live_interval) if opts.mode != "summary" else None
@@ -237,6 +236,22 @@ def _cell(ip, line, cell):
                 _live = None
     finally:
         _restore_env(saved)
+
+
+def _free_name(opts, ip, t):
+    """The cell's run name: --run-name, else cell<N>_<time>. A cell run
+    again keeps what the last run wrote: NAME_2, NAME_3, ... (the name
+    then means the latest of them, for %traceml_compare)."""
+    import time
+    name = opts.run_name or "cell%s%s" % (getattr(ip, "execution_count", "") or "",
+                                           time.strftime("_%Y%m%d_%H%M%S"))
+    logs = opts.logs_dir or t._env("TRACEML_LOGS_DIR") or "logs"
+    free, k = name, 2
+    while os.path.exists(os.path.join(logs, free)) and k < 1000:
+        free, k = "%s_%d" % (name, k), k + 1
+    if free != name:
+        print("TraceML: %s exists already: this run is %s" % (os.path.join(logs, name), free))
+    return free
 
 
 def _run_folder(name):

@@ -228,12 +228,25 @@ def process_start_wrapper(orig, not_a_rank):
         if getattr(target, "__module__", None) != "torch.utils.data._utils.worker":
             try:
                 self._traceml_rank = next(started)
-                not_a_rank()
+                not_a_rank(_start_method(self) == "fork")
             except Exception:     # TraceML never breaks training
                 pass
         return orig(self)
     start._traceml_launcher = True
     return start
+
+
+def _start_method(process):
+    """How process will be started ("fork", "spawn", "forkserver"), read
+    without fixing the default context as get_start_method() would."""
+    import multiprocessing
+    method = getattr(process, "_start_method", None)
+    if method is None:
+        method = multiprocessing.get_start_method(allow_none=True)
+    if method is None:
+        default = getattr(multiprocessing.context, "_default_context", None)
+        method = getattr(getattr(default, "_default_context", None), "_name", None)
+    return method
 
 
 def launcher_wrapper(orig, not_a_rank):

@@ -97,7 +97,8 @@ typedef struct tml_requests {
     _Atomic int64_t call_cost_ns;   /* the caller's glue, per call */
     _Atomic int64_t cuda_bytes[3];  /* allocated, reserved, device total; -1 unknown */
     _Atomic int hello_sent;      /* the sink knows who we are: too late for set_rank */
-    _Atomic int launcher;        /* tml_set_launcher(): no hello without steps */
+    _Atomic int launcher;        /* tml_set_launcher(): no hello without steps; 2: its
+                                  * ranks were forked (tml_set_launcher_forked) */
     /* tml_set_auto_models(): a string, so under a mutex of its own (set
      * once per model found, never on the hot path); new: not yet taken */
     pthread_mutex_t auto_models_mu;

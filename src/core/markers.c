@@ -360,13 +360,25 @@ int tml_set_rank(int32_t rank, int32_t world_size)
     return 0;
 }
 
-int tml_set_launcher(void)
+static int set_launcher(int how)
 {
     int st = atomic_load(&tml__setup.state);
     if (st == TML_ST_DISABLED)
         return TML_EDISABLED;
-    atomic_store(&tml__req.launcher, 1);
+    int was = atomic_load(&tml__req.launcher);
+    if (how > was)
+        atomic_store(&tml__req.launcher, how);
     return 0;
+}
+
+int tml_set_launcher(void)
+{
+    return set_launcher(1);
+}
+
+int tml_set_launcher_forked(void)
+{
+    return set_launcher(2);
 }
 
 int tml_set_loader_config(int32_t num_workers, int pin_memory)

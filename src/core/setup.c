@@ -274,6 +274,7 @@ int tml_shutdown_with(const char *status, int exit_code)
     c->sink = NULL;
     int rc = sink->ops->close(sink, status ? status : "completed", exit_code, &c->summary_text);
     tml__progress_watch_exit(c->progress);   /* a death at exit, after the goodbye */
+    atomic_store(&tml__req.launcher, 0);     /* a later run (a notebook's next cell) is its own */
     return rc;
 }
 

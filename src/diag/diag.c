@@ -1108,6 +1108,9 @@ static void no_rank(const tml_window *w, tml_diagnosis *d)
             "reported), and --no-auto-trace left the script untraced.",
         [TML_LAUNCH_COMMAND] = "no process of the training started TraceML (no rank "
             "reported): `traceml run -- COMMAND` runs the command as given.",
+        [TML_LAUNCH_FORKED] = "the training ran in processes forked from this one "
+            "(multiprocessing's fork start method, as Accelerate's notebook_launcher and a "
+            "Hogwild loop start them), and a forked process is not traced (no rank reported).",
     };
     static const char *const next[] = {
         [TML_LAUNCH_UNKNOWN] = "Call traceml.init() in the training and wrap each step in "
@@ -1120,8 +1123,11 @@ static void no_rank(const tml_window *w, tml_diagnosis *d)
             "traceml.trace_step(model).",
         [TML_LAUNCH_COMMAND] = "Run the script as `traceml run SCRIPT` (traced as is), or call "
             "traceml.init() in it and wrap each step in traceml.trace_step(model).",
+        [TML_LAUNCH_FORKED] = "Run the training as a script under `traceml run` (from a "
+            "notebook: `!traceml run --nproc-per-node N train.py`), which traces each rank; "
+            "processes it starts with the spawn start method are traced too.",
     };
-    int k = w->launch >= TML_LAUNCH_UNKNOWN && w->launch <= TML_LAUNCH_COMMAND ? w->launch : 0;
+    int k = w->launch >= TML_LAUNCH_UNKNOWN && w->launch <= TML_LAUNCH_FORKED ? w->launch : 0;
     snprintf(d->why, sizeof(d->why), "No training steps were detected: %s", why[k]);
     snprintf(d->next, sizeof(d->next), "%s", next[k]);
 }

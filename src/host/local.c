@@ -82,6 +82,8 @@ static int ls_summary(tml_sink *s, char **json)
 static int ls_close(tml_sink *s, const char *status, int exit_code, char **text)
 {
     local_sink *l = (local_sink *)s;
+    if (atomic_load(&tml__req.launcher) == 2)   /* a summary without ranks says why */
+        tml__agg_set_launch(agg_of(s), TML_LAUNCH_FORKED);
     int width = tml__report_term_width(STDOUT_FILENO, tml__env_count("COLUMNS", 0));
     int rc = tml__host_finalize(l->host, status, exit_code, width, text);
     tml__host_free(l->host);

@@ -106,7 +106,9 @@ typedef enum tml_launch {
     TML_LAUNCH_UNKNOWN = 0,     /* traceml serve, in-process, a rebuilt run */
     TML_LAUNCH_ZERO_EDIT,       /* traceml run SCRIPT: zero-edit tracing on */
     TML_LAUNCH_NO_AUTO_TRACE,   /* traceml run --no-auto-trace SCRIPT */
-    TML_LAUNCH_COMMAND          /* traceml run -- COMMAND: run as given */
+    TML_LAUNCH_COMMAND,         /* traceml run -- COMMAND: run as given */
+    TML_LAUNCH_FORKED           /* in-process: the training's processes were forked from
+                                 * this one (tml_set_launcher_forked) */
 } tml_launch;
 
 typedef struct tml_run {

@@ -269,3 +269,47 @@ def test_dashboard_mode_serves_the_live_dashboard(tmp_path):
     assert stream(c) == "running True True\n", c.outputs
     assert stream(nb.cells[3]) == "-1\nclosed\n"
     assert summary(tmp_path, "dash")["status"] == "completed"
+
+
+def test_a_cell_run_again_keeps_the_last_run(tmp_path):
+    # running a cell again is a notebook's habit: the first run's folder
+    # stays, the new one is NAME_2, and the name means the latest run
+    nb = execute(tmp_path, ["%load_ext traceml_ai", SETUP,
+                            "%%traceml --run-name same --mode summary\n" + loop(20),
+                            "%%traceml --run-name same --mode summary\n" + loop(30),
+                            "%traceml_compare same same_2"])
+    assert stream(nb.cells[2]) == ""
+    assert stream(nb.cells[3]) == "TraceML: logs/same exists already: this run is same_2\n"
+    assert summary(tmp_path, "same")["meta"]["common_steps"] == 20
+    assert summary(tmp_path, "same_2")["meta"]["common_steps"] == 30
+    assert "A: same_2" in shown(nb.cells[4])["text/plain"]    # "same" is the latest: same_2
+
+
+def test_notebook_launcher_says_its_processes_were_forked(tmp_path):
+    # Accelerate's notebook_launcher forks the ranks from the kernel: a
+    # forked process is not traced, and the summary says so and what to do
+    pytest.importorskip("accelerate")
+    nb = execute(tmp_path, ["%load_ext traceml_ai", """
+def train():
+    import torch
+    from accelerate import Accelerator
+    acc = Accelerator(cpu=True)
+    model = torch.nn.Linear(32, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model, opt = acc.prepare(model, opt)
+    for i in range(20):
+        opt.zero_grad()
+        acc.backward(model(torch.randn(8, 32)).sum())
+        opt.step()
+    print('rank %d done' % acc.process_index, flush=True)""",
+        "%%traceml --run-name launched --mode summary\n"
+        "from accelerate import notebook_launcher\nnotebook_launcher(train, num_processes=2)"])
+    c = nb.cells[2]
+    assert not outputs(c, "error"), c.outputs
+    out = stream(c)
+    assert "rank 0 done" in out and "rank 1 done" in out
+    s = summary(tmp_path, "launched")
+    why = s["primary_diagnosis"]["why"]
+    assert "forked from this one" in why and "notebook_launcher" in why, why
+    assert "!traceml run --nproc-per-node N train.py" in s["primary_diagnosis"]["next"]
+    assert "CONFLICT" not in shown(c)["text/plain"]
