@@ -60,7 +60,9 @@ def _publish(bundle):
     cell has one, else as a new output."""
     from IPython.display import display
     if _live is not None and _live.handle is not None:
-        _live.handle.update(bundle, raw=True)
+        with _live.lock:        # the live card is drawn no more
+            _live.done.set()
+            _live.handle.update(bundle, raw=True)
     else:
         display(bundle, raw=True)
 
@@ -87,6 +89,7 @@ class _Live(object):
         from IPython.display import display
         self.interval = interval
         self.done = threading.Event()
+        self.lock = threading.Lock()
         self.handle = display({"text/plain": "TraceML: starting"}, raw=True, display_id=True)
         ctx = contextvars.copy_context()
         self.thread = threading.Thread(target=ctx.run, args=(self._loop,),
@@ -94,16 +97,20 @@ class _Live(object):
         self.thread.start()
 
     def _loop(self):
-        from . import _c
         import json
+        import traceml_ai as t
         while not self.done.wait(self.interval):
+            if not t._active:      # the cell ended the run itself (traceml.finish())
+                return
             try:
-                text = _c.summary_json()
+                text = t._c.summary_json()
                 if not text or self.done.is_set():
                     continue
                 steps = json.loads(text).get("meta", {}).get("common_steps")
-                html = _html(text, _c.HTML_CARD)
-                if html and not self.done.is_set():
+                html = _html(text, t._c.HTML_CARD)
+                with self.lock:
+                    if not html or self.done.is_set() or not t._active:
+                        continue
                     self.handle.update({"text/plain": "TraceML: running, %s steps" % steps,
                                         "text/html": html}, raw=True)
             except Exception:

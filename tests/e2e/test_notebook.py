@@ -313,3 +313,15 @@ def train():
     assert "forked from this one" in why and "notebook_launcher" in why, why
     assert "!traceml run --nproc-per-node N train.py" in s["primary_diagnosis"]["next"]
     assert "CONFLICT" not in shown(c)["text/plain"]
+
+
+def test_a_cell_that_ends_its_run_itself(tmp_path):
+    # traceml.finish() inside a %%traceml cell: its summary replaces the
+    # live card, which is drawn no more; the cell's end adds nothing
+    nb = execute(tmp_path, ["%load_ext traceml_ai", SETUP,
+                            "%%traceml --run-name inner --live-interval 0.05\n" + loop(40) +
+                            "import traceml_ai as traceml\nres = traceml.finish()\n"
+                            "time.sleep(0.5)\nprint(res['meta']['common_steps'])"])
+    c = nb.cells[2]
+    assert not outputs(c, "error") and stream(c) == "40\n", c.outputs
+    check_display(shown(c), summary(tmp_path, "inner"))
