@@ -46,30 +46,6 @@ const char *tml__severity_name(tml_severity s)
     }
 }
 
-void tml__thresholds_default(tml_thresholds *t)
-{
-    t->input_warn = 0.10;
-    t->input_crit = 0.20;
-    t->h2d_warn = 0.10;
-    t->h2d_crit = 0.20;
-    t->residual_warn = 0.10;
-    t->residual_crit = 0.20;
-    t->comm_warn = 0.10;
-    t->comm_crit = 0.20;
-    t->compute_min = 0.90;
-    t->compute_other_max = 0.10;
-    t->straggler_warn = 0.10;
-    t->straggler_crit = 0.20;
-    t->straggler_coverage = 0.80;
-    t->straggler_crit_min_steps = 20;
-    t->min_steps = 2;
-    t->mem_pressure_warn = 0.92;
-    t->mem_pressure_crit = 0.97;
-    t->mem_min_steps = 50;
-    t->creep_mb = 1024;
-    t->untraced_warn = 0.25;
-    t->untraced_crit = 0.50;
-}
 
 static const char *phase_labels[TML_PHASE_COUNT] = {
     "Input Wait", "H2D", "Forward", "Backward", "Optimizer", "Communication"

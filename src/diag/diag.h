@@ -54,15 +54,57 @@ typedef struct tml_thresholds {
     double untraced_warn, untraced_crit;
 } tml_thresholds;
 
+/*
+ * Every threshold, in one place: X(key, field, integer, default). The key
+ * is TRACEML_THRESHOLDS's and final_summary.json's (meta.thresholds, with
+ * docs/summary.schema.json); integer 0 is a fraction in [0, 1], 1 a count
+ * >= 1; the default is SPEC 4.1's. The parser (thresholds.c), the
+ * summary's writer (report/json.c) and its reader (report/reload.c) all
+ * walk this list, and a test checks the schema against it: a new
+ * threshold is its field above and its line here.
+ */
+#define TML_THRESHOLDS(X)                                             \
+    X(input_warn, input_warn, 0, 0.10)                                \
+    X(input_crit, input_crit, 0, 0.20)                                \
+    X(h2d_warn, h2d_warn, 0, 0.10)                                    \
+    X(h2d_crit, h2d_crit, 0, 0.20)                                    \
+    X(residual_warn, residual_warn, 0, 0.10)                          \
+    X(residual_crit, residual_crit, 0, 0.20)                          \
+    X(comm_warn, comm_warn, 0, 0.10)                                  \
+    X(comm_crit, comm_crit, 0, 0.20)                                  \
+    X(compute, compute_min, 0, 0.90)                                  \
+    X(compute_other, compute_other_max, 0, 0.10)                      \
+    X(straggler_warn, straggler_warn, 0, 0.10)                        \
+    X(straggler_crit, straggler_crit, 0, 0.20)                        \
+    X(straggler_coverage, straggler_coverage, 0, 0.80)                \
+    X(straggler_min_steps, straggler_crit_min_steps, 1, 20)           \
+    X(min_steps, min_steps, 1, 2)                                     \
+    X(mem_pressure_warn, mem_pressure_warn, 0, 0.92)                  \
+    X(mem_pressure_crit, mem_pressure_crit, 0, 0.97)                  \
+    X(mem_min_steps, mem_min_steps, 1, 50)                            \
+    X(creep_mb, creep_mb, 1, 1024)                                    \
+    X(untraced_warn, untraced_warn, 0, 0.25)                          \
+    X(untraced_crit, untraced_crit, 0, 0.50)
+
+/* One threshold of the list: where it lives in tml_thresholds. */
+typedef struct tml_threshold_key {
+    const char *key;
+    size_t off;
+    int integer;               /* a size_t count, else a double fraction */
+} tml_threshold_key;
+
+/* The list, in its order. */
+const tml_threshold_key *tml__thresholds_keys(size_t *n);
+/* A threshold's value as a double (a count converted). */
+double tml__threshold_get(const tml_thresholds *t, const tml_threshold_key *k);
+/* Sets it (v in range: a fraction in [0, 1], a count >= 1). */
+void tml__threshold_put(tml_thresholds *t, const tml_threshold_key *k, double v);
+
 /* The SPEC 4.1 defaults. */
 void tml__thresholds_default(tml_thresholds *t);
 /*
  * Applies overrides "key=value,key=value" (the TRACEML_THRESHOLDS syntax)
- * on top of *t. Keys: input_warn input_crit h2d_warn h2d_crit residual_warn
- * residual_crit compute compute_other straggler_warn straggler_crit
- * straggler_coverage mem_pressure_warn mem_pressure_crit untraced_warn
- * untraced_crit (fractions in
- * [0, 1]), straggler_min_steps min_steps mem_min_steps creep_mb (integers
+ * on top of *t. Keys: TML_THRESHOLDS's (fractions in [0, 1], counts
  * >= 1). Spaces around items are allowed; an empty spec changes
  * nothing. Each warn must stay <= its crit. Returns 0, or TML_EINVAL with
  * *t unchanged on any error (unknown key, bad number, out of range).

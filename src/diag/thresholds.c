@@ -1,8 +1,9 @@
 /*
  * thresholds.c - reading threshold overrides ("input_warn=0.15,...").
  *
- * Defaults live with the rules (diag.c); this file only parses the user's
- * overrides (the edges read $TRACEML_THRESHOLDS and hand it down). The
+ * The thresholds' list is diag.h's TML_THRESHOLDS; this file makes its
+ * table and defaults and parses the user's overrides (the edges read
+ * $TRACEML_THRESHOLDS and hand it down). The
  * parse is all or nothing: a typo in one key must not leave a half-applied configuration
  * that silently diagnoses with some defaults and some overrides, so the
  * result is built in a copy and committed only when every item was valid.
@@ -14,29 +15,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct key {
-    const char *name;
-    size_t off;
-    int integer;
-} key;
+/* A field's type follows its kind: every field is in the list once. */
+#define SIZE(key, field, integer, def) +sizeof(((tml_thresholds *)0)->field)
+_Static_assert(0 TML_THRESHOLDS(SIZE) == sizeof(tml_thresholds),
+               "every field of tml_thresholds has its line in TML_THRESHOLDS");
+#undef SIZE
 
-#define FRAC(f) { #f, offsetof(tml_thresholds, f), 0 }
-static const key keys[] = {
-    FRAC(input_warn), FRAC(input_crit),
-    FRAC(h2d_warn), FRAC(h2d_crit),
-    FRAC(residual_warn), FRAC(residual_crit),
-    FRAC(comm_warn), FRAC(comm_crit),
-    { "compute", offsetof(tml_thresholds, compute_min), 0 },
-    { "compute_other", offsetof(tml_thresholds, compute_other_max), 0 },
-    FRAC(straggler_warn), FRAC(straggler_crit), FRAC(straggler_coverage),
-    { "straggler_min_steps", offsetof(tml_thresholds, straggler_crit_min_steps), 1 },
-    { "min_steps", offsetof(tml_thresholds, min_steps), 1 },
-    FRAC(mem_pressure_warn), FRAC(mem_pressure_crit),
-    { "mem_min_steps", offsetof(tml_thresholds, mem_min_steps), 1 },
-    { "creep_mb", offsetof(tml_thresholds, creep_mb), 1 },
-    FRAC(untraced_warn), FRAC(untraced_crit),
-};
-#undef FRAC
+#define KEY(key, field, integer, def) {#key, offsetof(tml_thresholds, field), integer},
+static const tml_threshold_key keys[] = {TML_THRESHOLDS(KEY)};
+#undef KEY
+
+const tml_threshold_key *tml__thresholds_keys(size_t *n)
+{
+    *n = sizeof(keys) / sizeof(keys[0]);
+    return keys;
+}
+
+double tml__threshold_get(const tml_thresholds *t, const tml_threshold_key *k)
+{
+    const char *p = (const char *)t + k->off;
+    return k->integer ? (double)*(const size_t *)(const void *)p : *(const double *)(const void *)p;
+}
+
+void tml__threshold_put(tml_thresholds *t, const tml_threshold_key *k, double v)
+{
+    char *p = (char *)t + k->off;
+    if (k->integer)
+        *(size_t *)(void *)p = (size_t)v;
+    else
+        *(double *)(void *)p = v;
+}
+
+void tml__thresholds_default(tml_thresholds *t)
+{
+#define DEF(key, field, integer, def) t->field = def;
+    TML_THRESHOLDS(DEF)
+#undef DEF
+}
 
 static int is_space(char c)
 {
@@ -74,7 +89,7 @@ int tml__thresholds_set(tml_thresholds *t, const char *item, size_t n)
     val[vlen] = '\0';
 
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (strlen(keys[i].name) != klen || memcmp(keys[i].name, item, klen) != 0)
+        if (strlen(keys[i].key) != klen || memcmp(keys[i].key, item, klen) != 0)
             continue;
         char *end = NULL;
         errno = 0;
@@ -84,12 +99,12 @@ int tml__thresholds_set(tml_thresholds *t, const char *item, size_t n)
             unsigned long long x = strtoull(val, &end, 10);
             if (errno || end == val || *end || x < 1 || x > 1000000000ULL)
                 return TML_EINVAL;
-            *(size_t *)(void *)((char *)t + keys[i].off) = (size_t)x;
+            tml__threshold_put(t, &keys[i], (double)x);
         } else {
             double x = strtod(val, &end);
             if (errno || end == val || *end || !isfinite(x) || x < 0.0 || x > 1.0)
                 return TML_EINVAL;
-            *(double *)(void *)((char *)t + keys[i].off) = x;
+            tml__threshold_put(t, &keys[i], x);
         }
         return 0;
     }

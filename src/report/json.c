@@ -713,26 +713,16 @@ static void process_section(jw *w, const tml_report_model *m, const tml_report_r
 
 static void thresholds_obj(jw *w, const tml_thresholds *t)
 {
+    size_t n;
+    const tml_threshold_key *k = tml__thresholds_keys(&n);
     tml__jw_open(w, "thresholds", '{');
-    tml__jw_num(w, "input_warn", t->input_warn, 4);
-    tml__jw_num(w, "input_crit", t->input_crit, 4);
-    tml__jw_num(w, "h2d_warn", t->h2d_warn, 4);
-    tml__jw_num(w, "h2d_crit", t->h2d_crit, 4);
-    tml__jw_num(w, "residual_warn", t->residual_warn, 4);
-    tml__jw_num(w, "residual_crit", t->residual_crit, 4);
-    tml__jw_num(w, "compute", t->compute_min, 4);
-    tml__jw_num(w, "compute_other", t->compute_other_max, 4);
-    tml__jw_num(w, "straggler_warn", t->straggler_warn, 4);
-    tml__jw_num(w, "straggler_crit", t->straggler_crit, 4);
-    tml__jw_num(w, "straggler_coverage", t->straggler_coverage, 4);
-    tml__jw_int(w, "straggler_min_steps", (long long)t->straggler_crit_min_steps);
-    tml__jw_int(w, "min_steps", (long long)t->min_steps);
-    tml__jw_num(w, "mem_pressure_warn", t->mem_pressure_warn, 4);
-    tml__jw_num(w, "mem_pressure_crit", t->mem_pressure_crit, 4);
-    tml__jw_int(w, "mem_min_steps", (long long)t->mem_min_steps);
-    tml__jw_int(w, "creep_mb", (long long)t->creep_mb);
-    tml__jw_num(w, "untraced_warn", t->untraced_warn, 4);
-    tml__jw_num(w, "untraced_crit", t->untraced_crit, 4);
+    for (size_t i = 0; i < n; i++) {
+        double v = tml__threshold_get(t, &k[i]);
+        if (k[i].integer)
+            tml__jw_int(w, k[i].key, (long long)v);
+        else
+            tml__jw_num(w, k[i].key, v, 4);
+    }
     tml__jw_close(w, '}');
 }
 

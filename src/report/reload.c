@@ -554,33 +554,14 @@ static int lost_ours(tml_run *run, const tml_json *arr)
 
 static void thresholds_ours(tml_thresholds *t, const tml_json *o)
 {
-    static const struct { const char *key; size_t off; } frac[] = {
-#define T(k, f) { k, offsetof(tml_thresholds, f) }
-        T("input_warn", input_warn), T("input_crit", input_crit),
-        T("h2d_warn", h2d_warn), T("h2d_crit", h2d_crit),
-        T("residual_warn", residual_warn), T("residual_crit", residual_crit),
-        T("compute", compute_min), T("compute_other", compute_other_max),
-        T("straggler_warn", straggler_warn), T("straggler_crit", straggler_crit),
-        T("straggler_coverage", straggler_coverage),
-        T("mem_pressure_warn", mem_pressure_warn), T("mem_pressure_crit", mem_pressure_crit),
-        T("untraced_warn", untraced_warn), T("untraced_crit", untraced_crit),
-#undef T
-    };
+    size_t n;
+    const tml_threshold_key *k = tml__thresholds_keys(&n);
     tml__thresholds_default(t);
-    for (size_t i = 0; i < sizeof(frac) / sizeof(frac[0]); i++) {
-        double v = tml__rl_num(o, frac[i].key, 0, 1);
+    for (size_t i = 0; i < n; i++) {
+        double v = k[i].integer ? tml__rl_num(o, k[i].key, 1, 1e9) : tml__rl_num(o, k[i].key, 0, 1);
         if (!isnan(v))
-            memcpy((char *)t + frac[i].off, &v, sizeof(v));
+            tml__threshold_put(t, &k[i], v);
     }
-    double v;
-    if (!isnan(v = tml__rl_num(o, "straggler_min_steps", 1, 1e9)))
-        t->straggler_crit_min_steps = (size_t)v;
-    if (!isnan(v = tml__rl_num(o, "min_steps", 1, 1e9)))
-        t->min_steps = (size_t)v;
-    if (!isnan(v = tml__rl_num(o, "mem_min_steps", 1, 1e9)))
-        t->mem_min_steps = (size_t)v;
-    if (!isnan(v = tml__rl_num(o, "creep_mb", 1, 1e9)))
-        t->creep_mb = (size_t)v;
 }
 
 /* A JSON object kept whole (compact, malloc'd), NULL when v is not one. */

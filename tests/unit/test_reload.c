@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "report/model.h"
 #include "report/reload.h"
+#include "diag/diag.h"
 #include "store/store.h"
 #include "traceml/traceml.h"
 #include "harness.h"
@@ -405,6 +406,55 @@ static void test_stopped_by_roundtrip(void)
     }
 }
 
+/* Every threshold of TML_THRESHOLDS is written to the summary, read back
+ * (an override of each, comm_warn/comm_crit included, survives a reload,
+ * so a re-rendered box diagnoses as the run did), and in the schema with
+ * its type. */
+static void test_thresholds_roundtrip_and_schema(void)
+{
+    size_t n;
+    const tml_threshold_key *k = tml__thresholds_keys(&n);
+    CHECK(n >= 21);
+    tml_json *doc = parse_str("{\"schema_version\": 1, \"status\": \"completed\", \"meta\": "
+                              "{\"run_name\": \"t\"}, \"primary_diagnosis\": {\"kind\": "
+                              "\"BALANCED\"}, \"step_time\": {\"per_rank\": []}}");
+    tml_report_loaded *l = NULL;
+    char why[256] = "";
+    CHECK_EQ_INT(tml__report_load(doc, NULL, 120, &l, why, sizeof(why)), 0);
+    tml__json_free(doc);
+    if (!l)
+        return;
+    tml_thresholds want;
+    tml__thresholds_default(&want);
+    for (size_t i = 0; i < n; i++)     /* every one off its default */
+        tml__threshold_put(&want, &k[i], k[i].integer ? 7 + (double)i : 0.01 * (double)(i + 1));
+    l->m.th = want;
+    tml_strbuf js = TML_STRBUF_INIT;
+    tml__report_json(&l->m, "", &js);
+    tml__report_loaded_free(l);
+    doc = js.buf ? parse_str(js.buf) : NULL;
+    l = NULL;
+    CHECK(doc && tml__report_load(doc, NULL, 120, &l, why, sizeof(why)) == 0);
+    for (size_t i = 0; l && i < n; i++)
+        if (tml__threshold_get(&l->m.th, &k[i]) != tml__threshold_get(&want, &k[i])) {
+            CHECK(!"a threshold does not survive the summary");
+            fprintf(stderr, "  %s\n", k[i].key);
+        }
+    tml__report_loaded_free(l);
+    tml__json_free(doc);
+    tml__sb_release(&js);
+
+    tml_json *schema = parse_file("docs/summary.schema.json");
+    const tml_json *props = tml__json_path(schema, "properties.meta.properties.thresholds.properties");
+    CHECK(props != NULL);
+    CHECK_EQ_INT(props ? props->n : 0, n);
+    for (size_t i = 0; props && i < n; i++) {
+        const char *type = tml__json_str(tml__json_get(tml__json_get(props, k[i].key), "type"));
+        CHECK_STR(type, k[i].integer ? "integer" : "number");
+    }
+    tml__json_free(schema);
+}
+
 /* ---- telemetry.sqlite's digest ------------------------------------------ */
 
 static void test_store_digest(void)
@@ -488,5 +538,6 @@ static void test_store_digest(void)
 }
 
 #define TESTS X(test_stopped_by_roundtrip) X(test_v05_input_bound) X(test_v05_straggler) X(test_v05_watch) \
-    X(test_v05_hostile_numbers) X(test_refused) X(test_ours_hostile) X(test_many_nodes) X(test_contention_roundtrip) X(test_store_digest)
+    X(test_v05_hostile_numbers) X(test_refused) X(test_ours_hostile) X(test_many_nodes) X(test_contention_roundtrip) X(test_store_digest) \
+    X(test_thresholds_roundtrip_and_schema)
 #include "harness.h"
