@@ -22,6 +22,7 @@
  */
 #include "diag/diag.h"
 #include "base/fmt.h"
+#include "base/stats.h"
 #include "model/run.h"
 
 #include <ctype.h>
@@ -102,12 +103,6 @@ static void diag_init(tml_diagnosis *d, const char *kind, const char *label,
     tml__diag_init(d, kind, label, "step_time", sev);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median over ranks of x / Step Time, or x / (Step Time + x) of_wall. */
 /* A rank's share of metric m: of its Step Time, or (of_wall) of its
  * wall-clock, Step Time + m; NAN when unknown. */
@@ -156,10 +151,7 @@ static double median_of(const tml_window *w,
         if (!isnan(x))
             buf[n++] = x;
     }
-    if (n > 0) {
-        qsort(buf, n, sizeof(*buf), cmp_double);
-        med = n % 2 ? buf[n / 2] : (buf[n / 2 - 1] + buf[n / 2]) / 2.0;
-    }
+    med = tml__median(buf, n);
     if (buf != v)
         free(buf);
     return med;

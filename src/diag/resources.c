@@ -24,6 +24,7 @@
  */
 #include "diag/diag.h"
 #include "base/fmt.h"
+#include "base/stats.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -150,12 +151,6 @@ static trend trend_of(const tml_mem_rank *r)
     return t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* NO GPU or BALANCED as the primary when no rank has enough steps to
  * analyse; returns 1 when it set one. */
 static int memory_too_short(const tml_mem_input *in, const tml_thresholds *th,
@@ -273,7 +268,7 @@ static void imbalance_rule(const tml_mem_input *in, mem_scan *sc, double pressur
 
     if (!in->gpu || sc->npeaks < 2)
         return;
-    qsort(sc->peaks, sc->npeaks, sizeof(double), cmp_double);
+    qsort(sc->peaks, sc->npeaks, sizeof(double), tml__cmp_double);
     double med = others_median(sc->peaks, sc->npeaks);
     double skew = med > 0 ? (sc->worst_peak - med) / med : NAN;
     tml_severity sev;
@@ -640,7 +635,7 @@ static void proc_imbalance_rule(const tml_proc_rank *v, size_t n, tml_section_di
         }
     if (m < 2)
         return;
-    qsort(vals, m, sizeof(double), cmp_double);
+    qsort(vals, m, sizeof(double), tml__cmp_double);
     double med = others_median(vals, m);
     double skew = med > 0 ? (v[w].cuda_reserved_bytes - med) / med : NAN;
     double pr = v[w].device_total_bytes > 0 ? v[w].cuda_reserved_bytes / v[w].device_total_bytes : NAN;

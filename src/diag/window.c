@@ -35,6 +35,7 @@
  * with the phases never observed over the window.
  */
 #include "diag/window.h"
+#include "base/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,61 +66,6 @@ static int cmp_key(const void *a, const void *b)
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
 
-/* The k-th smallest of v[0..n) (k < n), v reordered so that nothing
- * before k is larger: Hoare's selection, linear on average (a summary of
- * 8 ranks x 10,000 steps once spent most of its time sorting). */
-static double select_kth(double *v, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
-        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        size_t i = lo, j = hi;
-        for (;;) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i >= j)
-                break;
-            double t = v[i];
-            v[i++] = v[j];
-            v[j--] = t;
-        }
-        /* v[lo..j] <= pivot <= v[j+1..hi] */
-        if (k <= j)
-            hi = j;
-        else
-            lo = j + 1;
-    }
-    return v[k];
-}
-
-/* Reorders v. */
-static double median_of(double *v, size_t n)
-{
-    if (n == 0)
-        return NAN;
-    double hi = select_kth(v, n, n / 2);
-    if (n % 2)
-        return hi;
-    double lo = v[0];
-    for (size_t i = 1; i < n / 2; i++)
-        if (v[i] > lo)
-            lo = v[i];
-    return (lo + hi) / 2.0;
-}
-
-/* Nearest-rank percentile; reorders v. */
-static double percentile_of(double *v, size_t n, double p)
-{
-    if (n == 0)
-        return NAN;
-    double r = ceil(p * (double)n);
-    size_t k = r < 1.0 ? 0 : (size_t)r - 1;
-    return select_kth(v, n, k < n ? k : n - 1);
-}
-
 size_t tml__warmup_count(const double *step_ns, size_t n)
 {
     if (n < 3)
@@ -128,10 +74,10 @@ size_t tml__warmup_count(const double *step_ns, size_t n)
     if (!tmp)
         return 0;
     memcpy(tmp, step_ns, n * sizeof(*tmp));
-    double med = median_of(tmp, n);
+    double med = tml__median(tmp, n);
     for (size_t i = 0; i < n; i++)
         tmp[i] = fabs(step_ns[i] - med);
-    double mad = median_of(tmp, n);
+    double mad = tml__median(tmp, n);
     free(tmp);
 
     double margin = 0.5 * med > 4.0 * mad ? 0.5 * med : 4.0 * mad;
@@ -248,7 +194,7 @@ static void block_medians(tml_rank_window *rw, const double *st, size_t nwin, do
     for (size_t b = 0; b < nb; b++) {
         size_t from = b * nwin / nb, to = (b + 1) * nwin / nb;
         memcpy(tmp, st + from, (to - from) * sizeof(*tmp));
-        rw->block_ns[b] = median_of(tmp, to - from);
+        rw->block_ns[b] = tml__median(tmp, to - from);
     }
     rw->nblocks = nb;
 }
@@ -319,8 +265,8 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const uint32_t *idx
     }
 
     block_medians(rw, st, nwin, st + nwin);
-    rw->step_median_ns = median_of(st, nwin);
-    rw->step_p90_ns = percentile_of(st, nwin, 0.90);
+    rw->step_median_ns = tml__median(st, nwin);
+    rw->step_p90_ns = tml__percentile(st, nwin, 0.90);
     /* Noise: what `traceml compare` holds a change against. */
     double mean = sum[TML_M_STEP] / (double)nwin, var = 0;
     for (size_t j = 0; j < nwin; j++)
@@ -328,7 +274,7 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const uint32_t *idx
     rw->step_stddev_ns = nwin > 1 ? sqrt(var / (double)(nwin - 1)) : 0;
     for (size_t j = 0; j < nwin; j++)
         st[j] = fabs(st[j] - rw->step_median_ns);
-    rw->step_mad_ns = median_of(st, nwin);
+    rw->step_mad_ns = tml__median(st, nwin);
     free(st);
     return 0;
 }
@@ -352,7 +298,7 @@ static void across_ranks(tml_window *w)
         if (!isnan(s))
             v[n++] = s;
     }
-    double med = median_of(v, n);
+    double med = tml__median(v, n);
     free(v);
     if (n == 0)
         return;

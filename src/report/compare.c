@@ -35,6 +35,7 @@
 #include "report/compare.h"
 #include "base/fmt.h"
 #include "base/jsonw.h"
+#include "base/stats.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,7 +46,6 @@
 
 #include "report/reload.h"
 #include "report/report.h"
-#include "report/stats.h"
 #include "traceml/traceml.h"
 
 #define CMP_WIDTH 80   /* fits an 80-column terminal */
@@ -388,53 +388,11 @@ static void inconclusive(const tml_cmp_run *a, const tml_cmp_run *b, tml_cmp_res
                  run_name(bad, which), bad->window_steps, bad->window_steps == 1 ? "" : "s");
 }
 
-static int cmp_dbl(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-double tml__mann_whitney_p(const double *a, size_t n, const double *b, size_t m)
-{
-    typedef struct { double v; int from_a; } obs;
-    size_t total = n + m;
-    if (n == 0 || m == 0)
-        return NAN;
-    obs *x = malloc(total * sizeof(*x));
-    if (!x)
-        return NAN;
-    for (size_t i = 0; i < total; i++) {
-        x[i].v = i < n ? a[i] : b[i - n];
-        x[i].from_a = i < n;
-    }
-    qsort(x, total, sizeof(*x), cmp_dbl);   /* the value comes first */
-    double rank_a = 0, ties = 0;
-    for (size_t i = 0; i < total;) {
-        size_t j = i;
-        while (j < total && x[j].v == x[i].v)
-            j++;
-        double rank = (double)(i + 1 + j) / 2.0, t = (double)(j - i);
-        for (size_t k = i; k < j; k++)
-            rank_a += x[k].from_a ? rank : 0;
-        ties += t * t * t - t;
-        i = j;
-    }
-    free(x);
-    double nn = (double)n, mm = (double)m, tt = (double)total;
-    double u = rank_a - nn * (nn + 1) / 2, mu = nn * mm / 2;
-    double var = nn * mm / 12.0 * ((tt + 1) - ties / (tt * (tt - 1)));
-    if (!(var > 0))
-        return 1.0;
-    double z = (fabs(u - mu) - 0.5) / sqrt(var);
-    return erfc((z > 0 ? z : 0) / sqrt(2.0));
-}
-
 static double median_copy(const double *v, size_t n)
 {
     double t[TML_CMP_BLOCKS];
     memcpy(t, v, n * sizeof(*t));
-    qsort(t, n, sizeof(*t), cmp_dbl);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    return tml__median(t, n);
 }
 
 /* The test on the block medians when both runs have them; 1 when it ran
@@ -464,17 +422,6 @@ static int significance_test(const tml_cmp_clock *ka, const tml_cmp_clock *kb,
 
 /* ---- a side of several runs ------------------------------------------- */
 
-static double median_of(double *v, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(v[i]))
-            v[k++] = v[i];
-    if (k == 0)
-        return NAN;
-    qsort(v, k, sizeof(*v), cmp_dbl);
-    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
 
 /* The median over the runs of the double at off of each (run or clock). */
 static double med_field(const tml_cmp_run *runs, size_t n, size_t off)
@@ -482,7 +429,7 @@ static double med_field(const tml_cmp_run *runs, size_t n, size_t off)
     double v[TML_CMP_MAX_RUNS];
     for (size_t i = 0; i < n; i++)
         v[i] = *(const double *)(const void *)((const char *)&runs[i] + off);
-    return median_of(v, n);
+    return tml__median(v, n);
 }
 
 void tml__cmp_side(const tml_cmp_run *runs, size_t n, tml_cmp_run *out)

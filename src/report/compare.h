@@ -180,9 +180,6 @@ int tml__cmp_runs_needed(double s, double target, size_t have);
 #define TML_CMP_MDC_GATES 5.0
 
 void tml__cmp_gates_default(tml_cmp_gates *g);
-/* Two-sided p-value of the Mann-Whitney U test (normal approximation with
- * tie and continuity corrections); 1 when every value is equal. */
-double tml__mann_whitney_p(const double *a, size_t n, const double *b, size_t m);
 const char *tml__cmp_verdict_name(tml_cmp_verdict v);   /* "IMPROVEMENT", ... */
 
 /* An empty run: every number NAN, every label "". */

@@ -17,6 +17,7 @@
  * RSS).
  */
 #include "report/model.h"
+#include "base/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -199,12 +200,6 @@ static int build_memory(tml_report_model *m)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The machine's contention (tml_contention): per node, the host's CPU
  * against the sum of its ranks' process trees (each rank with its
  * DataLoader workers); the node whose other processes used the most. The
@@ -222,7 +217,7 @@ static void contention(tml_report_model *m)
         if (!isnan(m->procs[i].runq_wait_percent))
             rq[nrq++] = m->procs[i].runq_wait_percent;
     if (nrq) {
-        qsort(rq, nrq, sizeof(*rq), cmp_double);
+        qsort(rq, nrq, sizeof(*rq), tml__cmp_double);
         runq = nrq % 2 ? rq[nrq / 2] : (rq[nrq / 2 - 1] + rq[nrq / 2]) / 2.0;
     }
     free(rq);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/jsonw.h"
-#include "report/stats.h"
+#include "base/stats.h"
 #include "traceml/traceml.h"
 
 /* ---- settings ------------------------------------------------------- */
@@ -161,17 +161,6 @@ void tml__tune_code(const char *s, tml_strbuf *out)
 
 /* ---- statistics ----------------------------------------------------- */
 
-static void mean_var(const double *x, size_t n, double *mean, double *var)
-{
-    double s = 0, ss = 0;
-    for (size_t i = 0; i < n; i++)
-        s += x[i];
-    *mean = n ? s / (double)n : NAN;
-    for (size_t i = 0; i < n; i++)
-        ss += (x[i] - *mean) * (x[i] - *mean);
-    *var = n > 1 ? ss / (double)(n - 1) : NAN;
-}
-
 /* Welch's half-width (95%) for these variances and counts */
 static double welch_half(double vb, double nb, double vc, double nc)
 {
@@ -186,8 +175,8 @@ void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t
                        tml_tune_cmp *out)
 {
     double mb, vb, mc, vc, lb[TML_TUNE_RUNS], lc[TML_TUNE_RUNS];
-    mean_var(base, nb, &mb, &vb);
-    mean_var(cand, nc, &mc, &vc);
+    tml__mean_var(base, nb, &mb, &vb);
+    tml__mean_var(cand, nc, &mc, &vc);
     out->base_ms = mb;
     out->ms = mc;
     out->change = out->lo = out->hi = NAN;
@@ -201,8 +190,8 @@ void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t
         lb[i] = log(base[i] > 0 ? base[i] : 1e-9);
     for (size_t i = 0; i < nc; i++)
         lc[i] = log(cand[i] > 0 ? cand[i] : 1e-9);
-    mean_var(lb, nb, &mb, &vb);
-    mean_var(lc, nc, &mc, &vc);
+    tml__mean_var(lb, nb, &mb, &vb);
+    tml__mean_var(lc, nc, &mc, &vc);
     double d = mc - mb, half = welch_half(vb, (double)nb, vc, (double)nc);
     out->change = expm1(d);
     out->lo = expm1(d - half);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "report/compare.h"
-#include "report/stats.h"
+#include "base/stats.h"
 #include "traceml/traceml.h"
 #include "base/json.h"
 #include "harness.h"
