@@ -234,7 +234,11 @@ $(PYDIR)/%.py: python/traceml_ai/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# make check: the quick tier (the inner loop); make check-full: everything
 check: all
+	tests/run quick
+
+check-full: all
 	tests/run
 
 # The code with threads (engine, aggregator, live server, sampler) under
@@ -290,7 +294,7 @@ install: $(B)/lib/libtraceml.so $(B)/lib/libtraceml.a $(B)/bin/traceml
 clean:
 	rm -rf build build-asan build-tsan build-ubsan build-fuzz
 
-.PHONY: all package charts check install clean tsan ubsan fuzz
+.PHONY: all package charts check check-full install clean tsan ubsan fuzz
 .DELETE_ON_ERROR:
 .SECONDARY: $(FUZZ_OBJ)
 

@@ -1,6 +1,7 @@
 /*
  * run.h - the wing of `traceml run` (and `traceml watch`), private to
- * cli/run/: one context struct, tml_run_ctx, that every step takes as its
+ * cli/run/ and to `traceml tune` (cli/cmd_tune.c, whose trials take
+ * `traceml run`'s options, parsed and checked here): one context struct, tml_run_ctx, that every step takes as its
  * first parameter instead of reading globals, and the steps themselves,
  * one file each:
  *

@@ -6,7 +6,8 @@
  * disagreed on what a yes is (TRACEML_HTML_REPORT=false turned the report
  * on). Now a variable is a row here: docs/cli.md's table and the Python
  * package (traceml_ai._traceml.config) follow it, and tests check that
- * they do (tests/unit/test_env.c, tests/e2e/test_config_table.py).
+ * they do (tests/unit/test_env.c: docs/cli.md's rows against the table;
+ * tests/e2e/test_python_api.py: the package reads a variable through it).
  */
 #include "base/env.h"
 
