@@ -149,7 +149,8 @@ static int aggregator_child(const char *dir, int ctl_fd, int status_fd, int port
 {
     tml_agg *agg = NULL;
     tml_server *srv = NULL;
-    tml_agg_opts ao = {"loadgen", RUN_ID, dir, (int32_t)opt_ranks, 1, 1, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "loadgen", .run_id = RUN_ID, .run_dir = dir,
+                       .world_size = (int32_t)opt_ranks, .nnodes = 1, .own_process = 1};
     signal(SIGTERM, on_term);
     signal(SIGPIPE, SIG_IGN);
     if (tml__agg_new(&ao, &agg) < 0)
@@ -685,7 +686,8 @@ static int longrun(void)
     if (!mkdtemp(dir))
         return 2;
     snprintf(db, sizeof(db), "%s/telemetry.sqlite", dir);
-    tml_agg_opts ao = {"longrun", RUN_ID, dir, (int32_t)opt_ranks, 1, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "longrun", .run_id = RUN_ID, .run_dir = dir,
+                       .world_size = (int32_t)opt_ranks, .nnodes = 1};
     if (tml__agg_new(&ao, &agg) < 0)
         return 2;
     for (int32_t r = 0; r < opt_ranks; r++) {

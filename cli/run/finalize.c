@@ -196,8 +196,10 @@ char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, const 
     const tml_dist *d = &c->o.dist;
     tml_agg *agg = NULL;
     char *text = NULL;
-    tml_agg_opts ao = {r->name, r->id, r->dir, d->enabled ? (int32_t)d->world_size : 0,
-                       d->enabled ? (int32_t)d->nnodes : 0, 0, r->start_mono_ns, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = r->name, .run_id = r->id, .run_dir = r->dir,
+                       .world_size = d->enabled ? (int32_t)d->world_size : 0,
+                       .nnodes = d->enabled ? (int32_t)d->nnodes : 0,
+                       .start_mono_ns = r->start_mono_ns};
     tml__cli_agg_env(&ao.thresholds, &ao.window_steps, &ao.memory_mb);
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {

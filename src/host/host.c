@@ -128,8 +128,10 @@ int tml__host_open(const tml_host_opts *o, tml_host **out)
     if (h->manifest)
         write_manifest(h);
     /* a host with a socket server is its own process: its CPU is TraceML's */
-    tml_agg_opts ao = {o->run_name, o->run_id, o->run_dir, o->world_size, o->nnodes,
-                       o->serve, 0, o->thresholds, o->window_steps, o->memory_mb};
+    tml_agg_opts ao = {.run_name = o->run_name, .run_id = o->run_id, .run_dir = o->run_dir,
+                       .world_size = o->world_size, .nnodes = o->nnodes,
+                       .own_process = o->serve, .thresholds = o->thresholds,
+                       .window_steps = o->window_steps, .memory_mb = o->memory_mb};
     int rc = tml__agg_new(&ao, &h->agg);
     if (rc < 0)
         goto fail;

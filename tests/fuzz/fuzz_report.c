@@ -259,7 +259,7 @@ static void run_one(const char *dir, uint8_t flags, const uint8_t *p, size_t n)
 
     tml_agg *agg = NULL;
     tml_server *srv = NULL;
-    tml_agg_opts ao = {"fuzz", RUN_ID, dir, 0, 0, 0, 0, NULL, 0};
+    tml_agg_opts ao = {.run_name = "fuzz", .run_id = RUN_ID, .run_dir = dir};
     tml_server_opts so;
     memset(&so, 0, sizeof(so));
     so.run_id = RUN_ID;

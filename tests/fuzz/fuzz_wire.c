@@ -48,7 +48,7 @@ static void setup(void)
     if (!mkdtemp(dir))
         abort();
     atexit(cleanup);
-    tml_agg_opts ao = {"fuzz", RUN_ID, dir, 0, 0, 0, 0, NULL, 0};
+    tml_agg_opts ao = {.run_name = "fuzz", .run_id = RUN_ID, .run_dir = dir};
     tml_server_opts so;
     memset(&so, 0, sizeof(so));
     so.run_id = RUN_ID;

@@ -273,7 +273,7 @@ static void test_server_marks_lost(void)
     char dir[] = "/tmp/tml-distreport-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     tml_agg *agg = NULL;
-    tml_agg_opts ao = {"r", "run1", dir, 3, 1, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "r", .run_id = "run1", .run_dir = dir, .world_size = 3, .nnodes = 1};
     CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
     tml_server *srv = NULL;
     tml_server_opts so;

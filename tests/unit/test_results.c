@@ -445,7 +445,7 @@ static void test_store_full_is_not_silent(void)
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {256 * 1024, 256 * 1024};
         setrlimit(RLIMIT_FSIZE, &rl);
-        tml_agg_opts ao = {"full", "run0", dir, 0, 0, 0, 0, NULL, 0, 0};
+        tml_agg_opts ao = {.run_name = "full", .run_id = "run0", .run_dir = dir};
         tml_agg *agg = NULL;
         if (tml__agg_new(&ao, &agg) < 0)
             _exit(3);
@@ -534,7 +534,7 @@ static void test_summary_survives_unwritable_folder(void)
     CHECK(mkdtemp(dir) != NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        tml_agg_opts ao = {"full", "run0", dir, 0, 0, 0, 0, NULL, 0, 0};
+        tml_agg_opts ao = {.run_name = "full", .run_id = "run0", .run_dir = dir};
         tml_agg *agg = NULL;
         char *text = NULL, *json0, *txt0, *json1, *txt1, want[256];
         size_t json0_len, txt0_len, json1_len, txt1_len;
@@ -601,7 +601,7 @@ static void test_impossible_records_dropped(void)
 {
     char dir[] = "/tmp/tml_test_impossible_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    tml_agg_opts ao = {"odd", "run0", dir, 0, 0, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "odd", .run_id = "run0", .run_dir = dir};
     tml_agg *agg = NULL;
     CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
     feed_steps(agg, 40);
@@ -654,7 +654,7 @@ static void test_impossible_samples_dropped(void)
 {
     char dir[] = "/tmp/tml_test_samples_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    tml_agg_opts ao = {"odd", "run0", dir, 0, 0, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "odd", .run_id = "run0", .run_dir = dir};
     tml_agg *agg = NULL;
     CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
     feed_steps(agg, 40);
@@ -700,7 +700,7 @@ static void test_server_answers_summary(void)
 {
     char dir[] = "/tmp/tml_test_results_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    tml_agg_opts ao = {"live", "run0", dir, 0, 0, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "live", .run_id = "run0", .run_dir = dir};
     tml_agg *agg = NULL;
     CHECK_EQ_INT(tml__agg_new(&ao, &agg), 0);
     tml_server_opts so;

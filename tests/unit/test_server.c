@@ -80,7 +80,7 @@ static int start(fixture *f, const char *name)
     }
     snprintf(f->run_dir, sizeof(f->run_dir), "%s/%s", dir, name);
     mkdir(f->run_dir, 0755);
-    tml_agg_opts ao = {name, RUN_ID, f->run_dir, 0, 0, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = name, .run_id = RUN_ID, .run_dir = f->run_dir};
     if (tml__agg_new(&ao, &f->agg) < 0)
         return -1;
     if (pipe(f->ctl) < 0)
@@ -833,7 +833,7 @@ static void test_restart_is_a_new_incarnation(void)
     CHECK(log_has(&f, "rank 0 restarted"));
     /* the run again, from telemetry.sqlite alone */
     tml_agg *again = NULL;
-    tml_agg_opts ao = {"reexec", RUN_ID, f.run_dir, 0, 0, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "reexec", .run_id = RUN_ID, .run_dir = f.run_dir};
     CHECK_EQ_INT(tml__agg_open_existing(&ao, &again), 0);
     const tml_run *back = tml__agg_run(again);
     CHECK_EQ_INT(back->nranks, 1);
@@ -951,7 +951,7 @@ static void test_good_session(void)
 
     /* and the same run comes back from telemetry.sqlite */
     tml_agg *again = NULL;
-    tml_agg_opts ao = {"good", RUN_ID, f.run_dir, 0, 0, 0, 0, NULL, 0, 0};
+    tml_agg_opts ao = {.run_name = "good", .run_id = RUN_ID, .run_dir = f.run_dir};
     CHECK_EQ_INT(tml__agg_open_existing(&ao, &again), 0);
     if (again) {
         const tml_run *run2 = tml__agg_run(again);
