@@ -560,6 +560,63 @@ call_hook(PyObject *hook, PyObject *args, PyObject *kwargs)
     PyErr_Restore(type, value, tb);
 }
 
+/* A DataLoader fetch: begin/end (not a span) so that a GPU-timed thread
+ * also records the fetch's CUDA events; a fetch that raised is no fetch. */
+static PyObject *
+call_input(phasecall *pc, PyObject *args, PyObject *kwargs)
+{
+    if (fetch_asked < 0) {
+        fetch_path = getenv("TRACEML_TUNE_FETCH");
+        fetch_asked = fetch_path != NULL && *fetch_path;
+    }
+    int measure = fetch_asked && auto_in_fetch == 0;   /* the outermost fetch */
+    int64_t c0 = 0, q0 = 0, w0 = 0;
+    if (measure) {
+        w0 = clock_ns(CLOCK_MONOTONIC);
+        thread_sched(&c0, &q0);
+    }
+    tml_phase_begin(TML_PHASE_INPUT);
+    auto_in_fetch++;
+    PyObject *r = PyObject_Call(pc->fn, args, kwargs);
+    auto_in_fetch--;
+    if (measure)
+        fetch_add(c0, q0, w0);
+    if (r != NULL)
+        tml_phase_end(TML_PHASE_INPUT);
+    else
+        tml_phase_cancel(TML_PHASE_INPUT);
+    return r;
+}
+
+/* Tensor.to / .cuda (KIND_H2D) and copy_ (KIND_H2D_COPY): a call that is
+ * no host-to-device copy records nothing, but the training paid for the
+ * wrapper: counted (tml_count_glue_calls). */
+static PyObject *
+call_h2d(phasecall *pc, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t nargs = PyTuple_Size(args);
+    int copy = pc->kind == KIND_H2D_COPY;
+    int h2d = copy ? nargs >= 2 && is_cuda(arg_at(args, nargs, 0)) == 1
+                         && is_cuda(arg_at(args, nargs, 1)) == 0
+                   : nargs >= 1 && is_cuda(arg_at(args, nargs, 0)) == 0;
+    if (!h2d) {
+        tml_count_glue_calls(1);
+        return PyObject_Call(pc->fn, args, kwargs);
+    }
+    if (auto_steps && !auto_open && auto_h2d)
+        auto_begin(0, 1);
+    tml_phase_begin(TML_PHASE_H2D);
+    PyObject *r = PyObject_Call(pc->fn, args, kwargs);
+    if (r != NULL && (copy || is_cuda(r) == 1)) {
+        tml_phase_end(TML_PHASE_H2D);
+    } else {
+        tml_phase_cancel(TML_PHASE_H2D);
+        if (!copy)
+            tml_count_glue_calls(1);
+    }
+    return r;
+}
+
 /* tp_call: CPython made the argument tuple (and the keyword dict, if
  * any); the wrapped callable gets both unchanged, so a wrapper adds no
  * allocation of its own. */
@@ -567,7 +624,6 @@ static PyObject *
 phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     phasecall *pc = (phasecall *)self;
-    Py_ssize_t nargs;
     PyObject *r;
 
     switch (pc->kind) {
@@ -588,66 +644,11 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
         auto_in_backward -= pc->phase == TML_PHASE_BACKWARD;
         tml_phase_end((tml_phase)pc->phase);
         return r;
-    case KIND_INPUT: {
-        /* begin/end (not a span) so that a GPU-timed thread also records
-         * the fetch's CUDA events; a fetch that raised is no fetch */
-        if (fetch_asked < 0) {
-            fetch_path = getenv("TRACEML_TUNE_FETCH");
-            fetch_asked = fetch_path != NULL && *fetch_path;
-        }
-        int measure = fetch_asked && auto_in_fetch == 0;   /* the outermost fetch */
-        int64_t c0 = 0, q0 = 0, w0 = 0;
-        if (measure) {
-            w0 = clock_ns(CLOCK_MONOTONIC);
-            thread_sched(&c0, &q0);
-        }
-        tml_phase_begin(TML_PHASE_INPUT);
-        auto_in_fetch++;
-        r = PyObject_Call(pc->fn, args, kwargs);
-        auto_in_fetch--;
-        if (measure)
-            fetch_add(c0, q0, w0);
-        if (r != NULL)
-            tml_phase_end(TML_PHASE_INPUT);
-        else
-            tml_phase_cancel(TML_PHASE_INPUT);
-        return r;
-    }
+    case KIND_INPUT:
+        return call_input(pc, args, kwargs);
     case KIND_H2D:
-        /* a call that is no host-to-device copy records nothing, but the
-         * training paid for the wrapper: counted (tml_count_glue_calls) */
-        nargs = PyTuple_Size(args);
-        if (nargs < 1 || is_cuda(arg_at(args, nargs, 0)) != 0) {
-            tml_count_glue_calls(1);
-            return PyObject_Call(pc->fn, args, kwargs);
-        }
-        if (auto_steps && !auto_open && auto_h2d)
-            auto_begin(0, 1);
-        tml_phase_begin(TML_PHASE_H2D);
-        r = PyObject_Call(pc->fn, args, kwargs);
-        if (r != NULL && is_cuda(r) == 1) {
-            tml_phase_end(TML_PHASE_H2D);
-        } else {
-            tml_phase_cancel(TML_PHASE_H2D);
-            tml_count_glue_calls(1);
-        }
-        return r;
     case KIND_H2D_COPY:
-        nargs = PyTuple_Size(args);
-        if (nargs < 2 || is_cuda(arg_at(args, nargs, 0)) != 1
-            || is_cuda(arg_at(args, nargs, 1)) != 0) {
-            tml_count_glue_calls(1);
-            return PyObject_Call(pc->fn, args, kwargs);
-        }
-        if (auto_steps && !auto_open && auto_h2d)
-            auto_begin(0, 1);
-        tml_phase_begin(TML_PHASE_H2D);
-        r = PyObject_Call(pc->fn, args, kwargs);
-        if (r != NULL)
-            tml_phase_end(TML_PHASE_H2D);
-        else
-            tml_phase_cancel(TML_PHASE_H2D);
-        return r;
+        return call_h2d(pc, args, kwargs);
     case KIND_FORWARD:
         if (auto_steps) {
             fwd_seen = 1;

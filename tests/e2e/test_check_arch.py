@@ -96,3 +96,13 @@ def test_without_objects_it_says_run_make(tmp_path):
     assert r.returncode == 1
     assert "FAIL calls: build/obj/src/ is missing: run make" in r.stdout
     assert "FAIL banned: build/obj/src/ is missing: run make" in r.stdout
+
+
+def test_a_long_function_of_the_extension_fails(tmp_path):
+    # python/_traceml.c is held to the 100-line rule of src/ and cli/
+    body = "".join("    x += %d;\n" % i for i in range(100))
+    r = tree(tmp_path, {"src/base/b.c": "int tml__b(int x);\nint tml__b(int x) { return x; }\n",
+                        "python/ext.c": "static int\nlong_one(int x)\n{\n%s    return x;\n}\n"
+                                        % body}, build=False)
+    assert "FAIL functions: python/ext.c:2: long_one is 104 lines (at most 100)" in r.stdout, \
+        r.stdout

@@ -7,17 +7,19 @@ trace_step), entered and left from two callbacks.
 """
 import traceml_ai as _t
 
+from .. import _glue
+
 
 def start():
     """init(mode="auto") unless TraceML was started already (by the
     script, by zero-edit tracing, or by another integration). True when
     TraceML runs in this process."""
-    if _t._config is None:
+    if _glue.config() is None:
         try:
             _t.init(mode="auto")
         except Exception as e:          # never break training
-            _t._warn("could not start TraceML (%s); training runs untraced" % (e,))
-    return bool(_t._active)
+            _glue.warn("could not start TraceML (%s); training runs untraced" % (e,))
+    return bool(_glue.active())
 
 
 def attach_to_every(trainer_cls, attach):
@@ -27,7 +29,7 @@ def attach_to_every(trainer_cls, attach):
     original init and adds the callback unless the trainer has one already.
     Returns init()'s InitConfig."""
     start()
-    if _t._active and trainer_cls is not None:
+    if _glue.active() and trainer_cls is not None:
         orig = trainer_cls.__init__
         if not getattr(orig, "_traceml_attach", False):
             import functools
@@ -37,8 +39,8 @@ def attach_to_every(trainer_cls, attach):
                 attach(orig, self, args, kwargs)
 
             __init__._traceml_attach = True
-            _t._patch_with(trainer_cls, "__init__", __init__)
-    return _t._config
+            _glue.patch_with(trainer_cls, "__init__", __init__)
+    return _glue.config()
 
 
 def _version(dist):
@@ -55,11 +57,11 @@ def supported(what, dist, minimum):
     False (the integration then does nothing: training goes on untraced)."""
     found = _version(dist)
     if found is not None:
-        have = _t._version_tuple(found)
-        need = _t._version_tuple(minimum)
+        have = _glue.version_tuple(found)
+        need = _glue.version_tuple(minimum)
         if have >= need:
             return True
-    _t._warn("the %s integration needs %s >= %s (%s); training continues untraced"
+    _glue.warn("the %s integration needs %s >= %s (%s); training continues untraced"
              % (what, dist, minimum, "found %s" % found if found else "not installed"))
     return False
 
@@ -82,7 +84,7 @@ class Steps(object):
         self.ctx = None
 
     def begin(self, *models):
-        if self.ctx is not None or not _t._active:
+        if self.ctx is not None or not _glue.active():
             return
         ctx = _t.trace_step(*models)
         ctx.__enter__()

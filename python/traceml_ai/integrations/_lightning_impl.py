@@ -28,9 +28,9 @@ of its micro-batches' fetches.
 """
 import importlib
 
-import traceml_ai as _t
 
 from . import _common
+from .. import _glue
 
 
 def _own(obj, name):
@@ -53,7 +53,7 @@ class _Wrapped(object):
         own = _own(obj, name)
         self.had = own is not None
         self.orig = own
-        self.wrapper = _t._c.PhaseCall(getattr(obj, name), phase)
+        self.wrapper = _glue.engine.PhaseCall(getattr(obj, name), phase)
         vars(obj)[name] = self.wrapper
 
     def undo(self):
@@ -78,7 +78,7 @@ def init(trainer_cls, callback_cls):
             if not any(isinstance(cb, callback_cls) for cb in cbs):
                 kwargs = dict(kwargs, callbacks=cbs + [callback_cls()])
         except Exception as e:          # never break training
-            _t._warn("cannot add TraceMLCallback to the Trainer (%s)" % (e,))
+            _glue.warn("cannot add TraceMLCallback to the Trainer (%s)" % (e,))
         orig(trainer, *args, **kwargs)
 
     return _common.attach_to_every(trainer_cls, attach)
@@ -137,7 +137,7 @@ class TraceMLCallbackMixin(object):
             return
         try:
             if self._enable(trainer, pl_module):
-                _t._sync_identity()
+                _glue.sync_identity()
         except Exception as e:
             self._fail(e)
 
@@ -153,12 +153,12 @@ class TraceMLCallbackMixin(object):
         version check's when the package is missing or too old), and the
         callback does nothing."""
         if _common.supported("Lightning", self._DIST, self._MINIMUM):
-            _t._warn("the Lightning integration cannot import %s; training "
+            _glue.warn("the Lightning integration cannot import %s; training "
                      "continues untraced" % module)
         self._on = False
 
     def _fail(self, e):
-        _t._warn("the Lightning integration stopped (%s); training continues untraced" % (e,))
+        _glue.warn("the Lightning integration stopped (%s); training continues untraced" % (e,))
         self._on = False
         self._unwrap()
         try:
@@ -176,7 +176,7 @@ class TraceMLCallbackMixin(object):
 
     def _wrap_transfer(self, trainer, pl_module):
         if self._transfer is None and self._want_transfer(trainer):
-            self._transfer = _Wrapped(pl_module, "transfer_batch_to_device", _t._c.H2D)
+            self._transfer = _Wrapped(pl_module, "transfer_batch_to_device", _glue.engine.H2D)
 
     def _unwrap_transfer(self):
         w, self._transfer = self._transfer, None
@@ -196,7 +196,7 @@ class TraceMLCallbackMixin(object):
             pass
 
     def on_train_start(self, trainer, pl_module, *args, **kwargs):
-        if not self._on or not _t._active:
+        if not self._on or not _glue.active():
             return
         try:
             self._training = True
@@ -205,7 +205,7 @@ class TraceMLCallbackMixin(object):
             # calls self(x) (then the LightningModule's forward nests
             # inside, timed by trace_step) or its submodules directly.
             if self._step_fn is None:
-                self._step_fn = _Wrapped(pl_module, "training_step", _t._c.FORWARD)
+                self._step_fn = _Wrapped(pl_module, "training_step", _glue.engine.FORWARD)
             self._wrap_transfer(trainer, pl_module)
         except Exception as e:
             self._fail(e)
@@ -221,7 +221,7 @@ class TraceMLCallbackMixin(object):
                 self._fail(e)
 
     def on_validation_end(self, trainer, pl_module, *args, **kwargs):
-        if self._on and self._training and _t._active:
+        if self._on and self._training and _glue.active():
             try:
                 self._wrap_transfer(trainer, pl_module)
             except Exception as e:

@@ -27,8 +27,8 @@ open step (nothing is recorded for it) and propagates.
 """
 import weakref
 
-import traceml_ai as _t
 from . import _common
+from .. import _glue
 
 __all__ = ["trace_step"]
 
@@ -83,7 +83,7 @@ class _Block(object):
         try:
             inner = self.acc.unwrap_model(m)
         except Exception as e:
-            _t._warn("accelerate trace_step: cannot unwrap the model (%s); "
+            _glue.warn("accelerate trace_step: cannot unwrap the model (%s); "
                      "its forward is timed through the wrapper" % (e,))
             inner = m
         try:
@@ -119,7 +119,7 @@ def trace_step(accelerator, *models):
         # this first block started TraceML's patches, so the loader's
         # settings were not seen there: the prepared loader's, now
         for loader in getattr(accelerator, "_dataloaders", ())[:1]:
-            _t._note_loader(loader)
+            _glue.note_loader(loader)
         steps = _common.Steps()
         try:
             _steps[accelerator] = steps

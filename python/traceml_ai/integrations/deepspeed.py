@@ -21,9 +21,9 @@ patch times as Backward too; the engine counts a phase nested in the same
 phase once, so the backward is not counted twice. Likewise the torch
 optimizer's own step inside engine.step().
 """
-import traceml_ai as _t
 
 from . import _common
+from .. import _glue
 
 MINIMUM = "0.10"
 
@@ -42,7 +42,7 @@ def _wrap_forward(engine, steps, orig):
 
 
 def _wrap_backward(steps, orig):
-    timed = _t._c.PhaseCall(orig, _t._c.BACKWARD)
+    timed = _glue.engine.PhaseCall(orig, _glue.engine.BACKWARD)
 
     def backward(*args, **kwargs):
         try:
@@ -62,7 +62,7 @@ def _boundary(engine):
 
 
 def _wrap_step(engine, steps, orig):
-    timed = _t._c.PhaseCall(orig, _t._c.OPTIMIZER)
+    timed = _glue.engine.PhaseCall(orig, _glue.engine.OPTIMIZER)
 
     def step(*args, **kwargs):
         # The engine's global_steps advances exactly when it took a model
@@ -96,7 +96,7 @@ def trace_engine(engine):
     if callable(getattr(engine, "train_batch", None)):
         # PipelineEngine: train_batch() runs its own schedule and refuses
         # forward/backward/step, so there is nothing here to wrap.
-        _t._warn("the DeepSpeed integration does not trace pipeline engines "
+        _glue.warn("the DeepSpeed integration does not trace pipeline engines "
                  "(%s.train_batch); training continues untraced" % type(engine).__name__)
         return engine
     if not _common.start():
@@ -119,6 +119,6 @@ def trace_engine(engine):
                     del vars(engine)[name]
             except Exception:
                 pass
-        _t._warn("cannot trace the DeepSpeed engine %s (%s); training continues untraced"
+        _glue.warn("cannot trace the DeepSpeed engine %s (%s); training continues untraced"
                  % (type(engine).__name__, e))
     return engine

@@ -40,8 +40,8 @@ last fetch counts as Input Wait (one warning line says so).
 import sys
 import weakref
 
-import traceml_ai as _t
 from . import _common
+from .. import _glue
 from .. import _zero_edit
 
 try:
@@ -89,8 +89,8 @@ def _windowed(orig, steps=None, model=None):
     score looks for the other ranks' wait. Without that, the wait for a
     rank with a slow loader fell between steps (UNTRACED-HEAVY, no
     straggler named)."""
-    pull = _t._c.PhaseCall(_pull, _t._c.INPUT, _t._c.KIND_INPUT)
-    synced = _t._c.PhaseCall(orig, _t._c.BACKWARD) if steps is not None else None
+    pull = _glue.engine.PhaseCall(_pull, _glue.engine.INPUT, _glue.engine.KIND_INPUT)
+    synced = _glue.engine.PhaseCall(orig, _glue.engine.BACKWARD) if steps is not None else None
 
     def get_batch_samples(epoch_iterator, num_batches, *args, **kwargs):
         batches = pull(epoch_iterator, num_batches)
@@ -142,13 +142,13 @@ class TraceMLCallback(_Base):
         try:
             trainer = self._trainer() if self._trainer is not None else _find_trainer(self)
             if trainer is None:
-                _t._warn("TraceMLCallback: the Trainer was not found (pass it: "
+                _glue.warn("TraceMLCallback: the Trainer was not found (pass it: "
                          "TraceMLCallback(trainer)); with gradient accumulation only the "
                          "last fetch of each window counts as Input Wait")
                 return
             self._wrap(trainer)
         except Exception as e:
-            _t._warn("TraceMLCallback: cannot time the Trainer's batch fetches as one "
+            _glue.warn("TraceMLCallback: cannot time the Trainer's batch fetches as one "
                      "input wait (%s)" % (e,))
 
     def _wrap(self, trainer):
@@ -196,7 +196,7 @@ class TraceMLCallback(_Base):
         try:
             self._unwrap()
         except Exception as e:
-            _t._warn("TraceMLCallback: cannot restore get_batch_samples (%s)" % (e,))
+            _glue.warn("TraceMLCallback: cannot restore get_batch_samples (%s)" % (e,))
 
 
 TraceMLTrainerCallback = TraceMLCallback      # TraceML 0.5.0's name
@@ -215,7 +215,7 @@ def _attach(init, trainer, args, kwargs):
     try:
         _ensure_callback(trainer)
     except Exception as e:          # never break training
-        _t._warn("cannot add TraceMLCallback to the Trainer (%s)" % (e,))
+        _glue.warn("cannot add TraceMLCallback to the Trainer (%s)" % (e,))
 
 
 def init():

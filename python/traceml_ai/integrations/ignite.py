@@ -36,9 +36,9 @@ completes or is terminated never reached an optimizer: it is aborted, as
 is one left open by an exception (at the next run's STARTED). Nothing is
 registered on EXCEPTION_RAISED: Ignite re-raises only when no handler is.
 """
-import traceml_ai as _t
 
 from . import _common
+from .. import _glue
 
 try:
     from ignite.engine import Events as _Events
@@ -94,13 +94,13 @@ class TraceMLHandler(object):
 
     def attach(self, engine):
         """Called by the script (or by MONAI for its train_handlers)."""
-        if not self._on or not _t._active:
+        if not self._on or not _glue.active():
             return
         if getattr(engine, "_traceml_handler", None) is not None:
-            _t._warn("this engine already has a TraceMLHandler; a second one is ignored")
+            _glue.warn("this engine already has a TraceMLHandler; a second one is ignored")
             return
         if self._engine is not None:
-            _t._warn("this TraceMLHandler is attached to an engine already; use one "
+            _glue.warn("this TraceMLHandler is attached to an engine already; use one "
                      "handler per engine (the second is not traced)")
             return
         try:
@@ -112,7 +112,7 @@ class TraceMLHandler(object):
             self._fail(e)
 
     def _attach(self, engine):
-        c, ev, on = _t._c, _Events, engine.add_event_handler
+        c, ev, on = _glue.engine, _Events, engine.add_event_handler
         on(ev.STARTED, self._started)
         on(ev.GET_BATCH_STARTED, c.phase_begin, c.INPUT)
         on(ev.GET_BATCH_COMPLETED, c.phase_end, c.INPUT)
@@ -124,7 +124,7 @@ class TraceMLHandler(object):
         return True
 
     def _fail(self, e):
-        _t._warn("the Ignite integration stopped (%s); training continues untraced" % (e,))
+        _glue.warn("the Ignite integration stopped (%s); training continues untraced" % (e,))
         self._on = False
         self._finished()
 
@@ -133,7 +133,7 @@ class TraceMLHandler(object):
     def _started(self):
         """Events.STARTED, once per engine.run()."""
         self._finished()            # what an earlier run left by an exception
-        if not self._on or not _t._active:
+        if not self._on or not _glue.active():
             return
         self._stepped = self._seen_step = False
         try:
@@ -146,8 +146,8 @@ class TraceMLHandler(object):
         """COMPLETED / TERMINATE: a step still open never stepped."""
         try:
             self._steps.abort()
-            if _t._active:
-                _t._c.phase_cancel(_t._c.INPUT)
+            if _glue.active():
+                _glue.engine.phase_cancel(_glue.engine.INPUT)
         except Exception:
             pass
         hook, self._hook = self._hook, None
@@ -160,12 +160,12 @@ class TraceMLHandler(object):
     def _epoch_completed(self):
         # an iterable without len() ends its epoch in a fetch that raised
         # StopIteration: its GET_BATCH_STARTED has no COMPLETED
-        _t._c.phase_cancel(_t._c.INPUT)
+        _glue.engine.phase_cancel(_glue.engine.INPUT)
         if not self._seen_step and not self._every and self._hook is not None:
             # an epoch and no torch optimizer step: its step is no update
             self._every = True
             self._steps.abort()
-            _t._warn("the Ignite integration saw no torch.optim optimizer step in an epoch; "
+            _glue.warn("the Ignite integration saw no torch.optim optimizer step in an epoch; "
                      "from now on each iteration is one TraceML step")
 
     # -- steps (per iteration) ----------------------------------------------
@@ -193,4 +193,4 @@ class TraceMLHandler(object):
         (the process function's model) as zero-edit tracing finds them:
         their forward is timed from the next iteration on."""
         from .. import _zero_edit
-        _zero_edit.discover(opt, _t._install_forward, lambda: None, _t._warn)
+        _zero_edit.discover(opt, _glue.install_forward, lambda: None, _glue.warn)

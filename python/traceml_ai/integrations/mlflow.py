@@ -35,6 +35,8 @@ import re
 
 import traceml_ai as _t
 
+from .. import _glue
+
 _BAD = re.compile(r"[^A-Za-z0-9_\-. :/]")
 _MAX_TAG = 5000       # under every MLflow store's tag-value limit (8000 locally)
 _STATUS = "traceml/status"
@@ -75,7 +77,7 @@ def log_summary(step=None):
         _remember(mlflow, tags.get(_STATUS))
         return data
     except Exception as e:              # never break training
-        _t._warn("could not log TraceML's summary to MLflow (%s)" % _why(e))
+        _glue.warn("could not log TraceML's summary to MLflow (%s)" % _why(e))
         return None
 
 
@@ -88,7 +90,7 @@ def _remember(mlflow, status):
     run = mlflow.active_run()
     if status == "running" and run is not None:
         _running_in[(mlflow.get_tracking_uri(), run.info.run_id)] = True
-        _t._on_stop(_set_final_status)
+        _glue.on_stop(_set_final_status)
     elif run is not None:               # logged after the end: already final
         _running_in.pop((mlflow.get_tracking_uri(), run.info.run_id), None)
 
@@ -99,6 +101,6 @@ def _set_final_status(status):
         try:
             MlflowClient(tracking_uri=uri).set_tag(run_id, _STATUS, status)
         except Exception as e:          # never break the exit either
-            _t._warn("could not set %s=%s on MLflow run %s (%s)" % (_STATUS, status, run_id,
+            _glue.warn("could not set %s=%s on MLflow run %s (%s)" % (_STATUS, status, run_id,
                                                                      _why(e)))
     _running_in.clear()

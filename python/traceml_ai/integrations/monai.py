@@ -25,6 +25,8 @@ does nothing.
 """
 import traceml_ai as _t
 
+from .. import _glue
+
 from . import _common, ignite as _ignite
 
 try:
@@ -55,10 +57,10 @@ def init():
     config; one whose `disabled` is True when MONAI is missing or too old
     (one warning line; TraceML is then not started)."""
     if not _enabled():
-        if _t._config is not None:
-            return _t._config
+        if _glue.config() is not None:
+            return _glue.config()
         return _t.InitConfig("auto", (False,) * 6, True, None, None)
-    return _t._config
+    return _glue.config()
 
 
 class TraceMLHandler(_ignite.TraceMLHandler):
@@ -74,11 +76,11 @@ class TraceMLHandler(_ignite.TraceMLHandler):
 
     def _attach(self, engine):
         if _Evaluator is not None and isinstance(engine, _Evaluator):
-            _t._warn("TraceMLHandler traces a MONAI trainer; %s is an evaluator (no "
+            _glue.warn("TraceMLHandler traces a MONAI trainer; %s is an evaluator (no "
                      "optimizer steps): not traced" % type(engine).__name__)
             return False
         super(TraceMLHandler, self)._attach(engine)
-        c, ev, on = _t._c, _IterationEvents, engine.add_event_handler
+        c, ev, on = _glue.engine, _IterationEvents, engine.add_event_handler
         on(ev.FORWARD_COMPLETED, c.phase_begin, c.FORWARD)
         on(ev.LOSS_COMPLETED, c.phase_end, c.FORWARD)
         on(ev.LOSS_COMPLETED, c.phase_begin, c.BACKWARD)

@@ -36,6 +36,8 @@ import threading
 import time
 
 import traceml_ai as _t
+
+from .. import _glue
 from ray.train.torch import TorchTrainer as _TorchTrainer
 
 from . import _common
@@ -73,17 +75,17 @@ def _worker_start(env):
         os.environ.pop(k, None)
     os.environ.update({k: str(v) for k, v in env.items()})
     os.environ.update({k: str(v) for k, v in ident.items()})
-    if _t._config is not None:
+    if _glue.config() is not None:
         # started in this process before (a reused worker, or the loop's
         # module called init() at import): its identity may be stale
-        _t._warn("TraceML was already started in this Ray worker; its rank may be wrong")
-        return bool(_t._active)
+        _glue.warn("TraceML was already started in this Ray worker; its rank may be wrong")
+        return bool(_glue.active())
     import torch  # noqa: F401  (automatic step detection needs torch loaded)
     if init:            # TraceMLRayConfig(init_mode=...) other than "auto"
         _t.init(**init)
     else:
-        _t._start_detected()
-    return bool(_t._active)
+        _glue.start_detected()
+    return bool(_glue.active())
 
 
 def _worker_stop(failed):
@@ -91,16 +93,16 @@ def _worker_stop(failed):
     hooks are cut loose from the engine and the rank says goodbye with its
     last records."""
     if failed:
-        _t._stop("failed", 1)
+        _glue.stop("failed", 1)
     else:
-        _t._stop()
+        _glue.stop()
 
 
 def _run_traced(fn, args, env):
     try:
         started = _worker_start(env)
     except Exception as e:          # never break training
-        _t._warn("could not start TraceML in the Ray worker (%s); it trains untraced" % (e,))
+        _glue.warn("could not start TraceML in the Ray worker (%s); it trains untraced" % (e,))
         started = False
     ok = False
     try:
@@ -140,7 +142,7 @@ def _wrap(fn, env):
 # Driver side: the aggregator
 
 def _traceml_binary():
-    return os.path.join(os.path.dirname(os.path.abspath(_t.__file__)), "bin", "traceml")
+    return _glue.command
 
 
 def _default_run_name():
@@ -182,8 +184,8 @@ class _Server(object):
         self.pump = None
 
     def start(self, cfg):
-        logs = os.path.abspath(cfg.logs_dir or _t._env("TRACEML_LOGS_DIR") or "logs")
-        name = cfg.session_id or _t._env("TRACEML_RUN_NAME") or _default_run_name()
+        logs = os.path.abspath(cfg.logs_dir or _glue.env("TRACEML_LOGS_DIR") or "logs")
+        name = cfg.session_id or _glue.env("TRACEML_RUN_NAME") or _default_run_name()
         cmd = [_traceml_binary(), "serve", "--run-name", name, "--logs-dir", logs]
         if cfg.bind_host:
             cmd += ["--bind", cfg.bind_host]
@@ -243,14 +245,14 @@ class _Server(object):
             try:
                 p.wait(_SERVE_STOP_S)
             except subprocess.TimeoutExpired:
-                _t._warn("`traceml serve` did not finish within %d s; killed" % _SERVE_STOP_S)
+                _glue.warn("`traceml serve` did not finish within %d s; killed" % _SERVE_STOP_S)
                 p.kill()
                 p.wait()
         finally:
             if self.pump is not None:
                 self.pump.join(10.0)
             if p.returncode not in (0, None) and not quiet:
-                _t._warn("`traceml serve` exited with status %s" % p.returncode)
+                _glue.warn("`traceml serve` exited with status %s" % p.returncode)
 
 
 # --------------------------------------------------------------------------
@@ -285,7 +287,7 @@ class TraceMLRayConfig(object):
         """The workers' part of it, added to what they are given."""
         for name, default in sorted(self._IGNORED.items()):
             if getattr(self, name) != default:
-                _t._warn("TraceMLRayConfig(%s=%r) has no meaning here; ignored"
+                _glue.warn("TraceMLRayConfig(%s=%r) has no meaning here; ignored"
                          % (name, getattr(self, name)))
         env = dict(env)
         if self.sampler_interval_sec is not None:
@@ -307,11 +309,11 @@ class TraceMLTorchTrainer(_TorchTrainer):
         super(TraceMLTorchTrainer, self).__init__(*args, **kwargs)
 
     def fit(self):
-        if not _common.supported("Ray Train", "ray", _MIN_RAY) or _t._env_disabled():
+        if not _common.supported("Ray Train", "ray", _MIN_RAY) or _glue.env_disabled():
             return super(TraceMLTorchTrainer, self).fit()
         server = None
         try:
-            if _t._env("TRACEML_ADDR"):
+            if _glue.env("TRACEML_ADDR"):
                 env = {k: os.environ[k] for k in _PASSED if os.environ.get(k)}
             else:
                 server = _Server()
@@ -331,7 +333,7 @@ class TraceMLTorchTrainer(_TorchTrainer):
             else:
                 params = None
         except Exception as e:          # never break training
-            _t._warn("could not set up TraceML for Ray Train (%s); training runs untraced"
+            _glue.warn("could not set up TraceML for Ray Train (%s); training runs untraced"
                      % (e,))
             if server is not None:
                 server.stop()

@@ -27,6 +27,8 @@ averaged model is the plain one.
 """
 import traceml_ai as _t
 
+from .. import _glue
+
 from . import _common
 
 __all__ = ["init"]
@@ -35,8 +37,8 @@ _NEEDS = ("RF-DETR", "rfdetr", "1.10")
 
 
 def _disabled_config():
-    if _t._config is not None:
-        return _t._config
+    if _glue.config() is not None:
+        return _glue.config()
     return _t.InitConfig("auto", (False,) * 6, True, None, None)
 
 
@@ -53,17 +55,17 @@ def init():
         from rfdetr import training
         from . import pytorch_lightning as pl_integration
     except Exception as e:
-        _t._warn("the RF-DETR integration cannot import rfdetr.training (%s; pip install "
+        _glue.warn("the RF-DETR integration cannot import rfdetr.training (%s; pip install "
                  "'rfdetr[train]'); training continues untraced" % (e,))
         return _disabled_config()
     if not _common.start():
-        return _t._config
+        return _glue.config()
     try:
         _wrap_factory(training, pl_integration.TraceMLCallback)
     except Exception as e:                  # never break training
-        _t._warn("the RF-DETR integration cannot wrap rfdetr.training.build_trainer (%s); "
+        _glue.warn("the RF-DETR integration cannot wrap rfdetr.training.build_trainer (%s); "
                  "training continues untraced" % (e,))
-    return _t._config
+    return _glue.config()
 
 
 def _auto(training):
@@ -72,8 +74,8 @@ def _auto(training):
     init() wraps it, if TraceML runs and rfdetr is recent enough (silently
     not otherwise: the script asked for nothing)."""
     found = _common._version("rfdetr")
-    if not _t._active or found is None or \
-            _t._version_tuple(found) < _t._version_tuple(_NEEDS[2]):
+    if not _glue.active() or found is None or \
+            _glue.version_tuple(found) < _glue.version_tuple(_NEEDS[2]):
         return
     from . import pytorch_lightning as pl_integration
     _wrap_factory(training, pl_integration.TraceMLCallback)
@@ -92,11 +94,11 @@ def _wrap_factory(training, callback_cls):
             try:
                 _add_callback(trainer, callback_cls)
             except Exception as e:          # never break training
-                _t._warn("cannot add TraceMLCallback to RF-DETR's Trainer (%s)" % (e,))
+                _glue.warn("cannot add TraceMLCallback to RF-DETR's Trainer (%s)" % (e,))
         return trainer
 
     build_trainer._traceml = True
-    _t._patch_with(training, "build_trainer", build_trainer)
+    _glue.patch_with(training, "build_trainer", build_trainer)
 
 
 def _add_callback(trainer, callback_cls):

@@ -24,6 +24,8 @@ warning line: a tracker never breaks the training.
 """
 import traceml_ai as _t
 
+from .. import _glue
+
 
 def log_summary(run=None, step=None):
     """Logs traceml.summary() to `run` (default: wandb.run, the current
@@ -36,7 +38,7 @@ def log_summary(run=None, step=None):
             import wandb
             run = wandb.run
         if run is None:
-            _t._warn("wandb.log_summary: no W&B run (call wandb.init() first); "
+            _glue.warn("wandb.log_summary: no W&B run (call wandb.init() first); "
                      "TraceML's summary was not logged")
             return None
         data = _t.summary()
@@ -49,6 +51,6 @@ def log_summary(run=None, step=None):
         run.summary.update(data)
         return data
     except Exception as e:              # never break training
-        _t._warn("could not log TraceML's summary to W&B (%s: %s)"
+        _glue.warn("could not log TraceML's summary to W&B (%s: %s)"
                  % (type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]))
         return None
