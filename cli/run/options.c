@@ -173,14 +173,14 @@ int tml__run_is_flag(const char *name)
     return 0;
 }
 
-const char *tml__run_from_file(const tml_run_ctx *c, const char *value)
+const char *tml__run_from_file(const tml_run_ctx *c, const char *value, char *buf,
+                               size_t cap)
 {
-    static char where[64];
     for (int k = 0; value && k < c->project.n; k++) {
         const char *eq = strchr(c->project.argv[k], '=');
         if (eq && value == eq + 1) {
-            snprintf(where, sizeof(where), "%s:%d", c->project.path, c->project.line[k]);
-            return where;
+            snprintf(buf, cap, "%s:%d", c->project.path, c->project.line[k]);
+            return buf;
         }
     }
     return NULL;

@@ -112,7 +112,8 @@ static void start_aggregator(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run 
         c->live_interval_ms = (int)(o->interval * 1000.0);
     }
     if (c->live_port_wanted >= 0) {
-        const char *where = tml__run_from_file(c, o->live_bind);
+        const char *where = tml__run_from_file(c, o->live_bind, c->origin,
+                                               sizeof(c->origin));
         char from[96];
         snprintf(from, sizeof(from), "%s%s", where ? "dashboard-bind in " : "--dashboard-bind",
                  where ? where : "");

@@ -76,6 +76,7 @@ typedef struct tml_run_ctx {
                                 * a value still pointing into it came from it */
     char prog[4096];           /* what is exec'd: the interpreter, or COMMAND */
     char python_from[80];      /* where --python came from, quoted by o.py */
+    char origin[64];           /* "traceml.yaml:3": tml__cli_origin()'s, for the run's life */
     tml_launch launch_kind;    /* how the training is run, for a summary in which no
                                 * rank reported */
     const char *zero_edit_script;   /* SCRIPT when zero-edit tracing is on */
@@ -126,9 +127,10 @@ void tml__run_parse(tml_run_ctx *c, int argc, char **argv);
 void tml__run_opts_release(tml_run_opts *o, int argc, char **argv);
 /* 1: name ("--html-report") is an option of `traceml run` without a value. */
 int tml__run_is_flag(const char *name);
-/* "traceml.yaml:3" when value is the one that line of the project's file
- * gave, else NULL (a static buffer, valid until the next call). */
-const char *tml__run_from_file(const tml_run_ctx *c, const char *value);
+/* "traceml.yaml:3" in buf when value is the one that line of the
+ * project's file gave (buf returned), else NULL. */
+const char *tml__run_from_file(const tml_run_ctx *c, const char *value, char *buf,
+                               size_t cap);
 
 /* check.c: everything that can be checked before creating anything, and
  * c->prog (the interpreter, or COMMAND); 0, or TML_EXIT_USAGE after one
