@@ -1853,7 +1853,8 @@ static PyMethodDef mod_methods[] = {
     {"run_dir", mod_run_dir, METH_NOARGS, "the run folder, or None"},
     {"summary_text", mod_summary_text, METH_NOARGS, "the summary box, or None"},
     {"live_port", mod_live_port, METH_NOARGS,
-     "the live dashboard's port of a run without the launcher (TRACEML_DASHBOARD_PORT), or -1"},
+     "the live dashboard's port of a run without the launcher (TRACEML_DASHBOARD_PORT), "
+     "or -1"},
     {"summary_json", mod_summary_json, METH_NOARGS,
      "the run's summary so far (final_summary.json's shape) as text, or None"},
     {"summary_html", mod_summary_html, METH_VARARGS,
