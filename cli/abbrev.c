@@ -8,7 +8,7 @@
  *
  * A command's options are those its usage text lists, one per line
  * ("  --name VALUE  what it does": a word after one blank is its value),
- * and the TraceML 0.5.0 options it accepts with a note (tml__run_legacy,
+ * and the TraceML 0.5.0 options it accepts with a note (tml__launch_legacy,
  * tml__serve_legacy).
  * Expansion rewrites argv before the command parses it, so every parser
  * stays exact; for `run`, `watch` and `tune` it stops at SCRIPT, whose
@@ -65,9 +65,9 @@ static size_t options_of(const tml_cli_cmd *c, opt_name *o)
         n = add(o, n, name, len, name[len] == ' ' && name[len + 1] != ' ');
     }
     int run = strcmp(c->name, "run") == 0 || strcmp(c->name, "watch") == 0;
-    const tml_cli_legacy *more = run ? tml__run_legacy
+    const tml_cli_legacy *more = run ? tml__launch_legacy
                                  : strcmp(c->name, "serve") == 0 ? tml__serve_legacy : NULL;
-    size_t nmore = run ? tml__run_nlegacy : more ? tml__serve_nlegacy : 0;
+    size_t nmore = run ? tml__launch_nlegacy : more ? tml__serve_nlegacy : 0;
     for (size_t k = 0; k < nmore; k++)
         n = add(o, n, more[k].name, strlen(more[k].name), more[k].value);
     for (size_t k = 0; k < sizeof(aliases) / sizeof(aliases[0]); k++)

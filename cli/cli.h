@@ -97,8 +97,8 @@ typedef struct tml_cli_legacy {
  * meaning here (why); ignored" on stderr. 1 on match. */
 int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *table, size_t n);
 /* The 0.5.0 options `run`/`watch` and `serve` accept with a note. */
-extern const tml_cli_legacy tml__run_legacy[], tml__serve_legacy[];
-extern const size_t tml__run_nlegacy, tml__serve_nlegacy;
+extern const tml_cli_legacy tml__launch_legacy[], tml__serve_legacy[];
+extern const size_t tml__launch_nlegacy, tml__serve_nlegacy;
 
 /* abbrev.c: argparse's habits. Rewrites a unique prefix of one of c's long
  * options in argv to that option (before SCRIPT for run, watch, tune); an

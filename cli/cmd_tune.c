@@ -191,7 +191,7 @@ static void parse(tune_ctx *t, int argc, char **argv)
             t->steps = (int)tml__cli_long("--steps", v, 5, 1000000);
         else {   /* traceml run's: with its value unless it is a flag */
             t->runargv[t->nrunargv++] = argv[i];
-            if (!strchr(a, '=') && !tml__run_is_flag(a) && i + 1 < argc)
+            if (!strchr(a, '=') && !tml__launch_is_flag(a) && i + 1 < argc)
                 t->runargv[t->nrunargv++] = argv[++i];
         }
     }
@@ -209,7 +209,7 @@ static int validate(tune_ctx *t)
     tml_run_ctx *c = &t->run;
     c->cmd_name = "tune";
     c->live_port_wanted = c->live_port_got = -1;
-    tml__run_parse(c, t->nrunargv, t->runargv);
+    tml__launch_parse(c, t->nrunargv, t->runargv);
     const tml_run_opts *o = &c->o;
     if (o->apply)
         return tml__cli_error("--apply is for traceml run; tune applies its own settings");
@@ -218,7 +218,7 @@ static int validate(tune_ctx *t)
                               o->disabled ? "--disable-traceml" : "--no-auto-trace");
     if (o->nnodes > 1)
         return tml__cli_error("traceml tune runs on one node (--nnodes 1)");
-    if (tml__run_validate(c))
+    if (tml__launch_validate(c))
         return TML_EXIT_USAGE;
     size_t len = 0;
     for (int k = 0; k < o->ncmd && len < sizeof(t->command) - 1; k++)
@@ -870,7 +870,7 @@ int tml__cmd_tune(int argc, char **argv)
         sigaction(SIGTERM, &sa, NULL);
         rc = tune(t);
     }
-    tml__run_opts_release(&t->run.o, t->nrunargv, t->runargv);
+    tml__launch_opts_release(&t->run.o, t->nrunargv, t->runargv);
     free(t->runargv);
     free(t);
     return rc;

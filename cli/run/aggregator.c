@@ -20,7 +20,7 @@
 
 #include "base/clock.h"
 
-void tml__run_agg_lost(tml_run_agg *ap, const char *fmt, ...)
+void tml__launch_agg_lost(tml_run_agg *ap, const char *fmt, ...)
 {
     va_list va;
     va_start(va, fmt);
@@ -40,7 +40,7 @@ static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl,
     snprintf(logp, sizeof(logp), "%s/traceml.log", r->dir);
     snprintf(cfd, sizeof(cfd), "%d", ctl);
     snprintf(sfd, sizeof(sfd), "%d", st);
-    tml__run_signals_for_aggregator();
+    tml__launch_signals_for_aggregator();
     fcntl(ctl, F_SETFD, 0);
     fcntl(st, F_SETFD, 0);
     int nul = open("/dev/null", O_RDONLY);
@@ -137,7 +137,7 @@ static int read_ports(tml_run_ctx *c, tml_run_agg *ap)
     return 0;
 }
 
-int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
+int tml__launch_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
 {
     int ctl[2], st[2];
     memset(ap, 0, sizeof(*ap));
@@ -168,20 +168,20 @@ int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r)
     return read_ports(c, ap);
 }
 
-void tml__run_agg_exited(tml_run_agg *ap, int status)
+void tml__launch_agg_exited(tml_run_agg *ap, int status)
 {
     ap->exited = 1;
     ap->exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
-void tml__run_agg_reap(tml_run_agg *ap, const char *run_dir, int status)
+void tml__launch_agg_reap(tml_run_agg *ap, const char *run_dir, int status)
 {
     ap->alive = 0;
-    tml__run_agg_exited(ap, status);
+    tml__launch_agg_exited(ap, status);
     if (WIFSIGNALED(status))
-        tml__run_agg_lost(ap, "was killed by signal %d", WTERMSIG(status));
+        tml__launch_agg_lost(ap, "was killed by signal %d", WTERMSIG(status));
     else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-        tml__run_agg_lost(ap, "exited with status %d", WEXITSTATUS(status));
+        tml__launch_agg_lost(ap, "exited with status %d", WEXITSTATUS(status));
     if (WIFSIGNALED(status))
         tml__run_log(run_dir, "launcher",
                      "the aggregator (pid %d) was killed by signal %d; training continues, "

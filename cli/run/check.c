@@ -91,14 +91,14 @@ static int check_apply(tml_run_ctx *c)
 static int check_all(tml_run_ctx *c)
 {
     tml_run_opts *o = &c->o;
-    tml__cli_origin(tml__run_from_file(c, o->mode, c->origin, sizeof(c->origin)));
+    tml__cli_origin(tml__launch_from_file(c, o->mode, c->origin, sizeof(c->origin)));
     if (strcmp(o->mode, "summary") != 0 && strcmp(o->mode, "cli") != 0 &&
         strcmp(o->mode, "dashboard") != 0)
         return tml__cli_error("--mode must be summary, cli or dashboard, got '%s'", o->mode);
     if (o->node_rank >= o->nnodes)
         return tml__cli_error("--node-rank %ld must be below --nnodes %ld", o->node_rank,
                               o->nnodes);
-    tml__cli_origin(tml__run_from_file(c, o->master_addr, c->origin,
+    tml__cli_origin(tml__launch_from_file(c, o->master_addr, c->origin,
                                        sizeof(c->origin)));
     if (!*o->master_addr)
         return tml__cli_error("--master-addr must not be empty");
@@ -123,13 +123,13 @@ static int check_all(tml_run_ctx *c)
     }
     if (o->apply && check_apply(c))
         return TML_EXIT_USAGE;
-    tml__cli_origin(tml__run_from_file(c, o->run_name, c->origin, sizeof(c->origin)));
+    tml__cli_origin(tml__launch_from_file(c, o->run_name, c->origin, sizeof(c->origin)));
     if (o->run_name && !tml__run_name_valid(o->run_name))
         return tml__cli_error("invalid run name '%s': use 1-100 of [A-Za-z0-9_.-]",
                               o->run_name);
-    const char *where = tml__run_from_file(c, o->logs_dir, c->origin, sizeof(c->origin));
+    const char *where = tml__launch_from_file(c, o->logs_dir, c->origin, sizeof(c->origin));
     tml__cli_origin(where ? where
-                          : tml__run_from_file(c, o->run_name, c->origin, sizeof(c->origin)));
+                          : tml__launch_from_file(c, o->run_name, c->origin, sizeof(c->origin)));
     if (!o->disabled &&
         tml__cli_run_check(o->logs_dir, o->dist.host ? o->run_name : o->follower_dir))
         return TML_EXIT_USAGE;
@@ -137,7 +137,7 @@ static int check_all(tml_run_ctx *c)
     if (!o->dashdash) {
         char *from = c->python_from;   /* quoted by o->py for the run's life */
         snprintf(from, sizeof(c->python_from), "--python");
-        if ((where = tml__run_from_file(c, o->python, c->origin, sizeof(c->origin))))
+        if ((where = tml__launch_from_file(c, o->python, c->origin, sizeof(c->origin))))
             snprintf(from, sizeof(c->python_from), "'python' in %s", where);
         tml__cli_origin(NULL);
         if (tml__python_find(&o->py, o->python, from, 1))
@@ -147,7 +147,7 @@ static int check_all(tml_run_ctx *c)
     return 0;
 }
 
-int tml__run_validate(tml_run_ctx *c)
+int tml__launch_validate(tml_run_ctx *c)
 {
     int rc = check_all(c);
     tml__cli_origin(NULL);

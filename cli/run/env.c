@@ -21,7 +21,7 @@
 
 extern char **environ;
 
-void tml__run_env_release(tml_run_env *e)
+void tml__launch_env_release(tml_run_env *e)
 {
     for (size_t i = e->owned_from; i < e->n; i++)
         free(e->v[i]);
@@ -70,7 +70,7 @@ static const char *zero_edit_dir(tml_run_ctx *c, const tml_cli_run *r)
     return dir;
 }
 
-void tml__run_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled)
+void tml__launch_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled)
 {
     tml_run_env *e = &c->env;
     const tml_dist *d = &c->o.dist;

@@ -71,7 +71,7 @@ static char *reply_summary(const agg_reply *r)
 /* Asks the aggregator to finalize; NULL when it did not (then: fallback).
  * An aggregator that exits 0 sent its whole box, even when the run folder
  * could not take the files (its NOT SAVED line says so). */
-char *tml__run_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap,
+char *tml__launch_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap,
                                      const tml_cli_run *r, const char *status, int code,
                                      int width)
 {
@@ -102,20 +102,20 @@ char *tml__run_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap,
     if (!done) {
         tml__run_log(r->dir, "launcher", "the aggregator did not finish in time; "
                      "building the summary from telemetry.sqlite");
-        tml__run_agg_lost(ap, "did not finish the summary within %g s",
+        tml__launch_agg_lost(ap, "did not finish the summary within %g s",
                         interrupted ? 1.0 : timeout_s);
         ap->hung = 1;
         kill(ap->pid, SIGKILL);
         waitpid(ap->pid, &st, 0);
-        tml__run_agg_exited(ap, st);
+        tml__launch_agg_exited(ap, st);
         ap->alive = 0;
         free(text);
         return NULL;
     }
     ap->alive = 0;
-    tml__run_agg_exited(ap, st);
+    tml__launch_agg_exited(ap, st);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        tml__run_agg_reap(ap, r->dir, st);
+        tml__launch_agg_reap(ap, r->dir, st);
         free(text);
         return NULL;
     }
@@ -190,7 +190,7 @@ static void partial_reason(const tml_run_agg *ap, const tml_cli_run *r, tml_agg 
         coverage(r, agg, &pace, here, lost, ended_ns, out + n, cap - (size_t)n);
 }
 
-char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, const tml_cli_run *r,
+char *tml__launch_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, const tml_cli_run *r,
                            const char *status, int code, int width, int64_t ended_ns)
 {
     const tml_dist *d = &c->o.dist;

@@ -19,7 +19,7 @@
  * secret: the id is derived from the run name; the secret comes from
  * $TRACEML_SECRET, else the host writes it to its run folder and followers
  * wait for it there (dist.h). -1 when a follower found no secret. */
-int tml__run_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file)
+int tml__launch_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file)
 {
     const char *env = tml__env_str("TRACEML_SECRET");
     snprintf(r->name, sizeof(r->name), "%s", o->run_name);
@@ -62,7 +62,7 @@ static void live_elsewhere(const tml_run_opts *o, const tml_cli_run *r, const ch
 
 /* A follower (node > 0, Slurm task > 0): its ranks report to the host's
  * aggregator; it prints no summary and exits with the training's code. */
-int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secret)
+int tml__launch_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secret)
 {
     const tml_run_opts *o = &c->o;
     const tml_dist *d = &o->dist;
@@ -71,7 +71,7 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
     snprintf(where, sizeof(where), "%s:%ld", d->multi_host ? d->master_addr : "127.0.0.1",
              d->agg_port);
     tml_manifest m;
-    tml__run_manifest_start(c, r, &m, targv);
+    tml__launch_manifest_start(c, r, &m, targv);
     tml__manifest_write(r->dir, &m);
     if (!have_secret) {
         tml__cli_warn("no run secret (set TRACEML_SECRET on every node, or share --logs-dir "
@@ -83,14 +83,14 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
                  d->slurm ? "task" : "node", d->slurm ? d->task : d->node_rank, r->name, where);
     if (have_secret)
         live_elsewhere(o, r, where);
-    tml__run_build_env(c, r, have_secret ? (int)d->agg_port : 0, 0);
+    tml__launch_build_env(c, r, have_secret ? (int)d->agg_port : 0, 0);
     m.training_started_unix_ms = tml__unix_ms();
-    pid_t pid = tml__run_start_training(c, targv);
+    pid_t pid = tml__launch_start_training(c, targv);
     if (pid < 0) {
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }
-    int code = tml__run_supervise(c, pid, NULL, r->dir, &end);
+    int code = tml__launch_supervise(c, pid, NULL, r->dir, &end);
     c->died_of = end.signal;
     m.status = end.interrupted ? "interrupted" : code == 0 ? "completed" : "failed";
     m.exit_code = code;
@@ -98,7 +98,7 @@ int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secre
     /* the telemetry is node 0's: this node's manifest says where */
     m.telemetry_status = have_secret ? "complete" : "unavailable";
     m.telemetry_reason = have_secret ? "reported_to_node_0" : "no_run_secret";
-    tml__run_guard_record(c, r, code);
+    tml__launch_guard_record(c, r, code);
     m.duration_s = tml__mono_s_since(r->start_mono_ns);
     tml__manifest_write(r->dir, &m);
     tml__progress_remove(r->dir);

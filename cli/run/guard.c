@@ -63,7 +63,7 @@ static long per_node_of(const tml_dist *d)
     return d->enabled ? d->nproc : 1;
 }
 
-void tml__run_guard_record(const tml_run_ctx *c, const tml_cli_run *r, int exit_code)
+void tml__launch_guard_record(const tml_run_ctx *c, const tml_cli_run *r, int exit_code)
 {
     const tml_run_opts *o = &c->o;
     const tml_dist *d = &o->dist;
@@ -142,7 +142,7 @@ static int read_outcome(const tml_run_ctx *c, const char *name, const char *path
     return rc;
 }
 
-int tml__run_guard_collect(const tml_run_ctx *c, const tml_cli_run *r, double timeout_s,
+int tml__launch_guard_collect(const tml_run_ctx *c, const tml_cli_run *r, double timeout_s,
                            tml_strbuf *out)
 {
     const tml_dist *d = &c->o.dist;

@@ -6,7 +6,7 @@
  *
  * A value from the project's file still points into it (c->project) for
  * the run's life, so an error about it can name its line
- * (tml__run_from_file).
+ * (tml__launch_from_file).
  */
 #include "run.h"
 
@@ -70,7 +70,7 @@ const char tml__usage_run[] =
 static const char default_master_addr[] = "127.0.0.1";
 
 /* Options of TraceML 0.5.0 that mean nothing here: a note line each. */
-const tml_cli_legacy tml__run_legacy[] = {
+const tml_cli_legacy tml__launch_legacy[] = {
     {"--trace-max-steps", 1, "TraceML traces every step: its memory stays bounded and it "
      "costs ~1 us a step (docs/performance.md), so there is no step limit to set"},
     {"--aggregator-host", 1, "the ranks of other nodes reach node 0's aggregator at "
@@ -88,7 +88,7 @@ const tml_cli_legacy tml__run_legacy[] = {
     {"--enable-logging", 0, "logging is always on: the run folder's traceml.log"},
     {"--no-dashboard-auto-open", 0, "nothing opens a browser by itself"},
 };
-const size_t tml__run_nlegacy = sizeof(tml__run_legacy) / sizeof(tml__run_legacy[0]);
+const size_t tml__launch_nlegacy = sizeof(tml__launch_legacy) / sizeof(tml__launch_legacy[0]);
 
 /* TraceML 0.5.0's traceml.yaml settings that are no option here: true is
  * what happens anyway; false means the option named (a note says why it
@@ -155,25 +155,25 @@ static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
                 *(int *)(void *)((char *)o + run_flags[k].off) = 1;
                 return 1;
             }
-        return tml__cli_legacy_opt(argc, argv, i, tml__run_legacy,
-                                   tml__run_nlegacy);
+        return tml__cli_legacy_opt(argc, argv, i, tml__launch_legacy,
+                                   tml__launch_nlegacy);
     }
     return 1;
 }
 
 /* An option without a value ("--html-report"), ours or 0.5.0's. */
-int tml__run_is_flag(const char *name)
+int tml__launch_is_flag(const char *name)
 {
     for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
         if (strcmp(name, run_flags[k].name) == 0)
             return 1;
-    for (size_t k = 0; k < tml__run_nlegacy; k++)
-        if (!tml__run_legacy[k].value && strcmp(name, tml__run_legacy[k].name) == 0)
+    for (size_t k = 0; k < tml__launch_nlegacy; k++)
+        if (!tml__launch_legacy[k].value && strcmp(name, tml__launch_legacy[k].name) == 0)
             return 1;
     return 0;
 }
 
-const char *tml__run_from_file(const tml_run_ctx *c, const char *value, char *buf,
+const char *tml__launch_from_file(const tml_run_ctx *c, const char *value, char *buf,
                                size_t cap)
 {
     for (int k = 0; value && k < c->project.n; k++) {
@@ -232,7 +232,7 @@ static void take_file_options(tml_run_ctx *c)
                 tml__cli_die(TML_EXIT_USAGE, "'%s' is true or false, got '%s'", name + 2, val);
             if (strcmp(val, "false") == 0)
                 take_option(1, flag, &i, &c->o);
-        } else if (tml__run_is_flag(name)) {
+        } else if (tml__launch_is_flag(name)) {
             char *flag[] = {name, NULL};
             if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)
                 tml__cli_die(TML_EXIT_USAGE, "'%s' is a flag: true or false, got '%s'",
@@ -283,7 +283,7 @@ static void split_args(const char *s, char ***out, size_t *n, size_t *cap)
     free(buf);
 }
 
-void tml__run_opts_release(tml_run_opts *o, int argc, char **argv)
+void tml__launch_opts_release(tml_run_opts *o, int argc, char **argv)
 {
     if (!o->cmd_owned)
         return;
@@ -369,7 +369,7 @@ static void parse_after_script(int argc, char **argv, int i, tml_run_opts *o,
     o->cmd_owned = 1;
 }
 
-void tml__run_parse(tml_run_ctx *c, int argc, char **argv)
+void tml__launch_parse(tml_run_ctx *c, int argc, char **argv)
 {
     const char *pre_args = NULL;   /* --args before SCRIPT */
     tml_run_opts *o = &c->o;

@@ -82,7 +82,7 @@ static void launch_json(tml_run_ctx *c)
     tml__sb_release(&sb);
 }
 
-void tml__run_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
+void tml__launch_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
                              char **targv)
 {
     const tml_dist *d = &c->o.dist;
@@ -112,14 +112,14 @@ static void start_aggregator(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run 
         c->live_interval_ms = (int)(o->interval * 1000.0);
     }
     if (c->live_port_wanted >= 0) {
-        const char *where = tml__run_from_file(c, o->live_bind, c->origin,
+        const char *where = tml__launch_from_file(c, o->live_bind, c->origin,
                                                sizeof(c->origin));
         char from[96];
         snprintf(from, sizeof(from), "%s%s", where ? "dashboard-bind in " : "--dashboard-bind",
                  where ? where : "");
         tml__cli_warn_exposed(o->live_bind, from);
     }
-    if (tml__run_agg_start(c, ap, r) < 0) {
+    if (tml__launch_agg_start(c, ap, r) < 0) {
         tml__cli_warn("the TraceML aggregator did not start (see %s/traceml.log); "
                       "running without telemetry", r->dir);
         tml__run_log(r->dir, "launcher", "aggregator did not start; training runs untraced");
@@ -129,7 +129,7 @@ static void start_aggregator(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run 
         }
         ap->alive = 0;
         ap->port = 0;
-        tml__run_agg_lost(ap, "did not start");
+        tml__launch_agg_lost(ap, "did not start");
     }
 }
 
@@ -142,14 +142,14 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
     tml_run_end end = {0, 0};
     tml_run_agg ap;
     start_aggregator(c, &ap, r);
-    tml__run_build_env(c, r, ap.port, 0);
+    tml__launch_build_env(c, r, ap.port, 0);
     c->live_view = tml__view_start(o->mode, c->live_port_wanted, c->live_port_got,
                                    o->live_bind, c->live_interval_ms, r);
     m->training_started_unix_ms = tml__unix_ms();
     m->telemetry_status = ap.port ? "running" : "unavailable";
     m->telemetry_reason = ap.port ? NULL : "aggregator_not_started";
     tml__manifest_write(r->dir, m);
-    pid_t pid = tml__run_start_training(c, targv);
+    pid_t pid = tml__launch_start_training(c, targv);
     tml__view_started(c->live_view);
     if (pid < 0) {
         tml__view_free(c->live_view);
@@ -157,7 +157,7 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
         tml__cli_warn("cannot fork: %s", strerror(errno));
         return 1;
     }
-    int code = tml__run_supervise(c, pid, &ap, r->dir, &end);
+    int code = tml__launch_supervise(c, pid, &ap, r->dir, &end);
     int64_t ended_ns = tml__mono_ns();
     tml__view_free(c->live_view);   /* the terminal back as it was, before the summary */
     c->live_view = NULL;
@@ -171,16 +171,16 @@ static int run_traced(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m, cha
     m->exit_code = code;
     m->training_ended_unix_ms = tml__unix_ms();
     tml_strbuf guard = TML_STRBUF_INIT;
-    tml__run_guard_record(c, r, code);
-    if (tml__run_guard_collect(c, r, end.interrupted ? 1.0 : o->finalize_timeout_s,
+    tml__launch_guard_record(c, r, code);
+    if (tml__launch_guard_collect(c, r, end.interrupted ? 1.0 : o->finalize_timeout_s,
                                &guard) == 0)
         m->guard_training = guard.buf;
     tml__manifest_write(r->dir, m);
 
-    char *text = tml__run_finalize_via_agg(c, &ap, r, status, code, width);
+    char *text = tml__launch_finalize_via_agg(c, &ap, r, status, code, width);
     int rebuilt = !text;
     if (!text)
-        text = tml__run_finalize_here(c, &ap, r, status, code, width, ended_ns);
+        text = tml__launch_finalize_here(c, &ap, r, status, code, width, ended_ns);
     int summarized = text != NULL;
     if (text)
         tml__cli_print_summary(text);
@@ -221,11 +221,11 @@ static int run_untraced(tml_run_ctx *c, char **targv)
     tml_cli_run r;
     tml_run_end end = {0, 0};
     memset(&r, 0, sizeof(r));
-    tml__run_build_env(c, &r, 0, 1);
-    pid_t pid = tml__run_start_training(c, targv);
+    tml__launch_build_env(c, &r, 0, 1);
+    pid_t pid = tml__launch_start_training(c, targv);
     if (pid < 0)
         tml__cli_die(1, "cannot fork: %s", strerror(errno));
-    int code = tml__run_supervise(c, pid, NULL, NULL, &end);
+    int code = tml__launch_supervise(c, pid, NULL, NULL, &end);
     c->died_of = end.signal;
     return code;
 }
@@ -256,7 +256,7 @@ static int launch(tml_run_ctx *c, int targc, char **targv)
     const tml_run_opts *o = &c->o;
     const char *prog = c->prog;
     int rc;
-    tml__run_install_handlers();
+    tml__launch_install_handlers();
     tml_cli_run r;
     memset(&r, 0, sizeof(r));
     prepare(c);
@@ -293,15 +293,15 @@ static int launch(tml_run_ctx *c, int targc, char **targv)
     }
     int secret_file = 0;
     if (o->dist.followers) {
-        rc = tml__run_share_identity(o, &r, &secret_file);
+        rc = tml__launch_share_identity(o, &r, &secret_file);
         if (!o->dist.host) {
-            rc = tml__run_follow(c, &r, targv, rc == 0);
+            rc = tml__launch_follow(c, &r, targv, rc == 0);
             free(dargv);
             return rc;
         }
     }
     tml_manifest m;
-    tml__run_manifest_start(c, &r, &m, targv);
+    tml__launch_manifest_start(c, &r, &m, targv);
     rc = tml__manifest_write(r.dir, &m);
     if (rc < 0)
         tml__cli_warn("could not write %s/manifest.json: %s", r.dir,
@@ -335,7 +335,7 @@ static int run_command(tml_run_ctx *c)
         targv[targc++] = o->cmd[i];
     targv[targc] = NULL;
     int rc = launch(c, targc, targv);
-    tml__run_env_release(&c->env);
+    tml__launch_env_release(&c->env);
     free(targv);
     return rc;
 }
@@ -348,11 +348,11 @@ int tml__cmd_run_profile(int argc, char **argv, int watch)
     c->cmd_name = watch ? "watch" : "run";
     c->live_port_wanted = c->live_port_got = -1;
     c->live_interval_ms = 1000;
-    tml__run_parse(c, argc, argv);
-    int rc = tml__run_validate(c);
+    tml__launch_parse(c, argc, argv);
+    int rc = tml__launch_validate(c);
     if (rc == 0)
         rc = run_command(c);
-    tml__run_opts_release(&c->o, argc, argv);
-    tml__run_witness_end();
-    return tml__run_die_as(c->died_of, rc);
+    tml__launch_opts_release(&c->o, argc, argv);
+    tml__launch_witness_end();
+    return tml__launch_die_as(c->died_of, rc);
 }

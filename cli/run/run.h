@@ -15,8 +15,9 @@
  *     follow.c     several nodes: the shared identity, a follower's launch
  *     guard.c      a guarded run's node outcomes (traceml.yaml's guard:)
  *
- * The functions here are named tml__run_<what>; model/run.h's tml__run_*
- * act on a tml_run, these on a tml_run_ctx (or the part named).
+ * The functions here are named tml__launch_<what> and act on a
+ * tml_run_ctx (or the part named); model/run.h's tml__run_* act on a
+ * tml_run, the run's model.
  */
 #ifndef TML_CLI_RUN_H
 #define TML_CLI_RUN_H
@@ -106,60 +107,60 @@ typedef struct tml_run_agg {
 
 /* run.c: a manifest of run r as it starts (status running, the command
  * targv, the distributed shape), for tml__manifest_write. */
-void tml__run_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
+void tml__launch_manifest_start(tml_run_ctx *c, const tml_cli_run *r, tml_manifest *m,
                              char **targv);
 
 /* guard.c: a guarded run (traceml.yaml's guard:), TraceML 0.5.0's way.
  * Writes this node's <logs>/<run>/nodes/node_<k>/guard_outcome.json
  * (nothing without a guard, or when node 0's run folder is not on this
  * disk: a note says so). */
-void tml__run_guard_record(const tml_run_ctx *c, const tml_cli_run *r, int exit_code);
+void tml__launch_guard_record(const tml_run_ctx *c, const tml_cli_run *r, int exit_code);
 /* Node 0: every node's outcome, waiting up to timeout_s for them, as the
  * manifest's guard.training JSON appended to out. -1 without a guard. */
-int tml__run_guard_collect(const tml_run_ctx *c, const tml_cli_run *r, double timeout_s,
+int tml__launch_guard_collect(const tml_run_ctx *c, const tml_cli_run *r, double timeout_s,
                            tml_strbuf *out);
 
 /* options.c: fills c->o from the project's file, then argv; dies on a
  * bad option (exit 2), exits 0 after --help. */
-void tml__run_parse(tml_run_ctx *c, int argc, char **argv);
-/* Frees what tml__run_parse allocated: the command's array and the words
+void tml__launch_parse(tml_run_ctx *c, int argc, char **argv);
+/* Frees what tml__launch_parse allocated: the command's array and the words
  * --args split (those of argc/argv, the same, are not). */
-void tml__run_opts_release(tml_run_opts *o, int argc, char **argv);
+void tml__launch_opts_release(tml_run_opts *o, int argc, char **argv);
 /* 1: name ("--html-report") is an option of `traceml run` without a value. */
-int tml__run_is_flag(const char *name);
+int tml__launch_is_flag(const char *name);
 /* "traceml.yaml:3" in buf when value is the one that line of the
  * project's file gave (buf returned), else NULL. */
-const char *tml__run_from_file(const tml_run_ctx *c, const char *value, char *buf,
+const char *tml__launch_from_file(const tml_run_ctx *c, const char *value, char *buf,
                                size_t cap);
 
 /* check.c: everything that can be checked before creating anything, and
  * c->prog (the interpreter, or COMMAND); 0, or TML_EXIT_USAGE after one
  * error line (naming the project file's line a value came from). */
-int tml__run_validate(tml_run_ctx *c);
+int tml__launch_validate(tml_run_ctx *c);
 
 /* env.c: builds c->env for the training: environ without the variables
  * TraceML owns, then the run's (TRACEML_ADDR on port, else untraced;
  * disabled: TRACEML_DISABLED=1 only) and zero-edit tracing's PYTHONPATH. */
-void tml__run_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled);
-void tml__run_env_release(tml_run_env *e);
+void tml__launch_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled);
+void tml__launch_env_release(tml_run_env *e);
 
 /* aggregator.c: forks `traceml __aggregate` for run r and reads its
  * ports (ap->port, c->live_port_got); -1 when it did not start or say. */
-int tml__run_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r);
+int tml__launch_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r);
 /* Notes what happened to the aggregator (ap->lost) and when. */
-void tml__run_agg_lost(tml_run_agg *ap, const char *fmt, ...)
+void tml__launch_agg_lost(tml_run_agg *ap, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Its exit code from waitpid's status (the manifest's aggregator_exit_code). */
-void tml__run_agg_exited(tml_run_agg *ap, int status);
+void tml__launch_agg_exited(tml_run_agg *ap, int status);
 /* The aggregator ended with status (waitpid's): noted and logged. */
-void tml__run_agg_reap(tml_run_agg *ap, const char *run_dir, int status);
+void tml__launch_agg_reap(tml_run_agg *ap, const char *run_dir, int status);
 
 /* finalize.c: the summary box (malloc'd), asked of the aggregator; NULL
- * when it did not send one (then: tml__run_finalize_here, which rebuilds
+ * when it did not send one (then: tml__launch_finalize_here, which rebuilds
  * the run from telemetry.sqlite and says why it is partial). */
-char *tml__run_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r,
+char *tml__launch_finalize_via_agg(const tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r,
                                 const char *status, int code, int width);
-char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap,
+char *tml__launch_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap,
                              const tml_cli_run *r, const char *status, int code, int width,
                              int64_t ended_ns);
 
@@ -176,15 +177,15 @@ char *tml__run_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap,
  * of those four was caught (passed on or not); witness_end: at the end;
  * die_as: the launcher dies of sig, as the training did (no core file);
  * returns code when sig does not kill. */
-void tml__run_install_handlers(void);
-void tml__run_signals_block(sigset_t *was);
-void tml__run_signals_restore(const sigset_t *was);
-void tml__run_signals_for_child(void);
-void tml__run_signals_for_aggregator(void);
-int tml__run_pass_signals(pid_t train, int64_t now_ms);
-int tml__run_asked_to_end(void);
-void tml__run_witness_end(void);
-int tml__run_die_as(int sig, int code);
+void tml__launch_install_handlers(void);
+void tml__launch_signals_block(sigset_t *was);
+void tml__launch_signals_restore(const sigset_t *was);
+void tml__launch_signals_for_child(void);
+void tml__launch_signals_for_aggregator(void);
+int tml__launch_pass_signals(pid_t train, int64_t now_ms);
+int tml__launch_asked_to_end(void);
+void tml__launch_witness_end(void);
+int tml__launch_die_as(int sig, int code);
 
 /* How the training ended, beside its exit code. */
 typedef struct tml_run_end {
@@ -196,15 +197,15 @@ typedef struct tml_run_end {
  * its pid or -1; waiting for it while the live view draws, passing on
  * signals and reaping a dying aggregator (ap, may be NULL). Returns the
  * training's exit code (128 + signal), *end filled. */
-pid_t tml__run_start_training(const tml_run_ctx *c, char **argv);
-int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
+pid_t tml__launch_start_training(const tml_run_ctx *c, char **argv);
+int tml__launch_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
                        tml_run_end *end);
 
 /* follow.c: with several launchers, the run id and secret they share
  * (-1: a follower found no secret; *secret_file: the host wrote one); a
  * follower's whole launch, returning the training's exit code. */
-int tml__run_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file);
-int tml__run_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secret);
+int tml__launch_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file);
+int tml__launch_follow(tml_run_ctx *c, tml_cli_run *r, char **targv, int have_secret);
 
 /* The zero-edit sitecustomize the launcher writes into the run folder:
  * python/traceml_ai/_sitecustomize.py, embedded at build time

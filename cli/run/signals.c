@@ -85,7 +85,7 @@ static int ends_training(int sig)
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
-int tml__run_asked_to_end(void)
+int tml__launch_asked_to_end(void)
 {
     return caught[SIGINT] || caught[SIGTERM] || caught[SIGHUP] || caught[SIGQUIT];
 }
@@ -163,7 +163,7 @@ static int sent_to_group(int sig)
     return sig == SIGINT && int_code == SI_KERNEL;
 }
 
-void tml__run_install_handlers(void)
+void tml__launch_install_handlers(void)
 {
     sigprocmask(SIG_SETMASK, NULL, &inherited_mask);
     sigemptyset(&passed);
@@ -199,17 +199,17 @@ void tml__run_install_handlers(void)
     sigprocmask(SIG_SETMASK, &was, NULL);
 }
 
-void tml__run_signals_block(sigset_t *was)
+void tml__launch_signals_block(sigset_t *was)
 {
     sigprocmask(SIG_BLOCK, &passed, was);
 }
 
-void tml__run_signals_restore(const sigset_t *was)
+void tml__launch_signals_restore(const sigset_t *was)
 {
     sigprocmask(SIG_SETMASK, was, NULL);
 }
 
-void tml__run_signals_for_child(void)
+void tml__launch_signals_for_child(void)
 {
     for (int sig = 1; sig < NSIGS; sig++)
         if (handled[sig] || sig == SIGPIPE)
@@ -217,7 +217,7 @@ void tml__run_signals_for_child(void)
     sigprocmask(SIG_SETMASK, &inherited_mask, NULL);
 }
 
-void tml__run_signals_for_aggregator(void)
+void tml__launch_signals_for_aggregator(void)
 {
     for (int sig = 1; sig < NSIGS; sig++)
         if (handled[sig])
@@ -225,7 +225,7 @@ void tml__run_signals_for_aggregator(void)
     sigprocmask(SIG_SETMASK, &passed, NULL);   /* the launcher decides its end */
 }
 
-int tml__run_pass_signals(pid_t train, int64_t now_ms)
+int tml__launch_pass_signals(pid_t train, int64_t now_ms)
 {
     static sig_atomic_t seen[NSIGS], done[NSIGS];
     static int64_t noticed_ms[NSIGS];
@@ -246,7 +246,7 @@ int tml__run_pass_signals(pid_t train, int64_t now_ms)
     return ending;
 }
 
-void tml__run_witness_end(void)
+void tml__launch_witness_end(void)
 {
     if (witness.req >= 0)
         close(witness.req);
@@ -261,13 +261,13 @@ void tml__run_witness_end(void)
     witness.pid = 0;
 }
 
-int tml__run_die_as(int sig, int code)
+int tml__launch_die_as(int sig, int code)
 {
     if (sig <= 0 || sig >= NSIGS)
         return code;
     fflush(stdout);
     fflush(stderr);
-    tml__run_witness_end();
+    tml__launch_witness_end();
     struct rlimit none = {0, 0};
     setrlimit(RLIMIT_CORE, &none);   /* the training's core file, not ours */
     signal(sig, SIG_DFL);

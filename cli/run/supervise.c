@@ -16,19 +16,19 @@
 
 #include "base/clock.h"
 
-pid_t tml__run_start_training(const tml_run_ctx *c, char **argv)
+pid_t tml__launch_start_training(const tml_run_ctx *c, char **argv)
 {
     const char *prog = c->prog;
     fflush(stdout);
     fflush(stderr);
     sigset_t was;
-    tml__run_signals_block(&was);   /* none lost between fork and exec */
+    tml__launch_signals_block(&was);   /* none lost between fork and exec */
     pid_t pid = fork();
     if (pid != 0) {
-        tml__run_signals_restore(&was);
+        tml__launch_signals_restore(&was);
         return pid;
     }
-    tml__run_signals_for_child();
+    tml__launch_signals_for_child();
     int fd = tml__view_child_fd(c->live_view);
     if (fd >= 0) {   /* the terminal view's output panel */
         dup2(fd, 1);
@@ -42,7 +42,7 @@ pid_t tml__run_start_training(const tml_run_ctx *c, char **argv)
 /* Waits for the training; passes on signals, kills it --kill-after
  * seconds after a signal that asks it to end (never on a clock of its
  * own), notes the aggregator's death. */
-int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
+int tml__launch_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const char *run_dir,
                        tml_run_end *end)
 {
     int status = 0, killed = 0;
@@ -55,9 +55,9 @@ int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const
             break;
         }
         if (ap && ap->alive && waitpid(ap->pid, &st, WNOHANG) == ap->pid)
-            tml__run_agg_reap(ap, run_dir, st);
+            tml__launch_agg_reap(ap, run_dir, st);
         int64_t now = tml__mono_ms();
-        int ending = tml__run_pass_signals(train, now);
+        int ending = tml__launch_pass_signals(train, now);
         if (ending) {
             end->interrupted = 1;
             if (c->o.kill_after_s > 0 && !kill_at)
@@ -78,7 +78,7 @@ int tml__run_supervise(const tml_run_ctx *c, pid_t train, tml_run_agg *ap, const
     /* a group's signal may end the training before it was looked at; a
      * KeyboardInterrupt raised in the script ends Python by SIGINT, as
      * Ctrl-C does: interrupted either way */
-    if (tml__run_asked_to_end() || end->signal == SIGINT)
+    if (tml__launch_asked_to_end() || end->signal == SIGINT)
         end->interrupted = 1;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
