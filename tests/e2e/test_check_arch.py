@@ -43,7 +43,7 @@ def test_clean_tree_passes(tmp_path):
                           "int tml__r(int x) { return tml__b(x); }\n",
     })
     assert r.returncode == 0, r.stdout
-    assert r.stdout.splitlines()[-1] == "check-arch: 5 passed, 0 failed"
+    assert r.stdout.splitlines()[-1] == "check-arch: 6 passed, 0 failed"
 
 
 def test_a_call_up_the_layers_fails(tmp_path):
@@ -57,7 +57,7 @@ def test_a_call_up_the_layers_fails(tmp_path):
     assert r.returncode == 1
     assert ("FAIL calls: build/obj/src/model/m.o: calls tml__report_thing of report/ (layer 3) "
             "from model/ (layer 1)") in r.stdout
-    assert r.stdout.splitlines()[-1] == "check-arch: 4 passed, 1 failed"
+    assert r.stdout.splitlines()[-1] == "check-arch: 5 passed, 1 failed"
 
 
 def test_a_printer_calling_the_model_fails(tmp_path):
@@ -106,3 +106,17 @@ def test_a_long_function_of_the_extension_fails(tmp_path):
                                         % body}, build=False)
     assert "FAIL functions: python/ext.c:2: long_one is 104 lines (at most 100)" in r.stdout, \
         r.stdout
+
+
+def test_a_comment_naming_a_missing_file_fails(tmp_path):
+    # a comment that points at a file the repository does not have is
+    # untrue; patterns (docs/*.md, web/report.{js,css}) are no paths
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "here.md").write_text("x\n")
+    r = tree(tmp_path, {"src/base/b.c": "/* see docs/here.md and docs/gone.md;\n"
+                                        " * docs/*.md, web/report.{js,css} */\n"
+                                        "int tml__b(int x);\nint tml__b(int x) { return x; }\n"})
+    assert r.returncode == 1
+    fails = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
+    assert fails == ["FAIL paths: src/base/b.c:1: names docs/gone.md, which the repository "
+                     "does not have"], r.stdout
