@@ -6,7 +6,8 @@ TraceML in it (zero-edit tracing, docs/zero-edit.md):
 The model's parameters live in shared memory; --processes child
 processes (multiprocessing, spawn), with no process group, each train it
 with their own DataLoader and SGD; the parent only starts them, waits,
-and evaluates the result. Each child is a rank of the run (numbered in
+and evaluates the result on a DataLoader of its own (no optimizer step:
+it stays no rank, as mnist_hogwild's parent). Each child is a rank of the run (numbered in
 the order they start), the parent none. Each batch sleeps --delay-ms in
 the loader (a slow transform), so the run is INPUT-BOUND; each child
 prints its own step count and time per step.
@@ -65,11 +66,13 @@ def train(rank, a, model):
 
 
 def test(model):
-    data = dataset(512, 1234)
+    # as mnist_hogwild's test(): a DataLoader of the parent's own
+    loader = DataLoader(dataset(512, 1234), batch_size=128)
     model.eval()
+    correct = 0
     with torch.no_grad():
-        out = model(data.tensors[0])
-        correct = (out.argmax(1) == data.tensors[1]).sum().item()
+        for data, target in loader:
+            correct += (model(data).argmax(1) == target).sum().item()
     print("test accuracy %d/512" % correct, flush=True)
 
 

@@ -118,6 +118,7 @@ typedef struct tml_shipper {
     char *sum_json;
     int sum_rc;
     int saw_events;
+    int saw_steps;               /* a step that ended (not aborted) was shipped */
     tml_rank_stats stats;
     tml_step_record *batch;
     size_t nbatch;

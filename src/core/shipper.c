@@ -65,14 +65,17 @@ static void apply_identity(void)
 /* 1 once the sink knows who we are: the identity is settled (from the
  * environment or tml_set_rank, or else the first steps are ready, or the
  * run ends) and the sink took the hello (a wire sink that cannot connect
- * yet is asked again on the next pass). */
+ * yet is asked again on the next pass). A launcher says it only once it
+ * trained itself, a step ended: an evaluation after its children joined
+ * (mnist_hogwild's test()) makes no rank of it. */
 static int say_hello(void)
 {
     if (atomic_load_explicit(&tml__req.hello_sent, memory_order_relaxed))
         return 1;
     apply_identity();
-    if (!S->saw_events && (atomic_load(&tml__req.launcher) ||
-                           (!tml__setup.identity_from_env && !S->stop)))
+    if (atomic_load(&tml__req.launcher) ? !S->saw_steps
+                                        : !S->saw_events && !tml__setup.identity_from_env &&
+                                              !S->stop)
         return 0;
     if (sink()->ops->hello(sink(), &tml__setup.hello) < 0)
         return 0;
@@ -113,6 +116,7 @@ static void deliver_batch(void)
 
 void tml__ship_record(const tml_step_record *r)
 {
+    S->saw_steps |= !(r->flags & TML_STEP_ABORTED);
     S->batch[S->nbatch] = *r;
     if (++S->nbatch == TML_WIRE_MAX_STEPS)
         deliver_batch();
@@ -357,6 +361,7 @@ int tml__shipper_start(void)
     S->stats.overhead_ns_per_step = -1;
     S->stop = 0;
     S->saw_events = 0;
+    S->saw_steps = 0;
     S->nbatch = 0;
     S->rss_prev = -1;
     S->samples_dropped = 0;

@@ -528,14 +528,17 @@ static int warmup_steps(const table *t, int allow_gpu, tml_window *w)
 
 /* Epoch starts after warm-up leave the table; their wait (the longest of
  * the row) and the script's time before them (the longest too) are
- * averaged into the window. */
+ * averaged into the window: the wait over every epoch start, the time
+ * before over those that follow a step (the run's first epoch follows no
+ * step, so no validation or checkpoint of the script came before it). */
 static int drop_epoch_starts(table *t, tml_window *w)
 {
     size_t n = t->rows, from = w->warmup_steps, m = 0;
     double *wait = calloc(n ? 2 * n : 1, sizeof(*wait)), sum = 0, between = 0;
+    size_t nbetween = 0;
     double *pre = wait + n;     /* the row's longest time before its loader started */
     uint8_t *start = calloc(n ? n : 1, 1);
-    size_t *keep = malloc((n ? n : 1) * sizeof(*keep));
+    size_t *keep = calloc(n ? n : 1, sizeof(*keep));
     if (!wait || !start || !keep) {
         free(wait);
         free(start);
@@ -558,12 +561,15 @@ static int drop_epoch_starts(table *t, tml_window *w)
         }
         w->epoch_start_steps++;
         sum += wait[j];
-        between += pre[j];
+        if (j > 0) {
+            between += pre[j];
+            nbetween++;
+        }
     }
     keep_rows(t, keep, m);
     if (w->epoch_start_steps) {
         w->epoch_start_wait_ns = sum / (double)w->epoch_start_steps;
-        w->between_epochs_ns = between / (double)w->epoch_start_steps;
+        w->between_epochs_ns = nbetween ? between / (double)nbetween : 0;
     }
     free(wait);
     free(start);

@@ -305,6 +305,19 @@ static void test_epoch_starts_excluded(void)
     CHECK_NEAR(w.epoch_start_wait_ns, 300.0 * MS, 1);
     CHECK_NEAR(w.between_epochs_ns, 200.0 * MS, 1);         /* rank 1's, the longer */
     tml__window_release(&w);
+
+    /* the run's first step starts an epoch too (a loader's first epoch):
+     * nothing of the script came before it, so the time before each epoch
+     * is averaged over the two that follow a step, not three */
+    for (int k = 0; k < 2; k++) {
+        tml_rank *r = tml__run_find(&run, k);
+        r->steps[0].flags = TML_STEP_EPOCH_START | TML_STEP_LOADER_START;
+        r->steps[0].gap_ns = 0;
+    }
+    CHECK(tml__window_compute(&run, 0, &w) == 0);
+    CHECK_EQ_INT(w.epoch_start_steps, 3);
+    CHECK_NEAR(w.between_epochs_ns, 200.0 * MS, 1);
+    tml__window_release(&w);
     tml__run_release(&run);
 }
 
