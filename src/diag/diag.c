@@ -520,12 +520,21 @@ static const char *const straggler_what[4] = {
     "its time between steps (work only it does: evaluation, checkpoints, logging)"
 };
 
+/* What to do about a straggler's component, first in that Next. */
+static const char *const straggler_fix[4] = {
+    "give its DataLoader what the others' have (workers, storage)",
+    "look at its host-to-device copies (pinned memory, batch sizes)",
+    "even out the work between the ranks (batch sizes, sequence lengths)",
+    "share that work among the ranks or do it less often (evaluate each rank's shard, "
+    "checkpoint less often)"
+};
+
 /* COMMUNICATION-BOUND's (CPU CONTENTION's) Why, when part of a rank's
  * exposed communication is its wait for a straggler (straggler_in_comm):
- * whose time it is. */
+ * whose time it is; and its Next, what to do about it first. */
 static void comm_names_straggler(const tml_window *w, const tml_straggler *s, tml_diagnosis *d)
 {
-    char cr[32], vr[32];
+    char cr[32], vr[32], next[sizeof(d->next)];
     size_t n = strlen(d->why);
     fmt_rank(&w->ranks[s->culprit], cr, sizeof(cr));
     fmt_rank(&w->ranks[s->victim], vr, sizeof(vr));
@@ -533,6 +542,13 @@ static void comm_names_straggler(const tml_window *w, const tml_straggler *s, tm
         snprintf(d->why + n, sizeof(d->why) - n, " Of %s's, %.1f ms per step is its wait for "
                  "%s, not the transfer: %s.", vr, ms(s->cost_ns), cr,
                  straggler_what[s->component]);
+    snprintf(next, sizeof(next), "First %s: %s. Then: ", cr, straggler_fix[s->component]);
+    size_t k = strlen(next), m = strlen(d->next);
+    if (k + m >= sizeof(next))
+        m = sizeof(next) - 1 - k;      /* the prefix fits: it is short */
+    memcpy(next + k, d->next, m);
+    next[k + m] = '\0';
+    memcpy(d->next, next, k + m + 1);
 }
 
 /* A contention STRAGGLER that the machine's figures tell, not the rank's

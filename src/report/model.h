@@ -90,7 +90,8 @@ typedef struct tml_report_model {
     tml_step_diag st;
     tml_diagnosis verdict;        /* the run's verdict (SPEC 4.4) */
     /* What is named under it ("Also: ..."): pointers into mem_s, sys_s,
-     * proc_s (tml__diag_also). */
+     * proc_s (tml__diag_also), and st's straggler under a communication
+     * verdict (tml__report_also). */
     const tml_diagnosis *also[TML_ALSO_MAX];
     size_t nalso;
     int32_t world_size;           /* expected ranks */

@@ -179,6 +179,19 @@ void tml__report_also(tml_report_model *m)
 {
     const tml_section_diag *sections[3] = { &m->mem_s, &m->sys_s, &m->proc_s };
     m->nalso = m->watch ? 0 : tml__diag_also(&m->verdict, sections, 3, m->also, TML_ALSO_MAX);
+    /* the straggler a COMMUNICATION-BOUND (CPU CONTENTION) verdict's Why
+     * names, whose WARNING follows it in the step time's issues, is named
+     * under it too (nanoGPT's rank-0-only evaluation) */
+    const char *v = m->verdict.kind;
+    if (m->watch || !v || (strcmp(v, "COMMUNICATION_BOUND") != 0 && strcmp(v, "CPU_CONTENTION")))
+        return;
+    for (size_t i = 0; i < m->st.nissues && m->nalso < TML_ALSO_MAX; i++) {
+        const tml_diagnosis *d = &m->st.issues[i];
+        if (d->kind && strstr(d->kind, "STRAGGLER") && d->severity >= TML_SEV_WARNING) {
+            m->also[m->nalso++] = d;
+            break;
+        }
+    }
 }
 
 /* What the caller says of the run (NULL: defaults). */

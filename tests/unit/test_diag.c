@@ -437,6 +437,9 @@ static void test_straggler_under_threshold_in_comm(void)
     CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
     CHECK(strstr(d.primary.why, "Of R1/N0's, 6.0 ms per step is its wait for R0/N0, not the "
                  "transfer: its time between steps") != NULL);
+    CHECK(strncmp(d.primary.next, "First R0/N0: share that work among the ranks or do it less "
+                  "often", 63) == 0);
+    CHECK(strstr(d.primary.next, ". Then: ") != NULL);
     CHECK_STR(d.issues[1].kind, "OUTSIDE_STEP_STRAGGLER");
     CHECK_EQ_INT(d.issues[1].severity, TML_SEV_WARNING);
     CHECK(strstr(d.issues[1].why, "R0/N0 spends 6.0 ms per step outside the step") != NULL);
@@ -452,6 +455,7 @@ static void test_straggler_under_threshold_in_comm(void)
     tml__diag_step_time(&w, NULL, &d);
     CHECK_STR(d.primary.kind, "COMMUNICATION_BOUND");
     CHECK(strstr(d.primary.why, "its wait for") == NULL);
+    CHECK(strncmp(d.primary.next, "First", 5) != 0);
     for (size_t i = 0; i < d.nissues; i++)
         CHECK(strstr(d.issues[i].kind, "STRAGGLER") == NULL);
 }
