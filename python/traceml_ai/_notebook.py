@@ -128,7 +128,7 @@ def _show_dashboard(asked):
     from . import _c
     port = _c.live_port()
     if port < 0:
-        print("%%traceml: the dashboard's port %d is taken (--dashboard-port): the live "
+        print("%%%%traceml: the dashboard's port %d is taken (--dashboard-port): the live "
               "card only" % asked, file=sys.stderr)
         return
     url = "http://127.0.0.1:%d/" % port
