@@ -525,8 +525,8 @@ static const char *const straggler_fix[4] = {
     "give its DataLoader what the others' have (workers, storage)",
     "look at its host-to-device copies (pinned memory, batch sizes)",
     "even out the work between the ranks (batch sizes, sequence lengths)",
-    "share that work among the ranks or do it less often (evaluate each rank's shard, "
-    "checkpoint less often)"
+    /* one literal: clang takes two adjacent ones in an array for a missing comma */
+    "share that work among the ranks or do it less often (evaluate each rank's shard)"
 };
 
 /* COMMUNICATION-BOUND's (CPU CONTENTION's) Why, when part of a rank's
