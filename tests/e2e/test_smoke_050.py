@@ -219,6 +219,7 @@ def test_two_node_ddp_guard_outcomes_smoke(tmp_path, ddp_minimal):
         if gloo_exit_abort(procs[1].returncode, out1[1]):
             pytest.skip("node 1's rank died of PyTorch's gloo exit abort: node 0's torchrun "
                         "waits out its exit barrier (docs/distributed.md)")
+        assert procs[1].returncode == 0, "node 1: %s%s" % (out1[0][-3000:], out1[1][-3000:])
         outs = [procs[0].communicate(timeout=TIMEOUT_S), out1]
     finally:
         for p in procs:
