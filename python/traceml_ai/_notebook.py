@@ -284,8 +284,8 @@ def compare(a, b, options=(), display=None):
         out_base = os.path.join(os.path.dirname(os.path.abspath(b)), "compare_%s_vs_%s" % (
             os.path.basename(a.rstrip("/")), os.path.basename(b.rstrip("/"))))
         options += ["--output", out_base]
-    exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "traceml")
-    p = subprocess.run([exe, "compare", a, b] + options, stdout=subprocess.PIPE,
+    from . import _glue
+    p = subprocess.run([_glue.command, "compare", a, b] + options, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True)
     if p.returncode == 2 or not p.stdout:
         raise _UsageError(p.stderr.strip() or "traceml compare failed (exit %d)" % p.returncode)
