@@ -125,7 +125,7 @@ static void sample_host(tml_sampler *s, batch *b)
 
 /* How long the training's main thread waited for a core since the last
  * sample, of the wall time: on a saturated host, what tells a rank that
- * falls behind for want of CPU from one that does more work (diag.c). */
+ * falls behind for want of CPU from one that does more work (diag/rule_straggler.c). */
 static void sample_runqueue(tml_sampler *s, batch *b, int64_t now)
 {
     char buf[128];

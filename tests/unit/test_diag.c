@@ -254,6 +254,30 @@ static void test_priority_order(void)
     with_comm(&w, comm);
     tml__diag_step_time(&w, NULL, &d);
     CHECK_STR(d.issues[0].kind, "COMMUNICATION_BOUND");
+
+    /* as severe, the larger part of the step goes first (diag.c's one
+     * comparator): against RESIDUAL-HEAVY behind it and INPUT-BOUND ahead */
+    static const struct {
+        double input, comm, residual;   /* ms of 100; Residual after the comm */
+        const char *first, *second;
+    } tie[] = {
+        { 0, 17, 13, "COMMUNICATION_BOUND", "RESIDUAL_HEAVY" },
+        { 0, 12, 18, "RESIDUAL_HEAVY", "COMMUNICATION_BOUND" },
+        { 15, 17, 2, "COMMUNICATION_BOUND", "INPUT_BOUND" },
+        { 15, 12, 2, "INPUT_BOUND", "COMMUNICATION_BOUND" },
+    };
+    for (size_t i = 0; i < sizeof(tie) / sizeof(tie[0]); i++) {
+        double res = tie[i].comm + tie[i].residual;
+        c[0] = c[1] = split(tie[i].input, 0, res, 100 - tie[i].input - res);
+        w = window(2, c, 100, TML_CLOCK_CPU);
+        comm[0] = comm[1] = tie[i].comm;
+        with_comm(&w, comm);
+        tml__diag_step_time(&w, NULL, &d);
+        CHECK_STR(d.issues[0].kind, tie[i].first);
+        CHECK_STR(d.issues[1].kind, tie[i].second);
+        CHECK_EQ_INT(d.issues[0].severity, TML_SEV_WARNING);
+        CHECK_EQ_INT(d.issues[1].severity, TML_SEV_WARNING);
+    }
 }
 
 static void test_shares_median_over_ranks(void)
