@@ -95,7 +95,7 @@ static int serve_and_finish(tml_host *h, const char *run_dir, int status_fd)
         tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
                                                "training ended: this covers what had arrived");
     }
-    tml__agg_set_tune_trial(tml__host_agg(h), tml__env_bool("TRACEML_TUNE_TRIAL"));
+    tml__agg_set_tune_trial(tml__host_agg(h), tml__env_bool(TML_ENV_TUNE_TRIAL));
     /* Ranks get time to deliver their last records, less after Ctrl-C
      * (the summary must be out within 2 s). */
     int drain_ms = strcmp(status, "interrupted") == 0 ? 300 : 1500;
@@ -170,12 +170,12 @@ int tml__cmd_aggregate(int argc, char **argv)
         else
             return tml__cli_error("__aggregate: unknown option '%s'", argv[i]);
     }
-    const char *env_secret = tml__env_str("TRACEML_SECRET");
+    const char *env_secret = tml__env_str(TML_ENV_SECRET);
     if (!run_dir || !run_name || !run_id || !env_secret || control_fd < 0 || status_fd < 0)
         return tml__cli_error("__aggregate is internal to 'traceml run'");
     char secret[TML_WIRE_SECRET_MAX];
     snprintf(secret, sizeof(secret), "%s", env_secret);
-    unsetenv("TRACEML_SECRET");
+    unsetenv(tml__env_name(TML_ENV_SECRET));
 
     sigset_t set;
     sigemptyset(&set);
@@ -190,7 +190,7 @@ int tml__cmd_aggregate(int argc, char **argv)
                         .port = port, .secret = secret, .control_fd = control_fd,
                         .live_port = live_port, .live_bind = live_bind,
                         .live_interval_ms = live_interval_ms, .sample_host = 1,
-                        .sample_interval_s = tml__env_double("TRACEML_INTERVAL", NULL, 0)};
+                        .sample_interval_s = tml__env_double(TML_ENV_INTERVAL, NULL, 0)};
     tml__cli_agg_env(&ho.thresholds, &ho.window_steps, &ho.memory_mb);
     if (tml__host_open(&ho, &h) < 0) {
         say(status_fd, "error\n");

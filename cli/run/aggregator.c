@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/env.h"
 
 void tml__launch_agg_lost(tml_run_agg *ap, const char *fmt, ...)
 {
@@ -51,7 +52,7 @@ static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl,
         dup2(log, 1);
         dup2(log, 2);
     }
-    setenv("TRACEML_SECRET", r->secret, 1);
+    setenv(tml__env_name(TML_ENV_SECRET), r->secret, 1);
     char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
                       "--run-name", (char *)r->name, "--run-id", (char *)r->id,
                       "--control-fd", cfd, "--status-fd", sfd,

@@ -210,7 +210,7 @@ char *tml__launch_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, con
         tml__agg_set_applied(agg, c->apply_settings);
         tml__agg_set_watch(agg, c->watch);
         tml__agg_set_html_report(agg, c->o.html);
-        tml__agg_set_tune_trial(agg, tml__env_bool("TRACEML_TUNE_TRIAL"));
+        tml__agg_set_tune_trial(agg, tml__env_bool(TML_ENV_TUNE_TRIAL));
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
     }

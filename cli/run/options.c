@@ -416,6 +416,6 @@ void tml__launch_parse(tml_run_ctx *c, int argc, char **argv)
         parse_after_script(argc, argv, i, o, pre_args);
     o->addr_given = o->master_addr != default_master_addr;
     /* TRACEML_DISABLED=1 traceml run ...: the script runs untouched */
-    if (tml__env_bool("TRACEML_DISABLED"))   /* as the engine reads it */
+    if (tml__env_bool(TML_ENV_DISABLED))   /* as the engine reads it */
         o->disabled = 1;
 }

@@ -49,6 +49,7 @@
 #include "base/clock.h"
 #include "base/jsonw.h"
 #include "model/progress.h"
+#include "base/env.h"
 
 /* The manifest's launch block, TraceML 0.5.0's names (docs/summary-json.md). */
 static void launch_json(tml_run_ctx *c)
@@ -239,10 +240,10 @@ static void prepare(tml_run_ctx *c)
      * environment; without the option a TRACEML_INTERVAL the user set wins */
     char ival[32];
     snprintf(ival, sizeof(ival), "%g", o->interval);
-    setenv("TRACEML_INTERVAL", ival, o->interval != 1.0);
+    setenv(tml__env_name(TML_ENV_INTERVAL), ival, o->interval != 1.0);
     if (o->window_steps) {   /* the aggregator's (and a fallback finalize's) window */
         snprintf(ival, sizeof(ival), "%ld", o->window_steps);
-        setenv("TRACEML_WINDOW_STEPS", ival, 1);
+        setenv(tml__env_name(TML_ENV_WINDOW_STEPS), ival, 1);
     }
     if (!o->dashdash && !o->no_auto_trace)
         c->zero_edit_script = o->cmd[0];
