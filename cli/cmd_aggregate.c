@@ -131,7 +131,8 @@ int tml__cmd_aggregate(int argc, char **argv)
     const char *live_bind = NULL;
     int live_port = -1, live_interval_ms = 1000;
     long world = 0, nnodes = 0;
-    int html_report = 0, watch = 0;
+    int html_report = 0, watch = 0, window_steps = 0;
+    const tml_env_var *ws = tml__env_var(TML_ENV_WINDOW_STEPS);   /* its range */
     tml_launch launch = TML_LAUNCH_UNKNOWN;
     const char *applied = NULL;
     for (int i = 1; i < argc; i++) {
@@ -163,6 +164,8 @@ int tml__cmd_aggregate(int argc, char **argv)
             live_interval_ms = (int)tml__cli_long("--live-interval-ms", v, 10, 3600000);
         else if (tml__cli_opt(argc, argv, &i, "--world-size", &v))
             world = tml__cli_long("--world-size", v, 0, 1 << 20);
+        else if (tml__cli_opt(argc, argv, &i, "--window-steps", &v))
+            window_steps = (int)tml__cli_long("--window-steps", v, (long)ws->min, (long)ws->max);
         else if (tml__cli_opt(argc, argv, &i, "--nnodes", &v))
             nnodes = tml__cli_long("--nnodes", v, 0, 1 << 20);
         else if (tml__cli_opt(argc, argv, &i, "--launch", &v))
@@ -190,6 +193,7 @@ int tml__cmd_aggregate(int argc, char **argv)
                         .port = port, .secret = secret, .control_fd = control_fd,
                         .live_port = live_port, .live_bind = live_bind,
                         .live_interval_ms = live_interval_ms, .sample_host = 1,
+                        .window_steps = window_steps,
                         .sample_interval_s = tml__env_double(TML_ENV_INTERVAL, NULL, 0)};
     tml__cli_agg_env(&ho.thresholds, &ho.window_steps, &ho.memory_mb);
     if (tml__host_open(&ho, &h) < 0) {

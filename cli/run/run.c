@@ -231,8 +231,10 @@ static int run_untraced(tml_run_ctx *c, char **targv)
     return code;
 }
 
-/* What every launch shares: the sampling interval and the window reach
- * the processes through the environment, and how the training is run. */
+/* What every launch shares: the sampling interval reaches the processes
+ * (every rank's sampler, the aggregator's) through the environment, and
+ * how the training is run. The window goes to the aggregator on its
+ * command line, with the other options (tml__launch_agg_options). */
 static void prepare(tml_run_ctx *c)
 {
     const tml_run_opts *o = &c->o;
@@ -241,10 +243,6 @@ static void prepare(tml_run_ctx *c)
     char ival[32];
     snprintf(ival, sizeof(ival), "%g", o->interval);
     setenv(tml__env_name(TML_ENV_INTERVAL), ival, o->interval != 1.0);
-    if (o->window_steps) {   /* the aggregator's (and a fallback finalize's) window */
-        snprintf(ival, sizeof(ival), "%ld", o->window_steps);
-        setenv(tml__env_name(TML_ENV_WINDOW_STEPS), ival, 1);
-    }
     if (!o->dashdash && !o->no_auto_trace)
         c->zero_edit_script = o->cmd[0];
     c->launch_kind = o->dashdash        ? TML_LAUNCH_COMMAND
