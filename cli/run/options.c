@@ -143,7 +143,6 @@ static const run_option options[] = {TML_RUN_OPTIONS(ROW)};
 #undef GIVEN
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
-
 /* Options of TraceML 0.5.0 that mean nothing here: a note line each. */
 const tml_cli_legacy tml__launch_legacy[] = {
     {"--trace-max-steps", 1, "TraceML traces every step: its memory stays bounded and it "
@@ -196,6 +195,14 @@ static const tml_env_var *var_of(const run_option *r)
     return NULL;
 }
 
+/* r's member is a long: a LONG, or a VAR of an int variable (else a
+ * number is a double). */
+static int is_long(const run_option *r)
+{
+    const tml_env_var *e = var_of(r);
+    return r->kind == LONG || (e && e->type == TML_ENV_INT);
+}
+
 /* Sets r's member from v (the option was written name): a number out of
  * its range dies naming it. */
 static void set_option(tml_run_opts *o, const run_option *r, const char *name, const char *v)
@@ -206,7 +213,7 @@ static void set_option(tml_run_opts *o, const run_option *r, const char *name, c
         *(const char **)member(o, r->off) = v;
     else if (r->kind == FLAG)
         *(int *)member(o, r->off) = 1;
-    else if (r->kind == LONG || (e && e->type == TML_ENV_INT))
+    else if (is_long(r))
         *(long *)member(o, r->off) = tml__cli_long(name, v, (long)min, (long)max);
     else
         *(double *)member(o, r->off) = tml__cli_double(name, v, min, max);
@@ -235,12 +242,11 @@ static void set_defaults(tml_run_opts *o)
 {
     for (size_t k = 0; k < NOPTIONS; k++) {
         const run_option *r = &options[k];
-        const tml_env_var *e = var_of(r);
         if (!r->def)
             continue;
         if (r->kind == STR)
             *(const char **)member(o, r->off) = r->def;
-        else if (r->kind == LONG || (e && e->type == TML_ENV_INT))
+        else if (is_long(r))
             *(long *)member(o, r->off) = strtol(r->def, NULL, 10);
         else
             *(double *)member(o, r->off) = strtod(r->def, NULL);
@@ -264,13 +270,11 @@ void tml__launch_agg_options(const tml_run_opts *o, tml_run_argv *a)
 {
     for (size_t k = 0; k < NOPTIONS; k++) {
         const run_option *r = &options[k];
-        const tml_env_var *e = var_of(r);
         if (!r->channel)
             continue;
         if (r->kind == FLAG && *(const int *)cmember(o, r->off)) {
             tml__launch_arg(a, r->channel);
-        } else if ((r->kind == LONG || (e && e->type == TML_ENV_INT)) &&
-                   *(const long *)cmember(o, r->off)) {
+        } else if (is_long(r) && *(const long *)cmember(o, r->off)) {
             tml__launch_arg(a, r->channel);
             tml__launch_arg_long(a, *(const long *)cmember(o, r->off));
         } else if (r->kind == STR && *(const char *const *)cmember(o, r->off)) {
@@ -280,6 +284,7 @@ void tml__launch_agg_options(const tml_run_opts *o, tml_run_argv *a)
     }
 }
 
+/* cli.h: for abbrev.c, which expands a prefix to one of these too. */
 const char *tml__launch_alias(size_t k, int *value)
 {
     for (size_t j = 0; j < NOPTIONS; j++)

@@ -59,7 +59,9 @@ enum {
  * default: the value as text, NULL for none (unset); min, max: the range
  * of an int or a double; sides: which read it, L (launcher), E (engine),
  * A (aggregator) or'ed; option: the `traceml run` option (and
- * traceml.yaml key) that sets it, NULL for none; doc: one line.
+ * traceml.yaml key) that sets it, NULL for none (an option of kind VAR,
+ * cli/run/options.c, takes this row's type and range: their one home);
+ * doc: one line.
  */
 #define TML_ENV_VARS(X)                                                                   \
     X(ADDR, STRING, NULL, 0, 0, E, NULL,                                                  \
