@@ -41,16 +41,12 @@ static size_t add(opt_name *o, size_t n, const char *name, size_t len, int value
     return n + 1;
 }
 
-/* TraceML 0.5.0's names that the parsers take as aliases of ours
- * (cli/run/options.c, cli/cmd_serve.c): no usage line lists them. */
-static const struct {
-    const char *cmd;
-    tml_cli_legacy opt;
-} aliases[] = {
-    {"run", {"--session-id", 1, NULL}}, {"run", {"--summary-window-rows", 1, NULL}},
-    {"run", {"--disable_traceml", 0, NULL}}, {"serve", {"--session-id", 1, NULL}},
-    {"serve", {"--aggregator-port", 1, NULL}}, {"serve", {"--aggregator-bind-host", 1, NULL}},
-    {"serve", {"--mode", 1, NULL}},
+/* TraceML 0.5.0's names that serve's parser takes as aliases of ours
+ * (cli/cmd_serve.c): no usage line lists them. run's are its table's
+ * (tml__launch_alias). */
+static const tml_cli_legacy serve_aliases[] = {
+    {"--session-id", 1, NULL}, {"--aggregator-port", 1, NULL},
+    {"--aggregator-bind-host", 1, NULL}, {"--mode", 1, NULL},
 };
 
 /* The options of command c. */
@@ -70,9 +66,13 @@ static size_t options_of(const tml_cli_cmd *c, opt_name *o)
     size_t nmore = run ? tml__launch_nlegacy : more ? tml__serve_nlegacy : 0;
     for (size_t k = 0; k < nmore; k++)
         n = add(o, n, more[k].name, strlen(more[k].name), more[k].value);
-    for (size_t k = 0; k < sizeof(aliases) / sizeof(aliases[0]); k++)
-        if (strcmp(aliases[k].cmd, run ? "run" : c->name) == 0)
-            n = add(o, n, aliases[k].opt.name, strlen(aliases[k].opt.name), aliases[k].opt.value);
+    int value;
+    const char *alias;
+    for (size_t k = 0; run && (alias = tml__launch_alias(k, &value)); k++)
+        n = add(o, n, alias, strlen(alias), value);
+    for (size_t k = 0; !run && more && k < sizeof(serve_aliases) / sizeof(serve_aliases[0]); k++)
+        n = add(o, n, serve_aliases[k].name, strlen(serve_aliases[k].name),
+                serve_aliases[k].value);
     return n;
 }
 

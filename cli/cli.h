@@ -99,6 +99,10 @@ int tml__cli_legacy_opt(int argc, char **argv, int *i, const tml_cli_legacy *tab
 /* The 0.5.0 options `run`/`watch` and `serve` accept with a note. */
 extern const tml_cli_legacy tml__launch_legacy[], tml__serve_legacy[];
 extern const size_t tml__launch_nlegacy, tml__serve_nlegacy;
+/* The k-th TraceML 0.5.0 alias of an option of `traceml run` (cli/run/
+ * options.c's table: "--session-id"), *value whether it takes one; NULL
+ * past the last. */
+const char *tml__launch_alias(size_t k, int *value);
 
 /* abbrev.c: argparse's habits. Rewrites a unique prefix of one of c's long
  * options in argv to that option (before SCRIPT for run, watch, tune); an
@@ -161,8 +165,9 @@ int tml__cli_term_width(void);
 /* Closes every descriptor above 2 but keep[] (n small; sorted here). */
 void tml__cli_close_all_but(int *keep, int n);
 /* The aggregator's variables (base/env.h: TRACEML_THRESHOLDS,
- * TRACEML_WINDOW_STEPS) for its options (tml_agg_opts, tml_host_opts); a
- * value not taken is a warning line and the default. */
+ * TRACEML_WINDOW_STEPS, TRACEML_MEMORY_MB) for its options (tml_agg_opts,
+ * tml_host_opts); a value not taken is a warning line and the default. A
+ * *window_steps already set (--window-steps) is kept: the option wins. */
 void tml__cli_agg_env(const char **thresholds, int *window_steps, int *memory_mb);
 
 /* A run folder being set up by `run` or `serve`. */

@@ -95,7 +95,7 @@ static int serve_and_finish(tml_host *h, const char *run_dir, int status_fd)
         tml__agg_set_partial(tml__host_agg(h), "the launcher went away (killed?) before the "
                                                "training ended: this covers what had arrived");
     }
-    tml__agg_set_tune_trial(tml__host_agg(h), tml__env_bool("TRACEML_TUNE_TRIAL"));
+    tml__agg_set_tune_trial(tml__host_agg(h), tml__env_bool(TML_ENV_TUNE_TRIAL));
     /* Ranks get time to deliver their last records, less after Ctrl-C
      * (the summary must be out within 2 s). */
     int drain_ms = strcmp(status, "interrupted") == 0 ? 300 : 1500;
@@ -131,7 +131,8 @@ int tml__cmd_aggregate(int argc, char **argv)
     const char *live_bind = NULL;
     int live_port = -1, live_interval_ms = 1000;
     long world = 0, nnodes = 0;
-    int html_report = 0, watch = 0;
+    int html_report = 0, watch = 0, window_steps = 0;
+    const tml_env_var *ws = tml__env_var(TML_ENV_WINDOW_STEPS);   /* its range */
     tml_launch launch = TML_LAUNCH_UNKNOWN;
     const char *applied = NULL;
     for (int i = 1; i < argc; i++) {
@@ -163,6 +164,8 @@ int tml__cmd_aggregate(int argc, char **argv)
             live_interval_ms = (int)tml__cli_long("--live-interval-ms", v, 10, 3600000);
         else if (tml__cli_opt(argc, argv, &i, "--world-size", &v))
             world = tml__cli_long("--world-size", v, 0, 1 << 20);
+        else if (tml__cli_opt(argc, argv, &i, "--window-steps", &v))
+            window_steps = (int)tml__cli_long("--window-steps", v, (long)ws->min, (long)ws->max);
         else if (tml__cli_opt(argc, argv, &i, "--nnodes", &v))
             nnodes = tml__cli_long("--nnodes", v, 0, 1 << 20);
         else if (tml__cli_opt(argc, argv, &i, "--launch", &v))
@@ -170,12 +173,12 @@ int tml__cmd_aggregate(int argc, char **argv)
         else
             return tml__cli_error("__aggregate: unknown option '%s'", argv[i]);
     }
-    const char *env_secret = tml__env_str("TRACEML_SECRET");
+    const char *env_secret = tml__env_str(TML_ENV_SECRET);
     if (!run_dir || !run_name || !run_id || !env_secret || control_fd < 0 || status_fd < 0)
         return tml__cli_error("__aggregate is internal to 'traceml run'");
     char secret[TML_WIRE_SECRET_MAX];
     snprintf(secret, sizeof(secret), "%s", env_secret);
-    unsetenv("TRACEML_SECRET");
+    unsetenv(tml__env_name(TML_ENV_SECRET));
 
     sigset_t set;
     sigemptyset(&set);
@@ -190,7 +193,8 @@ int tml__cmd_aggregate(int argc, char **argv)
                         .port = port, .secret = secret, .control_fd = control_fd,
                         .live_port = live_port, .live_bind = live_bind,
                         .live_interval_ms = live_interval_ms, .sample_host = 1,
-                        .sample_interval_s = tml__env_double("TRACEML_INTERVAL", NULL, 0)};
+                        .window_steps = window_steps,
+                        .sample_interval_s = tml__env_double(TML_ENV_INTERVAL, NULL, 0)};
     tml__cli_agg_env(&ho.thresholds, &ho.window_steps, &ho.memory_mb);
     if (tml__host_open(&ho, &h) < 0) {
         say(status_fd, "error\n");

@@ -41,6 +41,7 @@
 #include "report/tune.h"
 #include "run/run.h"
 #include "store/store.h"
+#include "base/env.h"
 
 const char tml__usage_tune[] =
     "usage: traceml tune [options] SCRIPT [script args...]\n"
@@ -231,12 +232,12 @@ static void child_env(const tune_ctx *t, const char *name, const char *settings)
 {
     char v[4400];
     snprintf(v, sizeof(v), "%s/%s.fetch", t->trials, name);   /* the fetch's CPU share */
-    setenv("TRACEML_TUNE_FETCH", v, 1);
-    setenv("TRACEML_TUNE_TRIAL", "1", 1);   /* its SIGINT is tune's stop (meta.stopped_by) */
+    setenv(tml__env_name(TML_ENV_TUNE_FETCH), v, 1);
+    setenv(tml__env_name(TML_ENV_TUNE_TRIAL), "1", 1);   /* its SIGINT is tune's stop (meta.stopped_by) */
     if (*settings)
-        setenv("TRACEML_TUNE_SETTINGS", settings, 1);
+        setenv(tml__env_name(TML_ENV_TUNE_SETTINGS), settings, 1);
     else
-        unsetenv("TRACEML_TUNE_SETTINGS");
+        unsetenv(tml__env_name(TML_ENV_TUNE_SETTINGS));
     const char *th = strstr(settings, "threads=");
     if (th && (th == settings || th[-1] == ',')) {   /* the pools made before the script runs too */
         snprintf(v, sizeof(v), "%.*s", (int)strcspn(th + 8, ","), th + 8);

@@ -39,6 +39,7 @@
 
 #include "base/array.h"
 #include "diag/diag.h"
+#include "base/env.h"
 
 typedef struct tml_cli_config_key {
     char name[64];     /* normalized: '_' as '-' */
@@ -452,7 +453,7 @@ int tml__cli_config_load(tml_cli_config *c)
         rc = tml__cli_config_parse(c, names[i], text, len);
         free(text);
         if (rc == 0 && c->thresholds[0])   /* a TRACEML_THRESHOLDS already set wins */
-            setenv("TRACEML_THRESHOLDS", c->thresholds, 0);
+            setenv(tml__env_name(TML_ENV_THRESHOLDS), c->thresholds, 0);
         return rc;
     }
     return 0;

@@ -42,7 +42,7 @@ static int slurm_task_count(void)
      * SLURM_NTASKS for the whole allocation but is a single process */
     if (!getenv("SLURM_PROCID") || !getenv("SLURM_STEP_ID"))
         return 0;
-    if (!tml__env_bool("TRACEML_SLURM"))
+    if (!tml__env_bool(TML_ENV_SLURM))
         return 0;
     long n = tml__env_count("SLURM_STEP_NUM_TASKS", tml__env_count("SLURM_NTASKS", 0));
     return n > 1 && n < (1L << 20) ? (int)n : 0;

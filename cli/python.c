@@ -145,14 +145,14 @@ int tml__python_find(tml_python *py, const char *option, const char *option_from
     const char *name = option, *env;
     py->source = option_from ? option_from : "--python";
     if (!name || !*name) {
-        name = tml__env_str("TRACEML_PYTHON");
-        py->source = "TRACEML_PYTHON";
+        name = tml__env_str(TML_ENV_PYTHON);
+        py->source = tml__env_name(TML_ENV_PYTHON);
     }
     const char *answered = NULL;
-    if ((!name || !*name) && (env = tml__env_str("TRACEML_ENV_PYTHON"))) {
+    if ((!name || !*name) && (env = tml__env_str(TML_ENV_ENV_PYTHON))) {
         name = env;
         py->source = "the environment TraceML is installed in";
-        answered = tml__env_str("TRACEML_ENV_PYTHON_PROBE");
+        answered = tml__env_str(TML_ENV_ENV_PYTHON_PROBE);
     }
     if (!name || !*name) {
         name = "python3";

@@ -223,11 +223,13 @@ int tml__cli_term_width(void)
 void tml__cli_agg_env(const char **thresholds, int *window_steps, int *memory_mb)
 {
     char bad[160];
-    *thresholds = tml__env_str("TRACEML_THRESHOLDS");
-    *window_steps = (int)tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
+    *thresholds = tml__env_str(TML_ENV_THRESHOLDS);
+    bad[0] = '\0';
+    if (!*window_steps)   /* not given as an option */
+        *window_steps = (int)tml__env_int(TML_ENV_WINDOW_STEPS, bad, sizeof(bad));
     if (bad[0])
         tml__cli_warn("%s", bad);
-    *memory_mb = (int)tml__env_int("TRACEML_MEMORY_MB", bad, sizeof(bad));
+    *memory_mb = (int)tml__env_int(TML_ENV_MEMORY_MB, bad, sizeof(bad));
     if (bad[0])
         tml__cli_warn("%s", bad);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/env.h"
 
 void tml__launch_agg_lost(tml_run_agg *ap, const char *fmt, ...)
 {
@@ -51,57 +52,70 @@ static void exec_aggregator(const tml_run_ctx *c, const tml_cli_run *r, int ctl,
         dup2(log, 1);
         dup2(log, 2);
     }
-    setenv("TRACEML_SECRET", r->secret, 1);
-    char *args[32] = {"traceml", "__aggregate", "--run-dir", (char *)r->dir,
-                      "--run-name", (char *)r->name, "--run-id", (char *)r->id,
-                      "--control-fd", cfd, "--status-fd", sfd,
-                      "--launch", (char *)tml__launch_word(c->launch_kind), NULL};
-    char ws[32], nn[32], port[32];
-    int k = 14;
-    if (d && d->enabled) {
-        /* expected ranks and nodes: the summary names those missing */
-        snprintf(ws, sizeof(ws), "%ld", d->world_size);
-        snprintf(nn, sizeof(nn), "%ld", d->nnodes);
-        args[k++] = "--world-size";
-        args[k++] = ws;
-        args[k++] = "--nnodes";
-        args[k++] = nn;
+    setenv(tml__env_name(TML_ENV_SECRET), r->secret, 1);
+    tml_run_argv a = {.n = 0};
+    const char *fixed[] = {"traceml", "__aggregate", "--run-dir", r->dir, "--run-name", r->name,
+                           "--run-id", r->id, "--control-fd", cfd, "--status-fd", sfd,
+                           "--launch", tml__launch_word(c->launch_kind)};
+    for (size_t k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++)
+        tml__launch_arg(&a, fixed[k]);
+    if (d && d->enabled) {   /* expected ranks and nodes: the summary names those missing */
+        tml__launch_arg(&a, "--world-size");
+        tml__launch_arg_long(&a, d->world_size);
+        tml__launch_arg(&a, "--nnodes");
+        tml__launch_arg_long(&a, d->nnodes);
     }
     if (c->apply_settings[0]) {   /* --apply: the Next lines keep to it */
-        args[k++] = "--applied";
-        args[k++] = (char *)c->apply_settings;
+        tml__launch_arg(&a, "--applied");
+        tml__launch_arg(&a, c->apply_settings);
     }
     if (d && d->followers) {
         /* other launchers find it at a known port; other hosts need
          * more than loopback */
-        snprintf(port, sizeof(port), "%ld", d->agg_port);
-        args[k++] = "--port";
-        args[k++] = port;
+        tml__launch_arg(&a, "--port");
+        tml__launch_arg_long(&a, d->agg_port);
         if (d->multi_host) {
-            args[k++] = "--bind";
-            args[k++] = (char *)c->o.agg_bind;
+            tml__launch_arg(&a, "--bind");
+            tml__launch_arg(&a, c->o.agg_bind);
         }
     }
-    char lport[16], lint[16];
     if (c->live_port_wanted >= 0) {
-        snprintf(lport, sizeof(lport), "%d", c->live_port_wanted);
-        snprintf(lint, sizeof(lint), "%d", c->live_interval_ms);
-        args[k++] = "--live-port";
-        args[k++] = lport;
-        args[k++] = "--live-interval-ms";
-        args[k++] = lint;
+        tml__launch_arg(&a, "--live-port");
+        tml__launch_arg_long(&a, c->live_port_wanted);
+        tml__launch_arg(&a, "--live-interval-ms");
+        tml__launch_arg_long(&a, c->live_interval_ms);
         if (c->o.live_bind) {
-            args[k++] = "--live-bind";
-            args[k++] = (char *)c->o.live_bind;
+            tml__launch_arg(&a, "--live-bind");
+            tml__launch_arg(&a, c->o.live_bind);
         }
     }
-    if (c->o.html)
-        args[k++] = "--html-report";
+    tml__launch_agg_options(&c->o, &a);   /* --html-report, --window-steps: the table's */
     if (c->watch)
-        args[k++] = "--watch";
-    args[k] = NULL;
-    execv("/proc/self/exe", args);
+        tml__launch_arg(&a, "--watch");
+    if (a.full) {   /* into traceml.log; the launcher says the aggregator did not start */
+        fprintf(stderr, "traceml: the aggregator's command line is over %d words\n",
+                TML_RUN_ARGV_MAX);
+        _exit(127);
+    }
+    execv("/proc/self/exe", a.v);
     _exit(127);
+}
+
+void tml__launch_arg(tml_run_argv *a, const char *s)
+{
+    if (a->n >= TML_RUN_ARGV_MAX) {
+        a->full = 1;
+        return;
+    }
+    a->v[a->n++] = (char *)s;
+    a->v[a->n] = NULL;
+}
+
+void tml__launch_arg_long(tml_run_argv *a, long v)
+{
+    if (a->n < TML_RUN_ARGV_MAX)
+        snprintf(a->num[a->n], sizeof(a->num[a->n]), "%ld", v);
+    tml__launch_arg(a, a->n < TML_RUN_ARGV_MAX ? a->num[a->n] : NULL);
 }
 
 /* The aggregator's first status line, "port N [live M]", within 5 s. */

@@ -28,7 +28,7 @@ static int validate_dist(tml_run_opts *o)
     if (!d->followers)
         return 0;
     if (!o->run_name) {
-        const char *env = tml__env_str("TRACEML_RUN_NAME");
+        const char *env = tml__env_str(TML_ENV_RUN_NAME);
         const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
         if (env && *env) {
             o->run_name = env;

@@ -18,6 +18,7 @@
 
 #include "base/array.h"
 #include "base/fs.h"
+#include "base/env.h"
 
 extern char **environ;
 
@@ -47,12 +48,25 @@ static void env_set(tml_run_env *e, const char *key, const char *val)
     env_push(e, s);
 }
 
-static const char *const owned_vars[] = {
-    "TRACEML_ADDR", "TRACEML_RUN_ID", "TRACEML_SECRET", "TRACEML_RUN_NAME",
-    "TRACEML_LOGS_DIR", "TRACEML_RUN_DIR", "TRACEML_DISABLED", "TRACEML_NNODES",
-    "TRACEML_ENV_PYTHON", "TRACEML_ENV_PYTHON_PROBE", "TRACEML_SCRIPT", "TRACEML_PROFILE",
-    "TRACEML_SESSION_ID", "TRACEML_AGGREGATOR_HOST", "TRACEML_AGGREGATOR_PORT",
-    NULL,
+/* One of TraceML's variables, id, set to val. */
+static void env_set_var(tml_run_env *e, tml_env_id id, const char *val)
+{
+    env_set(e, tml__env_name(id), val);
+}
+
+/* environ's entry p sets variable id. */
+static int sets(const char *p, tml_env_id id)
+{
+    const char *name = tml__env_name(id);
+    size_t n = strlen(name);
+    return strncmp(p, name, n) == 0 && p[n] == '=';
+}
+
+static const tml_env_id owned_vars[] = {
+    TML_ENV_ADDR, TML_ENV_RUN_ID, TML_ENV_SECRET, TML_ENV_RUN_NAME,
+    TML_ENV_LOGS_DIR, TML_ENV_RUN_DIR, TML_ENV_DISABLED, TML_ENV_NNODES,
+    TML_ENV_ENV_PYTHON, TML_ENV_ENV_PYTHON_PROBE, TML_ENV_SCRIPT, TML_ENV_PROFILE,
+    TML_ENV_SESSION_ID, TML_ENV_AGGREGATOR_HOST, TML_ENV_AGGREGATOR_PORT,
 };
 
 /* Writes <run>/zero-edit/sitecustomize.py; its folder, or NULL. */
@@ -83,18 +97,16 @@ void tml__launch_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int d
             pypath = *p + 11;
             continue;
         }
-        for (const char *const *k = owned_vars; *k && !skip; k++) {
-            size_t n = strlen(*k);
-            skip = strncmp(*p, *k, n) == 0 && (*p)[n] == '=';
-        }
-        if (c->apply_settings[0] && strncmp(*p, "TRACEML_TUNE_SETTINGS=", 22) == 0)
+        for (size_t k = 0; k < sizeof(owned_vars) / sizeof(owned_vars[0]) && !skip; k++)
+            skip = sets(*p, owned_vars[k]);
+        if (c->apply_settings[0] && sets(*p, TML_ENV_TUNE_SETTINGS))
             skip = 1;   /* --apply's win */
         if (!skip)
             env_push(e, *p);
     }
     e->owned_from = e->n;
     if (disabled) {
-        env_set(e, "TRACEML_DISABLED", "1");
+        env_set_var(e, TML_ENV_DISABLED, "1");
         return;
     }
     char addr[320];
@@ -103,18 +115,18 @@ void tml__launch_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int d
     int remote = d && d->enabled && !d->host && d->multi_host;
     snprintf(addr, sizeof(addr), "%s:%d", remote ? d->master_addr : "127.0.0.1", port);
     if (port > 0) {
-        env_set(e, "TRACEML_ADDR", addr);
-        env_set(e, "TRACEML_SECRET", r->secret);
+        env_set_var(e, TML_ENV_ADDR, addr);
+        env_set_var(e, TML_ENV_SECRET, r->secret);
     } else {
-        env_set(e, "TRACEML_DISABLED", "1");   /* no aggregator: run untraced */
+        env_set_var(e, TML_ENV_DISABLED, "1");   /* no aggregator: run untraced */
     }
-    env_set(e, "TRACEML_RUN_ID", r->id);
-    env_set(e, "TRACEML_RUN_NAME", r->name);
-    env_set(e, "TRACEML_SESSION_ID", r->name);   /* 0.5.0's name: demos build paths from it */
-    env_set(e, "TRACEML_LOGS_DIR", r->logs_dir);
-    env_set(e, "TRACEML_RUN_DIR", r->abs_dir);
+    env_set_var(e, TML_ENV_RUN_ID, r->id);
+    env_set_var(e, TML_ENV_RUN_NAME, r->name);
+    env_set_var(e, TML_ENV_SESSION_ID, r->name);   /* 0.5.0's name: demos build paths from it */
+    env_set_var(e, TML_ENV_LOGS_DIR, r->logs_dir);
+    env_set_var(e, TML_ENV_RUN_DIR, r->abs_dir);
     if (c->watch)   /* TraceML 0.5.0's variable: the ranks trace no step */
-        env_set(e, "TRACEML_PROFILE", "watch");
+        env_set_var(e, TML_ENV_PROFILE, "watch");
     if (site) {
         size_t n = strlen(site) + (pypath ? strlen(pypath) : 0) + 2;
         char *v = malloc(n);
@@ -123,13 +135,13 @@ void tml__launch_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int d
         snprintf(v, n, "%s%s%s", site, pypath && *pypath ? ":" : "", pypath ? pypath : "");
         env_set(e, "PYTHONPATH", v);
         free(v);
-        env_set(e, "TRACEML_SCRIPT", c->zero_edit_script);
+        env_set_var(e, TML_ENV_SCRIPT, c->zero_edit_script);
         if (c->apply_settings[0])
-            env_set(e, "TRACEML_TUNE_SETTINGS", c->apply_settings);
+            env_set_var(e, TML_ENV_TUNE_SETTINGS, c->apply_settings);
     }
     if (d && d->enabled) {
         char nn[32];
         snprintf(nn, sizeof(nn), "%ld", d->nnodes);
-        env_set(e, "TRACEML_NNODES", nn);
+        env_set_var(e, TML_ENV_NNODES, nn);
     }
 }

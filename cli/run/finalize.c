@@ -199,7 +199,8 @@ char *tml__launch_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, con
     tml_agg_opts ao = {.run_name = r->name, .run_id = r->id, .run_dir = r->dir,
                        .world_size = d->enabled ? (int32_t)d->world_size : 0,
                        .nnodes = d->enabled ? (int32_t)d->nnodes : 0,
-                       .start_mono_ns = r->start_mono_ns};
+                       .start_mono_ns = r->start_mono_ns,
+                       .window_steps = (int)c->o.window_steps};
     tml__cli_agg_env(&ao.thresholds, &ao.window_steps, &ao.memory_mb);
     tml__run_log(r->dir, "launcher", "finalizing from telemetry.sqlite");
     if (tml__agg_open_existing(&ao, &agg) == 0) {
@@ -210,7 +211,7 @@ char *tml__launch_finalize_here(const tml_run_ctx *c, const tml_run_agg *ap, con
         tml__agg_set_applied(agg, c->apply_settings);
         tml__agg_set_watch(agg, c->watch);
         tml__agg_set_html_report(agg, c->o.html);
-        tml__agg_set_tune_trial(agg, tml__env_bool("TRACEML_TUNE_TRIAL"));
+        tml__agg_set_tune_trial(agg, tml__env_bool(TML_ENV_TUNE_TRIAL));
         tml__agg_finalize(agg, status, code, width, &text);
         tml__agg_free(agg);
     }

@@ -21,7 +21,7 @@
  * wait for it there (dist.h). -1 when a follower found no secret. */
 int tml__launch_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secret_file)
 {
-    const char *env = tml__env_str("TRACEML_SECRET");
+    const char *env = tml__env_str(TML_ENV_SECRET);
     snprintf(r->name, sizeof(r->name), "%s", o->run_name);
     tml__dist_run_id(r->name, r->id);
     if (env && *env) {
@@ -35,7 +35,7 @@ int tml__launch_share_identity(const tml_run_opts *o, tml_cli_run *r, int *secre
             tml__cli_warn("could not write %s/secret; other nodes need TRACEML_SECRET", r->dir);
         return 0;
     }
-    long wait_s = tml__env_int("TRACEML_SECRET_WAIT_S", NULL, 0);   /* 0-3600, else 60 */
+    long wait_s = tml__env_int(TML_ENV_SECRET_WAIT_S, NULL, 0);   /* 0-3600, else 60 */
     if (tml__dist_read_secret(o->logs_dir, o->run_name, (int)wait_s * 1000, r->secret,
                               sizeof(r->secret)) == 0)
         return 0;

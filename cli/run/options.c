@@ -1,8 +1,15 @@
 /*
- * options.c - the options of `traceml run` (and `traceml watch`): one
- * table for the command line and the project's file (./traceml.yaml or
+ * options.c - the options of `traceml run` (and `traceml watch`, and
+ * `traceml tune`'s trials): one table, TML_RUN_OPTIONS below, for the
+ * command line, the usage text, the project's file (./traceml.yaml or
  * the [tool.traceml] table of ./pyproject.toml, config_file.c), whose
- * values are taken as if typed first, and TraceML 0.5.0's names.
+ * values are taken as if typed first, TraceML 0.5.0's names, and what
+ * crosses to the aggregator on its command line.
+ *
+ * Before the table, an option was a rung of a ladder of string compares,
+ * a line of a usage text kept by hand, an alias in two other lists and,
+ * for the aggregator, a slot of a fixed argv; --window-steps was checked
+ * in three places and reached the aggregator through the environment.
  *
  * A value from the project's file still points into it (c->project) for
  * the run's life, so an error about it can name its line
@@ -18,6 +25,87 @@
 #include "base/array.h"
 #include "base/env.h"
 
+/*
+ * The options of `traceml run`, one row each, in the order the usage
+ * text lists them:
+ *
+ *     X(name, alias, kind, field, given, default, min, max, channel, usage)
+ *
+ * name: the option, which is also its traceml.yaml key (without the
+ * dashes; config_file.c) and what abbrev.c expands a prefix to; alias:
+ * TraceML 0.5.0's name for it, or NULL; kind: STR (the text), FLAG (no
+ * value; 1), LONG or DOUBLE (a number in [min, max]), VAR (typed, ranged
+ * and checked as the variable whose option it is, base/env.h's row with
+ * this key: the one home of that range) or ARGS (--args, parsed on its
+ * own: only its usage is here); field: the member of tml_run_opts it
+ * sets; given: GIVEN(member), an int set to 1 once the option is, or 0;
+ * default: as text, NULL for none (zero); channel: the option of
+ * `traceml __aggregate` that carries a set value to the aggregator
+ * (tml__launch_agg_options), NULL for none; usage: its lines of
+ * tml__usage_run, which is made of them at compile time.
+ *
+ * A new option is a row here and the member it sets (run.h).
+ */
+#define TML_RUN_OPTIONS(X) \
+    X("--mode", NULL, STR, mode, 0, "summary", 0, 0, NULL, \
+      "  --mode summary|cli|dashboard  what to show [summary]: the summary at the end;\n" \
+      "                          cli adds a live terminal view, dashboard a live\n" \
+      "                          browser dashboard (docs/live.md); on several\n" \
+      "                          nodes, node 0's shows every node's ranks\n") \
+    X("--run-name", "--session-id", STR, run_name, 0, NULL, 0, 0, NULL, \
+      "  --run-name NAME         name of the run folder, [A-Za-z0-9_.-]+ [generated]\n") \
+    X("--logs-dir", NULL, STR, logs_dir, 0, "logs", 0, 0, NULL, \
+      "  --logs-dir DIR          where run folders go [./logs]\n") \
+    X("--nproc-per-node", NULL, LONG, nproc, 0, "1", 1, 4096, NULL, \
+      "  --nproc-per-node N      ranks on this node, via torch.distributed.run [1]\n") \
+    X("--nnodes", NULL, LONG, nnodes, 0, "1", 1, 4096, NULL, \
+      "  --nnodes N              nodes; run `traceml run` on each, same --run-name [1]\n") \
+    X("--node-rank", NULL, LONG, node_rank, 0, NULL, 0, 4095, NULL, \
+      "  --node-rank K           this node's rank; node 0 prints the summary [0]\n") \
+    X("--master-addr", NULL, STR, master_addr, GIVEN(addr_given), "127.0.0.1", 0, 0, NULL, \
+      "  --master-addr A         rendezvous address [127.0.0.1]\n") \
+    X("--master-port", NULL, LONG, master_port, GIVEN(port_given), "29500", 1, 65535, NULL, \
+      "  --master-port P         rendezvous port [one node: a free one, picked by\n" \
+      "                          torchrun --standalone; several nodes: 29500]\n") \
+    X("--aggregator-port", NULL, LONG, agg_port, 0, NULL, 1, 65535, NULL, \
+      "  --aggregator-port P     node 0's telemetry port, multi-node [master port + 1]\n") \
+    X("--interval", NULL, VAR, interval, 0, "1", 0, 0, NULL, \
+      "  --interval SEC          sampling interval [1.0]\n") \
+    X("--html-report", NULL, FLAG, html, 0, NULL, 0, 0, "--html-report", \
+      "  --html-report           also write final_summary.html (one self-contained page)\n") \
+    X("--dashboard-port", NULL, LONG, dashboard_port, 0, "8765", 1, 65535, NULL, \
+      "  --dashboard-port P      dashboard port [8765]\n") \
+    X("--dashboard-bind", NULL, STR, live_bind, 0, NULL, 0, 0, NULL, \
+      "  --dashboard-bind ADDR   dashboard address [127.0.0.1]; 0.0.0.0 exposes it\n") \
+    X("--python", NULL, STR, python, 0, NULL, 0, 0, NULL, \
+      "  --python PATH           interpreter [$TRACEML_PYTHON, else the Python of the\n" \
+      "                          environment traceml is installed in, else python3]\n") \
+    X("--no-auto-trace", NULL, FLAG, no_auto_trace, 0, NULL, 0, 0, NULL, \
+      "  --no-auto-trace         leave a script without traceml_ai in it untraced\n" \
+      "                          (by default TraceML starts in it and finds its\n" \
+      "                          steps: docs/zero-edit.md)\n") \
+    X("--disable-traceml", "--disable_traceml", FLAG, disabled, 0, NULL, 0, 0, NULL, \
+      "  --disable-traceml       same launch without instrumentation (baseline);\n" \
+      "                          TRACEML_DISABLED=1 does the same\n") \
+    X("--window-steps", "--summary-window-rows", VAR, window_steps, 0, NULL, 0, 0, "--window-steps", \
+      "  --window-steps N        diagnose the last N common steps, 2-10000 [10000]\n" \
+      "                          (the original's --summary-window-rows)\n") \
+    X("--finalize-timeout-sec", NULL, DOUBLE, finalize_timeout_s, 0, "20", 0.1, 86400, NULL, \
+      "  --finalize-timeout-sec S  time the summary may take before the fallback [20]\n") \
+    X("--kill-after", NULL, DOUBLE, kill_after_s, 0, NULL, 0.1, 86400, NULL, \
+      "  --kill-after S          SIGKILL a training still running S seconds after a\n" \
+      "                          SIGINT/SIGTERM/SIGHUP/SIGQUIT [never: it takes as\n" \
+      "                          long as it needs, e.g. to save a checkpoint]\n") \
+    X("--aggregator-bind-host", NULL, STR, agg_bind, 0, "0.0.0.0", 0, 0, NULL, \
+      "  --aggregator-bind-host A  node 0's aggregator address, multi-host [0.0.0.0]\n") \
+    X("--apply", NULL, STR, apply, 0, NULL, 0, 0, NULL, \
+      "  --apply FILE            run with the settings a `traceml tune` recommended\n" \
+      "                          (its tune.json), applied at start-up: the script\n" \
+      "                          is not edited (docs/tune.md)\n") \
+    X("--args", NULL, ARGS, cmd, 0, NULL, 0, 0, NULL, \
+      "  --args \"...\"            more script arguments, split as a shell would\n")
+
+#define USAGE(name, alias, kind, field, given, def, min, max, channel, usage) usage
 const char tml__usage_run[] =
     "usage: traceml run [options] SCRIPT [script args...]\n"
     "       traceml run [options] -- COMMAND [args...]\n"
@@ -27,47 +115,33 @@ const char tml__usage_run[] =
     "exit code.\n"
     "\n"
     "Options:\n"
-    "  --mode summary|cli|dashboard  what to show [summary]: the summary at the end;\n"
-    "                          cli adds a live terminal view, dashboard a live\n"
-    "                          browser dashboard (docs/live.md); on several\n"
-    "                          nodes, node 0's shows every node's ranks\n"
-    "  --run-name NAME         name of the run folder, [A-Za-z0-9_.-]+ [generated]\n"
-    "  --logs-dir DIR          where run folders go [./logs]\n"
-    "  --nproc-per-node N      ranks on this node, via torch.distributed.run [1]\n"
-    "  --nnodes N              nodes; run `traceml run` on each, same --run-name [1]\n"
-    "  --node-rank K           this node's rank; node 0 prints the summary [0]\n"
-    "  --master-addr A         rendezvous address [127.0.0.1]\n"
-    "  --master-port P         rendezvous port [one node: a free one, picked by\n"
-    "                          torchrun --standalone; several nodes: 29500]\n"
-    "  --aggregator-port P     node 0's telemetry port, multi-node [master port + 1]\n"
-    "  --interval SEC          sampling interval [1.0]\n"
-    "  --html-report           also write final_summary.html (one self-contained page)\n"
-    "  --dashboard-port P      dashboard port [8765]\n"
-    "  --dashboard-bind ADDR   dashboard address [127.0.0.1]; 0.0.0.0 exposes it\n"
-    "  --python PATH           interpreter [$TRACEML_PYTHON, else the Python of the\n"
-    "                          environment traceml is installed in, else python3]\n"
-    "  --no-auto-trace         leave a script without traceml_ai in it untraced\n"
-    "                          (by default TraceML starts in it and finds its\n"
-    "                          steps: docs/zero-edit.md)\n"
-    "  --disable-traceml       same launch without instrumentation (baseline);\n"
-    "                          TRACEML_DISABLED=1 does the same\n"
-    "  --window-steps N        diagnose the last N common steps, 2-10000 [10000]\n"
-    "                          (the original's --summary-window-rows)\n"
-    "  --finalize-timeout-sec S  time the summary may take before the fallback [20]\n"
-    "  --kill-after S          SIGKILL a training still running S seconds after a\n"
-    "                          SIGINT/SIGTERM/SIGHUP/SIGQUIT [never: it takes as\n"
-    "                          long as it needs, e.g. to save a checkpoint]\n"
-    "  --aggregator-bind-host A  node 0's aggregator address, multi-host [0.0.0.0]\n"
-    "  --apply FILE            run with the settings a `traceml tune` recommended\n"
-    "                          (its tune.json), applied at start-up: the script\n"
-    "                          is not edited (docs/tune.md)\n"
-    "  --args \"...\"            more script arguments, split as a shell would\n"
+    TML_RUN_OPTIONS(USAGE)
     "\n"
     "TraceML's options may also follow SCRIPT (traceml run train.py --mode=cli);\n"
     "everything after -- goes to the script. Defaults: ./traceml.yaml or the\n"
     "[tool.traceml] table of ./pyproject.toml (docs/cli.md).\n";
 
-static const char default_master_addr[] = "127.0.0.1";
+#undef USAGE
+
+typedef enum opt_kind { STR, FLAG, LONG, DOUBLE, VAR, ARGS } opt_kind;
+
+typedef struct run_option {
+    const char *name, *alias;
+    opt_kind kind;
+    size_t off;       /* the member of tml_run_opts it sets */
+    size_t given;     /* the int set once it is, 0 none (offset 0 is mode: no int) */
+    const char *def;
+    double min, max;
+    const char *channel;
+} run_option;
+
+#define GIVEN(member) offsetof(tml_run_opts, member)
+#define ROW(name, alias, kind, field, given, def, min, max, channel, usage) \
+    {name, alias, kind, offsetof(tml_run_opts, field), given, def, min, max, channel},
+static const run_option options[] = {TML_RUN_OPTIONS(ROW)};
+#undef ROW
+#undef GIVEN
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
 /* Options of TraceML 0.5.0 that mean nothing here: a note line each. */
 const tml_cli_legacy tml__launch_legacy[] = {
@@ -100,77 +174,125 @@ static const struct {
     {"--dashboard-auto-open", "--no-dashboard-auto-open"},
 };
 
-/* The options without a value; a project file sets them true or false. */
-static const struct {
-    const char *name;
-    size_t off;   /* the int in tml_run_opts it sets */
-} run_flags[] = {
-    {"--html-report", offsetof(tml_run_opts, html)},
-    {"--disable-traceml", offsetof(tml_run_opts, disabled)},
-    {"--disable_traceml", offsetof(tml_run_opts, disabled)},   /* 0.5.0's alias */
-    {"--no-auto-trace", offsetof(tml_run_opts, no_auto_trace)},
-};
+static void *member(tml_run_opts *o, size_t off)
+{
+    return (char *)o + off;
+}
+
+static const void *cmember(const tml_run_opts *o, size_t off)
+{
+    return (const char *)o + off;
+}
+
+/* A VAR option's variable: the row of base/env.h whose option it is. */
+static const tml_env_var *var_of(const run_option *r)
+{
+    size_t n;
+    const tml_env_var *t = tml__env_table(&n);
+    for (size_t k = 0; r->kind == VAR && k < n; k++)
+        if (t[k].key && strcmp(t[k].key, r->name + 2) == 0)
+            return &t[k];
+    return NULL;
+}
+
+/* r's member is a long: a LONG, or a VAR of an int variable (else a
+ * number is a double). */
+static int is_long(const run_option *r)
+{
+    const tml_env_var *e = var_of(r);
+    return r->kind == LONG || (e && e->type == TML_ENV_INT);
+}
+
+/* Sets r's member from v (the option was written name): a number out of
+ * its range dies naming it. */
+static void set_option(tml_run_opts *o, const run_option *r, const char *name, const char *v)
+{
+    const tml_env_var *e = var_of(r);
+    double min = e ? e->min : r->min, max = e ? e->max : r->max;
+    if (r->kind == STR)
+        *(const char **)member(o, r->off) = v;
+    else if (r->kind == FLAG)
+        *(int *)member(o, r->off) = 1;
+    else if (is_long(r))
+        *(long *)member(o, r->off) = tml__cli_long(name, v, (long)min, (long)max);
+    else
+        *(double *)member(o, r->off) = tml__cli_double(name, v, min, max);
+    if (r->given)
+        *(int *)member(o, r->given) = 1;
+}
 
 /* Consumes TraceML's option at argv[*i]: 1 taken, 0 not one of ours. */
 static int take_option(int argc, char **argv, int *i, tml_run_opts *o)
 {
-    const char *v, *a = argv[*i];
-    if (tml__cli_opt(argc, argv, i, "--mode", &o->mode) ||
-        tml__cli_opt(argc, argv, i, "--run-name", &o->run_name) ||
-        tml__cli_opt(argc, argv, i, "--session-id", &o->run_name) ||   /* 0.5.0's name */
-        tml__cli_opt(argc, argv, i, "--logs-dir", &o->logs_dir) ||
-        tml__cli_opt(argc, argv, i, "--master-addr", &o->master_addr) ||
-        tml__cli_opt(argc, argv, i, "--python", &o->python) ||
-        tml__cli_opt(argc, argv, i, "--dashboard-bind", &o->live_bind) ||
-        tml__cli_opt(argc, argv, i, "--aggregator-bind-host", &o->agg_bind) ||
-        tml__cli_opt(argc, argv, i, "--apply", &o->apply))
-        return 1;
-    if (tml__cli_opt(argc, argv, i, "--nproc-per-node", &v))
-        o->nproc = tml__cli_long("--nproc-per-node", v, 1, 4096);
-    else if (tml__cli_opt(argc, argv, i, "--nnodes", &v))
-        o->nnodes = tml__cli_long("--nnodes", v, 1, 4096);
-    else if (tml__cli_opt(argc, argv, i, "--node-rank", &v))
-        o->node_rank = tml__cli_long("--node-rank", v, 0, 4095);
-    else if (tml__cli_opt(argc, argv, i, "--master-port", &v)) {
-        o->master_port = tml__cli_long("--master-port", v, 1, 65535);
-        o->port_given = 1;
-    } else if (tml__cli_opt(argc, argv, i, "--aggregator-port", &v))
-        o->agg_port = tml__cli_long("--aggregator-port", v, 1, 65535);
-    else if (tml__cli_opt(argc, argv, i, "--dashboard-port", &v))
-        o->dashboard_port = tml__cli_long("--dashboard-port", v, 1, 65535);
-    else if (tml__cli_opt(argc, argv, i, "--interval", &v))
-        o->interval = tml__cli_double("--interval", v, 0.01, 3600.0);
-    else if (tml__cli_opt(argc, argv, i, "--window-steps", &v) ||
-             tml__cli_opt(argc, argv, i, "--summary-window-rows", &v))
-        o->window_steps = tml__cli_long(strncmp(a, "--window-steps", 14) == 0
-                                            ? "--window-steps" : "--summary-window-rows",
-                                        v, 2, 10000);
-    else if (tml__cli_opt(argc, argv, i, "--finalize-timeout-sec", &v))
-        o->finalize_timeout_s = tml__cli_double("--finalize-timeout-sec", v, 0.1, 86400);
-    else if (tml__cli_opt(argc, argv, i, "--kill-after", &v))
-        o->kill_after_s = tml__cli_double("--kill-after", v, 0.1, 86400);
-    else {
-        for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
-            if (tml__cli_opt(argc, argv, i, run_flags[k].name, NULL)) {
-                *(int *)(void *)((char *)o + run_flags[k].off) = 1;
+    for (size_t k = 0; k < NOPTIONS; k++) {
+        const run_option *r = &options[k];
+        const char *names[] = {r->name, r->alias}, *v = NULL;
+        for (int n = 0; n < 2 && names[n] && r->kind != ARGS; n++)
+            if (tml__cli_opt(argc, argv, i, names[n], r->kind == FLAG ? NULL : &v)) {
+                set_option(o, r, names[n], v);
                 return 1;
             }
-        return tml__cli_legacy_opt(argc, argv, i, tml__launch_legacy,
-                                   tml__launch_nlegacy);
     }
-    return 1;
+    return tml__cli_legacy_opt(argc, argv, i, tml__launch_legacy, tml__launch_nlegacy);
+}
+
+/* Every option's default (the project's file and the command line come
+ * after). */
+static void set_defaults(tml_run_opts *o)
+{
+    for (size_t k = 0; k < NOPTIONS; k++) {
+        const run_option *r = &options[k];
+        if (!r->def)
+            continue;
+        if (r->kind == STR)
+            *(const char **)member(o, r->off) = r->def;
+        else if (is_long(r))
+            *(long *)member(o, r->off) = strtol(r->def, NULL, 10);
+        else
+            *(double *)member(o, r->off) = strtod(r->def, NULL);
+    }
 }
 
 /* An option without a value ("--html-report"), ours or 0.5.0's. */
 int tml__launch_is_flag(const char *name)
 {
-    for (size_t k = 0; k < sizeof(run_flags) / sizeof(run_flags[0]); k++)
-        if (strcmp(name, run_flags[k].name) == 0)
+    for (size_t k = 0; k < NOPTIONS; k++)
+        if (options[k].kind == FLAG && (strcmp(name, options[k].name) == 0 ||
+                                        (options[k].alias && strcmp(name, options[k].alias) == 0)))
             return 1;
     for (size_t k = 0; k < tml__launch_nlegacy; k++)
         if (!tml__launch_legacy[k].value && strcmp(name, tml__launch_legacy[k].name) == 0)
             return 1;
     return 0;
+}
+
+void tml__launch_agg_options(const tml_run_opts *o, tml_run_argv *a)
+{
+    for (size_t k = 0; k < NOPTIONS; k++) {
+        const run_option *r = &options[k];
+        if (!r->channel)
+            continue;
+        if (r->kind == FLAG && *(const int *)cmember(o, r->off)) {
+            tml__launch_arg(a, r->channel);
+        } else if (is_long(r) && *(const long *)cmember(o, r->off)) {
+            tml__launch_arg(a, r->channel);
+            tml__launch_arg_long(a, *(const long *)cmember(o, r->off));
+        } else if (r->kind == STR && *(const char *const *)cmember(o, r->off)) {
+            tml__launch_arg(a, r->channel);
+            tml__launch_arg(a, *(const char *const *)cmember(o, r->off));
+        }
+    }
+}
+
+/* cli.h: for abbrev.c, which expands a prefix to one of these too. */
+const char *tml__launch_alias(size_t k, int *value)
+{
+    for (size_t j = 0; j < NOPTIONS; j++)
+        if (options[j].alias && k-- == 0) {
+            *value = options[j].kind != FLAG;
+            return options[j].alias;
+        }
+    return NULL;
 }
 
 const char *tml__launch_from_file(const tml_run_ctx *c, const char *value, char *buf,
@@ -192,13 +314,11 @@ const char *tml__launch_from_file(const tml_run_ctx *c, const char *value, char 
 static void file_option_name(const tml_cli_config *project, int k, char *out, size_t cap,
                              int canonical)
 {
-    static const char *const aliases[][2] = {{"--session-id", "--run-name"},
-                                             {"--summary-window-rows", "--window-steps"}};
     const char *opt = project->argv[k];
     snprintf(out, cap, "%.*s", (int)strcspn(opt, "="), opt);
-    for (size_t a = 0; canonical && a < sizeof(aliases) / sizeof(aliases[0]); a++)
-        if (strcmp(out, aliases[a][0]) == 0)
-            snprintf(out, cap, "%s", aliases[a][1]);
+    for (size_t a = 0; canonical && a < NOPTIONS; a++)
+        if (options[a].alias && strcmp(out, options[a].alias) == 0)
+            snprintf(out, cap, "%s", options[a].name);
 }
 
 /* The file's options, parsed as if typed first; any error names its line. */
@@ -373,15 +493,7 @@ void tml__launch_parse(tml_run_ctx *c, int argc, char **argv)
 {
     const char *pre_args = NULL;   /* --args before SCRIPT */
     tml_run_opts *o = &c->o;
-    o->mode = "summary";
-    o->logs_dir = "logs";
-    o->master_addr = default_master_addr;
-    o->nproc = o->nnodes = 1;
-    o->master_port = 29500;
-    o->dashboard_port = 8765;
-    o->interval = 1.0;
-    o->agg_bind = "0.0.0.0";
-    o->finalize_timeout_s = 20;
+    set_defaults(o);
     /* the project's defaults (traceml.yaml, pyproject.toml), then the command line */
     take_file_options(c);
     int i;
@@ -414,8 +526,7 @@ void tml__launch_parse(tml_run_ctx *c, int argc, char **argv)
                      "command's arguments themselves");
     if (!o->dashdash && i < argc)
         parse_after_script(argc, argv, i, o, pre_args);
-    o->addr_given = o->master_addr != default_master_addr;
     /* TRACEML_DISABLED=1 traceml run ...: the script runs untouched */
-    if (tml__env_bool("TRACEML_DISABLED"))   /* as the engine reads it */
+    if (tml__env_bool(TML_ENV_DISABLED))   /* as the engine reads it */
         o->disabled = 1;
 }

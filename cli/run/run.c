@@ -49,6 +49,7 @@
 #include "base/clock.h"
 #include "base/jsonw.h"
 #include "model/progress.h"
+#include "base/env.h"
 
 /* The manifest's launch block, TraceML 0.5.0's names (docs/summary-json.md). */
 static void launch_json(tml_run_ctx *c)
@@ -230,8 +231,10 @@ static int run_untraced(tml_run_ctx *c, char **targv)
     return code;
 }
 
-/* What every launch shares: the sampling interval and the window reach
- * the processes through the environment, and how the training is run. */
+/* What every launch shares: the sampling interval reaches the processes
+ * (every rank's sampler, the aggregator's) through the environment, and
+ * how the training is run. The window goes to the aggregator on its
+ * command line, with the other options (tml__launch_agg_options). */
 static void prepare(tml_run_ctx *c)
 {
     const tml_run_opts *o = &c->o;
@@ -239,11 +242,7 @@ static void prepare(tml_run_ctx *c)
      * environment; without the option a TRACEML_INTERVAL the user set wins */
     char ival[32];
     snprintf(ival, sizeof(ival), "%g", o->interval);
-    setenv("TRACEML_INTERVAL", ival, o->interval != 1.0);
-    if (o->window_steps) {   /* the aggregator's (and a fallback finalize's) window */
-        snprintf(ival, sizeof(ival), "%ld", o->window_steps);
-        setenv("TRACEML_WINDOW_STEPS", ival, 1);
-    }
+    setenv(tml__env_name(TML_ENV_INTERVAL), ival, o->interval != 1.0);
     if (!o->dashdash && !o->no_auto_trace)
         c->zero_edit_script = o->cmd[0];
     c->launch_kind = o->dashdash        ? TML_LAUNCH_COMMAND

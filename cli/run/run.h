@@ -144,6 +144,22 @@ int tml__launch_validate(tml_run_ctx *c);
 void tml__launch_build_env(tml_run_ctx *c, const tml_cli_run *r, int port, int disabled);
 void tml__launch_env_release(tml_run_env *e);
 
+/* The aggregator's command line, bounded: a word past TML_RUN_ARGV_MAX
+ * sets full (and is dropped), and a full one is not run. */
+#define TML_RUN_ARGV_MAX 48
+typedef struct tml_run_argv {
+    char *v[TML_RUN_ARGV_MAX + 1];         /* n words, NULL-terminated */
+    char num[TML_RUN_ARGV_MAX][24];        /* num[k]: word k when it is a number */
+    int n, full;
+} tml_run_argv;
+/* aggregator.c: appends s (which must outlive a), or the number v. */
+void tml__launch_arg(tml_run_argv *a, const char *s);
+void tml__launch_arg_long(tml_run_argv *a, long v);
+/* options.c: appends each option that has a channel to the aggregator
+ * (its row in options.c: a FLAG, LONG, int VAR or STR) and is set:
+ * "--html-report", "--window-steps N". */
+void tml__launch_agg_options(const tml_run_opts *o, tml_run_argv *a);
+
 /* aggregator.c: forks `traceml __aggregate` for run r and reads its
  * ports (ap->port, c->live_port_got); -1 when it did not start or say. */
 int tml__launch_agg_start(tml_run_ctx *c, tml_run_agg *ap, const tml_cli_run *r);

@@ -38,6 +38,7 @@
 #include "store/store.h"
 #include "traceml/traceml.h"
 #include "base/strbuf.h"
+#include "base/env.h"
 
 struct tml_agg {
     tml_run run;
@@ -554,8 +555,8 @@ int tml__agg_finalize(tml_agg *a, const char *status, int exit_code, int width,
         snprintf(a->run.stopped_by, sizeof(a->run.stopped_by), "tune");
     store_finish(a, status, exit_code);
     if (thresholds(a, &th) < 0)
-        tml__run_log(a->run_dir, "aggregator",
-                     "TRACEML_THRESHOLDS is malformed; using the defaults");
+        tml__run_log(a->run_dir, "aggregator", "%s is malformed; using the defaults",
+                     tml__env_name(TML_ENV_THRESHOLDS));
     snprintf(json_path, sizeof(json_path), "%s/final_summary.json", a->run_dir);
     tml__iso_time(a->run.end_unix_ms, generated, sizeof(generated));
 

@@ -4,9 +4,9 @@
  *
  * Before this table, 21 variables were read in 17 files by 6 parsers that
  * disagreed on what a yes is (TRACEML_HTML_REPORT=false turned the report
- * on). Now a variable is a row here: docs/cli.md's table and the Python
- * package (traceml_ai._traceml.config) follow it, and tests check that
- * they do (tests/unit/test_env.c: docs/cli.md's rows against the table;
+ * on). Now a variable is a row of TML_ENV_VARS (env.h), read by its id:
+ * docs/cli.md's table and the Python package (traceml_ai._traceml.config)
+ * follow it, and tests check that they do (tests/unit/test_env.c: docs/cli.md's rows against the table;
  * tests/e2e/test_python_api.py: the package reads a variable through it).
  */
 #include "base/env.h"
@@ -20,77 +20,26 @@
 
 enum { L = TML_ENV_LAUNCHER, E = TML_ENV_ENGINE, A = TML_ENV_AGGREGATOR };
 
-static const tml_env_var table[] = {
-    /* where the ranks report (traceml run sets them; traceml serve prints them) */
-    {"TRACEML_ADDR", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "host:port of the aggregator to report to; unset: an aggregator in the process"},
-    {"TRACEML_RUN_ID", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "the run's id, sent in each rank's hello (set by traceml run, printed by serve)"},
-    {"TRACEML_SECRET", TML_ENV_STRING, NULL, 0, 0, L | E | A, NULL,
-     "the run's secret: the key of the hello's HMAC; several nodes: the same on each"},
-    {"TRACEML_AGGREGATOR_HOST", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "TraceML 0.5.0's direct launch: the host of `traceml serve` to report to [127.0.0.1]"},
-    {"TRACEML_AGGREGATOR_PORT", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "TraceML 0.5.0's direct launch: its port [29765]"},
-    {"TRACEML_SECRET_WAIT_S", TML_ENV_INT, "60", 0, 3600, L, NULL,
-     "seconds a follower node waits for node 0's secret file"},
-    {"TRACEML_RUN_NAME", TML_ENV_STRING, NULL, 0, 0, L | E, "run-name",
-     "the run's name (default: <script stem>_<time>)"},
-    {"TRACEML_SESSION_ID", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "TraceML 0.5.0's name for the run's name (set by traceml run; read when TRACEML_RUN_NAME is not)"},
-    {"TRACEML_LOGS_DIR", TML_ENV_PATH, "logs", 0, 0, E, "logs-dir",
-     "the folder run folders are made in"},
-    {"TRACEML_RUN_DIR", TML_ENV_PATH, NULL, 0, 0, E, NULL,
-     "the run folder traceml run made (absolute)"},
-    {"TRACEML_NNODES", TML_ENV_INT, "1", 0, 1 << 20, E, "nnodes",
-     "the number of nodes of the run (else SLURM_NNODES)"},
-    {"TRACEML_DISABLED", TML_ENV_BOOL, "0", 0, 0, L | E, "disable-traceml",
-     "on: TraceML does nothing, the script runs untouched"},
-    {"TRACEML_INTERVAL", TML_ENV_DOUBLE, "1", 0.01, 3600, E | A, "interval",
-     "seconds between resource samples"},
-    {"TRACEML_WINDOW_STEPS", TML_ENV_INT, "10000", 2, 10000, A, "window-steps",
-     "the most steps the diagnosis window holds"},
-    {"TRACEML_MEMORY_MB", TML_ENV_INT, "160", 16, 1048576, A, NULL,
-     "MiB of step records the aggregator keeps, all ranks together (past it, fewer steps each)"},
-    {"TRACEML_THRESHOLDS", TML_ENV_STRING, NULL, 0, 0, A, "thresholds",
-     "key=value,... overrides of the diagnosis thresholds (docs/diagnosis.md)"},
-    {"TRACEML_HTML_REPORT", TML_ENV_BOOL, "0", 0, 0, A, "html-report",
-     "on: final_summary.html too, for a run without the launcher"},
-    {"TRACEML_DASHBOARD_PORT", TML_ENV_INT, "-1", -1, 65535, A, NULL,
-     "a run without the launcher (python train.py, a notebook's --mode dashboard): the live "
-     "dashboard on this port of 127.0.0.1 (0: any free one; taken: none); -1: none"},
-    {"TRACEML_PROFILE", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "watch: system and process metrics only, no step tracing (traceml watch)"},
-    {"TRACEML_SCRIPT", TML_ENV_PATH, NULL, 0, 0, E, NULL,
-     "the script zero-edit tracing starts TraceML in (set by traceml run)"},
-    {"TRACEML_TUNE_SETTINGS", TML_ENV_STRING, NULL, 0, 0, E, NULL,
-     "key=value,... settings the zero-edit start-up applies (traceml tune, run --apply)"},
-    {"TRACEML_TUNE_FETCH", TML_ENV_PATH, NULL, 0, 0, E, NULL,
-     "where the DataLoader fetch's CPU and wall time go (PATH.<pid>; set by traceml tune)"},
-    {"TRACEML_TUNE_TRIAL", TML_ENV_BOOL, "0", 0, 0, A, NULL,
-     "on: the run is a trial of traceml tune (set by it): interrupted is tune's stop"},
-    {"TRACEML_COMM", TML_ENV_BOOL, "1", 0, 0, E, NULL,
-     "off: DDP buckets and torch.distributed collectives are not timed"},
-    {"TRACEML_ON_MISSING_AGGREGATOR", TML_ENV_STRING, "warn", 0, 0, E, NULL,
-     "warn or raise: what init() does when TraceML cannot start"},
-    {"TRACEML_LIBCUDA", TML_ENV_PATH, "libcuda.so.1", 0, 0, E, NULL,
-     "the CUDA driver library to open (the tests' fake)"},
-    {"TRACEML_LIBNVML", TML_ENV_PATH, "libnvidia-ml.so.1", 0, 0, E, NULL,
-     "the NVML library to open (the tests' fake)"},
-    {"TRACEML_PYTHON", TML_ENV_PATH, NULL, 0, 0, L, "python",
-     "the Python interpreter traceml run starts the script with"},
-    {"TRACEML_ENV_PYTHON", TML_ENV_PATH, NULL, 0, 0, L, NULL,
-     "the Python of the environment TraceML is installed in (set by the entry point)"},
-    {"TRACEML_ENV_PYTHON_PROBE", TML_ENV_STRING, NULL, 0, 0, L, NULL,
-     "what that Python can import (set by the entry point)"},
-    {"TRACEML_SLURM", TML_ENV_BOOL, "1", 0, 0, L, NULL,
-     "off: a traceml run under srun is not taken as one task of the run"},
-};
+#define ROW(id, type, def, min, max, sides, key, doc) \
+    {"TRACEML_" #id, TML_ENV_##type, def, min, max, sides, key, doc},
+static const tml_env_var table[TML_ENV_COUNT] = {TML_ENV_VARS(ROW)};
+#undef ROW
 
 const tml_env_var *tml__env_table(size_t *n)
 {
     *n = sizeof(table) / sizeof(table[0]);
     return table;
+}
+
+const tml_env_var *tml__env_var(tml_env_id id)
+{
+    return (unsigned)id < TML_ENV_COUNT ? &table[id] : NULL;
+}
+
+const char *tml__env_name(tml_env_id id)
+{
+    const tml_env_var *e = tml__env_var(id);
+    return e ? e->name : "TRACEML_?";
 }
 
 const tml_env_var *tml__env_find(const char *name)
@@ -120,9 +69,9 @@ static const char *value(const tml_env_var *e)
     return v && *v ? v : NULL;
 }
 
-static const tml_env_var *typed(const char *name, tml_env_type t)
+static const tml_env_var *typed(tml_env_id id, tml_env_type t)
 {
-    const tml_env_var *e = tml__env_find(name);
+    const tml_env_var *e = tml__env_var(id);
     return e && e->type == t ? e : NULL;
 }
 
@@ -146,16 +95,16 @@ static int parse_long(const char *v, long lo, long hi, long *out)
     return 0;
 }
 
-int tml__env_bool(const char *name)
+int tml__env_bool(tml_env_id id)
 {
-    const tml_env_var *e = typed(name, TML_ENV_BOOL);
+    const tml_env_var *e = typed(id, TML_ENV_BOOL);
     const char *v = value(e);
     return e ? tml__env_yes(v ? v : e->def) : 0;
 }
 
-long tml__env_int(const char *name, char *bad, size_t cap)
+long tml__env_int(tml_env_id id, char *bad, size_t cap)
 {
-    const tml_env_var *e = typed(name, TML_ENV_INT);
+    const tml_env_var *e = typed(id, TML_ENV_INT);
     const char *v = value(e);
     long x = 0, def = 0;
     if (bad && cap)
@@ -171,9 +120,9 @@ long tml__env_int(const char *name, char *bad, size_t cap)
     return def;
 }
 
-double tml__env_double(const char *name, char *bad, size_t cap)
+double tml__env_double(tml_env_id id, char *bad, size_t cap)
 {
-    const tml_env_var *e = typed(name, TML_ENV_DOUBLE);
+    const tml_env_var *e = typed(id, TML_ENV_DOUBLE);
     const char *v = value(e);
     if (bad && cap)
         bad[0] = '\0';
@@ -191,9 +140,9 @@ double tml__env_double(const char *name, char *bad, size_t cap)
     return def;
 }
 
-const char *tml__env_str(const char *name)
+const char *tml__env_str(tml_env_id id)
 {
-    const tml_env_var *e = tml__env_find(name);
+    const tml_env_var *e = tml__env_var(id);
     if (!e || (e->type != TML_ENV_STRING && e->type != TML_ENV_PATH))
         return NULL;
     const char *v = value(e);

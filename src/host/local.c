@@ -113,11 +113,11 @@ static int make_run_dir(local_sink *l)
 static void agg_env(tml_host_opts *ho)
 {
     char bad[160];
-    ho->thresholds = tml__env_str("TRACEML_THRESHOLDS");
-    ho->window_steps = (int)tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
+    ho->thresholds = tml__env_str(TML_ENV_THRESHOLDS);
+    ho->window_steps = (int)tml__env_int(TML_ENV_WINDOW_STEPS, bad, sizeof(bad));
     if (bad[0])
         tml__run_log(ho->run_dir, "aggregator", "%s", bad);
-    ho->memory_mb = (int)tml__env_int("TRACEML_MEMORY_MB", bad, sizeof(bad));
+    ho->memory_mb = (int)tml__env_int(TML_ENV_MEMORY_MB, bad, sizeof(bad));
     if (bad[0])
         tml__run_log(ho->run_dir, "aggregator", "%s", bad);
 }
@@ -140,9 +140,9 @@ static int local_sink_open(tml_sink **out)
      * --html-report does the same for launched runs) */
     tml_host_opts ho = {.run_name = l->run_name, .run_id = l->run_id, .run_dir = l->run_dir,
                         .world_size = i->world_size, .nnodes = i->nnodes,
-                        .html_report = tml__env_bool("TRACEML_HTML_REPORT"),
+                        .html_report = tml__env_bool(TML_ENV_HTML_REPORT),
                         .manifest = &l->manifest, .control_fd = -1,
-                        .live_port = (int)tml__env_int("TRACEML_DASHBOARD_PORT", NULL, 0)};
+                        .live_port = (int)tml__env_int(TML_ENV_DASHBOARD_PORT, NULL, 0)};
     agg_env(&ho);
     rc = tml__host_open(&ho, &l->host);
     if (rc < 0)
@@ -175,20 +175,20 @@ static int32_t first_count(const char *a, const char *b, const char *c, int32_t 
 static void read_env(tml_engine_env *e, char *bad, size_t cap)
 {
     memset(e, 0, sizeof(*e));
-    e->logs_dir = tml__env_str("TRACEML_LOGS_DIR");
-    e->run_name = tml__env_str("TRACEML_RUN_NAME");
+    e->logs_dir = tml__env_str(TML_ENV_LOGS_DIR);
+    e->run_name = tml__env_str(TML_ENV_RUN_NAME);
     if (!e->run_name)   /* TraceML 0.5.0's name for it */
-        e->run_name = tml__env_str("TRACEML_SESSION_ID");
-    e->disabled = tml__env_bool("TRACEML_DISABLED");
+        e->run_name = tml__env_str(TML_ENV_SESSION_ID);
+    e->disabled = tml__env_bool(TML_ENV_DISABLED);
     e->identity_set = tml__env_raw("RANK") || tml__env_raw("SLURM_PROCID");
     e->rank = first_count("RANK", "SLURM_PROCID", NULL, 0);
     e->local_rank = first_count("LOCAL_RANK", "SLURM_LOCALID", NULL, 0);
     e->world_size = first_count("WORLD_SIZE", "SLURM_NTASKS", NULL, 1);
     e->node_rank = first_count("GROUP_RANK", "NODE_RANK", "SLURM_NODEID", 0);
-    e->nnodes = first_count("TRACEML_NNODES", "SLURM_NNODES", NULL, 1);
-    e->interval_s = tml__env_double("TRACEML_INTERVAL", bad, cap);
-    e->libnvml = tml__env_str("TRACEML_LIBNVML");
-    e->libcuda = tml__env_str("TRACEML_LIBCUDA");
+    e->nnodes = first_count(tml__env_name(TML_ENV_NNODES), "SLURM_NNODES", NULL, 1);
+    e->interval_s = tml__env_double(TML_ENV_INTERVAL, bad, cap);
+    e->libnvml = tml__env_str(TML_ENV_LIBNVML);
+    e->libcuda = tml__env_str(TML_ENV_LIBCUDA);
     e->visible_devices = tml__env_raw("CUDA_VISIBLE_DEVICES");
 }
 
@@ -199,8 +199,8 @@ static void read_env(tml_engine_env *e, char *bad, size_t cap)
  * NULL: none, the process has its own aggregator. */
 static const char *direct_launch(char *addr, size_t cap, tml_serve_advert *adv)
 {
-    const char *host = tml__env_str("TRACEML_AGGREGATOR_HOST");
-    const char *port_s = tml__env_str("TRACEML_AGGREGATOR_PORT");
+    const char *host = tml__env_str(TML_ENV_AGGREGATOR_HOST);
+    const char *port_s = tml__env_str(TML_ENV_AGGREGATOR_PORT);
     long port = TML_SERVE_PORT_05;
     if (port_s && *port_s) {
         char *end;
@@ -227,12 +227,12 @@ int tml_init(const tml_options *opts)
     tml_serve_advert adv;
     char direct[300];
     memset(&adv, 0, sizeof(adv));
-    const char *addr = tml__env_str("TRACEML_ADDR");
+    const char *addr = tml__env_str(TML_ENV_ADDR);
     if (!addr)
         addr = direct_launch(direct, sizeof(direct), &adv);
     if (addr) {
-        const char *dir = tml__env_str("TRACEML_RUN_DIR"), *id = tml__env_str("TRACEML_RUN_ID");
-        const char *secret = tml__env_str("TRACEML_SECRET");
+        const char *dir = tml__env_str(TML_ENV_RUN_DIR), *id = tml__env_str(TML_ENV_RUN_ID);
+        const char *secret = tml__env_str(TML_ENV_SECRET);
         tml__engine_set_run(NULL, dir ? dir : adv.run_dir[0] ? adv.run_dir : NULL,
                             id ? id : adv.run_id[0] ? adv.run_id : NULL,
                             secret ? secret : adv.secret[0] ? adv.secret : NULL);
@@ -250,22 +250,24 @@ int tml_init(const tml_options *opts)
 
 const char *tml_config(const char *name, char *out, size_t cap)
 {
+    size_t n;
     const tml_env_var *e = tml__env_find(name);
     if (!e || !out || !cap)
         return NULL;
+    tml_env_id id = (tml_env_id)(e - tml__env_table(&n));
     const char *s;
     switch (e->type) {
     case TML_ENV_BOOL:
-        snprintf(out, cap, "%d", tml__env_bool(name));
+        snprintf(out, cap, "%d", tml__env_bool(id));
         break;
     case TML_ENV_INT:
-        snprintf(out, cap, "%ld", tml__env_int(name, NULL, 0));
+        snprintf(out, cap, "%ld", tml__env_int(id, NULL, 0));
         break;
     case TML_ENV_DOUBLE:
-        snprintf(out, cap, "%.17g", tml__env_double(name, NULL, 0));
+        snprintf(out, cap, "%.17g", tml__env_double(id, NULL, 0));
         break;
     default:
-        s = tml__env_str(name);
+        s = tml__env_str(id);
         snprintf(out, cap, "%s", s ? s : "");
         break;
     }

@@ -22,6 +22,7 @@
 #include "diag/window.h"
 #include "base/fmt.h"
 #include "base/utf8.h"
+#include "base/env.h"
 
 #include <math.h>
 #include <signal.h>
@@ -396,8 +397,8 @@ static void step_panel(const tml_report_model *m, panel *p)
             snprintf(t, sizeof(t), "Window: last %zu steps (%zu ranks: %d steps x ranks at most)",
                      w->window_steps, (size_t)m->active_ranks, TML_WINDOW_CELLS);
         else
-            snprintf(t, sizeof(t), "Window: last %zu steps, what each rank keeps within "
-                     "TRACEML_MEMORY_MB", w->window_steps);
+            snprintf(t, sizeof(t), "Window: last %zu steps, what each rank keeps within %s",
+                     w->window_steps, tml__env_name(TML_ENV_MEMORY_MB));
         padd_text(p, t);
     }
     if (own_line) {

@@ -28,14 +28,14 @@ static void test_yes_no_words(void)
         CHECK(tml__env_yes(yes[i]));
     /* a boolean's default when unset or empty, the words otherwise */
     unsetenv("TRACEML_COMM");
-    CHECK_EQ_INT(tml__env_bool("TRACEML_COMM"), 1);
+    CHECK_EQ_INT(tml__env_bool(TML_ENV_COMM), 1);
     setenv("TRACEML_COMM", "", 1);
-    CHECK_EQ_INT(tml__env_bool("TRACEML_COMM"), 1);
+    CHECK_EQ_INT(tml__env_bool(TML_ENV_COMM), 1);
     setenv("TRACEML_COMM", "off", 1);
-    CHECK_EQ_INT(tml__env_bool("TRACEML_COMM"), 0);
+    CHECK_EQ_INT(tml__env_bool(TML_ENV_COMM), 0);
     unsetenv("TRACEML_COMM");
     setenv("TRACEML_SLURM", "false", 1);   /* "0" only, before */
-    CHECK_EQ_INT(tml__env_bool("TRACEML_SLURM"), 0);
+    CHECK_EQ_INT(tml__env_bool(TML_ENV_SLURM), 0);
     unsetenv("TRACEML_SLURM");
 }
 
@@ -43,38 +43,40 @@ static void test_typed_values_and_bad_lines(void)
 {
     char bad[160];
     unsetenv("TRACEML_WINDOW_STEPS");
-    CHECK_EQ_INT(tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad)), 10000);
+    CHECK_EQ_INT(tml__env_int(TML_ENV_WINDOW_STEPS, bad, sizeof(bad)), 10000);
     CHECK_STR(bad, "");
     setenv("TRACEML_WINDOW_STEPS", "500", 1);
-    CHECK_EQ_INT(tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad)), 500);
+    CHECK_EQ_INT(tml__env_int(TML_ENV_WINDOW_STEPS, bad, sizeof(bad)), 500);
     CHECK_STR(bad, "");
     const char *wrong[] = {"abc", "1", "10001", "50x", " ", "-3"};
     for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
         setenv("TRACEML_WINDOW_STEPS", wrong[i], 1);
-        CHECK_EQ_INT(tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad)), 10000);
+        CHECK_EQ_INT(tml__env_int(TML_ENV_WINDOW_STEPS, bad, sizeof(bad)), 10000);
         CHECK(strstr(bad, "is not an integer from 2 to 10000; using 10000") != NULL);
     }
     setenv("TRACEML_WINDOW_STEPS", "abc", 1);
-    tml__env_int("TRACEML_WINDOW_STEPS", bad, sizeof(bad));
+    tml__env_int(TML_ENV_WINDOW_STEPS, bad, sizeof(bad));
     CHECK_STR(bad, "TRACEML_WINDOW_STEPS='abc' is not an integer from 2 to 10000; using 10000");
     unsetenv("TRACEML_WINDOW_STEPS");
 
     setenv("TRACEML_INTERVAL", "0.25", 1);
-    CHECK_NEAR(tml__env_double("TRACEML_INTERVAL", bad, sizeof(bad)), 0.25, 1e-12);
+    CHECK_NEAR(tml__env_double(TML_ENV_INTERVAL, bad, sizeof(bad)), 0.25, 1e-12);
     setenv("TRACEML_INTERVAL", "0", 1);
-    CHECK_NEAR(tml__env_double("TRACEML_INTERVAL", bad, sizeof(bad)), 1.0, 1e-12);
+    CHECK_NEAR(tml__env_double(TML_ENV_INTERVAL, bad, sizeof(bad)), 1.0, 1e-12);
     CHECK_STR(bad, "TRACEML_INTERVAL='0' is not a number from 0.01 to 3600; using 1");
     setenv("TRACEML_INTERVAL", "nan", 1);
-    CHECK_NEAR(tml__env_double("TRACEML_INTERVAL", NULL, 0), 1.0, 1e-12);
+    CHECK_NEAR(tml__env_double(TML_ENV_INTERVAL, NULL, 0), 1.0, 1e-12);
     unsetenv("TRACEML_INTERVAL");
 
     unsetenv("TRACEML_LIBNVML");
-    CHECK_STR(tml__env_str("TRACEML_LIBNVML"), "libnvidia-ml.so.1");
+    CHECK_STR(tml__env_str(TML_ENV_LIBNVML), "libnvidia-ml.so.1");
     setenv("TRACEML_ADDR", "", 1);
-    CHECK(tml__env_str("TRACEML_ADDR") == NULL);
+    CHECK(tml__env_str(TML_ENV_ADDR) == NULL);
     unsetenv("TRACEML_ADDR");
-    CHECK(tml__env_str("TRACEML_NOT_A_VARIABLE") == NULL);
-    CHECK_EQ_INT(tml__env_int("TRACEML_ADDR", NULL, 0), 0);   /* not an int */
+    CHECK(tml__env_find("TRACEML_NOT_A_VARIABLE") == NULL);   /* by id: it would not compile */
+    CHECK_STR(tml__env_name(TML_ENV_WINDOW_STEPS), "TRACEML_WINDOW_STEPS");
+    CHECK(tml__env_find("TRACEML_WINDOW_STEPS") == tml__env_var(TML_ENV_WINDOW_STEPS));
+    CHECK_EQ_INT(tml__env_int(TML_ENV_ADDR, NULL, 0), 0);   /* not an int */
 
     /* the one integer parser, for other programs' variables too */
     setenv("TML_TEST_COUNT", "12", 1);
