@@ -264,11 +264,10 @@ static int run_test(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_
         va = vb;
     if (nb < 2)
         vb = va;
-    double sa = va / (double)na, sb = vb / (double)nb, se2 = sa + sb;
+    double se2 = va / (double)na + vb / (double)nb;
     double df;
     if (na > 1 && nb > 1)
-        df = se2 > 0 ? se2 * se2 / (sa * sa / (double)(na - 1) + sb * sb / (double)(nb - 1))
-                     : (double)(na + nb - 2);
+        df = se2 > 0 ? tml__welch_df(va, (double)na, vb, (double)nb) : (double)(na + nb - 2);
     else
         df = (double)((na > 1 ? na : nb) - 1);
     out->run_tested = 1;
@@ -278,8 +277,7 @@ static int run_test(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, size_
     out->effect = out->time_change = exp(mb - ma) - 1;
     if (se2 > 0) {
         out->p_value = tml__t_p2((mb - ma) / sqrt(se2), df);
-        out->mdc = exp((tml__t_quantile(1 - TML_CMP_ALPHA / 2, df) +
-                        tml__t_quantile(0.8, df)) * sqrt(se2)) - 1;
+        out->mdc = exp(tml__t_detectable(TML_CMP_ALPHA, 0.8, df) * sqrt(se2)) - 1;
     } else {
         out->p_value = mb == ma ? 1 : 0;
         out->mdc = 0;
@@ -501,7 +499,7 @@ int tml__cmp_runs_needed(double s, double target, size_t have)
 {
     for (int n = (int)(have < 1 ? 1 : have) + 1; n < 999; n++) {
         double df = 2.0 * n - 2;
-        double k = tml__t_quantile(1 - TML_CMP_ALPHA / 2, df) + tml__t_quantile(0.8, df);
+        double k = tml__t_detectable(TML_CMP_ALPHA, 0.8, df);
         if (!(target > 0) || k * s / sqrt((double)n) <= target)
             return n;
     }

@@ -164,16 +164,6 @@ void tml__tune_code(const char *s, tml_strbuf *out)
 
 /* ---- statistics ----------------------------------------------------- */
 
-/* Welch's half-width (95%) for these variances and counts */
-static double welch_half(double vb, double nb, double vc, double nc)
-{
-    double qb = vb / nb, qc = vc / nc, se = sqrt(qb + qc);
-    if (!(se > 0))
-        return 0;   /* identical processes: a point */
-    double df = (qb + qc) * (qb + qc) / (qb * qb / (nb - 1) + qc * qc / (nc - 1));
-    return tml__t_quantile(0.975, df < 1 ? 1 : df) * se;
-}
-
 void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t nc,
                        tml_tune_cmp *out)
 {
@@ -195,7 +185,7 @@ void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t
         lc[i] = log(cand[i] > 0 ? cand[i] : 1e-9);
     tml__mean_var(lb, nb, &mb, &vb);
     tml__mean_var(lc, nc, &mc, &vc);
-    double d = mc - mb, half = welch_half(vb, (double)nb, vc, (double)nc);
+    double d = mc - mb, half = tml__welch_half_width(vb, (double)nb, vc, (double)nc, 0.975);
     out->change = expm1(d);
     out->lo = expm1(d - half);
     out->hi = expm1(d + half);
@@ -205,7 +195,7 @@ void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t
     /* rounds more (a round: one baseline and one setting process) until
      * the interval, at the spread seen, would exclude 0 */
     for (int k = 1; k <= TML_TUNE_MORE_MAX; k++)
-        if (welch_half(vb, (double)nb + k, vc, (double)nc + k) < fabs(d)) {
+        if (tml__welch_half_width(vb, (double)nb + k, vc, (double)nc + k, 0.975) < fabs(d)) {
             out->more = k;
             return;
         }
