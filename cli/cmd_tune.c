@@ -36,6 +36,7 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/json.h"
+#include "judge/tune.h"
 #include "model/progress.h"
 #include "model/run.h"
 #include "report/html.h"

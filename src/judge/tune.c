@@ -162,7 +162,7 @@ void tml__tune_code(const char *s, tml_strbuf *out)
     tml__sb_release(&trainer);
 }
 
-/* ---- statistics ----------------------------------------------------- */
+/* ---- a setting against the baseline -------------------------------- */
 
 void tml__tune_compare(const double *base, size_t nb, const double *cand, size_t nc,
                        tml_tune_cmp *out)

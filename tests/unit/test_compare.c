@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge/compare.h"
 #include "report/compare.h"
 #include "base/stats.h"
 #include "traceml/traceml.h"

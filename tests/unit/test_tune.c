@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "base/json.h"
+#include "judge/tune.h"
 #include "report/tune.h"
 #include "traceml/traceml.h"
 
