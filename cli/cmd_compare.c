@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "agg/rundir.h"
+#include "judge/compare.h"
 #include "report/compare.h"
 #include "traceml/traceml.h"
 #include "base/fs.h"

@@ -2,7 +2,8 @@
  * cmd_tune.c - `traceml tune SCRIPT [args]`: runs the unmodified script in
  * short trials, each a `traceml run` with one performance setting applied
  * by the start-up code (TRACEML_TUNE_SETTINGS, docs/tune.md), and reports
- * what each setting really gains (report/tune.h does the reckoning).
+ * what each setting really gains (judge/tune.h does the reckoning,
+ * report/tune.h prints it).
  *
  * A trial is stopped once it has run its warm-up and measured steps: this
  * process reads the trial's progress files (model/progress.h) and sends its
@@ -35,6 +36,7 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/json.h"
+#include "judge/tune.h"
 #include "model/progress.h"
 #include "model/run.h"
 #include "report/html.h"

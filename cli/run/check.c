@@ -14,7 +14,7 @@
 
 #include "base/env.h"
 #include "base/json.h"
-#include "report/tune.h"
+#include "judge/tune.h"
 
 /* The distributed shape (dist.h): which launcher hosts the aggregator, and
  * the names every launcher of the run must agree on. */

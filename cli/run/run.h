@@ -32,7 +32,7 @@
 #include "../live_view.h"
 #include "../python.h"
 #include "agg/rundir.h"
-#include "report/tune.h"
+#include "judge/tune.h"
 #include "traceml/traceml.h"
 
 /* the training's environment: environ's entries, then ours */

@@ -33,7 +33,7 @@
 #include "diag/window.h"
 #include "report/html.h"
 #include "report/report.h"
-#include "report/tune.h"
+#include "judge/tune.h"
 #include "model/sample.h"
 #include "store/store.h"
 #include "traceml/traceml.h"

@@ -155,6 +155,26 @@ double tml__t_quantile(double q, double df)
     return q > 0.5 ? t : -t;
 }
 
+double tml__t_detectable(double alpha, double power, double df)
+{
+    return tml__t_quantile(1 - alpha / 2, df) + tml__t_quantile(power, df);
+}
+
+double tml__welch_df(double va, double na, double vb, double nb)
+{
+    double qa = va / na, qb = vb / nb;
+    return (qa + qb) * (qa + qb) / (qa * qa / (na - 1) + qb * qb / (nb - 1));
+}
+
+double tml__welch_half_width(double va, double na, double vb, double nb, double q)
+{
+    double se = sqrt(va / na + vb / nb);
+    if (!(se > 0))
+        return 0;
+    double df = tml__welch_df(va, na, vb, nb);
+    return tml__t_quantile(q, df < 1 ? 1 : df) * se;
+}
+
 double tml__mann_whitney_p(const double *a, size_t n, const double *b, size_t m)
 {
     typedef struct { double v; int from_a; } obs;

@@ -136,7 +136,7 @@ typedef struct tml_run {
     char stopped_by[16];
     tml_launch launch;
     /* The settings `traceml run --apply` applied from a tune.json
-     * ("num_workers=1"), "" none; TML_TUNE_SETTING (report/tune.h) bytes. */
+     * ("num_workers=1"), "" none; TML_TUNE_SETTING (judge/tune.h) bytes. */
     char applied[256];
     /* `traceml watch`: a run of system and process metrics only; step
      * records are not kept (the aggregator drops them). */

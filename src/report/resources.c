@@ -216,10 +216,8 @@ static void contention(tml_report_model *m)
     for (size_t i = 0; rq && i < m->nprocs; i++)
         if (!isnan(m->procs[i].runq_wait_percent))
             rq[nrq++] = m->procs[i].runq_wait_percent;
-    if (nrq) {
-        qsort(rq, nrq, sizeof(*rq), tml__cmp_double);
-        runq = nrq % 2 ? rq[nrq / 2] : (rq[nrq / 2 - 1] + rq[nrq / 2]) / 2.0;
-    }
+    if (nrq)
+        runq = tml__median(rq, nrq);
     free(rq);
     tml__contention_init(best);
     for (size_t k = 0; k < m->nnodes; k++) {

@@ -1,6 +1,6 @@
 """scripts/check-arch's checks on the objects: "calls" (a module uses only
-symbols of its own or a lower layer, and the report's printers none of the
-model's files) and "banned" (no unbounded string function), on a small tree
+symbols of its own or a lower layer, and the report's printers, every file
+of report/ but the model and the reloaders, none of the others' symbols) and "banned" (no unbounded string function), on a small tree
 built here: scripts/check-arch reads the tree it sits in.
 
     .venv/bin/python -m pytest tests/e2e/test_check_arch.py
@@ -69,6 +69,28 @@ def test_a_printer_calling_the_model_fails(tmp_path):
     assert r.returncode == 1
     assert ("FAIL calls: build/obj/src/report/json.o: a printer calls tml__report_thing of "
             "src/report/report.c") in r.stdout
+
+
+def test_every_file_of_report_but_the_model_and_reloaders_is_a_printer(tmp_path):
+    # a file no list names (notebook.c) is a printer: calling the model
+    # (derive.c) fails; a reloader (reload_x.c) may call the model, the
+    # model its printers, and a printer another printer
+    r = tree(tmp_path, {
+        "src/report/derive.c": REPORT,
+        "src/report/notebook.c": "int tml__report_thing(int x);\nint tml__nb(int x);\n"
+                                 "int tml__nb(int x) { return tml__report_thing(x); }\n",
+        "src/report/reload_x.c": "int tml__report_thing(int x);\nint tml__rx(int x);\n"
+                                 "int tml__rx(int x) { return tml__report_thing(x); }\n",
+        "src/report/report.c": "int tml__nb(int x);\nint tml__rm(int x);\n"
+                               "int tml__rm(int x) { return tml__nb(x); }\n",
+        "src/report/html.c": "int tml__nb(int x);\nint tml__h(int x);\n"
+                             "int tml__h(int x) { return tml__nb(x); }\n",
+    })
+    assert r.returncode == 1
+    fails = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
+    assert fails == ["FAIL calls: build/obj/src/report/notebook.o: a printer calls "
+                     "tml__report_thing of src/report/derive.c (the model calls its printers, "
+                     "not back)"], r.stdout
 
 
 def test_banned_functions_fail_and_comments_do_not(tmp_path):

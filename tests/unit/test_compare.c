@@ -1,12 +1,15 @@
 /*
- * test_compare.c - `traceml compare`'s rules (src/report/compare.c): the
+ * test_compare.c - `traceml compare`'s rules (src/judge/compare.c): the
  * verdict on both sides of every gate, the noise rule, the clock choice,
- * INCONCLUSIVE, reading summaries (good and bad), and the box and JSON.
+ * INCONCLUSIVE; reading summaries, good and bad
+ * (src/report/reload_compare.c), and the box and JSON
+ * (src/report/compare.c). The statistics under them: test_stats.c.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge/compare.h"
 #include "report/compare.h"
 #include "base/stats.h"
 #include "traceml/traceml.h"
@@ -326,21 +329,6 @@ static void blocks(tml_cmp_run *r, double center, double spread, double spike, s
         k->blocks_ms[0] = spike;
 }
 
-static void test_mann_whitney(void)
-{
-    double a[5] = {1, 2, 3, 4, 5}, b[5] = {6, 7, 8, 9, 10}, c[5] = {3, 3, 3, 3, 3};
-    CHECK_NEAR(tml__mann_whitney_p(a, 5, b, 5), 0.0122, 0.0005);   /* U = 0, normal approx */
-    CHECK_NEAR(tml__mann_whitney_p(b, 5, a, 5), 0.0122, 0.0005);   /* two-sided */
-    CHECK_NEAR(tml__mann_whitney_p(a, 5, a, 5), 1.0, 0.05);
-    CHECK_NEAR(tml__mann_whitney_p(c, 5, c, 5), 1.0, 1e-12);       /* all tied */
-    double x[20], y[20];
-    for (int i = 0; i < 20; i++) {
-        x[i] = 100 + i * 0.1;
-        y[i] = 110 + i * 0.1;
-    }
-    CHECK(tml__mann_whitney_p(x, 20, y, 20) < 1e-6);
-}
-
 /* The statistical rule: significant AND past the gate, and the Why says
  * which held (docs/compare.md). */
 static void test_significance_and_gate(void)
@@ -401,33 +389,6 @@ static void test_significance_and_gate(void)
     blocks(&b, 11.0, 0.1, 0, 4);
     tml__cmp_decide(&a, &b, NULL, &r);
     CHECK(r.tested == 0 && r.verdict == TML_CMP_REGRESSION);
-}
-
-/* Student's t against the tables' values (4 decimals), whole and
- * fractional degrees of freedom (Welch's are fractional); 31-119 degrees
- * of freedom too, where tune's old table's 2.000 was narrower. */
-static void test_student_t(void)
-{
-    static const struct { double df, t; } t975[] = {
-        {1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {5, 2.5706}, {10, 2.2281}, {30, 2.0423},
-        {40, 2.0211}, {60, 2.0003}, {100, 1.9840}, {120, 1.9799}, {1e6, 1.9600}};
-    for (size_t i = 0; i < sizeof(t975) / sizeof(t975[0]); i++)
-        CHECK_NEAR(tml__t_quantile(0.975, t975[i].df), t975[i].t, 6e-5);
-    CHECK_NEAR(tml__t_quantile(0.95, 10), 1.8125, 6e-5);
-    CHECK_NEAR(tml__t_quantile(0.995, 4), 4.6041, 6e-5);
-    /* between 2 (4.303) and 3 (3.182) degrees of freedom, not either */
-    double t = tml__t_quantile(0.975, 2.5);
-    CHECK(t < 4.3027 && t > 3.1824);
-    CHECK(isnan(tml__t_quantile(0.975, 0)));
-    CHECK(isnan(tml__t_quantile(1.2, 5)));
-    CHECK_NEAR(tml__t_quantile(0.975, 1), 12.706, 0.001);
-    CHECK_NEAR(tml__t_quantile(0.975, 4), 2.776, 0.001);
-    CHECK_NEAR(tml__t_quantile(0.995, 10), 3.169, 0.001);
-    CHECK_NEAR(tml__t_quantile(0.8, 4), 0.941, 0.001);
-    CHECK_NEAR(tml__t_quantile(0.025, 30), -2.042, 0.001);
-    CHECK_NEAR(tml__t_p2(2.776, 4), 0.05, 0.0005);
-    CHECK_NEAR(tml__t_p2(0, 7), 1.0, 1e-12);
-    CHECK_NEAR(tml__t_p2(1.96, 1e6), 0.05, 0.0005);
 }
 
 /* n runs around center ms, each off by a fixed pattern of +/- spread (a
@@ -761,8 +722,8 @@ static void test_runs_needed(void)
     }
 }
 
-#define TESTS X(test_student_t) X(test_runs_needed) X(test_runs_a_side) X(test_contention) X(test_workload_and_guard) \
-    X(test_mann_whitney) X(test_significance_and_gate) X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
+#define TESTS X(test_runs_needed) X(test_runs_a_side) X(test_contention) X(test_workload_and_guard) \
+    X(test_significance_and_gate) X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
     X(test_custom_gates) X(test_read_summary) X(test_out_of_range) \
     X(test_box_and_json)
 #include "harness.h"

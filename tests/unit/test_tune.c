@@ -1,13 +1,14 @@
 /*
- * test_tune.c - `traceml tune`'s reckoning (src/report/tune.c): the
+ * test_tune.c - `traceml tune`'s reckoning (src/judge/tune.c): the
  * interval that decides a gain, the plan a diagnosis leads to, the setting
- * strings `--apply` accepts, and the report.
+ * strings `--apply` accepts; and the report (src/report/tune.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "harness.h"
 #include "base/json.h"
+#include "judge/tune.h"
 #include "report/tune.h"
 #include "traceml/traceml.h"
 
