@@ -117,6 +117,18 @@ static _Thread_local int marked_open;   /* in a step whose trace_step() named on
 
 #define GPU_HOOK_TRIES 50
 
+/* Throughput: each batch a DataLoader fetch returns is counted
+ * (tml_step_samples) once the package gave the callable that names
+ * torch's Tensor type and the dtypes of token ids (_set_batch_types; it
+ * is called at the first fetch, when torch is whole: the loader may be
+ * patched while torch is still importing); a trace_step(samples=) turns
+ * the counting off for good. */
+static PyObject *batch_types;       /* callable() -> (Tensor, dtypes), until called */
+static PyObject *tensor_type;       /* torch.Tensor, or NULL: no counting */
+static PyObject *token_dtypes;      /* a tuple: torch.int64, torch.int32 */
+static PyObject *str_shape, *str_dtype, *str_input_ids, *str_data;
+static int batches_counted = 1;
+
 /* Calls the memory probe, if any, and hands its figures to the engine.
  * Errors are swallowed: a failing probe is dropped for good. */
 static void
@@ -560,6 +572,95 @@ call_hook(PyObject *hook, PyObject *args, PyObject *kwargs)
     PyErr_Restore(type, value, tb);
 }
 
+static int
+is_tensor(PyObject *o)
+{
+    return tensor_type != NULL && PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)tensor_type);
+}
+
+/* The tensor a batch leads with (borrowed, or NULL): the batch itself, the
+ * first item of a tuple or list, a dict's input_ids or first value, the
+ * same of a UserDict's data (Hugging Face's BatchEncoding), three levels
+ * down at most. Reads no attribute of any other object. */
+/* The types count_batch reads, from the package's callable: 1 when known. */
+static int
+know_batch_types(void)
+{
+    if (tensor_type != NULL)
+        return 1;
+    if (batch_types == NULL)
+        return 0;
+    PyObject *r = PyObject_CallNoArgs(batch_types);
+    Py_CLEAR(batch_types);      /* once, whatever it answered */
+    if (r != NULL && PyTuple_Check(r) && PyTuple_Size(r) == 2 &&
+        PyType_Check(PyTuple_GetItem(r, 0)) && PyTuple_Check(PyTuple_GetItem(r, 1))) {
+        tensor_type = PyTuple_GetItem(r, 0);
+        token_dtypes = PyTuple_GetItem(r, 1);
+        Py_INCREF(tensor_type);
+        Py_INCREF(token_dtypes);
+    }
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return tensor_type != NULL;
+}
+
+static PyObject *
+lead_tensor(PyObject *b, int depth)
+{
+    if (b == NULL || depth > 3)
+        return NULL;
+    if (is_tensor(b))
+        return b;
+    if (PyTuple_Check(b))
+        return PyTuple_Size(b) > 0 ? lead_tensor(PyTuple_GetItem(b, 0), depth + 1) : NULL;
+    if (PyList_Check(b))
+        return PyList_Size(b) > 0 ? lead_tensor(PyList_GetItem(b, 0), depth + 1) : NULL;
+    if (PyDict_Check(b)) {
+        PyObject *ids = PyDict_GetItemWithError(b, str_input_ids), *k, *v;
+        Py_ssize_t pos = 0;
+        if (ids != NULL && is_tensor(ids))
+            return ids;
+        return PyDict_Next(b, &pos, &k, &v) ? lead_tensor(v, depth + 1) : NULL;
+    }
+    if (!PyMapping_Check(b))
+        return NULL;
+    PyObject *data = PyObject_GetAttr(b, str_data), *t = NULL;
+    if (data != NULL && PyDict_Check(data))
+        t = lead_tensor(data, depth + 1);   /* held by b's data */
+    Py_XDECREF(data);
+    return t;
+}
+
+static int
+token_dtype(PyObject *t)
+{
+    PyObject *d = PyObject_GetAttr(t, str_dtype);
+    int found = 0;
+    for (Py_ssize_t i = 0; d != NULL && i < PyTuple_Size(token_dtypes); i++)
+        found |= PyTuple_GetItem(token_dtypes, i) == d;
+    Py_XDECREF(d);
+    return found;
+}
+
+/* A fetched batch's samples (its lead tensor's first dimension) and
+ * tokens (the elements of a 2-D integer lead tensor), to the engine.
+ * Never raises. */
+static void
+count_batch(PyObject *batch)
+{
+    PyObject *t = lead_tensor(batch, 0);
+    PyObject *shape = t ? PyObject_GetAttr(t, str_shape) : NULL;
+    Py_ssize_t nd = shape != NULL && PyTuple_Check(shape) ? PyTuple_Size(shape) : 0;
+    long long samples = nd >= 1 ? PyLong_AsLongLong(PyTuple_GetItem(shape, 0)) : 0, tokens = -1;
+    if (nd == 2 && token_dtype(t))
+        tokens = samples * PyLong_AsLongLong(PyTuple_GetItem(shape, 1));
+    Py_XDECREF(shape);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    else if (samples > 0)
+        tml_step_samples(samples, tokens > 0 ? tokens : -1);
+}
+
 /* A DataLoader fetch: begin/end (not a span) so that a GPU-timed thread
  * also records the fetch's CUDA events; a fetch that raised is no fetch. */
 static PyObject *
@@ -581,10 +682,13 @@ call_input(phasecall *pc, PyObject *args, PyObject *kwargs)
     auto_in_fetch--;
     if (measure)
         fetch_add(c0, q0, w0);
-    if (r != NULL)
+    if (r != NULL) {
         tml_phase_end(TML_PHASE_INPUT);
-    else
+        if (batches_counted && auto_in_fetch == 0 && know_batch_types())
+            count_batch(r);
+    } else {
         tml_phase_cancel(TML_PHASE_INPUT);
+    }
     return r;
 }
 
@@ -614,6 +718,19 @@ call_h2d(phasecall *pc, PyObject *args, PyObject *kwargs)
         if (!copy)
             tml_count_glue_calls(1);
     }
+    return r;
+}
+
+/* A forward's one counted call: the counter (hook(fn, args, kwargs), the
+ * package's FLOP count) runs it once, the first time, and is dropped. */
+static PyObject *
+count_forward(phasecall *pc, PyObject *args, PyObject *kwargs)
+{
+    PyObject *hook = pc->hook;
+    pc->hook = NULL;
+    PyObject *r = PyObject_CallFunctionObjArgs(hook, pc->fn, args, kwargs ? kwargs : Py_None,
+                                               NULL);
+    Py_DECREF(hook);
     return r;
 }
 
@@ -655,7 +772,7 @@ phasecall_call(PyObject *self, PyObject *args, PyObject *kwargs)
             auto_begin(1, 1);
         }
         tml_phase_begin(TML_PHASE_FORWARD);
-        r = PyObject_Call(pc->fn, args, kwargs);
+        r = pc->hook != NULL ? count_forward(pc, args, kwargs) : PyObject_Call(pc->fn, args, kwargs);
         tml_phase_end(TML_PHASE_FORWARD);
         if (r != NULL)
             probe_memory();     /* activations are alive: near the step's peak */
@@ -704,9 +821,11 @@ phasecall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "PhaseCall: phase or kind out of range");
         return NULL;
     }
-    if ((kind == KIND_BEFORE || kind == KIND_AFTER) != (hook != Py_None && PyCallable_Check(hook))) {
+    int hooked = hook != Py_None && PyCallable_Check(hook);
+    if ((kind == KIND_BEFORE || kind == KIND_AFTER) ? !hooked
+                                                    : hook != Py_None && kind != KIND_FORWARD) {
         PyErr_SetString(PyExc_TypeError, "PhaseCall: a callable hook with KIND_BEFORE or "
-                        "KIND_AFTER, and only then");
+                        "KIND_AFTER, and only then (or KIND_FORWARD's counter)");
         return NULL;
     }
     pc = (phasecall *)PyType_GenericAlloc(type, 0);
@@ -1413,6 +1532,45 @@ mod_phase_span(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(tml_phase_span((tml_phase)p, b, e));
 }
 
+/* _set_batch_types(fn): fn() -> (Tensor, token_dtypes), what a fetched
+ * batch is counted by (count_batch), asked at the first fetch. */
+static PyObject *
+mod_set_batch_types(PyObject *m, PyObject *fn)
+{
+    (void)m;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "_set_batch_types(fn)");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    XSETREF(batch_types, fn);
+    Py_RETURN_NONE;
+}
+
+/* log_note(text) -> rc: a line in traceml.log (tml_log_note). */
+static PyObject *
+mod_log_note(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    const char *text = PyUnicode_AsUTF8AndSize(arg, NULL);
+    if (text == NULL)
+        return NULL;
+    return PyLong_FromLong(tml_log_note(text));
+}
+
+/* set_flops(flops_per_sample, how, device) -> rc (tml_set_flops). */
+static PyObject *
+mod_set_flops(PyObject *m, PyObject *args)
+{
+    double per_sample;
+    unsigned int how;
+    const char *device = NULL;
+    (void)m;
+    if (!PyArg_ParseTuple(args, "dI|z:set_flops", &per_sample, &how, &device))
+        return NULL;
+    return PyLong_FromLong(tml_set_flops(per_sample, how, device));
+}
+
 /* comm_bytes(n): a blocking collective of n bytes ran in this step. */
 static PyObject *
 mod_comm_bytes(PyObject *m, PyObject *arg)
@@ -1618,44 +1776,79 @@ model_cached(PyObject *model)
  * on a model it has not seen (through the package's installer, off the hot
  * path after the first step) and returns the shared step context. Several
  * models (a GAN's generator and discriminator) are each timed. */
+static void
+install_model(PyObject *model)
+{
+    if (model == Py_None)
+        return;
+    models_given = 1;
+    if (model_cached(model))
+        return;
+    PyObject *r = PyObject_CallFunctionObjArgs(installer, model, NULL);
+
+    if (r == NULL) {
+        PyErr_Clear();   /* the installer reports its own failures */
+    } else {
+        PyObject *ref = PyWeakref_NewRef(model, NULL);
+        Py_DECREF(r);
+        if (ref == NULL) {
+            PyErr_Clear();
+        } else {
+            XSETREF(model_cache[model_cache_next], ref);
+            model_cache_next = (model_cache_next + 1) % MODEL_CACHE;
+        }
+    }
+}
+
+/* trace_step()'s keywords after the positional models: model= (as
+ * TraceML 0.5.0's signature allows), samples= and tokens= (the step's
+ * batch, which then replaces the loader's count for good). 0, or -1 with
+ * a TypeError set. */
+static int
+step_keywords(PyObject *const *vals, PyObject *kwnames, long long *samples, long long *tokens)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k);
+        long long *count = NULL;
+        if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "samples") == 0)
+            count = samples;
+        else if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "tokens") == 0)
+            count = tokens;
+        else if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "model") != 0) {
+            PyErr_Format(PyExc_TypeError, "trace_step() got an unexpected keyword argument '%S'",
+                         name);
+            return -1;
+        }
+        if (count && vals[k] != Py_None) {
+            *count = PyLong_AsLongLong(vals[k]);
+            if (*count < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_ValueError, "trace_step(): %S must be >= 0", name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 mod_trace_step(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     (void)m;
-    /* trace_step(model=m), as TraceML 0.5.0's signature allows: the one
-     * keyword, after the positional models in args */
-    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *name = PyTuple_GetItem(kwnames, k);
-        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "model") != 0) {
-            PyErr_Format(PyExc_TypeError, "trace_step() got an unexpected keyword argument '%S'",
-                         name);
-            return NULL;
-        }
-    }
-    nargs += nkw;
+    long long samples = -1, tokens = -1;
+    if (step_keywords(args + nargs, kwnames, &samples, &tokens) < 0)
+        return NULL;
     call_starter();
     models_given = 0;
-    for (Py_ssize_t k = 0; hooks_enabled && k < nargs; k++) {
-        if (args[k] == Py_None)
-            continue;
-        models_given = 1;
-        if (model_cached(args[k]))
-            continue;
-        PyObject *r = PyObject_CallFunctionObjArgs(installer, args[k], NULL);
-
-        if (r == NULL) {
-            PyErr_Clear();   /* the installer reports its own failures */
-        } else {
-            PyObject *ref = PyWeakref_NewRef(args[k], NULL);
-            Py_DECREF(r);
-            if (ref == NULL) {
-                PyErr_Clear();
-            } else {
-                XSETREF(model_cache[model_cache_next], ref);
-                model_cache_next = (model_cache_next + 1) % MODEL_CACHE;
-            }
-        }
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t k = 0; hooks_enabled && k < nargs + nkw; k++)
+        if (k < nargs || PyUnicode_CompareWithASCIIString(PyTuple_GetItem(kwnames, k - nargs),
+                                                          "model") == 0)
+            install_model(args[k]);
+    if (samples >= 0 || tokens >= 0) {
+        batches_counted = 0;     /* the script knows its batch better than a guess */
+        tml_step_samples(samples > 0 ? samples : 0, tokens > 0 ? tokens : -1);
     }
     call_gpu_hook();
     Py_INCREF(step_ctx);
@@ -1876,6 +2069,11 @@ static PyMethodDef mod_methods[] = {
     {"phase_span", (PyCFunction)(void (*)(void))mod_phase_span, METH_FASTCALL, NULL},
     {"now_ns", mod_now_ns, METH_NOARGS, "the engine's monotonic clock (ns)"},
     {"comm_bytes", mod_comm_bytes, METH_O, "comm_bytes(n): a blocking collective sent n bytes"},
+    {"_set_batch_types", mod_set_batch_types, METH_O,
+     "_set_batch_types(fn): fn() -> (Tensor, token_dtypes), to count the loader's batches"},
+    {"log_note", mod_log_note, METH_O, "log_note(text) -> rc: a line in traceml.log"},
+    {"set_flops", mod_set_flops, METH_VARARGS,
+     "set_flops(flops_per_sample, how, device=None) -> rc (tml_set_flops)"},
     {"_comm_done", (PyCFunction)(void (*)(void))mod_comm_done, METH_FASTCALL, NULL},
     {"set_call_cost_ns", mod_set_call_cost_ns, METH_O, NULL},
     {"set_rank", mod_set_rank, METH_VARARGS, NULL},
@@ -1936,6 +2134,12 @@ PyInit__traceml(void)
         goto fail;
     str_is_cuda = PyUnicode_InternFromString("is_cuda");
     str_module = PyUnicode_InternFromString("__module__");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_input_ids = PyUnicode_InternFromString("input_ids");
+    str_data = PyUnicode_InternFromString("data");
+    if (!str_shape || !str_dtype || !str_input_ids || !str_data)
+        goto fail;
     types = PyImport_ImportModule("types");
     if (str_is_cuda == NULL || str_module == NULL || types == NULL)
         goto fail;
@@ -1971,6 +2175,9 @@ PyInit__traceml(void)
         || PyModule_AddIntConstant(m, "KIND_COMM", KIND_COMM) < 0
         || PyModule_AddIntConstant(m, "KIND_BEFORE", KIND_BEFORE) < 0
         || PyModule_AddIntConstant(m, "KIND_AFTER", KIND_AFTER) < 0
+        || PyModule_AddIntConstant(m, "FLOPS_COUNTED", TML_FLOPS_COUNTED) < 0
+        || PyModule_AddIntConstant(m, "FLOPS_TF32", TML_FLOPS_TF32) < 0
+        || PyModule_AddIntConstant(m, "FLOPS_16BIT", TML_FLOPS_16BIT) < 0
         || PyModule_AddIntConstant(m, "EDISABLED", TML_EDISABLED) < 0
         || PyModule_AddIntConstant(m, "ECONFIG", TML_ECONFIG) < 0
         || PyModule_AddStringConstant(m, "VERSION", TML_VERSION_STRING) < 0)

@@ -197,6 +197,44 @@ TML_API int tml_phase_span(tml_phase phase, int64_t begin_ns, int64_t end_ns);
 TML_API int tml_comm_bytes(int64_t bytes);
 TML_API int tml_comm_overlapped(int64_t begin_ns, int64_t end_ns, int64_t bytes);
 
+/*
+ * Throughput (docs/summary-json.md, `throughput`). tml_step_samples: the
+ * step open on this thread consumed `samples` samples (the batch dimension
+ * of its input) and `tokens` tokens (the elements of a (batch, sequence)
+ * integer input; -1 when the input is not tokens). Several calls in one
+ * step add up (gradient accumulation). Called between steps it counts for
+ * the next step to begin on this thread, and a fetch (TML_PHASE_INPUT)
+ * between steps forgets what the fetches before it counted: the batches
+ * of a validation loop feed no step. The Python package calls it for
+ * every DataLoader batch (and trace_step(samples=, tokens=)).
+ *
+ * tml_set_flops: one sample costs `flops_per_sample` floating-point
+ * operations, forward and backward, from now on (0 forgets it); `how` is
+ * TML_FLOPS_COUNTED (the Python package counted a forward pass under
+ * torch.utils.flop_counter.FlopCounterMode and took 3 times it) or
+ * TML_FLOPS_GIVEN (the caller's own figure), or'ed with the dtype the
+ * model computes in (TML_FLOPS_FP32, _TF32, _16BIT). `device` is the GPU's
+ * name as CUDA gives it ("NVIDIA H100 80GB HBM3"; NULL or "" on a CPU):
+ * a data-centre GPU of TraceML's table has a peak for that dtype, and the
+ * summary its MFU (achieved over peak); any other device has the achieved
+ * FLOP/s alone. A step's FLOPs are its samples times the figure, so steps
+ * without samples have none. Call it on the training thread; one ring
+ * write.
+ */
+/* One line in the run folder's traceml.log, "rank N: TEXT": for the
+ * bindings to say what TraceML did or left out, and why, without a word
+ * on the training's own output. 0, or TML_ESTATE when TraceML is not
+ * running (or has no run folder). */
+TML_API int tml_log_note(const char *text);
+
+#define TML_FLOPS_GIVEN 0x0u
+#define TML_FLOPS_COUNTED 0x1u
+#define TML_FLOPS_FP32 0x00u
+#define TML_FLOPS_TF32 0x10u
+#define TML_FLOPS_16BIT 0x20u
+TML_API int tml_step_samples(int64_t samples, int64_t tokens);
+TML_API int tml_set_flops(double flops_per_sample, uint32_t how, const char *device);
+
 /* Forgets an open phase without recording it: for a call that turned out
  * not to be what the phase means (a fetch that raised StopIteration, a
  * .to() that did not copy to a GPU). Ends one level of nesting. */

@@ -338,7 +338,8 @@ def _time_calls(model, torch):
     if cur is None:
         call_impl = type(model)._call_impl
         _Timed.install(model, "_compiled_call_impl",
-                       _c.PhaseCall(call_impl, _c.FORWARD, _c.KIND_FORWARD), torch)
+                       _c.PhaseCall(call_impl, _c.FORWARD, _c.KIND_FORWARD,
+                                    _flop_counter(model, torch)), torch)
         return
     timed = _c.PhaseCall(cur, _c.FORWARD, _c.KIND_FORWARD)
     compiling = _compiling(torch)
@@ -352,6 +353,22 @@ def _time_calls(model, torch):
     from . import _zero_edit
     _zero_edit.hide_from_dynamo(_traceml_timed_call, _Timed.__get__)
     own["_compiled_call_impl"] = _traceml_timed_call
+
+
+def _flop_counter(model, torch):
+    """The one-shot FLOP count of a model's first forward (_flops.py), or
+    None: TRACEML_FLOPS=0, or a compiled model (a dispatch mode around a
+    compiled call would recompile it)."""
+    if _env("TRACEML_FLOPS") is False:
+        return None
+    optimized = getattr(getattr(getattr(torch, "_dynamo", None), "eval_frame", None),
+                        "OptimizedModule", None)
+    if optimized is not None and isinstance(model, optimized):
+        _c.log_note("FLOPs not counted for %s: a compiled model (counting would "
+                    "recompile it)" % type(model).__name__)
+        return None
+    from . import _flops
+    return _flops.counter(_c, _c.log_note)
 
 
 import types as _types      # _Timed
@@ -501,6 +518,7 @@ def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer, comm):
         from torch.utils.data import dataloader as dl
         _patch(dl._BaseDataLoaderIter, "__next__", _c.INPUT, _c.KIND_INPUT)
         _report_loader_settings(dl._BaseDataLoaderIter)
+        _c._set_batch_types(lambda: (torch.Tensor, (torch.int64, torch.int32)))   # throughput
 
     def bw_patch():
         _patch(torch.Tensor, "backward", _c.BACKWARD)

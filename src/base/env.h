@@ -119,6 +119,8 @@ enum {
       "on: the run is a trial of traceml tune (set by it): interrupted is tune's stop")   \
     X(COMM, BOOL, "1", 0, 0, E, NULL,                                                     \
       "off: DDP buckets and torch.distributed collectives are not timed")                 \
+    X(FLOPS, BOOL, "1", 0, 0, E, NULL,                                                    \
+      "off: no model's first forward is counted under FlopCounterMode (no FLOPs, no MFU)") \
     X(ON_MISSING_AGGREGATOR, STRING, "warn", 0, 0, E, NULL,                               \
       "warn or raise: what init() does when TraceML cannot start")                        \
     X(LIBCUDA, PATH, "libcuda.so.1", 0, 0, E, NULL,                                       \

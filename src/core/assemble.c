@@ -152,6 +152,7 @@ static void start_step(tml_assembler *a, const tml_event *e)
     a->has_pending_gpu = 0;
     int64_t h = a->pending_h2d_ns;
     take_pending_h2d(a, r);
+    tml__asm_take_counts(a, r);
     a->lead_unless_forward = !fetched;
     if (fetched) {
         a->lead_ns = after_fetch > h ? after_fetch - h : 0;
@@ -268,6 +269,7 @@ static void feed_span(tml_assembler *a, const tml_event *e)
                 a->pending_ns = e->t1 - a->loader_t0;
             }
             a->loader_t0 = -1;
+            a->pending_samples = a->pending_tokens = 0;   /* a batch no step took */
         } else if (e->arg == TML_PHASE_H2D) {
             a->pending_h2d_ns += d;
             a->pending_h2d_n++;
@@ -374,10 +376,12 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         end_comm(a, out, e->t0);
         out->cuda_allocated_peak_bytes = a->mem_step_peak[0];
         out->cuda_reserved_peak_bytes = a->mem_step_peak[1];
+        tml__asm_step_flops(a, out);
         a->gpu = a->gcur;
         marks_reset(&a->gcur);
         return 1;
     default:
+        tml__asm_count(a, e);   /* TML_EV_SAMPLES, TML_EV_FLOPS; else nothing */
         return 0;
     }
 }

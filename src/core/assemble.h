@@ -86,7 +86,19 @@ typedef struct tml_assembler {
     int64_t comm_b[TML_COMM_MAX], comm_e[TML_COMM_MAX];
     uint32_t ncomm;
     int64_t ov_launch, ov_end;   /* -1: no overlapped collective */
+    /* Samples and tokens counted between brackets, for the next step;
+     * the FLOPs of a sample (0 unknown) and how they were counted. */
+    int64_t pending_samples, pending_tokens;
+    int64_t flops_per_sample, peak_flops;
+    uint32_t flops_how;
 } tml_assembler;
+
+/* Throughput (throughput.c): a TML_EV_SAMPLES or TML_EV_FLOPS event (any
+ * other is ignored) into the step open, or the next; what waited for a
+ * step that starts; a step's FLOPs at its end. */
+void tml__asm_count(tml_assembler *a, const tml_event *e);
+void tml__asm_take_counts(tml_assembler *a, tml_step_record *r);   /* a step's start */
+void tml__asm_step_flops(const tml_assembler *a, tml_step_record *r);
 
 void tml__asm_init(tml_assembler *a);
 /* Feeds one event; returns 1 and fills *out when it completed a step. */

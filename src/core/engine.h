@@ -139,6 +139,9 @@ extern tml_shipper tml__ship;
 int tml__take_auto_models(char *dst, size_t cap);
 
 /* shipper.c */
+/* A marker's event into the calling thread's ring, when TraceML is on:
+ * 0, TML_EFULL, TML_EDISABLED or TML_ESTATE (markers.c). */
+int tml__marker_push(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1);
 int tml__shipper_start(void);
 void tml__shipper_stop(void);
 int tml__shipper_summary(char **out);     /* asks the shipper, waits <= 5 s */

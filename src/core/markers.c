@@ -287,6 +287,12 @@ int tml_comm_overlapped(int64_t begin_ns, int64_t end_ns, int64_t bytes)
     return tml__comm_box_put(&c);
 }
 
+int tml__marker_push(uint32_t kind, uint32_t arg, int64_t t0, int64_t t1)
+{
+    int rc = check_on();
+    return rc ? rc : push(kind, arg, t0, t1);
+}
+
 int tml_cuda_memory(int64_t allocated_bytes, int64_t reserved_bytes,
                     int64_t allocated_peak_bytes, int64_t reserved_peak_bytes,
                     int64_t device_total_bytes)

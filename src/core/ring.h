@@ -35,6 +35,11 @@ enum tml_event_kind {
     /* A fresh data loader started its workers at t0 (tml_mark_loader_start):
      * the next fetch outside a bracket is taken to start there. */
     TML_EV_LOADER_START = 9,
+    /* tml_step_samples: t0 = samples, t1 = tokens (-1 none). */
+    TML_EV_SAMPLES = 10,
+    /* tml_set_flops: t0 = FLOPs per sample (rounded), t1 = the device's
+     * peak FLOP/s (0 unknown), arg = how. */
+    TML_EV_FLOPS = 11,
 };
 
 typedef struct tml_event {

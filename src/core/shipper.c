@@ -49,6 +49,15 @@ void tml__engine_log(const char *what, const char *why)
     tml__log_line(path, who, "%s: %s", what, why);   /* timed, as every line there */
 }
 
+int tml_log_note(const char *text)
+{
+    if (!text || atomic_load_explicit(&tml__setup.state, memory_order_relaxed) != TML_ST_ON ||
+        !tml__setup.run_dir[0])
+        return TML_ESTATE;
+    tml__engine_log("note", text);
+    return 0;
+}
+
 /* ---- who we are ------------------------------------------------------ */
 
 /* A tml_set_rank() that came before the hello. */

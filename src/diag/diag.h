@@ -147,6 +147,14 @@ typedef struct tml_rank_window {
      * bandwidth they imply (bytes over the time some collective was in
      * flight); NAN without communication. */
     double comm_bytes_per_step, comm_bytes_per_s, comm_collectives_per_step;
+    /* Throughput over the window's steps that counted them (samples,
+     * tokens, FLOPs): per step, and per second of those steps' wall time
+     * (Step Time plus the Untraced time before each); NAN none counted.
+     * flops_how and peak_flops: the TML_FLOPS_* and the device's peak
+     * FLOP/s (NAN unknown) of the last step with FLOPs. */
+    double samples_per_step, samples_per_s, tokens_per_step, tokens_per_s;
+    double flops_per_step, flops_per_s, peak_flops;
+    uint32_t flops_how;
     int has_gpu;                   /* any GPU figure seen from this rank */
     /* The process's CPU use over the run (100 = one core), from its
      * samples; NAN unknown. Set by the report (the process section), for
@@ -248,6 +256,14 @@ typedef struct tml_window {
      * threshold the Next lines call the choice close (TML_HOST_CPU_CLOSE). */
     double host_cpu_percent;
     double skew;              /* (worst - median) / median; NAN when unknown */
+    /* Throughput of the run: the sum over ranks that counted (each rank
+     * trains on its own batches); NAN where none did. peak_flops: the sum
+     * of the peaks of the ranks whose device has one, and mfu what those
+     * ranks achieved over it (a fraction); NAN none. Per step: the
+     * median rank's, and how its FLOPs were counted. */
+    double samples_per_s, tokens_per_s, flops_per_s, peak_flops, mfu;
+    double samples_per_step, tokens_per_step, flops_per_step;
+    uint32_t flops_how;
     tml_contention contention;   /* set by the report; zeroed: unknown */
     /* When applied: the DataLoader num_workers that `traceml run --apply`
      * set from a tune's measured winner (a Next line never advises

@@ -38,6 +38,7 @@
 #include "base/stats.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,8 @@ static void rank_empty(tml_rank_window *rw, const tml_rank *r)
     rw->step_stddev_ns = rw->step_mad_ns = NAN;
     rw->rss_bytes = rw->cuda_allocated_bytes = rw->cuda_reserved_bytes = NAN;
     rw->comm_bytes_per_step = rw->comm_bytes_per_s = rw->comm_collectives_per_step = NAN;
+    rw->samples_per_step = rw->samples_per_s = rw->tokens_per_step = rw->tokens_per_s = NAN;
+    rw->flops_per_step = rw->flops_per_s = rw->peak_flops = NAN;
     rw->cpu_percent = rw->runq_wait_percent = NAN;
     rw->missing = TML_PHASES_ALL;
     rw->overhead_ns_per_step = r->stats.overhead_ns_per_step;
@@ -203,9 +206,33 @@ static void block_medians(tml_rank_window *rw, const double *st, size_t nwin, do
  * step breakdown (model/breakdown.h) summed over the steps, then the
  * phases never observed in the window marked missing (one pass over the
  * records). idx: the window's records of r, in order. */
+/* What a rank's window steps counted of one figure (samples, tokens or
+ * FLOPs): the total, how many steps and their wall time. */
+typedef struct counted {
+    double total, steps, wall_ns;
+} counted;
+
+static void count(counted *c, int64_t v, double wall_ns)
+{
+    if (v <= 0)
+        return;
+    c->total += (double)v;
+    c->steps++;
+    c->wall_ns += wall_ns;
+}
+
+static void rate(const counted *c, double *per_step, double *per_s)
+{
+    if (c->steps > 0 && c->wall_ns > 0) {
+        *per_step = c->total / c->steps;
+        *per_s = c->total / (c->wall_ns / 1e9);
+    }
+}
+
 static int rank_fill(tml_rank_window *rw, const tml_rank *r, const uint32_t *idx,
                      size_t nwin, tml_clock clock)
 {
+    counted samples = {0}, tokens = {0}, flops = {0};
     double sum[TML_M_COUNT] = {0}, v[TML_M_COUNT];
     double rss = 0, alloc = 0, resv = 0, comm_bytes = 0, comm_ns = 0, comm_count = 0;
     size_t n_gap = 0, n_rss = 0, n_alloc = 0, n_resv = 0;
@@ -228,6 +255,14 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const uint32_t *idx
         if (!isnan(v[TML_M_UNTRACED])) {
             sum[TML_M_UNTRACED] += v[TML_M_UNTRACED];
             n_gap++;
+        }
+        double wall = v[TML_M_STEP] + (isnan(v[TML_M_UNTRACED]) ? 0 : v[TML_M_UNTRACED]);
+        count(&samples, s->samples, wall);
+        count(&tokens, s->tokens, wall);
+        count(&flops, s->flops, wall);
+        if (s->flops > 0) {
+            rw->flops_how = s->flops_how;
+            rw->peak_flops = s->peak_flops > 0 ? (double)s->peak_flops : NAN;
         }
         if (s->observed & TML_PHASE_BIT(TML_PHASE_COMM)) {
             comm_bytes += (double)s->comm_bytes;
@@ -263,6 +298,10 @@ static int rank_fill(tml_rank_window *rw, const tml_rank *r, const uint32_t *idx
         rw->comm_collectives_per_step = comm_count / (double)nwin;
         rw->comm_bytes_per_s = comm_ns > 0 && comm_bytes > 0 ? comm_bytes / (comm_ns / 1e9) : NAN;
     }
+
+    rate(&samples, &rw->samples_per_step, &rw->samples_per_s);
+    rate(&tokens, &rw->tokens_per_step, &rw->tokens_per_s);
+    rate(&flops, &rw->flops_per_step, &rw->flops_per_s);
 
     block_medians(rw, st, nwin, st + nwin);
     rw->step_median_ns = tml__median(st, nwin);
@@ -325,6 +364,46 @@ static void across_ranks(tml_window *w)
         w->skew = (worst - m) / m;
 }
 
+/* The sum over ranks of a rate (the field at `off` of tml_rank_window),
+ * NAN when no rank has it. */
+static double sum_over_ranks(const tml_window *w, size_t off)
+{
+    double sum = NAN;
+    for (size_t i = 0; i < w->nranks; i++) {
+        double v = *(const double *)((const char *)&w->ranks[i] + off);
+        if (!isnan(v))
+            sum = isnan(sum) ? v : sum + v;
+    }
+    return sum;
+}
+
+/* The run's throughput: the sums over ranks, the median rank's per step,
+ * and MFU over the ranks whose device has a peak (what they achieved over
+ * the sum of their peaks). */
+static void throughput(tml_window *w)
+{
+    w->samples_per_s = sum_over_ranks(w, offsetof(tml_rank_window, samples_per_s));
+    w->tokens_per_s = sum_over_ranks(w, offsetof(tml_rank_window, tokens_per_s));
+    w->flops_per_s = sum_over_ranks(w, offsetof(tml_rank_window, flops_per_s));
+    if (w->median_rank >= 0) {
+        const tml_rank_window *m = &w->ranks[w->median_rank];
+        w->samples_per_step = m->samples_per_step;
+        w->tokens_per_step = m->tokens_per_step;
+        w->flops_per_step = m->flops_per_step;
+        w->flops_how = m->flops_how;
+    }
+    double done = 0, peak = 0;
+    for (size_t i = 0; i < w->nranks; i++) {
+        const tml_rank_window *r = &w->ranks[i];
+        if (!isnan(r->flops_per_s) && r->peak_flops > 0) {
+            done += r->flops_per_s;
+            peak += r->peak_flops;
+        }
+    }
+    w->peak_flops = peak > 0 ? peak : NAN;
+    w->mfu = peak > 0 ? done / peak : NAN;
+}
+
 void tml__window_release(tml_window *w)
 {
     free(w->ranks);
@@ -332,6 +411,8 @@ void tml__window_release(tml_window *w)
     w->median_rank = w->worst_rank = -1;
     w->skew = NAN;
     w->host_cpu_percent = NAN;
+    w->samples_per_s = w->tokens_per_s = w->flops_per_s = w->peak_flops = w->mfu = NAN;
+    w->samples_per_step = w->tokens_per_step = w->flops_per_step = NAN;
     tml__contention_init(&w->contention);
 }
 
@@ -355,6 +436,8 @@ static void window_reset(tml_window *w, size_t max_steps)
     w->median_rank = w->worst_rank = -1;
     w->skew = NAN;
     w->host_cpu_percent = NAN;
+    w->samples_per_s = w->tokens_per_s = w->flops_per_s = w->peak_flops = w->mfu = NAN;
+    w->samples_per_step = w->tokens_per_step = w->flops_per_step = NAN;
     tml__contention_init(&w->contention);
     w->max_steps = max_steps ? max_steps : TML_WINDOW_DEFAULT_STEPS;
     w->clock = TML_CLOCK_CPU;
@@ -754,6 +837,7 @@ static int window_compute(const tml_run *run, size_t max_steps, int allow_gpu,
         count_culprits(&t, start, w) < 0)
         goto fail;
     across_ranks(w);
+    throughput(w);
     count_dropped(run, &t, w);
     free(idx);
     table_release(&t, run->nranks);

@@ -54,6 +54,13 @@ typedef struct tml_step_record {
     int64_t comm_ns;
     int64_t comm_bytes;
     uint32_t comm_count;
+    /* Throughput (tml_step_samples): the samples and tokens the step
+     * consumed, 0 when not counted; its floating-point operations
+     * (samples times tml_set_flops' figure), 0 unknown, the device's peak
+     * FLOP/s for them (0 unknown: a CPU, a GPU not in the table) and how
+     * they were counted (TML_FLOPS_*). */
+    int64_t samples, tokens, flops, peak_flops;
+    uint32_t flops_how;
     uint32_t observed;      /* TML_PHASE_BIT of each phase seen in this step */
     uint32_t flags;         /* TML_STEP_* */
 } tml_step_record;
@@ -61,10 +68,13 @@ typedef struct tml_step_record {
 /* What a record may hold. A duration beyond TML_RECORD_MAX_NS (11.6
  * days; the reports read figures up to 1e9 ms back, report/reload.h) or
  * negative (-1, missing, is fine but for traced_ns), a byte count beyond
- * TML_RECORD_MAX_BYTES, a start beyond TML_RECORD_MAX_NS * 4096 (146
- * years of monotonic clock): no rank measures that. */
+ * TML_RECORD_MAX_BYTES, samples, tokens or FLOPs beyond theirs, a start
+ * beyond TML_RECORD_MAX_NS * 4096 (146 years of monotonic clock): no
+ * rank measures that. */
 #define TML_RECORD_MAX_NS 1000000000000000LL
 #define TML_RECORD_MAX_BYTES 1000000000000000000LL
+#define TML_RECORD_MAX_SAMPLES 1000000000000LL   /* samples or tokens in a step */
+#define TML_RECORD_MAX_FLOPS 1000000000000000000LL
 /* 1 when every figure of r is one a rank can measure (above), else 0: the
  * aggregator drops such a record (a corrupt or hostile sender) rather
  * than let 1e18 ns reach the windows, the sums and the reports. (run.c) */

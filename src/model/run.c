@@ -306,7 +306,9 @@ int tml__record_possible(const tml_step_record *r)
     int ok = in(r->start_ns, ns * 4096, 0) && in(r->traced_ns, ns, 0) &&
              in(r->gpu_traced_ns, ns, 1) && in(r->gap_ns, ns, 1) && in(r->comm_ns, ns, 1) &&
              in(r->rss_bytes, bytes, 1) && in(r->cuda_allocated_peak_bytes, bytes, 1) &&
-             in(r->cuda_reserved_peak_bytes, bytes, 1) && in(r->comm_bytes, bytes, 1);
+             in(r->cuda_reserved_peak_bytes, bytes, 1) && in(r->comm_bytes, bytes, 1) &&
+             in(r->samples, TML_RECORD_MAX_SAMPLES, 0) && in(r->tokens, TML_RECORD_MAX_SAMPLES, 0) &&
+             in(r->flops, TML_RECORD_MAX_FLOPS, 0) && in(r->peak_flops, TML_RECORD_MAX_FLOPS, 0);
     for (int k = 0; k < TML_PHASE_COUNT; k++)
         ok = ok && in(r->phase_ns[k], ns, 1) && in(r->gpu_phase_ns[k], ns, 1);
     return ok;

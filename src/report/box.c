@@ -19,6 +19,7 @@
  * non-zero share that rounds to 0), "n/a" for anything missing.
  */
 #include "report/model.h"
+#include "gpu/peak.h"
 #include "diag/window.h"
 #include "base/fmt.h"
 #include "base/utf8.h"
@@ -318,6 +319,52 @@ static void comm_line(const tml_rank_window *r, panel *p)
     padd_text(p, t);
 }
 
+/* v to three digits and an SI prefix, then unit: "1.77k samples/s",
+ * "895 MFLOP/s" (sep " " between the prefix and a unit that takes one). */
+static void fmt_si(double v, const char *sep, const char *unit, char *out, size_t cap)
+{
+    static const char pre[] = "\0kMGTPE";
+    int k = 0;
+    while (v >= 999.5 && k < 6) {
+        v /= 1000;
+        k++;
+    }
+    int digits = v < 9.995 ? 2 : v < 99.95 ? 1 : 0;
+    if (k)
+        snprintf(out, cap, "%.*f%s%c%s", digits, v, sep, pre[k], unit);
+    else
+        snprintf(out, cap, "%.*f%s%s", digits, v, sep, unit);
+}
+
+/* Throughput, and FLOPs with MFU where counted (docs/summary-json.md). */
+static void throughput_lines(const tml_report_model *m, panel *p)
+{
+    const tml_window *w = &m->win;
+    char t[LINE_MAX_BYTES], a[48], b[48];
+    if (isnan(w->samples_per_s))
+        return;
+    fmt_si(w->samples_per_s, "", " samples/s", a, sizeof(a));
+    int n = snprintf(t, sizeof(t), "Throughput: %s", a);
+    if (!isnan(w->tokens_per_s) && n > 0 && (size_t)n < sizeof(t)) {
+        fmt_si(w->tokens_per_s, "", " tokens/s", b, sizeof(b));
+        n += snprintf(t + n, sizeof(t) - (size_t)n, " · %s", b);
+    }
+    if (m->active_ranks > 1 && n > 0 && (size_t)n < sizeof(t))
+        snprintf(t + n, sizeof(t) - (size_t)n, " (all ranks)");
+    padd_text(p, t);
+    if (isnan(w->flops_per_s))
+        return;
+    fmt_si(w->flops_per_s, " ", "FLOP/s", a, sizeof(a));
+    const char *by = w->flops_how & TML_FLOPS_COUNTED ? "FlopCounterMode" : "given";
+    if (!isnan(w->mfu))
+        snprintf(t, sizeof(t), "FLOPs: %s achieved · MFU %.1f%% of the %s peak (%s)", a,
+                 100.0 * w->mfu, tml__flops_dtype(w->flops_how), by);
+    else
+        snprintf(t, sizeof(t), "FLOPs: %s achieved (%s; no MFU: no peak for this device)", a,
+                 by);
+    padd_text(p, t);
+}
+
 static void step_panel(const tml_report_model *m, panel *p)
 {
     const tml_window *w = &m->win;
@@ -369,6 +416,7 @@ static void step_panel(const tml_report_model *m, panel *p)
         snprintf(t, sizeof(t), "Untraced: n/a");
     padd_text(p, t);
 
+    throughput_lines(m, p);
     if (m->active_ranks > 1)
         rank_skew_line(m, p);
 

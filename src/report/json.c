@@ -12,6 +12,7 @@
  */
 #include "report/model.h"
 #include "base/jsonw.h"
+#include "gpu/peak.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -160,6 +161,37 @@ static void comm_fields(jw *w, const tml_rank_window *r)
     jw_bytes(w, "communication_bytes_per_step", r ? r->comm_bytes_per_step : NAN);
     jw_bytes(w, "communication_bytes_per_s", r ? r->comm_bytes_per_s : NAN);
     tml__jw_num(w, "collectives_per_step", r ? r->comm_collectives_per_step : NAN, 2);
+}
+
+/* A rank's throughput beside its breakdown (null where nothing counted). */
+static void rank_throughput(jw *w, const tml_rank_window *r)
+{
+    tml__jw_num(w, "samples_per_s", r->samples_per_s, 3);
+    tml__jw_num(w, "tokens_per_s", r->tokens_per_s, 1);
+    tml__jw_num(w, "achieved_flops_per_s", r->flops_per_s, 0);
+    jw_pct(w, "mfu_percent", r->flops_per_s / r->peak_flops);
+}
+
+/* "throughput": the run's samples, tokens and FLOPs per second (the sum
+ * over ranks), what a rank's step consumed, and MFU where the device's
+ * peak is known (docs/summary-json.md). */
+static void throughput_obj(jw *w, const tml_window *win)
+{
+    const uint32_t how = win->flops_how;
+    int flops = !isnan(win->flops_per_step);
+    tml__jw_open(w, "throughput", '{');
+    tml__jw_num(w, "samples_per_s", win->samples_per_s, 3);
+    tml__jw_num(w, "tokens_per_s", win->tokens_per_s, 1);
+    tml__jw_num(w, "samples_per_step", win->samples_per_step, 3);
+    tml__jw_num(w, "tokens_per_step", win->tokens_per_step, 1);
+    tml__jw_num(w, "flops_per_step", win->flops_per_step, 0);
+    tml__jw_num(w, "achieved_flops_per_s", win->flops_per_s, 0);
+    tml__jw_num(w, "peak_flops_per_s", win->peak_flops, 0);
+    jw_pct(w, "mfu_percent", win->mfu);
+    tml__jw_str(w, "flops_counted_by", !flops ? NULL : how & TML_FLOPS_COUNTED ? "flop_counter"
+                                                                               : "given");
+    tml__jw_str(w, "dtype", !flops ? NULL : tml__flops_dtype(how));
+    tml__jw_close(w, '}');
 }
 
 static void step_metrics(jw *w, const double *avg)
@@ -527,6 +559,7 @@ static void step_time_section(jw *w, const tml_report_model *m)
         tml__jw_int(w, "steps", (long long)r->nsteps);
         step_metrics(w, r->avg_ns);
         comm_fields(w, r);
+        rank_throughput(w, r);
         jw_ms(w, "step_time_p50_ms", r->step_median_ns);
         jw_ms(w, "step_time_p90_ms", r->step_p90_ns);
         jw_ms(w, "step_time_stddev_ms", r->step_stddev_ns);
@@ -783,6 +816,21 @@ static void raw_json(jw *w, const char *key, const char *json)
     tml__sb_adds(w->sb, json && json[0] ? json : "null");
 }
 
+/* The models timed though the step did not name them: a comma-separated
+ * list into an array. */
+static void also_timed_json(jw *w, const char *list)
+{
+    tml__jw_open(w, "also_timed_models", '[');
+    for (const char *p = list; *p; p += strspn(p, ", ")) {
+        char name[TML_AUTO_MODELS_MAX];
+        size_t n = strcspn(p, ",");
+        snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), p);
+        tml__jw_str(w, NULL, name);
+        p += n;
+    }
+    tml__jw_close(w, ']');
+}
+
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
     jw w;
@@ -802,15 +850,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     tml__jw_str(&w, "traceml_version", TML_VERSION_STRING);
     incomplete_json(&w, m->run);
     tml__jw_str(&w, "step_detection", m->step_detection);
-    tml__jw_open(&w, "also_timed_models", '[');
-    for (const char *p = m->also_timed; *p; p += strspn(p, ", ")) {
-        char name[TML_AUTO_MODELS_MAX];
-        size_t n = strcspn(p, ",");
-        snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), p);
-        tml__jw_str(&w, NULL, name);
-        p += n;
-    }
-    tml__jw_close(&w, ']');
+    also_timed_json(&w, m->also_timed);
     tml__jw_str(&w, "profile", m->watch ? "watch" : "run");
     raw_json(&w, "workload", m->workload_json);   /* what ran (docs/summary-json.md) */
     conflicts_json(&w, m->run);
@@ -870,6 +910,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     for (size_t i = 0; i < m->nalso; i++)
         diagnosis_obj(&w, NULL, m->also[i], win);
     tml__jw_close(&w, ']');
+    throughput_obj(&w, win);
     step_time_section(&w, m);
     step_memory_section(&w, m, &m->rows[0]);
     system_section(&w, m, &m->rows[1]);

@@ -73,6 +73,8 @@ static void rank_missing(tml_rank_window *r)
     r->step_median_ns = r->step_p90_ns = r->step_stddev_ns = r->step_mad_ns = NAN;
     r->rss_bytes = r->cuda_allocated_bytes = r->cuda_reserved_bytes = NAN;
     r->comm_bytes_per_step = r->comm_bytes_per_s = r->comm_collectives_per_step = NAN;
+    r->samples_per_step = r->samples_per_s = r->tokens_per_step = r->tokens_per_s = NAN;
+    r->flops_per_step = r->flops_per_s = r->peak_flops = NAN;
     r->overhead_ns_per_step = -1;
 }
 
@@ -344,6 +346,11 @@ static void rank_ours(const tml_json *o, tml_rank_window *r, int gpu)
     r->comm_bytes_per_step = tml__rl_num(o, "communication_bytes_per_step", 0, TML_RL_MAX_BYTES);
     r->comm_bytes_per_s = tml__rl_num(o, "communication_bytes_per_s", 0, TML_RL_MAX_BYTES);
     r->comm_collectives_per_step = tml__rl_num(o, "collectives_per_step", 0, TML_RL_MAX_COUNT);
+    r->samples_per_s = tml__rl_num(o, "samples_per_s", 0, TML_RL_MAX_COUNT);
+    r->tokens_per_s = tml__rl_num(o, "tokens_per_s", 0, TML_RL_MAX_COUNT);
+    r->flops_per_s = tml__rl_num(o, "achieved_flops_per_s", 0, TML_RL_MAX_FLOPS);
+    double mfu = tml__rl_num(o, "mfu_percent", 0, 1e4);
+    r->peak_flops = mfu > 0 ? r->flops_per_s / (mfu / 100.0) : NAN;
     r->step_median_ns = tml__rl_num(o, "step_time_p50_ms", 0, TML_RL_MAX_MS) * 1e6;
     r->step_p90_ns = tml__rl_num(o, "step_time_p90_ms", 0, TML_RL_MAX_MS) * 1e6;
     r->step_stddev_ns = tml__rl_num(o, "step_time_stddev_ms", 0, TML_RL_MAX_MS) * 1e6;
@@ -645,6 +652,24 @@ static void contention_ours(tml_contention *c, const tml_json *o)
         c->gpu_shared = g->boolean ? 1 : 0;
 }
 
+/* "throughput" (absent before TraceML 0.7: nothing counted). */
+static void throughput_ours(tml_window *w, const tml_json *o)
+{
+    w->samples_per_s = tml__rl_num(o, "samples_per_s", 0, TML_RL_MAX_COUNT);
+    w->tokens_per_s = tml__rl_num(o, "tokens_per_s", 0, TML_RL_MAX_COUNT);
+    w->samples_per_step = tml__rl_num(o, "samples_per_step", 0, TML_RL_MAX_COUNT);
+    w->tokens_per_step = tml__rl_num(o, "tokens_per_step", 0, TML_RL_MAX_COUNT);
+    w->flops_per_step = tml__rl_num(o, "flops_per_step", 0, TML_RL_MAX_FLOPS);
+    w->flops_per_s = tml__rl_num(o, "achieved_flops_per_s", 0, TML_RL_MAX_FLOPS);
+    w->peak_flops = tml__rl_num(o, "peak_flops_per_s", 0, TML_RL_MAX_FLOPS);
+    w->mfu = tml__rl_num(o, "mfu_percent", 0, 1e4) / 100.0;
+    const char *by = tml__json_str(tml__json_get(o, "flops_counted_by"));
+    const char *dtype = tml__json_str(tml__json_get(o, "dtype"));
+    w->flops_how = (by && strcmp(by, "flop_counter") == 0 ? TML_FLOPS_COUNTED : 0) |
+                   (dtype && strcmp(dtype, "16-bit") == 0 ? TML_FLOPS_16BIT
+                    : dtype && strcmp(dtype, "tf32") == 0 ? TML_FLOPS_TF32 : 0);
+}
+
 static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_t cap)
 {
     tml_report_model *m = &l->m;
@@ -670,6 +695,7 @@ static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_
     if (rc < 0)
         return rc;
     contention_ours(&m->win.contention, tml__json_get(doc, "contention"));
+    throughput_ours(&m->win, tml__json_get(doc, "throughput"));
     diag_ours(l, tml__json_get(doc, "primary_diagnosis"), "step_time", &m->verdict);
     return tml__rl_finish(l);
 }

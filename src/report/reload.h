@@ -91,5 +91,6 @@ int tml__report_load_v05(const tml_json *doc, tml_report_loaded *l, char *why, s
 #define TML_RL_MAX_BYTES 1e18
 #define TML_RL_MAX_PERCENT 1e7      /* process CPU: 100 per core */
 #define TML_RL_MAX_COUNT 1e12       /* steps, samples */
+#define TML_RL_MAX_FLOPS 1e21       /* FLOP/s of 10,000 ranks at 1e17 */
 
 #endif

@@ -27,7 +27,8 @@
  * call waits for it first, so nothing else changes (a SIGKILL may also
  * lose the batch being written).
  *
- * The steps table is in arrival order, with no key (schema version 4):
+ * The steps table is in arrival order, with no key (schema version 4;
+ * version 5 added the samples, tokens and FLOPs of a step):
  * kept in (rank, incarnation, step) order (version 3), a batch rewrote a
  * page per rank it touched, and at 10,000 ranks the writer could not keep
  * up (~5 us a record and the loop waiting on it; appended, ~1 us). A
@@ -117,7 +118,12 @@ const char tml__store_schema_sql[] =
     "    comm_ns                   INTEGER,\n"
     "    comm_bytes                INTEGER,\n"
     "    comm_count                INTEGER,\n"
-    "    incarnation               INTEGER NOT NULL DEFAULT 0\n"
+    "    incarnation               INTEGER NOT NULL DEFAULT 0,\n"
+    "    samples                   INTEGER,\n"
+    "    tokens                    INTEGER,\n"
+    "    flops                     INTEGER,\n"
+    "    peak_flops                INTEGER,\n"
+    "    flops_how                 INTEGER\n"
     ");\n"
     "CREATE TABLE samples (\n"
     "    ts_unix_ms INTEGER NOT NULL,\n"
@@ -129,9 +135,14 @@ const char tml__store_schema_sql[] =
     ");\n"
     "CREATE INDEX samples_by_metric ON samples (metric, ts_unix_ms);\n";
 
-#define STEP_COLS 27
+#define STEP_COLS 32
+#define STEP_COLS_V4 27
 
 static const char sql_insert_step[] =
+    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+    "?,?,?,?,?)";
+/* A version-3 or 4 file (before throughput) is still written, without it. */
+static const char sql_insert_step_v4[] =
     "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char sql_insert_sample[] = "INSERT INTO samples VALUES (?,?,?,?,?,?)";
 static const char sql_update_stats[] =
@@ -143,7 +154,10 @@ static const char sql_update_stats[] =
  * still read and written: the same INSERT OR REPLACE replaces there. */
 static const char sql_select_steps[] =
     "SELECT * FROM steps ORDER BY rank, incarnation, step, rowid";
-static const char sql_select_steps_v3[] = "SELECT * FROM steps ORDER BY rank, incarnation, step";
+static const char sql_select_steps_v4[] =
+    "SELECT *, 0, 0, 0, 0, 0 FROM steps ORDER BY rank, incarnation, step, rowid";
+static const char sql_select_steps_v3[] =
+    "SELECT *, 0, 0, 0, 0, 0 FROM steps ORDER BY rank, incarnation, step";
 
 /* Older files are read, never written to: a version-2 file (before
  * incarnations) has every step in incarnation 0; a version-1 file (before
@@ -151,12 +165,12 @@ static const char sql_select_steps_v3[] = "SELECT * FROM steps ORDER BY rank, in
  * read as not measured. */
 #define STEP_COLS_V2 26
 #define STEP_COLS_V1 21
-static const char sql_select_steps_v2[] = "SELECT *, 0 FROM steps ORDER BY rank, step";
+static const char sql_select_steps_v2[] = "SELECT *, 0, 0, 0, 0, 0, 0 FROM steps ORDER BY rank, step";
 static const char sql_select_steps_v1[] =
     "SELECT rank, step, start_ns, traced_ns, input_ns, h2d_ns, forward_ns, backward_ns,"
     " optimizer_ns, NULL, gpu_traced_ns, gpu_input_ns, gpu_h2d_ns, gpu_forward_ns,"
     " gpu_backward_ns, gpu_optimizer_ns, NULL, gap_ns, rss_bytes, cuda_allocated_peak_bytes,"
-    " cuda_reserved_peak_bytes, observed, flags, NULL, NULL, NULL, 0 FROM steps"
+    " cuda_reserved_peak_bytes, observed, flags, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0 FROM steps"
     " ORDER BY rank, step";
 
 typedef struct queued_step {
@@ -190,6 +204,7 @@ typedef struct batch {
 struct tml_store {
     sqlite3 *db;
     sqlite3_stmt *ins_step, *ins_sample, *upd_stats;
+    int step_cols;               /* what ins_step writes: STEP_COLS, or an older file's */
     batch q;                 /* the queue, filled by the owner's thread */
     int64_t oldest_ms;       /* tick time when the queue became non-empty, -1 empty */
     char err[160];           /* why the last write failed (tml__store_error) */
@@ -242,7 +257,7 @@ const char *tml__store_error(const tml_store *s)
     return s && s->err[0] ? s->err : "unknown error";
 }
 
-/* The steps table's version from its width: 3, 2, 1, or 0 (not ours). */
+/* The steps table's version from its width: 5, 4, 3, 2, 1, or 0 (not ours). */
 static int steps_version(sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
@@ -250,7 +265,9 @@ static int steps_version(sqlite3 *db)
     if (sqlite3_prepare_v2(db, "SELECT * FROM steps LIMIT 0", -1, &st, NULL) == SQLITE_OK)
         n = sqlite3_column_count(st);
     sqlite3_finalize(st);
-    if (n == STEP_COLS) {    /* a WITHOUT ROWID table (version 3) has no rowid */
+    if (n == STEP_COLS)
+        return 5;
+    if (n == STEP_COLS_V4) {    /* a WITHOUT ROWID table (version 3) has no rowid */
         int rowid = sqlite3_prepare_v2(db, "SELECT rowid FROM steps LIMIT 0", -1, &st, NULL) ==
                     SQLITE_OK;
         sqlite3_finalize(st);
@@ -347,8 +364,11 @@ int tml__store_open(const char *path, int create, tml_store **out)
     }
     if (sqlite3_prepare_v2(s->db, sql_insert_sample, -1, &s->ins_sample, NULL) != SQLITE_OK)
         goto fail;   /* also catches a database without our tables */
-    if (steps_version(s->db) >= 3 &&
-        (sqlite3_prepare_v2(s->db, sql_insert_step, -1, &s->ins_step, NULL) != SQLITE_OK ||
+    int version = steps_version(s->db);
+    s->step_cols = version == 5 ? STEP_COLS : STEP_COLS_V4;
+    if (version >= 3 &&
+        (sqlite3_prepare_v2(s->db, version == 5 ? sql_insert_step : sql_insert_step_v4, -1,
+                            &s->ins_step, NULL) != SQLITE_OK ||
          sqlite3_prepare_v2(s->db, sql_update_stats, -1, &s->upd_stats, NULL) != SQLITE_OK))
         goto fail;
     if (!s->ins_step && (create || !steps_version(s->db) || exec(s, "PRAGMA query_only=1") < 0))
@@ -612,6 +632,13 @@ static int write_step(tml_store *s, const queued_step *q)
     bind_opt(st, c++, comm ? r->comm_bytes : TML_MISSING);
     bind_opt(st, c++, comm ? (int64_t)r->comm_count : TML_MISSING);
     sqlite3_bind_int64(st, c++, q->incarnation);
+    if (s->step_cols == STEP_COLS) {
+        sqlite3_bind_int64(st, c++, r->samples);
+        sqlite3_bind_int64(st, c++, r->tokens);
+        sqlite3_bind_int64(st, c++, r->flops);
+        sqlite3_bind_int64(st, c++, r->peak_flops);
+        sqlite3_bind_int64(st, c++, r->flops_how);
+    }
     return sqlite3_step(st) == SQLITE_DONE ? 0 : failed(s);
 }
 
@@ -855,6 +882,11 @@ static int32_t read_step(sqlite3_stmt *st, tml_step_record *r, uint32_t *inc)
         r->comm_bytes = 0;
     int64_t i = sqlite3_column_int64(st, c++);
     *inc = i < 0 ? 0 : i > UINT32_MAX ? UINT32_MAX : (uint32_t)i;
+    r->samples = sqlite3_column_int64(st, c++);
+    r->tokens = sqlite3_column_int64(st, c++);
+    r->flops = sqlite3_column_int64(st, c++);
+    r->peak_flops = sqlite3_column_int64(st, c++);
+    r->flops_how = (uint32_t)sqlite3_column_int64(st, c++);
     return sqlite3_column_int(st, 0);
 }
 
@@ -862,7 +894,8 @@ int tml__store_each_step(tml_store *s, tml_store_step_fn fn, void *ctx)
 {
     int version = steps_version(s->db);
     const char *sql = version == 1 ? sql_select_steps_v1 : version == 2 ? sql_select_steps_v2
-                    : version == 3 ? sql_select_steps_v3 : sql_select_steps;
+                    : version == 3 ? sql_select_steps_v3 : version == 4 ? sql_select_steps_v4
+                    : sql_select_steps;
     int rc = tml__store_flush(s);
     if (rc < 0)
         return rc;

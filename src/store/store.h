@@ -24,7 +24,7 @@
 #include "model/run.h"
 #include "model/record.h"
 
-#define TML_STORE_SCHEMA_VERSION 4
+#define TML_STORE_SCHEMA_VERSION 5
 #define TML_STORE_FLUSH_MS 200
 #define TML_STORE_BATCH 2048
 /* With a writer thread: queued entries past which tick waits for it. */

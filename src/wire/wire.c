@@ -296,6 +296,11 @@ void tml__wire_steps(tml_strbuf *out, const tml_step_record *recs, size_t n)
         put_u64(out, (uint64_t)r->comm_ns);
         put_u64(out, (uint64_t)r->comm_bytes);
         put_u32(out, r->comm_count);
+        put_u64(out, (uint64_t)r->samples);
+        put_u64(out, (uint64_t)r->tokens);
+        put_u64(out, (uint64_t)r->flops);
+        put_u64(out, (uint64_t)r->peak_flops);
+        put_u32(out, r->flops_how);
         /* pad to the fixed record size, room for fields of later versions */
         while (!out->failed && out->len - start < TML_WIRE_STEP_SIZE)
             put_u32(out, 0);
@@ -343,6 +348,11 @@ void tml__wire_parse_step(const uint8_t *p, size_t i, tml_step_record *r)
     r->comm_ns = (int64_t)get_u64(q + 8);
     r->comm_bytes = (int64_t)get_u64(q + 16);
     r->comm_count = get_u32(q + 24);
+    r->samples = (int64_t)get_u64(q + 28);
+    r->tokens = (int64_t)get_u64(q + 36);
+    r->flops = (int64_t)get_u64(q + 44);
+    r->peak_flops = (int64_t)get_u64(q + 52);
+    r->flops_how = get_u32(q + 60);
 }
 
 void tml__wire_stats(tml_strbuf *out, uint16_t type, const tml_rank_stats *s)

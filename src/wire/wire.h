@@ -25,7 +25,7 @@
 #include "base/strbuf.h"
 
 #define TML_WIRE_MAGIC   0x314c4d54u   /* "TML1" read as little-endian u32 */
-#define TML_WIRE_VERSION 4
+#define TML_WIRE_VERSION 5
 #define TML_WIRE_HEADER  12
 #define TML_WIRE_MAX_PAYLOAD (1u << 20)
 #define TML_WIRE_SECRET_MAX 64
@@ -62,7 +62,7 @@ typedef struct tml_hello {
 } tml_hello;
 
 /* Bytes of one encoded step record. */
-#define TML_WIRE_STEP_SIZE 192
+#define TML_WIRE_STEP_SIZE 224
 
 /* 0: header decoded; 1: need more bytes; TML_EPROTO: not a frame of ours
  * (bad magic, unsupported version, payload over TML_WIRE_MAX_PAYLOAD). A

@@ -120,7 +120,7 @@ FLOOD = r'''
 import os, socket, struct, sys, time
 host, port = os.environ["TRACEML_ADDR"].rsplit(":", 1)
 stop, ring, opened = sys.argv[1], [], 0
-open_frame = struct.pack("<IHHI", 0x314c4d54, 4, 11, 4) + struct.pack("<I", 0)
+open_frame = struct.pack("<IHHI", 0x314c4d54, 5, 11, 4) + struct.pack("<I", 0)
 while not os.path.exists(stop):
     for _ in range(20):
         s = socket.socket()

@@ -52,7 +52,7 @@ FAKE = r'''
 import hashlib, hmac, os, socket, struct, sys, time, signal
 MAGIC = 0x314c4d54
 def frame(t, payload):
-    return struct.pack("<IHHI", MAGIC, 4, t, len(payload)) + payload   # wire version 4
+    return struct.pack("<IHHI", MAGIC, 5, t, len(payload)) + payload   # wire version 5
 def s16(b):
     return struct.pack("<H", len(b)) + b
 def challenge(s):
@@ -81,7 +81,7 @@ def steps(first, n, input_ms=20.0, fwd_ms=5.0):
         rec += struct.pack("<7q", *([-1] * 7))            # no GPU clock
         rec += struct.pack("<4q", -1 if i == 0 else 0, -1, -1, -1)
         rec += struct.pack("<II", 0x1f, 0)                # observed: no communication
-        rec += b"\0" * (192 - len(rec))                   # comm_ns, comm_bytes, comm_count
+        rec += b"\0" * (224 - len(rec))                   # communication, samples, FLOPs
         p += rec
     return frame(4, p)
 def stats(t, sent):

@@ -156,7 +156,7 @@ def test_inspect_a_run_folder(traced):
     out = p.stdout
     assert "manifest.json: TraceML run manifest, schema 1" in out, out
     assert "final_summary.json: TraceML run summary, schema 1" in out
-    assert "telemetry.sqlite: TraceML telemetry (SQLite), schema 4" in out
+    assert "telemetry.sqlite: TraceML telemetry (SQLite), schema 5" in out
     assert "r (id " in out and "completed, exit code 0" in out
     assert "30 common" in out and "R0/N0" in out and "steps 30" in out, out
     assert "verdict" in out

@@ -353,7 +353,51 @@ static void test_loader_start(void)
     CHECK_EQ_INT(r.flags, TML_STEP_EPOCH_START);
 }
 
-#define TESTS X(test_communication) X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
+/* A step's samples: the batch fetched before it and those inside it
+ * (gradient accumulation); a batch no step took (validation) is forgotten
+ * at the next fetch; FLOPs are samples times a sample's. */
+static void test_samples_and_flops(void)
+{
+    tml_assembler a;
+    tml_step_record r;
+    tml__asm_init(&a);
+    CHECK(!feed(&a, ev(TML_EV_FLOPS, TML_FLOPS_COUNTED, 1000, 0), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 100, 150), &r));
+    CHECK(!feed(&a, ev(TML_EV_SAMPLES, 0, 8, 8 * 128), &r));
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 160, 0), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 170, 180), &r));
+    CHECK(!feed(&a, ev(TML_EV_SAMPLES, 0, 8, 8 * 128), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 280, 0), &r));
+    CHECK_EQ_INT(r.samples, 16);
+    CHECK_EQ_INT(r.tokens, 16 * 128);
+    CHECK_EQ_INT(r.flops, 16000);
+    CHECK_EQ_INT(r.flops_how, TML_FLOPS_COUNTED);
+    /* two validation batches, then the next training batch (no tokens) */
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 300, 310), &r));
+    CHECK(!feed(&a, ev(TML_EV_SAMPLES, 0, 100, -1), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 320, 330), &r));
+    CHECK(!feed(&a, ev(TML_EV_SAMPLES, 0, 100, -1), &r));
+    CHECK(!feed(&a, ev(TML_EV_SPAN, TML_PHASE_INPUT, 340, 350), &r));
+    CHECK(!feed(&a, ev(TML_EV_SAMPLES, 0, 7, -1), &r));
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 360, 1), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 400, 0), &r));
+    CHECK_EQ_INT(r.samples, 7);
+    CHECK_EQ_INT(r.tokens, 0);
+    CHECK_EQ_INT(r.flops, 7000);
+    /* a step without samples has no FLOPs; forgetting the figure */
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 500, 2), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 600, 0), &r));
+    CHECK_EQ_INT(r.samples, 0);
+    CHECK_EQ_INT(r.flops, 0);
+    CHECK(!feed(&a, ev(TML_EV_FLOPS, 0, 0, 0), &r));
+    CHECK(!feed(&a, ev(TML_EV_STEP_BEGIN, 0, 700, 3), &r));
+    CHECK(!feed(&a, ev(TML_EV_SAMPLES, 0, 4, -1), &r));
+    CHECK(feed(&a, ev(TML_EV_STEP_END, 0, 800, 0), &r));
+    CHECK_EQ_INT(r.samples, 4);
+    CHECK_EQ_INT(r.flops, 0);
+}
+
+#define TESTS X(test_samples_and_flops) X(test_communication) X(test_copies_before_bracket) X(test_nested_phases_once) X(test_rss_at) X(test_basic_step) X(test_only_last_fetch_counts) X(test_fetch_inside_bracket) \
     X(test_spans_outside_steps_ignored) X(test_lost_events) X(test_ring_full_drops) \
     X(test_detected_step_start) X(test_loader_start)
 #include "harness.h"

@@ -33,7 +33,9 @@
  * covers, i.e. residual; default 0); traced (the bracket's traced time,
  * default h2d+fwd+bwd+opt+extra); gap (untraced gap before the step;
  * default: none, -1); gpu=1 (GPU figures equal to the CPU ones); rss_mb,
- * alloc_mb, reserved_mb (per-step memory); aborted=1.
+ * alloc_mb, reserved_mb (per-step memory); aborted=1; samples, tokens,
+ * gflops (the step's FLOPs, counted by FlopCounterMode in 16-bit) and
+ * peak_tflops (the device's peak).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -191,6 +193,10 @@ static int do_steps(golden *g, char **tok, int n)
         else if (strcmp(k, "inflight") == 0) t.comm_ns = ms_ns(v);
         else if (strcmp(k, "comm_mb") == 0) t.comm_bytes = (int64_t)(v * 1e6);
         else if (strcmp(k, "aborted") == 0) t.flags = v != 0 ? TML_STEP_ABORTED : 0;
+        else if (strcmp(k, "samples") == 0) t.samples = (int64_t)v;
+        else if (strcmp(k, "tokens") == 0) t.tokens = (int64_t)v;
+        else if (strcmp(k, "gflops") == 0) t.flops = (int64_t)(v * 1e9);
+        else if (strcmp(k, "peak_tflops") == 0) t.peak_flops = (int64_t)(v * 1e12);
         else return -1;
     }
     t.traced_ns = traced >= 0 ? ms_ns(traced)
@@ -202,6 +208,8 @@ static int do_steps(golden *g, char **tok, int n)
         for (int p = 0; p < TML_PHASE_COUNT; p++)
             t.gpu_phase_ns[p] = t.phase_ns[p];
     }
+    if (t.flops > 0)
+        t.flops_how = TML_FLOPS_COUNTED | TML_FLOPS_16BIT;
     for (long long i = 0; i < count; i++) {
         t.step = (uint64_t)(first + i);
         t.start_ns = (int64_t)t.step * 1000000000LL;

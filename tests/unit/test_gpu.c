@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu/peak.h"
+
 #include "gpu/cuda.h"
 #include "gpu/nvml.h"
 #include "traceml/traceml.h"
@@ -260,7 +262,28 @@ static void test_nvml_pids(void)
     unsetenv("FAKE_NVML_PIDS");
 }
 
-#define TESTS X(test_nvml_readings) X(test_nvml_not_supported_is_not_zero) X(test_nvml_lost_gpu) \
+/* The peak table: by the device's name as CUDA gives it and the dtype;
+ * a word matches whole ("A10" is not an A100, "L40" not an L40S). */
+static void test_peak_table(void)
+{
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA H100 80GB HBM3", TML_FLOPS_16BIT), 989400000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA H100 PCIe", TML_FLOPS_16BIT), 756000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA H100 80GB HBM3", TML_FLOPS_TF32), 494700000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA A100-SXM4-80GB", TML_FLOPS_FP32), 19500000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA A100-SXM4-80GB", TML_FLOPS_COUNTED | TML_FLOPS_16BIT),
+                 312000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA A10", TML_FLOPS_16BIT), 125000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA L40S", TML_FLOPS_16BIT), 362000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA L40", TML_FLOPS_16BIT), 181000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA L4", TML_FLOPS_16BIT), 121000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("Tesla V100-SXM2-32GB", TML_FLOPS_TF32), 15700000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("Tesla T4", TML_FLOPS_16BIT), 65000000000000LL);
+    CHECK_EQ_INT(tml__gpu_peak_flops("NVIDIA GeForce RTX 4090", TML_FLOPS_16BIT), 0);
+    CHECK_EQ_INT(tml__gpu_peak_flops("", TML_FLOPS_16BIT), 0);
+    CHECK_EQ_INT(tml__gpu_peak_flops(NULL, TML_FLOPS_16BIT), 0);
+}
+
+#define TESTS X(test_peak_table) X(test_nvml_readings) X(test_nvml_not_supported_is_not_zero) X(test_nvml_lost_gpu) \
     X(test_nvml_missing_symbols_and_library) X(test_nvml_visible_devices) X(test_nvml_pids) \
     X(test_cuda_pool)
 #include "harness.h"

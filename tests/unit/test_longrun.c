@@ -279,8 +279,8 @@ static void test_budget_is_shared(void)
     tml__json_free(doc);
     /* a larger budget later does not bring records back, and a smaller one
      * shrinks every rank at once */
-    CHECK_EQ_INT(tml__run_set_budget(&run, 7u << 20), 0);
-    CHECK(held(&run) <= (7u << 20));
+    CHECK_EQ_INT(tml__run_set_budget(&run, 15u << 19), 0);
+    CHECK(held(&run) <= (15u << 19));
     for (size_t i = 0; i < run.nranks; i++)
         CHECK_EQ_INT(tml__rank_received(&run.ranks[i]), 3000);
     tml__run_release(&run);

@@ -701,7 +701,7 @@ static void test_replayed_hello_refused(void)
     int type;
     size_t n = read_frame(thief, &type, why, sizeof(why) - 1);
     CHECK_EQ_INT(type, TML_FRAME_REJECT | 3 << 16);
-    CHECK(n > 2 && strstr((char *)why + 2, "wire version 3, this aggregator speaks 4"));
+    CHECK(n > 2 && strstr((char *)why + 2, "wire version 3, this aggregator speaks 5"));
     close(thief);
     /* the real client gets in */
     char addr[64];

@@ -74,6 +74,13 @@ static tml_step_record make_step(uint64_t i, int missing)
     r.cuda_reserved_peak_bytes = missing ? TML_MISSING : 7;
     r.observed = TML_PHASES_ALL & ~TML_PHASE_BIT(TML_PHASE_H2D);
     r.flags = i == 3 ? TML_STEP_ABORTED : 0;
+    if (!missing) {
+        r.samples = 32;
+        r.tokens = 32 * 512;
+        r.flops = 32 * 6000000000LL;
+        r.peak_flops = 989400000000000LL;
+        r.flops_how = TML_FLOPS_COUNTED | TML_FLOPS_16BIT;
+    }
     return r;
 }
 
@@ -429,6 +436,9 @@ static void test_reads_version_2(void)
     old_file(path, sizeof(path), "v2.sqlite",
         "CREATE TABLE s2 AS SELECT * FROM steps;"
         "ALTER TABLE s2 DROP COLUMN incarnation;"
+        "ALTER TABLE s2 DROP COLUMN samples; ALTER TABLE s2 DROP COLUMN tokens;"
+        "ALTER TABLE s2 DROP COLUMN flops; ALTER TABLE s2 DROP COLUMN flops_how;"
+        "ALTER TABLE s2 DROP COLUMN peak_flops;"
         "DROP TABLE steps; ALTER TABLE s2 RENAME TO steps;"
         "INSERT INTO run VALUES ('id2', 'old2', 1, 1, 1700000000000, NULL, '0.1.0', 2);"
         "INSERT INTO steps (rank, step, start_ns, traced_ns, observed, flags)"
@@ -486,6 +496,37 @@ static void test_reads_and_writes_version_3(void)
         CHECK_EQ_INT(run.ranks[0].steps[1].traced_ns, 77);
     else
         CHECK(0);
+    tml__store_close(s);
+    tml__run_release(&run);
+}
+
+/* A version-4 file (before throughput) is still read, its steps with no
+ * samples, and written, without them. */
+static void test_reads_and_writes_version_4(void)
+{
+    char path[512];
+    old_file(path, sizeof(path), "v4.sqlite",
+        "ALTER TABLE steps DROP COLUMN samples; ALTER TABLE steps DROP COLUMN tokens;"
+        "ALTER TABLE steps DROP COLUMN flops; ALTER TABLE steps DROP COLUMN flops_how;"
+        "ALTER TABLE steps DROP COLUMN peak_flops;"
+        "INSERT INTO run VALUES ('id4', 'old4', 1, 1, 1700000000000, NULL, '0.9.1', 4);");
+    tml_store *s = NULL;
+    CHECK_EQ_INT(tml__store_open(path, 0, &s), 0);
+    if (!s)
+        return;
+    tml_step_record r[2] = {make_step(0, 0), make_step(1, 0)};
+    CHECK_EQ_INT(tml__store_put_steps(s, 0, 0, r, 2), 0);
+    CHECK_EQ_INT(tml__store_flush(s), 0);
+    tml_run run;
+    tml__run_init(&run, "", "");
+    CHECK_EQ_INT(tml__store_load(s, &run), 0);
+    if (run.nranks == 1 && run.ranks[0].nsteps == 2) {
+        CHECK_EQ_INT(run.ranks[0].steps[1].traced_ns, r[1].traced_ns);
+        CHECK_EQ_INT(run.ranks[0].steps[1].samples, 0);
+        CHECK_EQ_INT(run.ranks[0].steps[1].flops, 0);
+    } else {
+        CHECK(0);
+    }
     tml__store_close(s);
     tml__run_release(&run);
 }
@@ -631,6 +672,7 @@ static void test_background_failure_reported(void)
 }
 
 #define TESTS X(test_roundtrip) X(test_open_rules) X(test_reads_version_1) X(test_reads_version_2) X(test_reads_and_writes_version_3) \
+    X(test_reads_and_writes_version_4) \
     X(test_incarnations_kept) X(test_batching) X(test_doc_matches_schema) X(test_background) \
     X(test_background_failure_reported)
 #include "harness.h"

@@ -124,9 +124,9 @@ static void test_bad_headers(void)
     CHECK(tml__wire_header(http, sizeof(http) - 1, &fh) == TML_EPROTO);
     uint8_t shortb[5] = {0x54, 0x4d, 0x4c, 0x31, 1};
     CHECK(tml__wire_header(shortb, sizeof(shortb), &fh) == 1);
-    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 5, 0, 1, 0, 0, 0, 0, 0};   /* a later version */
+    uint8_t v2[12] = {0x54, 0x4d, 0x4c, 0x31, 6, 0, 1, 0, 0, 0, 0, 0};   /* a later version */
     CHECK(tml__wire_header(v2, 12, &fh) == TML_EPROTO);
-    uint8_t v1[12] = {0x54, 0x4d, 0x4c, 0x31, 3, 0, 1, 0, 0, 0, 0, 0};   /* an earlier one */
+    uint8_t v1[12] = {0x54, 0x4d, 0x4c, 0x31, 4, 0, 1, 0, 0, 0, 0, 0};   /* an earlier one */
     CHECK(tml__wire_header(v1, 12, &fh) == TML_EPROTO);
     uint8_t big[12] = {0x54, 0x4d, 0x4c, 0x31, 4, 0, 4, 0, 0, 0, 0x20, 0};
     CHECK(tml__wire_header(big, 12, &fh) == TML_EPROTO);
