@@ -445,6 +445,13 @@ static void draw_header(const tml_live_frame *f, const tml_json *doc, int W)
                  f->run_name, ranks ? ranks->n : 0, ranks && ranks->n == 1 ? "" : "s",
                  last < 0 ? 0 : last, num_at(doc, "elapsed_s"),
                  clk && strcmp(clk, "gpu") == 0 ? "GPU" : "CPU");
+        double rate = num_at(doc, "throughput.samples_per_s");
+        if (!isnan(rate)) {
+            char r[48];
+            size_t n = strlen(hdr);
+            tml__fmt_si(rate, "", " samples/s", r, sizeof(r));
+            snprintf(hdr + n, sizeof(hdr) - n, " \u00b7 %s", r);
+        }
     } else {
         snprintf(hdr, sizeof(hdr), " TraceML live \u00b7 %s \u00b7 %s", f->run_name,
                  f->status && f->status[0] ? f->status : "waiting for the first steps");

@@ -60,6 +60,12 @@
   }
   function ms(v) { return isNum(v) ? (Math.abs(v) < 0.1 && v !== 0 ? v.toFixed(2) : v.toFixed(1)) + " ms" : "n/a"; }
   function pct(v) { return isNum(v) ? (v > 0 && v < 0.5 ? "<1%" : v.toFixed(0) + "%") : "n/a"; }
+  /* a rate to three digits with an SI prefix, as the box (src/base/fmt.c) */
+  function si(v, sep, unit) {
+    var pre = ["", "k", "M", "G", "T", "P", "E"], k = 0;
+    while (v >= 999.5 && k < 6) { v /= 1000; k++; }
+    return v.toFixed(v < 9.995 ? 2 : v < 99.95 ? 1 : 0) + (k ? sep + pre[k] : sep) + unit;
+  }
   function bytes(v) {
     if (!isNum(v)) return "n/a";
     var a = Math.abs(v);
@@ -253,6 +259,14 @@
     rows.push(["Communication in flight (CPU, supplemental)", ms(med.communication_total_ms),
       isNum(med.communication_bytes_per_s) ? (med.communication_bytes_per_s / 1e6).toFixed(1) + " MB/s" : ""]);
   rows.push(["Step-to-step noise (stddev)", ms(st.noise_ms), ""]);
+  var tp = S.throughput || {};   /* docs/summary-json.md, throughput */
+  if (isNum(tp.samples_per_s))
+    rows.push(["Throughput (all ranks)", si(tp.samples_per_s, "", " samples/s"),
+      isNum(tp.tokens_per_s) ? si(tp.tokens_per_s, "", " tokens/s") : ""]);
+  if (isNum(tp.achieved_flops_per_s))
+    rows.push(["FLOPs achieved (" + (tp.flops_counted_by === "given" ? "given" : "FlopCounterMode") + ")",
+      si(tp.achieved_flops_per_s, " ", "FLOP/s"),
+      isNum(tp.mfu_percent) ? "MFU " + tp.mfu_percent.toFixed(1) + "% (" + tp.dtype + " peak)" : "no peak: no MFU"]);
   var bar = el("div", { cls: "bar", id: "phase-bar" });
   PH.forEach(function (p) {
     var v = med[p.key + "_ms"], tot = med.step_time_ms;

@@ -43,3 +43,22 @@ void tml__fmt_pct(double p, char *out, size_t cap)
     else
         snprintf(out, cap, "%.0f%%", p);
 }
+
+void tml__fmt_si(double v, const char *sep, const char *unit, char *out, size_t cap)
+{
+    static const char pre[] = "\0kMGTPE";
+    int k = 0;
+    if (isnan(v)) {
+        snprintf(out, cap, "n/a");
+        return;
+    }
+    while (v >= 999.5 && k < 6) {
+        v /= 1000;
+        k++;
+    }
+    int digits = v < 9.995 ? 2 : v < 99.95 ? 1 : 0;
+    if (k)
+        snprintf(out, cap, "%.*f%s%c%s", digits, v, sep, pre[k], unit);
+    else
+        snprintf(out, cap, "%.*f%s%s", digits, v, sep, unit);
+}

@@ -82,6 +82,7 @@ void tml__cmp_run_init(tml_cmp_run *r)
     r->peak_reserved_bytes = r->mem_skew_percent = NAN;
     r->proc_cpu_percent = r->proc_rss_bytes = NAN;
     r->sys_cpu_percent = r->sys_ram_used_bytes = r->gpu_util_percent = r->gpu_mem_percent = NAN;
+    r->samples_per_s = r->tokens_per_s = r->flops_per_s = r->mfu_percent = NAN;
     r->cont.cores = r->cont.host_cpu = r->cont.training_cpu = r->cont.other_cpu = NAN;
     r->cont.runq_wait = NAN;
     r->cont.gpu_shared = -1;
@@ -207,6 +208,10 @@ void tml__cmp_side(const tml_cmp_run *runs, size_t n, tml_cmp_run *out)
     MED(sys_ram_used_bytes);
     MED(gpu_util_percent);
     MED(gpu_mem_percent);
+    MED(samples_per_s);
+    MED(tokens_per_s);
+    MED(flops_per_s);
+    MED(mfu_percent);
     MED(cont.cores);
     MED(cont.host_cpu);
     MED(cont.training_cpu);

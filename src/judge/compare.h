@@ -80,6 +80,9 @@ typedef struct tml_cmp_run {
     double proc_cpu_percent;       /* process CPU (cpu_percent, else capacity) */
     double proc_rss_bytes;
     double sys_cpu_percent, sys_ram_used_bytes, gpu_util_percent, gpu_mem_percent;
+    /* throughput (all ranks) and MFU; NAN not counted. Shown, never decides:
+     * the step time does, and the work per step may differ */
+    double samples_per_s, tokens_per_s, flops_per_s, mfu_percent;
     tml_cmp_contention cont;
     tml_cmp_workload work;
 } tml_cmp_run;

@@ -112,6 +112,8 @@ typedef struct tml_live_snap {
     int32_t straggler_rank;          /* the straggler of a straggler verdict, -1 none */
     tml_live_section mem, sys, proc;
     double gpu_util_percent;         /* window average, NAN unsampled */
+    /* throughput over the live window, all ranks (NAN not counted) */
+    double samples_per_s, tokens_per_s, flops_per_s, mfu;
     /* ranks */
     tml_live_rank *ranks;
     size_t nranks;

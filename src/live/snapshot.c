@@ -188,6 +188,10 @@ static int snap_model(tml_live_snap *snap, const tml_report_model *m)
     section_from(&snap->sys, &m->sys);
     section_from(&snap->proc, &m->proc);
     snap->gpu_util_percent = m->gpu_util_percent;
+    snap->samples_per_s = win->samples_per_s;
+    snap->tokens_per_s = win->tokens_per_s;
+    snap->flops_per_s = win->flops_per_s;
+    snap->mfu = win->mfu;
     return gauges_from(snap, m);
 }
 
@@ -303,6 +307,7 @@ int tml__live_snap_build(const tml_run *run, const tml_live_build_opts *o,
     int64_t now = o->now_mono_ns ? o->now_mono_ns : tml__mono_ns();
     snap->elapsed_s = start > 0 && now >= start ? (double)(now - start) / 1e9 : NAN;
     snap->gpu_util_percent = NAN;
+    snap->samples_per_s = snap->tokens_per_s = snap->flops_per_s = snap->mfu = NAN;
     snap->median_rank = snap->worst_rank = snap->series_rank = snap->straggler_rank = -1;
     snap->first_step = snap->last_step = -1;
     snap->world_size = run->world_size;
@@ -365,6 +370,16 @@ static void j_window(jw *w, const tml_live_snap *s)
         tml__jw_null(w, "first_step");
         tml__jw_null(w, "last_step");
     }
+    tml__jw_close(w, '}');
+}
+
+static void j_throughput(jw *w, const tml_live_snap *s)
+{
+    tml__jw_open(w, "throughput", '{');
+    tml__jw_num(w, "samples_per_s", s->samples_per_s, 3);
+    tml__jw_num(w, "tokens_per_s", s->tokens_per_s, 1);
+    tml__jw_num(w, "achieved_flops_per_s", s->flops_per_s, 0);
+    tml__jw_num(w, "mfu_percent", s->mfu * 100.0, 2);
     tml__jw_close(w, '}');
 }
 
@@ -494,6 +509,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
     j_section(&w, "system", &s->sys);
     j_section(&w, "process", &s->proc);
     tml__jw_num(&w, "gpu_util_percent", s->gpu_util_percent, 2);
+    j_throughput(&w, s);
     tml__jw_int(&w, "world_size", s->world_size);
     tml__jw_int(&w, "records_dropped", (long long)s->records_dropped);
     tml__jw_int(&w, "events_dropped", (long long)s->events_dropped);
@@ -628,6 +644,24 @@ static void p_run(tml_strbuf *o, const tml_live_snap *s, const char *rl)
         tml__sb_addf(o, "traceml_phase_share_ratio{%s,phase=\"%s\"}", rl,
                      tml__metric_name((tml_metric)m));
         p_value(o, s->share[m]);
+    }
+    static const struct { const char *name, *help; size_t off; } rates[] = {
+        {"traceml_samples_per_second", "Samples per second, all ranks, live window.",
+         offsetof(tml_live_snap, samples_per_s)},
+        {"traceml_tokens_per_second", "Tokens per second, all ranks, live window.",
+         offsetof(tml_live_snap, tokens_per_s)},
+        {"traceml_flops_per_second", "Achieved FLOP/s (FlopCounterMode), all ranks.",
+         offsetof(tml_live_snap, flops_per_s)},
+        {"traceml_mfu_ratio", "Achieved FLOP/s over the devices' peak (MFU).",
+         offsetof(tml_live_snap, mfu)},
+    };
+    for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++) {
+        double v = *(const double *)((const char *)s + rates[k].off);
+        p_meta(o, rates[k].name, "gauge", rates[k].help);
+        if (!isnan(v)) {
+            tml__sb_addf(o, "%s{%s}", rates[k].name, rl);
+            p_value(o, v);
+        }
     }
     p_meta(o, "traceml_rank_skew_ratio", "gauge",
            "(worst - median) / median rank Step Time, live window.");
@@ -827,6 +861,11 @@ void tml__live_text_line(const tml_live_snap *s, tml_strbuf *o)
             tml__fmt_bytes(r->rss_bytes, rss, sizeof(rss));
             tml__sb_addf(o, " | rss %s", rss);
         }
+    }
+    if (!isnan(s->samples_per_s)) {
+        char rate[48];
+        tml__fmt_si(s->samples_per_s, "", " samples/s", rate, sizeof(rate));
+        tml__sb_addf(o, " | %s", rate);
     }
     if (s->nranks > 1)
         tml__sb_addf(o, " | %zu ranks, skew %s", s->nranks, isnan(s->skew) ? "n/a" : "");

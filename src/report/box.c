@@ -319,23 +319,6 @@ static void comm_line(const tml_rank_window *r, panel *p)
     padd_text(p, t);
 }
 
-/* v to three digits and an SI prefix, then unit: "1.77k samples/s",
- * "895 MFLOP/s" (sep " " between the prefix and a unit that takes one). */
-static void fmt_si(double v, const char *sep, const char *unit, char *out, size_t cap)
-{
-    static const char pre[] = "\0kMGTPE";
-    int k = 0;
-    while (v >= 999.5 && k < 6) {
-        v /= 1000;
-        k++;
-    }
-    int digits = v < 9.995 ? 2 : v < 99.95 ? 1 : 0;
-    if (k)
-        snprintf(out, cap, "%.*f%s%c%s", digits, v, sep, pre[k], unit);
-    else
-        snprintf(out, cap, "%.*f%s%s", digits, v, sep, unit);
-}
-
 /* Throughput, and FLOPs with MFU where counted (docs/summary-json.md). */
 static void throughput_lines(const tml_report_model *m, panel *p)
 {
@@ -343,10 +326,10 @@ static void throughput_lines(const tml_report_model *m, panel *p)
     char t[LINE_MAX_BYTES], a[48], b[48];
     if (isnan(w->samples_per_s))
         return;
-    fmt_si(w->samples_per_s, "", " samples/s", a, sizeof(a));
+    tml__fmt_si(w->samples_per_s, "", " samples/s", a, sizeof(a));
     int n = snprintf(t, sizeof(t), "Throughput: %s", a);
     if (!isnan(w->tokens_per_s) && n > 0 && (size_t)n < sizeof(t)) {
-        fmt_si(w->tokens_per_s, "", " tokens/s", b, sizeof(b));
+        tml__fmt_si(w->tokens_per_s, "", " tokens/s", b, sizeof(b));
         n += snprintf(t + n, sizeof(t) - (size_t)n, " · %s", b);
     }
     if (m->active_ranks > 1 && n > 0 && (size_t)n < sizeof(t))
@@ -354,7 +337,7 @@ static void throughput_lines(const tml_report_model *m, panel *p)
     padd_text(p, t);
     if (isnan(w->flops_per_s))
         return;
-    fmt_si(w->flops_per_s, " ", "FLOP/s", a, sizeof(a));
+    tml__fmt_si(w->flops_per_s, " ", "FLOP/s", a, sizeof(a));
     const char *by = w->flops_how & TML_FLOPS_COUNTED ? "FlopCounterMode" : "given";
     if (!isnan(w->mfu))
         snprintf(t, sizeof(t), "FLOPs: %s achieved · MFU %.1f%% of the %s peak (%s)", a,

@@ -20,7 +20,7 @@
 
 /* ---- the rows of the tables ------------------------------------------- */
 
-typedef enum { R_DIAG, R_MS, R_NOISE, R_BYTES, R_PP, R_COUNT } row_kind;
+typedef enum { R_DIAG, R_MS, R_NOISE, R_BYTES, R_PP, R_COUNT, R_RATE } row_kind;
 
 typedef struct row {
     int section;
@@ -32,7 +32,7 @@ typedef struct row {
     char own_a[48], own_b[48]; /* R_DIAG strings made for the row */
 } row;
 
-#define MAX_ROWS 40
+#define MAX_ROWS 48
 
 static row *add_row(row *rows, size_t *n, int section, const char *id, const char *name,
                     row_kind kind, double a, double b)
@@ -130,6 +130,20 @@ static size_t build_rows(const tml_cmp_run *a, const tml_cmp_run *b, const tml_c
                 field(fa, row_table[i].off), field(fb, row_table[i].off));
     }
 
+    /* throughput, when either run counted it (docs/compare.md) */
+    if (!isnan(a->samples_per_s) || !isnan(b->samples_per_s))
+        add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "samples_per_s", "Samples/s", R_RATE,
+                a->samples_per_s, b->samples_per_s);
+    if (!isnan(a->tokens_per_s) || !isnan(b->tokens_per_s))
+        add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "tokens_per_s", "Tokens/s", R_RATE,
+                a->tokens_per_s, b->tokens_per_s);
+    if (!isnan(a->flops_per_s) || !isnan(b->flops_per_s))
+        add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "achieved_flops_per_s", "FLOP/s achieved",
+                R_RATE, a->flops_per_s, b->flops_per_s);
+    if (!isnan(a->mfu_percent) || !isnan(b->mfu_percent))
+        add_row(rows, &n, TML_CMP_SEC_STEP_TIME, "mfu_percent", "MFU", R_PP, a->mfu_percent,
+                b->mfu_percent);
+
     /* what ran (strings compared as they are) */
     add_diag(rows, &n, TML_CMP_SEC_WORKLOAD, "script", "Script", a->work.script, b->work.script);
     add_diag(rows, &n, TML_CMP_SEC_WORKLOAD, "args", "Arguments", a->work.args, b->work.args);
@@ -196,6 +210,9 @@ static void fmt_value(const row *r, double v, const char *s, char *out, size_t c
     case R_PP:
         snprintf(out, cap, "%.1f%%", v);
         break;
+    case R_RATE:
+        tml__fmt_si(v, "", "", out, cap);
+        break;
     case R_COUNT:
         if (isnan(v))
             snprintf(out, cap, "n/a");
@@ -227,6 +244,10 @@ static void fmt_delta(const row *r, char *out, size_t cap)
     }
     if (isnan(r->a) || isnan(r->b)) {
         snprintf(out, cap, "n/a");
+        return;
+    }
+    if (r->kind == R_RATE) {
+        snprintf(out, cap, r->a > 0 ? "%+.1f%%" : "n/a", 100.0 * d / r->a);
         return;
     }
     if ((r->kind == R_MS || r->kind == R_BYTES) && r->a > 0)
@@ -596,8 +617,8 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
             tml__sb_adds(out, ", \"delta\": ");
             tml__json_add_num(out, rw->kind == R_NOISE ? NAN : rw->b - rw->a, dec, 0);
             tml__sb_adds(out, ", \"delta_percent\": ");
-            tml__json_add_num(out, (rw->kind == R_MS || rw->kind == R_BYTES) && rw->a > 0
-                       ? 100.0 * (rw->b - rw->a) / rw->a : NAN, 2, 0);
+            int rel = rw->kind == R_MS || rw->kind == R_BYTES || rw->kind == R_RATE;
+            tml__json_add_num(out, rel && rw->a > 0 ? 100.0 * (rw->b - rw->a) / rw->a : NAN, 2, 0);
             tml__sb_addc(out, '}');
         }
         tml__sb_adds(out, "\n    ]");

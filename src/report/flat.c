@@ -10,6 +10,7 @@
  *   meta scalars               traceml/meta/<key>
  *   primary_diagnosis scalars  traceml/primary/<key>
  *   also[i] kind, label, severity  traceml/also/<i>/<key>
+ *   throughput scalars         traceml/throughput/<key>
  *   each section (step_time, step_memory, system, process):
  *     diagnosis label/kind/severity  traceml/<sec>/diagnosis, /kind, /severity
  *     the section's own scalars      traceml/<sec>/<key>
@@ -194,6 +195,7 @@ int tml__summary_flatten(const tml_json *doc, tml_strbuf *out)
     scalars(&f, "traceml/", doc, top_skip);
     scalars(&f, "traceml/meta/", tml__json_get(doc, "meta"), NULL);
     scalars(&f, "traceml/primary/", tml__json_get(doc, "primary_diagnosis"), NULL);
+    scalars(&f, "traceml/throughput/", tml__json_get(doc, "throughput"), NULL);
     const tml_json *also = tml__json_get(doc, "also");
     for (size_t i = 0; also && also->type == TML_JSON_ARRAY && i < also->n; i++) {
         static const char *const keys[] = { "kind", "label", "severity" };

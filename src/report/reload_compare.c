@@ -149,6 +149,10 @@ static void resources_from(reader *rd, const tml_json *doc, tml_cmp_run *r)
     double used = num_in(rd, doc, "", "system.average.gpu_memory_used_bytes", 0, B);
     double total = num_in(rd, doc, "", "system.average.gpu_memory_total_bytes", 0, B);
     r->gpu_mem_percent = total > 0 && !isnan(used) ? 100.0 * used / total : NAN;
+    r->samples_per_s = num_in(rd, doc, "", "throughput.samples_per_s", 0, TML_RL_MAX_COUNT);
+    r->tokens_per_s = num_in(rd, doc, "", "throughput.tokens_per_s", 0, TML_RL_MAX_COUNT);
+    r->flops_per_s = num_in(rd, doc, "", "throughput.achieved_flops_per_s", 0, TML_RL_MAX_FLOPS);
+    r->mfu_percent = num_in(rd, doc, "", "throughput.mfu_percent", 0, 1e4);
 }
 
 /* The top-level "contention" object (absent: unknown). */

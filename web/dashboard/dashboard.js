@@ -283,6 +283,14 @@
       cells.map(function (c) { return "<td>" + c + "</td>"; }).join("") + "</tr>";
   }
 
+  /* A rate to three digits with an SI prefix, as the box prints it
+   * (src/base/fmt.c, tml__fmt_si). */
+  function si(v, sep, unit) {
+    var pre = ["", "k", "M", "G", "T", "P", "E"], k = 0;
+    while (v >= 999.5 && k < 6) { v /= 1000; k++; }
+    return v.toFixed(v < 9.995 ? 2 : v < 99.95 ? 1 : 0) + (k ? sep + pre[k] : sep) + unit;
+  }
+
   function tables(d) {
     var rank = (d.ranks || []).filter(function (r) { return r.rank === (d.series || {}).rank; })[0] ||
                (d.ranks || [])[0] || {};
@@ -295,6 +303,13 @@
     });
     h += row(["Untraced (outside steps)", ms(rank.untraced_ms), ""]);
     h += row(["DataLoader fetch (CPU)", ms(rank.dataloader_fetch_cpu_ms), ""]);
+    var tp = d.throughput || {};
+    if (tp.samples_per_s != null)
+      h += row(["Throughput (all ranks)", si(tp.samples_per_s, "", " samples/s") +
+                (tp.tokens_per_s != null ? " · " + si(tp.tokens_per_s, "", " tokens/s") : ""), ""]);
+    if (tp.achieved_flops_per_s != null)
+      h += row(["FLOPs achieved", si(tp.achieved_flops_per_s, " ", "FLOP/s"),
+                tp.mfu_percent != null ? "MFU " + tp.mfu_percent.toFixed(1) + "%" : ""]);
     $("t-phases").innerHTML = h;
 
     var r = "<tr><th>rank</th><th>host</th><th>steps</th><th>step</th><th>p90</th><th>input</th>" +
