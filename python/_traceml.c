@@ -128,6 +128,12 @@ static PyObject *tensor_type;       /* torch.Tensor, or NULL: no counting */
 static PyObject *token_dtypes;      /* a tuple: torch.int64, torch.int32 */
 static PyObject *str_shape, *str_dtype, *str_input_ids, *str_data;
 static int batches_counted = 1;
+/* The batches the fetches inside the open one counted: the innermost
+ * fetch (the DataLoader's) counts, never one around it (a Trainer's
+ * accumulation window pulled as one fetch, whose result is a list of
+ * batches), and the outermost hands the sum to the engine after its
+ * Input span, so the window's batches count for the step it feeds. */
+static _Thread_local long long fetched_samples, fetched_tokens;
 
 /* Calls the memory probe, if any, and hands its figures to the engine.
  * Errors are swallowed: a failing probe is dropped for good. */
@@ -643,8 +649,8 @@ token_dtype(PyObject *t)
 }
 
 /* A fetched batch's samples (its lead tensor's first dimension) and
- * tokens (the elements of a 2-D integer lead tensor), to the engine.
- * Never raises. */
+ * tokens (the elements of a 2-D integer lead tensor), into
+ * fetched_samples / fetched_tokens. Never raises. */
 static void
 count_batch(PyObject *batch)
 {
@@ -655,10 +661,12 @@ count_batch(PyObject *batch)
     if (nd == 2 && token_dtype(t))
         tokens = samples * PyLong_AsLongLong(PyTuple_GetItem(shape, 1));
     Py_XDECREF(shape);
-    if (PyErr_Occurred())
+    if (PyErr_Occurred()) {
         PyErr_Clear();
-    else if (samples > 0)
-        tml_step_samples(samples, tokens > 0 ? tokens : -1);
+    } else if (samples > 0) {
+        fetched_samples = samples;
+        fetched_tokens = tokens > 0 ? tokens : 0;
+    }
 }
 
 /* A DataLoader fetch: begin/end (not a span) so that a GPU-timed thread
@@ -678,16 +686,25 @@ call_input(phasecall *pc, PyObject *args, PyObject *kwargs)
     }
     tml_phase_begin(TML_PHASE_INPUT);
     auto_in_fetch++;
+    long long samples0 = fetched_samples, tokens0 = fetched_tokens;
+    fetched_samples = fetched_tokens = 0;
     PyObject *r = PyObject_Call(pc->fn, args, kwargs);
     auto_in_fetch--;
     if (measure)
         fetch_add(c0, q0, w0);
     if (r != NULL) {
         tml_phase_end(TML_PHASE_INPUT);
-        if (batches_counted && auto_in_fetch == 0 && know_batch_types())
+        if (fetched_samples == 0 && batches_counted && know_batch_types())
             count_batch(r);
     } else {
         tml_phase_cancel(TML_PHASE_INPUT);
+    }
+    if (auto_in_fetch > 0) {          /* inside another fetch: its count */
+        fetched_samples += samples0;
+        fetched_tokens += tokens0;
+    } else if (fetched_samples > 0) {
+        tml_step_samples(fetched_samples, fetched_tokens > 0 ? fetched_tokens : -1);
+        fetched_samples = fetched_tokens = 0;
     }
     return r;
 }

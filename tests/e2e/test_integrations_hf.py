@@ -70,6 +70,11 @@ def test_trainer_grad_accum_input_bound(traceml_run, slept):
     assert s["meta"]["common_steps"] == 40 and len(waits) == 40, s["meta"]
     assert_phases_observed(s)
     assert traceml_warnings(r.stderr) == [], r.stderr[-2000:]
+    # the Trainer's dict batches of input_ids: 4 batches of 8 sequences of 32
+    # tokens per optimizer step, and the BERT's FLOPs counted
+    t = s["throughput"]
+    assert (t["samples_per_step"], t["tokens_per_step"]) == (32, 32 * 32), t
+    assert t["flops_per_step"] > 0 and t["flops_counted_by"] == "flop_counter", t
 
 
 def test_trainer_healthy_no_false_alarm(traceml_run):
