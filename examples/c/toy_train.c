@@ -4,7 +4,9 @@
  * Fits y = 3x - 2 (plus noise) with a tiny two-parameter linear model and
  * mini-batch SGD. "Loading" a batch generates it and, to make the example
  * diagnose something, sleeps --load-ms milliseconds (default 4), so the run
- * comes out INPUT-BOUND.
+ * comes out INPUT-BOUND. Each batch's samples (tml_step_samples) and the
+ * FLOPs of a sample (tml_set_flops: the forward's 2,000 multiply-adds,
+ * times 3 for forward and backward) give the summary its throughput.
  *
  *     traceml run -- ./build/examples/toy_train [--steps N] [--load-ms MS]
  *
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
     if (rc < 0 && rc != TML_EDISABLED)
         fprintf(stderr, "toy_train: tracing off: %s\n", tml_strerror(rc));
 
+    tml_set_flops(3 * 2000 * 2.0, TML_FLOPS_GIVEN, NULL);
     double w = 0.0, b0 = 0.0, lr = 0.1, loss = 0.0;
     double pred[BATCH], gw, gb;
     batch bt;
@@ -84,6 +87,7 @@ int main(int argc, char **argv)
         tml_phase_begin(TML_PHASE_INPUT);
         load_batch(&bt, load_ms);
         tml_phase_end(TML_PHASE_INPUT);
+        tml_step_samples(BATCH, -1);
 
         tml_step_begin();
         tml_phase_begin(TML_PHASE_FORWARD);

@@ -42,6 +42,10 @@ def test_toy_under_launcher(tmp_path, slept):
     bg = meta["traceml_background_cpu_percent"]
     assert bg is not None and 0 < bg < 50, bg
     assert "TraceML cost: " in p.stdout and " in step, " in p.stdout, p.stdout
+    # throughput from the C API: 256 samples a step, their FLOPs as given
+    t = s["throughput"]
+    assert (t["samples_per_step"], t["tokens_per_step"]) == (256, None), t
+    assert t["flops_per_step"] == 256 * 12000 and t["flops_counted_by"] == "given", t
 
 
 def test_toy_without_launcher(tmp_path):

@@ -180,10 +180,24 @@ def test_accumulation_and_validation(tmp_path):
     assert s["meta"]["step_detection"] == "automatic", s["meta"]
 
 
-def test_dict_batches(tmp_path):
-    _, _, s, _ = run_script(tmp_path, "dict")
+def test_dict_batches_and_compare(tmp_path):
+    """A dict batch counts as a tuple does; compare shows both runs'
+    throughput as rows of its Step Time table, with their change."""
+    _, _, s, a = run_script(tmp_path, "dict", name="a")
     t = s["throughput"]
     assert t["samples_per_step"] == 8 and t["tokens_per_step"] == 8 * 16, t
+    _, _, s2, b = run_script(tmp_path, "tokens", name="b")
+    out = tmp_path / "cmp"
+    p = subprocess.run([os.path.join(os.path.dirname(PYTHON), "traceml"), "compare", str(a),
+                        str(b), "--output", str(out)], capture_output=True, text=True,
+                       env=base_env(), timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Samples/s" in p.stdout and "Tokens/s" in p.stdout, p.stdout
+    with open(str(out) + ".json", encoding="utf-8") as f:
+        rows = {r["metric"]: r for sec in json.load(f)["sections"].values() for r in sec}
+    row = rows["samples_per_s"]
+    assert (row["a"], row["b"]) == (t["samples_per_s"], s2["throughput"]["samples_per_s"]), row
+    assert abs(row["delta_percent"] - 100 * (row["b"] - row["a"]) / row["a"]) < 0.01, row
 
 
 def test_trace_step_told(tmp_path):

@@ -383,6 +383,52 @@ static int prom_valid(const char *text, char *why, size_t cap)
     return 1;
 }
 
+/* Throughput over the live window: the ranks' samples per second of wall
+ * time, summed; in the live JSON, /metrics and the text line, and absent
+ * where nothing was counted. */
+static void test_throughput(void)
+{
+    tml_run run;
+    tml__run_init(&run, "tp", "id2");
+    add_steps(&run, 0, 120, 0.2, 3, 6, 0.6, 0);
+    add_steps(&run, 1, 120, 0.2, 3, 6, 0.6, 0);
+    tml_live_snap snap;
+    tml_strbuf prom = TML_STRBUF_INIT;
+    CHECK_EQ_INT(tml__live_snap_build(&run, NULL, &snap, NULL), 0);
+    CHECK(isnan(snap.samples_per_s));
+    tml__live_prometheus(&snap, &prom);
+    CHECK(strstr(prom.buf, "traceml_samples_per_second{") == NULL);
+    tml__sb_release(&prom);
+    tml__live_snap_release(&snap);
+    for (size_t i = 0; i < run.nranks; i++)
+        for (size_t k = 0; k < run.ranks[i].nsteps; k++) {
+            run.ranks[i].steps[k].samples = 16;
+            run.ranks[i].steps[k].tokens = 16 * 32;
+        }
+    CHECK_EQ_INT(tml__live_snap_build(&run, NULL, &snap, NULL), 0);
+    /* 16 samples a rank per 9.8 ms step (no time between steps), 2 ranks */
+    CHECK_NEAR(snap.samples_per_s, 2 * 16 / 9.8e-3, 1e-6);
+    CHECK_NEAR(snap.tokens_per_s, 32 * snap.samples_per_s, 1e-6);
+    CHECK(isnan(snap.flops_per_s) && isnan(snap.mfu));
+    tml_strbuf js = TML_STRBUF_INIT;
+    tml__live_json(&snap, &js);
+    tml_json *doc = NULL;
+    double d = 0;
+    CHECK_EQ_INT(tml__json_parse(js.buf, js.len, &doc, NULL), 0);
+    CHECK(tml__json_num(tml__json_path(doc, "throughput.samples_per_s"), &d) &&
+          fabs(d - snap.samples_per_s) < 1e-3);
+    CHECK(tml__json_path(doc, "throughput.mfu_percent")->type == TML_JSON_NULL);
+    CHECK(strstr(tml__json_str(tml__json_get(doc, "line")), "3.27k samples/s") != NULL);
+    tml__json_free(doc);
+    tml__live_prometheus(&snap, &prom);
+    CHECK(strstr(prom.buf, "traceml_samples_per_second{") != NULL);
+    CHECK(strstr(prom.buf, "traceml_mfu_ratio{") == NULL);
+    tml__sb_release(&prom);
+    tml__sb_release(&js);
+    tml__live_snap_release(&snap);
+    tml__run_release(&run);
+}
+
 static void test_prometheus(void)
 {
     tml_run run;
@@ -732,7 +778,7 @@ static void test_server_bind_errors(void)
     tml__live_server_free(NULL);
 }
 
-#define TESTS X(test_verdict_thresholds) X(test_window_is_recent) X(test_long_run_and_empty_rank) X(test_views_agree_on_a_straggler) X(test_json) \
+#define TESTS X(test_throughput) X(test_verdict_thresholds) X(test_window_is_recent) X(test_long_run_and_empty_rank) X(test_views_agree_on_a_straggler) X(test_json) \
     X(test_prometheus) X(test_server_endpoints) X(test_server_sse) \
     X(test_server_misbehaving_clients) X(test_server_bind_errors)
 #include "harness.h"
