@@ -588,16 +588,22 @@ is_tensor(PyObject *o)
  * first item of a tuple or list, a dict's input_ids or first value, the
  * same of a UserDict's data (Hugging Face's BatchEncoding), three levels
  * down at most. Reads no attribute of any other object. */
-/* The types count_batch reads, from the package's callable: 1 when known. */
+/* The types count_batch reads, from the package's callable: 1 when known.
+ * Asked at most 16 times (a fetch before torch is imported fails). */
 static int
 know_batch_types(void)
 {
+    static int tries;
     if (tensor_type != NULL)
         return 1;
     if (batch_types == NULL)
         return 0;
     PyObject *r = PyObject_CallNoArgs(batch_types);
-    Py_CLEAR(batch_types);      /* once, whatever it answered */
+    if (r == NULL && ++tries < 16) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_CLEAR(batch_types);      /* done, whatever it answered */
     if (r != NULL && PyTuple_Check(r) && PyTuple_Size(r) == 2 &&
         PyType_Check(PyTuple_GetItem(r, 0)) && PyTuple_Check(PyTuple_GetItem(r, 1))) {
         tensor_type = PyTuple_GetItem(r, 0);
@@ -1136,8 +1142,15 @@ timediter_next(PyObject *self)
     }
     t0 = tml_now_ns();
     r = PyIter_Next(t->it);     /* NULL and no error at the end: StopIteration */
-    if (r != NULL)
+    if (r != NULL) {
         tml_phase_span(TML_PHASE_INPUT, t0, tml_now_ns());
+        fetched_samples = fetched_tokens = 0;
+        if (batches_counted && know_batch_types())
+            count_batch(r);
+        if (fetched_samples > 0)
+            tml_step_samples(fetched_samples, fetched_tokens > 0 ? fetched_tokens : -1);
+        fetched_samples = fetched_tokens = 0;
+    }
     return r;
 }
 

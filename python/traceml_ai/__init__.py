@@ -146,8 +146,16 @@ class _NullStep(object):
 
 _NULL_STEP = _NullStep()
 
+def _batch_types():
+    """What the engine counts a fetched batch by (throughput, docs/summary-
+    json.md): asked at the first fetch, when torch is whole."""
+    torch = _sys.modules["torch"]
+    return torch.Tensor, (torch.int64, torch.int32)
+
+
 if _c is not None:
     trace_step = _c.trace_step
+    _c._set_batch_types(_batch_types)
 else:
     def trace_step(*models, model=None):
         return _NULL_STEP
@@ -518,7 +526,6 @@ def _apply_patches(torch, dataloader, forward, backward, h2d, optimizer, comm):
         from torch.utils.data import dataloader as dl
         _patch(dl._BaseDataLoaderIter, "__next__", _c.INPUT, _c.KIND_INPUT)
         _report_loader_settings(dl._BaseDataLoaderIter)
-        _c._set_batch_types(lambda: (torch.Tensor, (torch.int64, torch.int32)))   # throughput
 
     def bw_patch():
         _patch(torch.Tensor, "backward", _c.BACKWARD)

@@ -92,6 +92,18 @@ elif kind == "dict":
         opt.zero_grad()
         nn.functional.cross_entropy(model(batch["input_ids"]), batch["labels"]).backward()
         opt.step()
+elif kind == "manual":
+    # manual mode: the loader wrapped by hand (TimedIter), steps marked
+    import traceml_ai as traceml
+    traceml.init(mode="manual")
+    model = Tokens()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loader = traceml.wrap_dataloader_fetch(DataLoader(TensorDataset(ids, labels), batch_size=B))
+    for x, y in loader:
+        with traceml.trace_step(model):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
 elif kind == "told":
     # no DataLoader: the script says what a step consumed
     import traceml_ai as traceml
@@ -198,6 +210,12 @@ def test_dict_batches_and_compare(tmp_path):
     row = rows["samples_per_s"]
     assert (row["a"], row["b"]) == (t["samples_per_s"], s2["throughput"]["samples_per_s"]), row
     assert abs(row["delta_percent"] - 100 * (row["b"] - row["a"]) / row["a"]) < 0.01, row
+
+
+def test_manual_mode(tmp_path):
+    _, _, s, _ = run_script(tmp_path, "manual")
+    t = s["throughput"]
+    assert t["samples_per_step"] == 8 and t["tokens_per_step"] == 8 * 16, t
 
 
 def test_trace_step_told(tmp_path):
