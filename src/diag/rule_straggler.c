@@ -256,9 +256,27 @@ static void compute_straggler_text(const tml_rank_window *cul, const tml_rank_wi
  * all-reduce, which is not the transport's. */
 #define STRAGGLER_COMM_PART 0.2
 
+/* On a machine that other processes contend (tml__contended), a culprit
+ * of a CPU training that used no more CPU than its victim fell behind for
+ * want of a core, whatever phase its excess landed in: below the
+ * threshold it is the machine's, which the communication's verdict names
+ * already (a healthy 2-rank run beside a profiler once got a 4.8% COMPUTE
+ * STRAGGLER there). A rank that computes more uses more CPU. */
+static int machine_made(const tml_window *w, const tml_straggler *s)
+{
+    const tml_rank_window *cul = &w->ranks[s->culprit], *vic = &w->ranks[s->victim];
+    if (w->clock != TML_CLOCK_CPU || !tml__contended(&w->contention))
+        return 0;
+    for (size_t i = 0; i < w->nranks; i++)
+        if (w->ranks[i].has_gpu)
+            return 0;
+    return vic->cpu_percent > 0 && cul->cpu_percent >= 0 &&
+           cul->cpu_percent <= vic->cpu_percent * (1.0 + CPU_SAME);
+}
+
 int tml__straggler_in_comm(const tml_window *w, const tml_straggler *s)
 {
-    if (!s->valid || s->component < 0 || !(s->cost_ns > 0))
+    if (!s->valid || s->component < 0 || !(s->cost_ns > 0) || machine_made(w, s))
         return 0;
     double comm = w->ranks[s->victim].avg_ns[TML_M_COMM];
     return !isnan(comm) && comm > 0 && s->cost_ns >= STRAGGLER_COMM_PART * comm;
