@@ -372,6 +372,19 @@ int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye)
     return 0;
 }
 
+/* The rank's deep dive, kept for the report (the latest wins). Not in
+ * telemetry.sqlite: a summary rebuilt from the store has none. */
+int tml__agg_deep_dive(tml_agg *a, int32_t rank, const tml_dd_window *d)
+{
+    tml_rank *r = tml__run_find(&a->run, rank);
+    if (!r)
+        return TML_ESTATE;
+    if (!r->deep_dive && !(r->deep_dive = tml__dd_new()))
+        return TML_ENOMEM;
+    *r->deep_dive = *d;
+    return 0;
+}
+
 void tml__agg_lost(tml_agg *a, int32_t rank)
 {
     tml_rank *r = tml__run_find(&a->run, rank);

@@ -194,6 +194,15 @@ int tml_mark_epoch_start(void)
     return 0;
 }
 
+int tml_mark_deep_dive(void)
+{
+    int rc = check_on();
+    if (rc)
+        return rc;
+    T.next_flags |= TML_STEP_DEEP_DIVE;
+    return 0;
+}
+
 int tml_mark_loader_start(int64_t start_ns)
 {
     int rc = check_on();
