@@ -835,6 +835,16 @@ static void raw_json(jw *w, const char *key, const char *json)
     tml__sb_adds(w->sb, json && json[0] ? json : "null");
 }
 
+/* "series": the per-step charts' points, or null (opts.series). */
+static void series_json(jw *w, const tml_report_model *m, tml_strbuf *out)
+{
+    tml__jw_key(w, "series");
+    if (m->series)
+        tml__report_series(m, out);
+    else
+        tml__sb_adds(out, "null");
+}
+
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
     jw w;
@@ -927,11 +937,7 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     system_section(&w, m, &m->rows[1]);
     process_section(&w, m, &m->rows[2]);
     deep_dive_obj(&w, &m->dd);
-    tml__jw_key(&w, "series");
-    if (m->series)
-        tml__report_series(m, out);
-    else
-        tml__sb_adds(out, "null");
+    series_json(&w, m, out);
     tml__jw_str(&w, "text", text);
     tml__jw_close(&w, '}');
     tml__sb_addc(out, '\n');
