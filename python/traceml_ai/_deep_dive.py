@@ -75,11 +75,11 @@ class DeepDive:
             return
         if self.step > self.start:      # asked too late (never reached the start)
             return self.off()
+        if self.mode == "auto" and not self._compute_bound():
+            return self.off()       # not asked, not needed: nothing to say
         why = self._unsafe()
         if why:
             return self._skip(why)
-        if self.mode == "auto" and not self._compute_bound():
-            return self.off()
         self._open()
 
     def _end(self):

@@ -1,0 +1,88 @@
+"""The deep dive (docs/deep-dive.md) on real PyTorch, through `traceml run`:
+examples/deep_dive/one_module.py is an unmodified loop where one named
+module, heavy_block, does most of the work. The window must name it, its
+steps must be left out of the step figures and labelled, and it must do
+no harm: the trained parameters are the same bit for bit with and
+without it, as are the script's own output and exit code. A compiled
+model is skipped with a line saying why."""
+import json
+import os
+import re
+
+from conftest import EXAMPLES
+
+SCRIPT = os.path.join(EXAMPLES, "deep_dive", "one_module.py")
+
+
+def script_lines(stdout):
+    """The script's own output: every line but the summary box's."""
+    return [l for l in stdout.splitlines() if l and l[0] not in "|+"]
+
+
+def window(s):
+    return s["step_time"]["window"]
+
+
+def test_deep_dive_names_the_heavy_module(traceml_run):
+    r = traceml_run(SCRIPT, "--steps", 40, launcher_args=["--deep-dive"])
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    dd = s["deep_dive"]
+    assert dd["status"] == "ran", json.dumps(dd)
+    assert (dd["first_step"], dd["last_step"], dd["steps_excluded"]) == (20, 22, 3), json.dumps(dd)
+    mods = {m["name"]: m for m in dd["modules"]}
+    top = dd["modules"][0]
+    assert top["name"] == "heavy_block", json.dumps(dd["modules"])
+    # measured against what the run measured itself: the module's share
+    # dwarfs the thin stem and head beside it
+    assert top["percent"] > 5 * mods["stem"]["percent"], json.dumps(dd["modules"])
+    assert top["percent"] > 5 * mods["head"]["percent"], json.dumps(dd["modules"])
+    assert top["top_operator"].startswith("aten::"), json.dumps(top)
+    assert abs(sum(m["percent"] for m in dd["modules"]) - 100) < 1, json.dumps(dd["modules"])
+    assert dd["profiled_ms"] > 0 and dd["window_ms"] >= dd["profiled_ms"] * 0.5, json.dumps(dd)
+    # the window's steps are left out of the step figures, and labelled
+    w = window(s)
+    assert w["window_steps"] == w["common_steps"] - w["warmup_steps_excluded"] - 3, json.dumps(w)
+    assert not (w["first_step"] <= 20 <= w["last_step"] and w["window_steps"] ==
+                w["last_step"] - w["first_step"] + 1), json.dumps(w)
+    line = re.search(r"Deep dive \(steps 20-22, left out\): (\d+)% in heavy_block \(aten::\w+\)",
+                     r.stdout)
+    assert line, r.explain()
+    assert int(line.group(1)) == round(top["percent"]), (line.group(0), top)
+
+
+def test_deep_dive_does_no_harm(traceml_run, tmp_path):
+    """Default (auto: the verdict is COMPUTE-BOUND, so the window runs)
+    against --no-deep-dive: the same parameters bit for bit, the same
+    output of the script, the same exit code."""
+    runs = {}
+    for name, args in (("auto", []), ("off", ["--no-deep-dive"])):
+        (tmp_path / name).mkdir()
+        out = tmp_path / name / "params.pt"     # one name: torch.save writes it into the file
+        runs[name] = traceml_run(SCRIPT, "--steps", 30, "--params-out", out, run_name=name,
+                                 launcher_args=args)
+        assert runs[name].rc == 0, runs[name].explain()
+    on, off = runs["auto"], runs["off"]
+    assert on.summary()["primary_diagnosis"]["kind"] == "COMPUTE_BOUND"
+    assert on.summary()["deep_dive"]["status"] == "ran", on.explain()
+    assert "deep_dive" not in off.summary()
+    assert "Deep dive" not in off.stdout
+    assert script_lines(on.stdout) == script_lines(off.stdout)
+    assert (tmp_path / "auto" / "params.pt").read_bytes() == \
+        (tmp_path / "off" / "params.pt").read_bytes()
+
+
+def test_compiled_model_is_skipped(traceml_run):
+    r = traceml_run(SCRIPT, "--steps", 30, "--compile", launcher_args=["--deep-dive"])
+    assert r.rc == 0, r.explain()
+    dd = r.summary()["deep_dive"]
+    assert dd["status"] == "skipped" and "compiled" in dd["reason"], json.dumps(dd)
+    assert dd["steps_excluded"] == 0, json.dumps(dd)
+    assert "Deep dive: skipped: the model is compiled (torch.compile)" in r.stdout, r.explain()
+
+
+def test_deep_dive_flags_contradict(traceml_run):
+    r = traceml_run(SCRIPT, launcher_args=["--deep-dive", "--no-deep-dive"])
+    assert r.rc == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("traceml: error: --deep-dive and "
+                                                        "--no-deep-dive"), r.stderr
