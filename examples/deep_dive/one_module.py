@@ -6,8 +6,10 @@ verdict is COMPUTE-BOUND and the deep dive names heavy_block.
 --compile runs the model under torch.compile (the deep dive is skipped,
 saying why); --params-out PATH saves the trained parameters (the
 zero-harm test compares them bit for bit with and without the window);
---extra-on-rank R gives rank R's model an extra block (the 2-rank
-COMPUTE STRAGGLER scenario, under torchrun).
+--extra-on-rank R makes rank R's extra_block do work that the other
+ranks' skip (the 2-rank COMPUTE STRAGGLER scenario: `traceml run
+--nproc-per-node 2`, DDP over gloo); its result is discarded, so every
+rank trains the same model.
 """
 import argparse
 import hashlib
@@ -17,20 +19,33 @@ import torch
 from torch import nn
 
 
+class ExtraWork(nn.Module):
+    """Work on one rank only, whose result is thrown away: a buffer, no
+    parameters, so DDP sees the same model everywhere."""
+
+    def __init__(self, active):
+        super().__init__()
+        self.active = active
+        self.register_buffer("w", torch.randn(128, 1024) / 32)
+
+    def forward(self, h):
+        if self.active:
+            for _ in range(6):
+                torch.tanh(h.detach() @ self.w)
+        return h
+
+
 class Net(nn.Module):
     def __init__(self, extra=False):
         super().__init__()
         self.stem = nn.Linear(64, 128)
         self.heavy_block = nn.Sequential(nn.Linear(128, 768), nn.ReLU(), nn.Linear(768, 768),
                                          nn.ReLU(), nn.Linear(768, 128))
-        self.extra_block = nn.Sequential(nn.Linear(128, 1024), nn.ReLU(),
-                                         nn.Linear(1024, 128)) if extra else None
+        self.extra_block = ExtraWork(extra)
         self.head = nn.Linear(128, 10)
 
     def forward(self, x):
-        h = self.heavy_block(torch.relu(self.stem(x)))
-        if self.extra_block is not None:
-            h = h + self.extra_block(h)
+        h = self.extra_block(self.heavy_block(torch.relu(self.stem(x))))
         return self.head(torch.relu(h))
 
 
@@ -49,6 +64,7 @@ def main():
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         import torch.distributed as dist
         dist.init_process_group("gloo")
+        run = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(1)
     for _ in range(a.steps):

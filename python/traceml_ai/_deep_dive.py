@@ -107,14 +107,15 @@ class DeepDive:
         return None
 
     def _compute_bound(self):
-        """The verdict so far is COMPUTE_BOUND (the summary of the steps
-        before this one; asked once, in the gap before the window)."""
+        """The verdict so far is COMPUTE_BOUND or COMPUTE_STRAGGLER (the
+        summary of the steps before this one; asked once, in the gap before
+        the window, which that step's figures leave out with it)."""
         import json
         text = self.c.summary_json()
         if not text:
             return False
         kind = (json.loads(text).get("primary_diagnosis") or {}).get("kind")
-        return kind == "COMPUTE_BOUND"
+        return kind in ("COMPUTE_BOUND", "COMPUTE_STRAGGLER")
 
     def _open(self):
         torch = sys.modules["torch"]

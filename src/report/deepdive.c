@@ -151,35 +151,73 @@ static double module_ns(const tml_dd_window *d, int depth, const char *name)
     return ns;
 }
 
-/* Across the ranks that ran a window: the shown rank's modules, each
- * compared between its slowest and fastest rank; the widest gap wins. */
-static void spread(tml_report_dd *dd, const tml_run *run, const tml_dd_item *mods, size_t n)
+/* One module, compared between its slowest and fastest rank: the widest
+ * gap so far wins. */
+static void spread_one(tml_report_dd *dd, const tml_run *run, const char *name, double *best)
+{
+    double hi = -1, lo = -1;
+    int32_t hr = -1, lr = -1;
+    for (size_t i = 0; i < run->nranks; i++) {
+        const tml_dd_window *d = run->ranks[i].deep_dive;
+        if (!d || !d->nrows)
+            continue;
+        double ns = module_ns(d, dd->depth, name);
+        if (hi < 0 || ns > hi)
+            hi = ns, hr = run->ranks[i].info.rank;
+        if (lo < 0 || ns < lo)
+            lo = ns, lr = run->ranks[i].info.rank;
+    }
+    if (hr < 0 || hr == lr || hi - lo <= *best)
+        return;
+    *best = hi - lo;
+    memset(&dd->spread, 0, sizeof(dd->spread));
+    snprintf(dd->spread.name, sizeof(dd->spread.name), "%s", name);
+    dd->spread.ns = hi - lo;
+    dd->spread_slow_rank = hr;
+    dd->spread_fast_rank = lr;
+    dd->spread_slow_ns = hi;
+    dd->spread_fast_ns = lo;
+}
+
+/* Across the ranks that ran a window, every module of any of them (one
+ * rank's extra work is in a module the others may not run at all). */
+static void spread(tml_report_dd *dd, const tml_run *run)
 {
     double best = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (!mods[k].name[0])
-            continue;
-        double hi = -1, lo = -1;
-        int32_t hr = -1, lr = -1;
-        for (size_t i = 0; i < run->nranks; i++) {
-            const tml_dd_window *d = run->ranks[i].deep_dive;
-            if (!d || !d->nrows)
-                continue;
-            double ns = module_ns(d, dd->depth, mods[k].name);
-            if (hi < 0 || ns > hi)
-                hi = ns, hr = run->ranks[i].info.rank;
-            if (lo < 0 || ns < lo)
-                lo = ns, lr = run->ranks[i].info.rank;
-        }
-        if (hr >= 0 && hr != lr && hi - lo > best) {
-            best = hi - lo;
-            dd->spread = mods[k];
-            dd->spread_slow_rank = hr;
-            dd->spread_fast_rank = lr;
-            dd->spread_slow_ns = hi;
-            dd->spread_fast_ns = lo;
+    for (size_t i = 0; i < run->nranks; i++) {
+        const tml_dd_window *d = run->ranks[i].deep_dive;
+        for (size_t k = 0; d && k < d->nrows; k++) {
+            char name[TML_DD_NAME];
+            prefix(d->rows[k].module, dd->depth, name, sizeof(name));
+            if (name[0])
+                spread_one(dd, run, name, &best);
         }
     }
+}
+
+/* A COMPUTE STRAGGLER whose ranks' windows differ in one module: the
+ * verdict's Next names it first (the rule itself never sees modules). */
+static void name_the_straggler(tml_report_model *m)
+{
+    const tml_report_dd *dd = &m->dd;
+    tml_diagnosis *v = &m->verdict;
+    if (!dd->spread.name[0] || !v->kind || strcmp(v->kind, "COMPUTE_STRAGGLER") != 0)
+        return;
+    char head[2 * TML_DD_NAME + 128];
+    int n = snprintf(head, sizeof(head), "Inspect %s on rank %d: the deep dive measured %.1f ms "
+                     "there against %.1f ms on rank %d over steps %llu-%llu. ", dd->spread.name,
+                     (int)dd->spread_slow_rank, dd->spread_slow_ns / 1e6,
+                     dd->spread_fast_ns / 1e6, (int)dd->spread_fast_rank,
+                     (unsigned long long)dd->first_step, (unsigned long long)dd->last_step);
+    size_t cap = sizeof(v->next), h = n < 0 ? 0 : (size_t)n;
+    if (h >= sizeof(head) || h >= cap)
+        return;
+    size_t keep = strnlen(v->next, cap - 1);
+    if (keep > cap - 1 - h)
+        keep = cap - 1 - h;     /* the old advice's tail goes first */
+    memmove(v->next + h, v->next, keep);
+    memcpy(v->next, head, h);
+    v->next[h + keep] = '\0';
 }
 
 void tml__report_deep_dive(tml_report_model *m)
@@ -221,7 +259,8 @@ void tml__report_deep_dive(tml_report_model *m)
     size_t n = modules_of(shown, dd->depth, v);
     top(dd->modules, &dd->nmodules, v, n, dd->total_ns);
     if (dd->nranks > 1)
-        spread(dd, run, v, n);
+        spread(dd, run);
+    name_the_straggler(m);
     memset(v, 0, TML_DD_MAX_ROWS * sizeof(*v));
     n = ops_of(shown, v);
     top(dd->ops, &dd->nops, v, n, dd->total_ns);

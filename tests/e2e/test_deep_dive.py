@@ -86,3 +86,23 @@ def test_deep_dive_flags_contradict(traceml_run):
     assert r.rc == 2
     assert r.stderr.strip().splitlines()[-1].startswith("traceml: error: --deep-dive and "
                                                         "--no-deep-dive"), r.stderr
+
+
+def test_compute_straggler_names_the_module(traceml_run):
+    """Two ranks under DDP, rank 1's extra_block doing work rank 0's skips:
+    the verdict is COMPUTE STRAGGLER and its Next names extra_block, with
+    the times the deep dive measured on each rank."""
+    r = traceml_run(SCRIPT, "--steps", 50, "--extra-on-rank", 1,
+                    launcher_args=["--nproc-per-node", "2", "--deep-dive"])
+    assert r.rc == 0, r.explain()
+    s = r.summary()
+    dd = s["deep_dive"]
+    assert dd["status"] == "ran" and dd["ranks"] == 2, json.dumps(dd)
+    sp = dd["spread"]
+    assert sp and sp["module"] == "extra_block", json.dumps(dd)
+    assert (sp["slow_rank"], sp["fast_rank"]) == (1, 0), json.dumps(sp)
+    assert sp["slow_ms"] > 10 * max(sp["fast_ms"], 0.01), json.dumps(sp)
+    p = s["primary_diagnosis"]
+    assert p["kind"] == "COMPUTE_STRAGGLER", json.dumps(p)
+    assert p["next"].startswith("Inspect extra_block on rank 1: the deep dive measured"), p["next"]
+    assert "Inspect extra_block on rank 1" in r.stdout, r.explain()
