@@ -8,8 +8,9 @@ model is skipped with a line saying why."""
 import json
 import os
 import re
+import subprocess
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, TRACEML
 
 SCRIPT = os.path.join(EXAMPLES, "deep_dive", "one_module.py")
 
@@ -106,3 +107,25 @@ def test_compute_straggler_names_the_module(traceml_run):
     assert p["kind"] == "COMPUTE_STRAGGLER", json.dumps(p)
     assert p["next"].startswith("Inspect extra_block on rank 1: the deep dive measured"), p["next"]
     assert "Inspect extra_block on rank 1" in r.stdout, r.explain()
+
+
+def test_compare_below_the_phase(traceml_run, tmp_path):
+    """B's extra_block does work A's skips: compare lists extra_block as
+    the module whose time changed most, and the operator it runs."""
+    a = traceml_run(SCRIPT, "--steps", 30, run_name="A", launcher_args=["--deep-dive"])
+    b = traceml_run(SCRIPT, "--steps", 30, "--extra-on-rank", 0, run_name="B",
+                    launcher_args=["--deep-dive"])
+    assert a.rc == 0 and b.rc == 0, a.explain() + b.explain()
+    p = subprocess.run([TRACEML, "compare", a.run_dir, b.run_dir], cwd=str(tmp_path),
+                       capture_output=True, text=True)
+    assert p.returncode in (0, 1, 3), p.stderr
+    doc = json.loads((tmp_path / "traceml_compare.json").read_text())
+    dd = doc["deep_dive"]
+    top = dd["modules"][0]
+    assert top["name"] == "extra_block", json.dumps(dd)
+    assert top["a_ms"] == 0 and top["delta_ms"] > 0, json.dumps(top)
+    # the window measured it: B's profiled share of extra_block per step
+    sb = b.summary()["deep_dive"]
+    per_step = [m["ms"] for m in sb["modules"] if m["name"] == "extra_block"][0] / 3
+    assert abs(top["b_ms"] - per_step) < 0.01, (top, per_step)
+    assert "Below the phase" in p.stdout and "extra_block" in p.stdout, p.stdout
