@@ -28,7 +28,11 @@ the engine: the skip reason) and a warning, never an exception into the
 training. A compiled model (torch.compile) is skipped: module hooks added
 to it would make Dynamo recompile.
 """
+import contextlib
+import os
+import re
 import sys
+import tempfile
 import time
 
 PREFIX = "traceml.module::"
@@ -129,7 +133,8 @@ class DeepDive:
         self.t0 = time.perf_counter_ns()
         self._hook_modules(torch)
         self.prof = profile(activities=acts)
-        self.prof.__enter__()
+        with quiet_profiler():
+            self.prof.__enter__()
 
     def _hook_modules(self, torch):
         rf = torch.autograd.profiler.record_function
@@ -165,7 +170,8 @@ class DeepDive:
     def _close(self):
         prof, self.prof = self.prof, None
         self._unhook()
-        prof.__exit__(None, None, None)
+        with quiet_profiler():
+            prof.__exit__(None, None, None)
         rows = reduce_events(prof.events(), self.cuda)
         wall = time.perf_counter_ns() - self.t0
         self.off()
@@ -188,7 +194,8 @@ class DeepDive:
         self._unhook()
         if prof is not None:
             try:
-                prof.__exit__(None, None, None)
+                with quiet_profiler():
+                    prof.__exit__(None, None, None)
             except Exception:
                 pass
         self.off()
@@ -204,6 +211,43 @@ class DeepDive:
             self._give_up("did not finish: the run ended inside its window")
         else:
             self.off()
+
+
+# what torch's profiler (Kineto) writes on the process's stderr when it
+# starts and stops ("USDT:... profiler_start"): TraceML's doing, not the
+# training's, so it is not the training's stderr either
+_KINETO_LINE = re.compile(rb"^[A-Z]+:\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] .*\n?",
+                          re.M)
+
+
+@contextlib.contextmanager
+def quiet_profiler():
+    """The process's stderr (fd 2) into a file while the profiler starts or
+    stops; then what anything else wrote meanwhile goes on to stderr, in
+    order, and Kineto's own lines do not. Where fd 2 cannot be moved, as
+    is."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    tmp = tempfile.TemporaryFile()
+    try:
+        os.dup2(tmp.fileno(), 2)
+        yield
+    finally:
+        try:
+            sys.stderr.flush()      # what Python buffered meanwhile, in its place
+        except (OSError, ValueError, AttributeError):
+            pass
+        os.dup2(saved, 2)
+        os.close(saved)
+        tmp.seek(0)
+        rest = _KINETO_LINE.sub(b"", tmp.read())
+        tmp.close()
+        if rest:
+            os.write(2, rest)
 
 
 def display_name(path, mods):

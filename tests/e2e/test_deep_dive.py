@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 
-from conftest import EXAMPLES, TRACEML
+from conftest import EXAMPLES, PYTHON, TRACEML
 
 SCRIPT = os.path.join(EXAMPLES, "deep_dive", "one_module.py")
 
@@ -69,6 +69,10 @@ def test_deep_dive_does_no_harm(traceml_run, tmp_path):
     assert "deep_dive" not in off.summary()
     assert "Deep dive" not in off.stdout
     assert script_lines(on.stdout) == script_lines(off.stdout)
+    # not a line more on stderr: the profiler's own start and stop lines
+    # (Kineto's) are TraceML's doing and do not reach the training's stderr
+    assert on.stderr.replace("auto", "X") == off.stderr.replace("off", "X"), (on.stderr,
+                                                                               off.stderr)
     assert (tmp_path / "auto" / "params.pt").read_bytes() == \
         (tmp_path / "off" / "params.pt").read_bytes()
 
@@ -129,3 +133,19 @@ def test_compare_below_the_phase(traceml_run, tmp_path):
     per_step = [m["ms"] for m in sb["modules"] if m["name"] == "extra_block"][0] / 3
     assert abs(top["b_ms"] - per_step) < 0.01, (top, per_step)
     assert "Below the phase" in p.stdout and "extra_block" in p.stdout, p.stdout
+
+
+def test_profiler_lines_kept_off_stderr_and_the_rest_kept(tmp_path):
+    """quiet_profiler: what else reaches fd 2 while the profiler starts or
+    stops goes on, in order; Kineto's lines do not."""
+    code = (
+        "import os, sys\n"
+        "from traceml_ai._deep_dive import quiet_profiler\n"
+        "with quiet_profiler():\n"
+        "    os.write(2, b'one\\n')\n"
+        "    os.write(2, b'USDT:2026-12-06 15:10:54 31036:31036 SyncActivityProfilerHandler.cpp:52]"
+        " profiler_start\\n')\n"
+        "    sys.stderr.write('two\\n')\n"
+        "sys.stderr.write('three\\n')\n")
+    p = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stderr == "one\ntwo\nthree\n", p.stderr
