@@ -37,7 +37,7 @@ import time
 
 PREFIX = "traceml.module::"
 _BACKWARD = "autograd::engine::evaluate_function: "
-_ROWS_MAX = 256
+_ROWS_MAX = 64         # the heaviest (module, operator) pairs sent (model/deepdive.h)
 
 
 class DeepDive:

@@ -7,12 +7,34 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "traceml/traceml.h"
 
+static tml_dd_window *with_room(size_t cap)
+{
+    tml_dd_window *d = calloc(1, sizeof(*d) + cap * sizeof(tml_dd_row));
+    if (d)
+        d->cap = cap;
+    return d;
+}
+
 tml_dd_window *tml__dd_new(void)
 {
-    return calloc(1, sizeof(tml_dd_window));
+    return with_room(TML_DD_MAX_ROWS);
+}
+
+tml_dd_window *tml__dd_copy(const tml_dd_window *d)
+{
+    size_t n = d->nrows < d->cap ? d->nrows : d->cap;
+    tml_dd_window *c = with_room(n);
+    if (!c)
+        return NULL;
+    memcpy(c, d, sizeof(*d));
+    c->nrows = c->cap = n;
+    if (n)
+        memcpy(c->rows, d->rows, n * sizeof(*d->rows));
+    return c;
 }
 
 void tml__dd_free(tml_dd_window *d)
@@ -23,7 +45,7 @@ void tml__dd_free(tml_dd_window *d)
 int tml__dd_add(tml_dd_window *d, const char *module, const char *op, int64_t self_ns,
                 int64_t calls)
 {
-    if (d->nrows >= TML_DD_MAX_ROWS)
+    if (d->nrows >= d->cap || d->nrows >= TML_DD_MAX_ROWS)
         return TML_EFULL;
     tml_dd_row *r = &d->rows[d->nrows++];
     snprintf(r->module, sizeof(r->module), "%s", module ? module : "");

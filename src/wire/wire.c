@@ -456,14 +456,16 @@ void tml__wire_deep_dive(tml_strbuf *out, const tml_dd_window *d)
 int tml__wire_parse_deep_dive(const uint8_t *p, size_t len, tml_dd_window *d)
 {
     cursor c = {p, len, 0, 0};
-    memset(d, 0, sizeof(*d));
+    size_t cap = d->cap;
+    memset(d, 0, sizeof(*d));       /* the header; rows are appended */
+    d->cap = cap;
     d->first_step = take_u64(&c);
     d->last_step = take_u64(&c);
     d->wall_ns = (int64_t)take_u64(&c);
     d->cuda = take_u32(&c) != 0;
     take_str(&c, d->skipped, sizeof(d->skipped));
     uint32_t n = take_u32(&c);
-    if (n > TML_DD_MAX_ROWS)
+    if (n > TML_DD_MAX_ROWS || n > cap)
         return TML_EPROTO;
     for (uint32_t i = 0; i < n && !c.bad; i++) {
         char module[TML_DD_NAME], op[TML_DD_NAME];

@@ -124,8 +124,9 @@ int tml__wire_parse_summary(const uint8_t *p, size_t len, int32_t *status,
 /* DEEP_DIVE (type 13): u64 first_step, u64 last_step, u64 wall_ns, u32
  * cuda, str skipped, u32 count (at most TML_DD_MAX_ROWS), then count rows
  * of str module, str op, u64 self_ns, u64 calls (docs/wire.md). At most
- * ~50 KB. parse_deep_dive: 0 or TML_EPROTO (a count, a time or a step
- * range no rank sends). */
+ * ~50 KB. parse_deep_dive into d (tml__dd_new(): room for every row a
+ * frame may hold): 0 or TML_EPROTO (a count, a time or a step range no
+ * rank sends, or more rows than d has room for). */
 void tml__wire_deep_dive(tml_strbuf *out, const tml_dd_window *d);
 int tml__wire_parse_deep_dive(const uint8_t *p, size_t len, tml_dd_window *d);
 
