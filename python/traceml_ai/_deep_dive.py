@@ -37,6 +37,10 @@ import time
 
 PREFIX = "traceml.module::"
 _BACKWARD = "autograd::engine::evaluate_function: "
+# auto asks the aggregator for the summary so far on every rank at once:
+# cheap for a few ranks, a queue of whole summaries for thousands, so past
+# this many the window needs --deep-dive
+AUTO_MAX_RANKS = 64
 _ROWS_MAX = 64         # the heaviest (module, operator) pairs sent (model/deepdive.h)
 
 
@@ -79,7 +83,7 @@ class DeepDive:
             return
         if self.step > self.start:      # asked too late (never reached the start)
             return self.off()
-        if self.mode == "auto" and not self._compute_bound():
+        if self.mode == "auto" and (_world_size() > AUTO_MAX_RANKS or not self._compute_bound()):
             return self.off()       # not asked, not needed: nothing to say
         why = self._unsafe()
         if why:
@@ -262,6 +266,13 @@ def display_name(path, mods):
             if m is not None:
                 parts[i] = "%s[%s]" % (type(m).__name__, p)
     return ".".join(parts)
+
+
+def _world_size():
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 def _is_wrapper(model):
