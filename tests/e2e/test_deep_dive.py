@@ -149,3 +149,56 @@ def test_profiler_lines_kept_off_stderr_and_the_rest_kept(tmp_path):
         "sys.stderr.write('three\\n')\n")
     p = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stderr == "one\ntwo\nthree\n", p.stderr
+
+
+def test_dashboard_shows_the_latest_window(tmp_path):
+    """The live dashboard (traceml run --mode dashboard) shows the latest
+    window's modules once the ranks sent it, heavy_block first."""
+    import sys
+    import time
+    import urllib.request
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "live"))
+    import cdp
+    from conftest import REPO, base_env, free_port
+
+    def live():
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/api/live" % port, timeout=5) as r:
+                return json.loads(r.read())
+        except OSError:
+            return {}
+
+    port = free_port()
+    proc = subprocess.Popen([TRACEML, "run", "--mode", "dashboard", "--dashboard-port", str(port),
+                             "--interval", "0.5", "--logs-dir", str(tmp_path / "logs"),
+                             "--run-name", "dash", "--deep-dive", SCRIPT, "--steps", "3000"],
+                            cwd=REPO, env=base_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    browser = None
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and "deep_dive" not in live():
+            time.sleep(0.5)
+        dd = live().get("deep_dive")
+        assert dd and dd["status"] == "ran", dd
+        assert dd["modules"][0]["name"] == "heavy_block", dd
+        browser = cdp.Browser()
+        browser.navigate("http://127.0.0.1:%d/" % port)
+        deadline = time.time() + 30
+        rows = None
+        while time.time() < deadline and not rows:
+            rows = browser.evaluate(
+                "(function () { var c = document.getElementById('deep-dive');"
+                " if (!c || c.hidden) return null;"
+                " return Array.from(document.querySelectorAll('#t-dd tr')).map("
+                "function (r) { return r.cells[0].textContent; }); })()")
+            time.sleep(0.25)
+        assert rows and rows[1] == "heavy_block", (rows, browser.errors())
+        steps = browser.evaluate("document.getElementById('dd-steps').textContent")
+        assert "steps %d\u2013%d" % (dd["first_step"], dd["last_step"]) in steps, steps
+        assert browser.errors() == [], browser.errors()
+    finally:
+        if browser:
+            browser.close()
+        proc.terminate()
+        proc.wait(timeout=60)
