@@ -166,6 +166,8 @@ void tml__serve_deep_dive(void)
     pthread_mutex_unlock(&S->mu);
     if (!d)
         return;
+    if (d->skipped[0])          /* the box says it too; the log keeps it with the run's */
+        tml__engine_log("deep dive skipped", d->skipped);
     tml_sink *sink = tml__setup.sink;
     int rc = sink->ops->deep_dive ? sink->ops->deep_dive(sink, tml__setup.hello.info.rank, d)
                                   : TML_ESTATE;

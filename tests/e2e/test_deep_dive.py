@@ -84,6 +84,8 @@ def test_compiled_model_is_skipped(traceml_run):
     assert dd["status"] == "skipped" and "compiled" in dd["reason"], json.dumps(dd)
     assert dd["steps_excluded"] == 0, json.dumps(dd)
     assert "Deep dive: skipped: the model is compiled (torch.compile)" in r.stdout, r.explain()
+    with open(r.artifact("traceml.log"), encoding="utf-8") as f:
+        assert "deep dive skipped: the model is compiled" in f.read()
 
 
 def test_deep_dive_flags_contradict(traceml_run):
