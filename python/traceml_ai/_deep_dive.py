@@ -304,6 +304,8 @@ def reduce_events(events, cuda):
     for e in events:
         if e.name.startswith(PREFIX) or e.name.startswith(_BACKWARD):
             continue        # scopes: their children carry the time
+        if "CPU" not in str(getattr(e, "device_type", "CPU")):
+            continue        # a kernel's own event: its CPU op carries its device time
         t = e.self_device_time_total if cuda else e.self_cpu_time_total
         if t <= 0:
             continue
