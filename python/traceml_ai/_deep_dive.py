@@ -317,7 +317,32 @@ def reduce_events(events, cuda):
         sums[key] = (ns + int(t * 1000), calls + 1)
     rows = [(m, op, ns, n) for (m, op), (ns, n) in sums.items()]
     rows.sort(key=lambda r: -r[2])
-    return rows[:_ROWS_MAX]
+    return fold(rows)
+
+
+OTHER = "(other operators)"
+
+
+def fold(rows):
+    """At most _ROWS_MAX rows, heaviest first, and every nanosecond kept:
+    past the heaviest half, each module's remaining operators become one
+    OTHER row of it (the lightest modules' together, under ""), so the
+    report's percentages stay shares of everything the profiler saw."""
+    if len(rows) <= _ROWS_MAX:
+        return rows
+    keep = rows[:_ROWS_MAX // 2]
+    rest = {}
+    for m, _op, ns, n in rows[_ROWS_MAX // 2:]:
+        a = rest.setdefault(m, [0, 0])
+        a[0] += ns
+        a[1] += n
+    folded = sorted(rest.items(), key=lambda kv: -kv[1][0])
+    room = _ROWS_MAX - len(keep) - 1
+    out = keep + [(m, OTHER, ns, n) for m, (ns, n) in folded[:room]]
+    tail = folded[room:]
+    if tail:
+        out.append(("", OTHER, sum(v[0] for _, v in tail), sum(v[1] for _, v in tail)))
+    return out
 
 
 def _backward_module(e, fwd):

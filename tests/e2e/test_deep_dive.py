@@ -204,3 +204,17 @@ def test_dashboard_shows_the_latest_window(tmp_path):
             browser.close()
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_rows_folded_without_losing_time():
+    """More (module, operator) pairs than a window sends: the heaviest
+    half as they are, the rest folded per module, not a nanosecond lost."""
+    from traceml_ai import _deep_dive as dd     # the venv's, as the runs use it
+    rows = [("m%d" % (i % 40), "op%d" % i, 1000 - i, 1) for i in range(300)]
+    out = dd.fold(rows)
+    assert len(out) == dd._ROWS_MAX
+    assert out[:dd._ROWS_MAX // 2] == rows[:dd._ROWS_MAX // 2]
+    assert sum(r[2] for r in out) == sum(r[2] for r in rows)
+    assert sum(r[3] for r in out) == sum(r[3] for r in rows)
+    assert all(r[1] == dd.OTHER for r in out[dd._ROWS_MAX // 2:])
+    assert dd.fold(rows[:10]) == rows[:10]
