@@ -24,10 +24,21 @@ def window(s):
     return s["step_time"]["window"]
 
 
+def check_schema(s):
+    """final_summary.json against docs/summary.schema.json."""
+    import jsonschema
+    from conftest import REPO
+    with open(os.path.join(REPO, "docs", "summary.schema.json"), encoding="utf-8") as f:
+        v = jsonschema.Draft202012Validator(json.load(f))
+    errors = sorted(v.iter_errors(s), key=lambda e: list(e.path))
+    assert not errors, "\n".join("%s: %s" % (list(e.path), e.message) for e in errors[:10])
+
+
 def test_deep_dive_names_the_heavy_module(traceml_run):
     r = traceml_run(SCRIPT, "--steps", 40, launcher_args=["--deep-dive"])
     assert r.rc == 0, r.explain()
     s = r.summary()
+    check_schema(s)
     dd = s["deep_dive"]
     assert dd["status"] == "ran", json.dumps(dd)
     assert (dd["first_step"], dd["last_step"], dd["steps_excluded"]) == (20, 22, 3), json.dumps(dd)
@@ -80,6 +91,7 @@ def test_deep_dive_does_no_harm(traceml_run, tmp_path):
 def test_compiled_model_is_skipped(traceml_run):
     r = traceml_run(SCRIPT, "--steps", 30, "--compile", launcher_args=["--deep-dive"])
     assert r.rc == 0, r.explain()
+    check_schema(r.summary())
     dd = r.summary()["deep_dive"]
     assert dd["status"] == "skipped" and "compiled" in dd["reason"], json.dumps(dd)
     assert dd["steps_excluded"] == 0, json.dumps(dd)
@@ -103,6 +115,7 @@ def test_compute_straggler_names_the_module(traceml_run):
                     launcher_args=["--nproc-per-node", "2", "--deep-dive"])
     assert r.rc == 0, r.explain()
     s = r.summary()
+    check_schema(s)
     dd = s["deep_dive"]
     assert dd["status"] == "ran" and dd["ranks"] == 2, json.dumps(dd)
     sp = dd["spread"]
