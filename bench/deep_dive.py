@@ -4,7 +4,8 @@
 
 examples/deep_dive/one_module.py runs under `traceml run`, alternately
 with `--deep-dive` (a window of 3 steps from step 20) and with
-`--no-deep-dive`, --repeats times each. Per pair:
+`--no-deep-dive` (in turn, the order alternating between pairs),
+--repeats times each. Per pair:
 
   window      the window's wall time (deep_dive.window_ms: the profiler on,
               the 3 steps, the reduction of its events, the hand-over)
@@ -54,8 +55,14 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as logs:
         for i in range(a.repeats):
-            on = run(logs, "on%d" % i, "--deep-dive", a.steps)
-            off = run(logs, "off%d" % i, "--no-deep-dive", a.steps)
+            # the order alternates, so that what the machine does between
+            # the two runs of a pair (a neighbour's load) does not favour one
+            if i % 2:
+                off = run(logs, "off%d" % i, "--no-deep-dive", a.steps)
+                on = run(logs, "on%d" % i, "--deep-dive", a.steps)
+            else:
+                on = run(logs, "on%d" % i, "--deep-dive", a.steps)
+                off = run(logs, "off%d" % i, "--no-deep-dive", a.steps)
             dd = on["deep_dive"]
             n = dd["last_step"] - dd["first_step"] + 1
             step_on = on["step_time"]["median"]["step_time_ms"]
