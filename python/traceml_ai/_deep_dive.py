@@ -320,7 +320,7 @@ def reduce_events(events, cuda):
     return fold(rows)
 
 
-OTHER = "(other operators)"
+OTHER = "(other operators)"     # TML_DD_OTHER (src/model/deepdive.h)
 
 
 def fold(rows):

@@ -26,6 +26,8 @@
 #define TML_DD_NAME 96
 #define TML_DD_REASON 192
 #define TML_DD_KEEP_RANKS 1024
+/* The row of a module's lighter operators, folded by the package. */
+#define TML_DD_OTHER "(other operators)"
 
 typedef struct tml_dd_row {
     char module[TML_DD_NAME];   /* the module's path in the model ("" outside any) */

@@ -929,8 +929,9 @@ static void deep_dive_rows(const tml_report_model *m, tml_strbuf *sb, int width)
     snprintf(head, sizeof(head), "Deep dive (steps %llu-%llu, left out): ",
              (unsigned long long)dd->first_step, (unsigned long long)dd->last_step);
     text_row(sb, width, head, l);
-    /* a COMPUTE STRAGGLER's Next names it already (deepdive.c) */
-    if (dd->spread.name[0] && strcmp(m->verdict.kind ? m->verdict.kind : "", "COMPUTE_STRAGGLER")) {
+    /* a straggler's Next names it already (deepdive.c) */
+    const char *kind = m->verdict.kind ? m->verdict.kind : "";
+    if (dd->spread.name[0] && strcmp(kind, "COMPUTE_STRAGGLER") && strcmp(kind, "STRAGGLER")) {
         snprintf(l, sizeof(l), "%s takes %.1f ms on rank %d, %.1f ms on rank %d (steps %llu-%llu)",
                  dd->spread.name, dd->spread_slow_ns / 1e6, (int)dd->spread_slow_rank,
                  dd->spread_fast_ns / 1e6, (int)dd->spread_fast_rank,

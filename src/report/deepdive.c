@@ -106,7 +106,12 @@ static size_t modules_of(const tml_dd_window *d, int depth, tml_dd_item *v)
         for (size_t j = 0; j < d->nrows; j++)
             if (at[j] == at[i] && strcmp(d->rows[j].op, d->rows[i].op) == 0)
                 op_ns += (double)d->rows[j].self_ns;
-        if (op_ns > best[at[i]] || !v[at[i]].op[0]) {
+        /* a folded row names no operator: the last choice */
+        int other = strcmp(d->rows[i].op, TML_DD_OTHER) == 0;
+        int cur_other = strcmp(v[at[i]].op, TML_DD_OTHER) == 0;
+        if (other && v[at[i]].op[0] && !cur_other)
+            continue;
+        if (op_ns > best[at[i]] || !v[at[i]].op[0] || (cur_other && !other)) {
             best[at[i]] = op_ns;
             snprintf(v[at[i]].op, sizeof(v[at[i]].op), "%s", d->rows[i].op);
         }
@@ -195,13 +200,15 @@ static void spread(tml_report_dd *dd, const tml_run *run)
     }
 }
 
-/* A COMPUTE STRAGGLER whose ranks' windows differ in one module: the
- * verdict's Next names it first (the rule itself never sees modules). */
+/* A straggler (COMPUTE STRAGGLER, or one no traced phase explains) whose
+ * ranks' windows differ in one module: the verdict's Next names it first
+ * (the rule itself never sees modules). */
 static void name_the_straggler(tml_report_model *m)
 {
     const tml_report_dd *dd = &m->dd;
     tml_diagnosis *v = &m->verdict;
-    if (!dd->spread.name[0] || !v->kind || strcmp(v->kind, "COMPUTE_STRAGGLER") != 0)
+    if (!dd->spread.name[0] || !v->kind ||
+        (strcmp(v->kind, "COMPUTE_STRAGGLER") != 0 && strcmp(v->kind, "STRAGGLER") != 0))
         return;
     char head[2 * TML_DD_NAME + 128];
     int n = snprintf(head, sizeof(head), "Inspect %s on rank %d: the deep dive measured %.1f ms "

@@ -123,7 +123,9 @@ def test_compute_straggler_names_the_module(traceml_run):
     assert (sp["slow_rank"], sp["fast_rank"]) == (1, 0), json.dumps(sp)
     assert sp["slow_ms"] > 10 * max(sp["fast_ms"], 0.01), json.dumps(sp)
     p = s["primary_diagnosis"]
-    assert p["kind"] == "COMPUTE_STRAGGLER", json.dumps(p)
+    # COMPUTE STRAGGLER; on a loaded machine the wait may outgrow what the
+    # traced phases explain (STRAGGLER): the module is named either way
+    assert p["kind"] in ("COMPUTE_STRAGGLER", "STRAGGLER"), json.dumps(p)
     assert p["next"].startswith("Inspect extra_block on rank 1: the deep dive measured"), p["next"]
     assert "Inspect extra_block on rank 1" in r.stdout, r.explain()
 

@@ -149,6 +149,26 @@ static void test_single_wrapper_goes_a_level_down(void)
     tml__run_release(&run);
 }
 
+/* A module's folded row (its lighter operators together) is never named
+ * as its heaviest operator while a named one exists. */
+static void test_folded_row_is_no_operator(void)
+{
+    tml_run run;
+    make_run(&run, 1);
+    tml_dd_window *d = tml__dd_new();
+    tml__dd_add(d, "head", TML_DD_OTHER, 5 * MS, 40);
+    tml__dd_add(d, "head", "aten::addmm", 2 * MS, 3);
+    tml__dd_add(d, "stem", TML_DD_OTHER, 1 * MS, 10);
+    run.ranks[0].deep_dive = d;
+    tml_report_model m;
+    CHECK_EQ_INT(tml__report_model_init(&m, &run, NULL), 0);
+    CHECK_STR(m.dd.modules[0].name, "head");
+    CHECK_STR(m.dd.modules[0].op, "aten::addmm");
+    CHECK_STR(m.dd.modules[1].op, TML_DD_OTHER);     /* nothing else to name */
+    tml__report_model_release(&m);
+    tml__run_release(&run);
+}
+
 static void test_skipped_says_why(void)
 {
     tml_run run;
@@ -203,5 +223,5 @@ static void test_spread_names_the_module(void)
 }
 
 #define TESTS X(test_modules_ranked_and_printed) X(test_single_wrapper_goes_a_level_down) \
-    X(test_skipped_says_why) X(test_none_leaves_no_trace) X(test_spread_names_the_module)
+    X(test_folded_row_is_no_operator) X(test_skipped_says_why) X(test_none_leaves_no_trace) X(test_spread_names_the_module)
 #include "harness.h"
