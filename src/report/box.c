@@ -911,6 +911,12 @@ static void deep_dive_list(const tml_report_dd *dd, char *l, size_t cap)
     for (size_t i = 0; !any && i < dd->nops && i < 3 && n < cap; i++)
         n += (size_t)snprintf(l + n, cap - n, "%s%.0f%% %s", i ? ", " : "no module scopes: ",
                               dd->ops[i].pct, dd->ops[i].name);
+    /* much outside any module (a rank waiting in DDP's all-reduce, a heavy
+     * loss or optimizer): said, or the modules' shares look too small */
+    for (size_t i = 0; any && i < dd->nmodules && n < cap; i++)
+        if (!dd->modules[i].name[0] && dd->modules[i].pct >= 25)
+            n += (size_t)snprintf(l + n, cap - n, "; %.0f%% outside modules (%s)",
+                                  dd->modules[i].pct, dd->modules[i].op);
 }
 
 static void deep_dive_rows(const tml_report_model *m, tml_strbuf *sb, int width)

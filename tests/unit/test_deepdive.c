@@ -216,6 +216,12 @@ static void test_spread_names_the_module(void)
     CHECK_EQ_INT(m.dd.rank, 0);
     CHECK_STR(m.dd.spread.name, "heavy_block");
     CHECK_EQ_INT(m.dd.spread_slow_rank, 1);
+    /* much outside modules is said: rank 0's 4 ms of 100 is not */
+    tml_strbuf box = TML_STRBUF_INIT;
+    m.dd.modules[2].pct = 40;
+    tml__report_box(&m, &box);
+    CHECK(strstr(box.buf, "; 40% outside modules (aten::add_)") != NULL);
+    tml__sb_release(&box);
     CHECK_EQ_INT(m.dd.spread_fast_rank, 0);
     CHECK_NEAR(m.dd.spread_slow_ns - m.dd.spread_fast_ns, 40.0 * MS, 1);
     tml__report_model_release(&m);
