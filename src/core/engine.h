@@ -135,6 +135,9 @@ extern tml_rings tml__rings;
 extern tml_requests tml__req;
 extern tml_shipper tml__ship;
 
+/* markers.c: flag (TML_STEP_*) for the next step to end on this thread
+ * (tml_mark_epoch_start, tml_mark_deep_dive: requests.c). */
+int tml__mark_next(uint32_t flag);
 /* markers.c: the names tml_set_auto_models() left for the shipper, into
  * dst (cap bytes); 1 when they are new since the last call, else 0. */
 int tml__take_auto_models(char *dst, size_t cap);

@@ -111,8 +111,20 @@ int tml__shipper_flush(void)
     return rc;
 }
 
+/* Flags for the next step to end on the calling thread (markers.c keeps
+ * them with the thread's other marker state). */
+int tml_mark_epoch_start(void)
+{
+    return tml__mark_next(TML_STEP_EPOCH_START);
+}
+
+int tml_mark_deep_dive(void)
+{
+    return tml__mark_next(TML_STEP_DEEP_DIVE);
+}
+
 /*
- * The deep dive's rows (tml_dd_window): copied here on the caller's thread
+ * The deep dive's rows (tml_deep_dive()): copied here on the caller's thread
  * and left for the shipper, which delivers them in its next pass (woken
  * now) or its last; the caller never waits, so the training pays the copy
  * only, inside the profiled window.

@@ -3,7 +3,7 @@
  * under torch.profiler, reduced by the rank (python/traceml_ai/_deep_dive.py)
  * to rows of (module, operator, self time, calls), or the reason none ran.
  *
- * The rank hands it to the engine (tml_dd_window), the shipper to its sink,
+ * The rank hands it to the engine (tml_deep_dive()), the shipper to its sink,
  * the wire carries it as one DEEP_DIVE frame (docs/wire.md), and the
  * aggregator keeps the latest per rank (tml_rank.deep_dive) for the report,
  * which ranks the modules and operators (report/deepdive.c). Bounded: at
