@@ -60,7 +60,8 @@ def test_deep_dive_names_the_heavy_module(traceml_run):
     line = re.search(r"Deep dive \(steps 20-22, left out\): (\d+)% in heavy_block \(aten::\w+\)",
                      r.stdout)
     assert line, r.explain()
-    assert int(line.group(1)) == round(top["percent"]), (line.group(0), top)
+    # the box rounds the share to a whole percent, the JSON to a tenth
+    assert abs(int(line.group(1)) - top["percent"]) <= 0.55, (line.group(0), top)
 
 
 def test_deep_dive_does_no_harm(traceml_run, tmp_path):
