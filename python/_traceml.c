@@ -258,12 +258,32 @@ grad_on(void)
     return on;
 }
 
+/* The deep dive's step hook (_deep_dive.py), or NULL: called with False
+ * before a step begins and with True before it ends, so that what it does
+ * (start and stop the profiler) lands in the step it flags. Set only
+ * until its window is over: a step pays one pointer test after that. */
+static PyObject *step_hook;
+
+static void
+call_step_hook(int end)
+{
+    PyObject *r;
+
+    if (step_hook == NULL)
+        return;
+    r = PyObject_CallFunctionObjArgs(step_hook, end ? Py_True : Py_False, NULL);
+    if (r == NULL)
+        PyErr_Clear();          /* the hook reports its own failures */
+    Py_XDECREF(r);
+}
+
 static void
 auto_end(void)
 {
     if (!auto_open)
         return;
     probe_memory();
+    call_step_hook(1);
     tml_step_end_detected();
     auto_open = auto_backward = 0;
 }
@@ -280,6 +300,7 @@ auto_begin(int forward, int need_grad)
     if (auto_open || (need_grad && !grad_on()))
         return;
     call_gpu_hook();
+    call_step_hook(0);
     if (tml_step_begin() == 0)
         auto_open = 1;
 }
@@ -1247,6 +1268,7 @@ ctx_enter(PyObject *self, PyObject *unused)
         }
         marked_open = models_given;
         models_given = 0;
+        call_step_hook(0);
         tml_step_begin();
     }
     Py_INCREF(self);
@@ -1264,6 +1286,7 @@ ctx_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     probe_memory();
     marked_open = 0;
+    call_step_hook(1);
     if (raised)
         tml_step_abort();
     else
@@ -1468,6 +1491,7 @@ static PyObject *
 mod_step_begin(PyObject *m, PyObject *unused)
 {
     (void)m; (void)unused;
+    call_step_hook(0);
     return PyLong_FromLong(tml_step_begin());
 }
 
@@ -1475,6 +1499,7 @@ static PyObject *
 mod_step_end(PyObject *m, PyObject *unused)
 {
     (void)m; (void)unused;
+    call_step_hook(1);
     return PyLong_FromLong(tml_step_end());
 }
 
@@ -1938,6 +1963,83 @@ mod_set_launcher(PyObject *m, PyObject *args)
     return PyLong_FromLong(forked ? tml_set_launcher_forked() : tml_set_launcher());
 }
 
+/* _set_step_hook(fn): fn(end) before each step's begin (False) and end
+ * (True), for the deep dive's window; None: off. */
+static PyObject *
+mod_set_step_hook(PyObject *m, PyObject *fn)
+{
+    (void)m;
+    Py_CLEAR(step_hook);
+    if (fn != Py_None) {
+        Py_INCREF(fn);
+        step_hook = fn;
+    }
+    Py_RETURN_NONE;
+}
+
+/* mark_deep_dive(): the step under way (or the next to end) is profiled. */
+static PyObject *
+mod_mark_deep_dive(PyObject *m, PyObject *unused)
+{
+    (void)m; (void)unused;
+    return PyLong_FromLong(tml_mark_deep_dive());
+}
+
+/* One row of deep_dive()'s list, (module, op, self_ns, calls), into r;
+ * its strings borrowed from the tuple. -1 with an exception set. */
+static int
+dd_row(PyObject *t, tml_deep_dive_row *r)
+{
+    long long ns, calls;
+
+    if (!PyTuple_Check(t) || PyTuple_Size(t) != 4) {
+        PyErr_SetString(PyExc_TypeError, "a row is (module, op, self_ns, calls)");
+        return -1;
+    }
+    r->module = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(t, 0), NULL);
+    r->op = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(t, 1), NULL);
+    ns = PyLong_AsLongLong(PyTuple_GetItem(t, 2));
+    calls = PyLong_AsLongLong(PyTuple_GetItem(t, 3));
+    if (r->module == NULL || r->op == NULL || PyErr_Occurred())
+        return -1;
+    r->self_ns = ns;
+    r->calls = calls;
+    return 0;
+}
+
+/* deep_dive(first, last, wall_ns, cuda, skipped, rows): tml_deep_dive(). */
+static PyObject *
+mod_deep_dive(PyObject *m, PyObject *args)
+{
+    unsigned long long first, last;
+    long long wall;
+    int cuda;
+    const char *skipped;
+    PyObject *rows;
+    tml_deep_dive_row *v = NULL;
+    Py_ssize_t n, i;
+    int rc = TML_ENOMEM;
+
+    (void)m;
+    if (!PyArg_ParseTuple(args, "KKLpzO", &first, &last, &wall, &cuda, &skipped, &rows))
+        return NULL;
+    if (!PyList_Check(rows)) {
+        PyErr_SetString(PyExc_TypeError, "rows must be a list");
+        return NULL;
+    }
+    n = PyList_Size(rows);
+    if (n > 0 && (v = calloc((size_t)n, sizeof(*v))) == NULL)
+        return PyLong_FromLong(rc);
+    for (i = 0; i < n; i++)
+        if (dd_row(PyList_GetItem(rows, i), &v[i]) < 0) {
+            free(v);
+            return NULL;
+        }
+    rc = tml_deep_dive(first, last, wall, cuda, skipped, v, (size_t)n);
+    free(v);
+    return PyLong_FromLong(rc);
+}
+
 /* _set_discover(fn): fn(optimizer or None) finds and times the models of
  * an optimizer not seen before (None: at the first backward); None: off. */
 static PyObject *
@@ -2130,6 +2232,9 @@ static PyMethodDef mod_methods[] = {
     {"_set_gpu_hooks", (PyCFunction)(void (*)(void))mod_set_gpu_hooks, METH_FASTCALL, NULL},
     {"_set_auto_steps", (PyCFunction)(void (*)(void))mod_set_auto_steps, METH_FASTCALL, NULL},
     {"_set_discover", mod_set_discover, METH_O, NULL},
+    {"_set_step_hook", mod_set_step_hook, METH_O, NULL},
+    {"mark_deep_dive", mod_mark_deep_dive, METH_NOARGS, NULL},
+    {"deep_dive", mod_deep_dive, METH_VARARGS, NULL},
     {"_set_extra_finder", mod_set_extra_finder, METH_O, NULL},
     {"set_auto_models", mod_set_auto_models, METH_O,
      "set_auto_models(names) -> rc: models timed though no trace_step() named them"},

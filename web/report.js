@@ -281,6 +281,45 @@
         (get(st, "window.warmup_steps_excluded") || 0) + " warm-up excluded)" +
         traceml_cost(meta) }))));
 
+  /* ---- deep dive (docs/deep-dive.md) -------------------------------
+   * Where the profiled window's compute went: a table of the modules
+   * with a bar each (its share of the window's profiled time), then the
+   * operators. Only when the summary has one. */
+  var dd = S.deep_dive;
+  if (dd) {
+    var ddsec = el("div", { id: "deep-dive" });
+    if (dd.status !== "ran") {
+      ddsec.appendChild(el("h2", { text: "Deep dive" }));
+      ddsec.appendChild(el("p", { cls: "meta", text: "Skipped: " + (dd.reason || "n/a") }));
+    } else {
+      ddsec.appendChild(el("h2", { text: "Deep dive: where the compute goes (steps " + dd.first_step + "–" + dd.last_step + ", left out of the figures above)" }));
+      var ddbar = function (v) {
+        var b = el("div", { cls: "bar" }), sp = el("span");
+        sp.style.width = Math.max(0, Math.min(100, v)) + "%"; sp.style.background = "#4e79a7";
+        b.appendChild(sp);
+        return b;
+      };
+      var mrows = (dd.modules || []).map(function (m) {
+        return [m.name || "(outside modules)", ms(m.ms), pct(m.percent), m.top_operator || "", ddbar(m.percent)];
+      });
+      var mt = table(["Module", "Self time", "Share", "Heaviest operator", ""], mrows, "rankbars");
+      mt.id = "deep-dive-modules";
+      var orows = (dd.operators || []).map(function (o) {
+        return [o.name, ms(o.ms), pct(o.percent), String(o.calls), ddbar(o.percent)];
+      });
+      var ot = table(["Operator", "Self time", "Share", "Calls", ""], orows, "rankbars");
+      ot.id = "deep-dive-operators";
+      ddsec.appendChild(el("div", { cls: "grid" }, el("div", { cls: "card" }, el("h3", { text: "Modules" }), mt),
+        el("div", { cls: "card" }, el("h3", { text: "Operators" }), ot)));
+      var note = "Rank " + dd.rank + " · " + dd.activities + " activity · window " + ms(dd.window_ms) +
+        " wall, " + ms(dd.profiled_ms) + " profiled";
+      if (dd.spread) note += " · " + dd.spread.module + ": " + ms(dd.spread.slow_ms) + " on rank " +
+        dd.spread.slow_rank + ", " + ms(dd.spread.fast_ms) + " on rank " + dd.spread.fast_rank;
+      ddsec.appendChild(el("p", { cls: "meta", text: note }));
+    }
+    root.appendChild(ddsec);
+  }
+
   /* ---- charts (dygraphs) ---------------------------------------------
    * A chart is a box (class "chart", the id the tests look for) holding the
    * plot (dygraphs draws its canvases into it) and a legend below it: the

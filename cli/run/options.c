@@ -87,6 +87,12 @@
     X("--disable-traceml", "--disable_traceml", FLAG, disabled, 0, NULL, 0, 0, NULL, \
       "  --disable-traceml       same launch without instrumentation (baseline);\n" \
       "                          TRACEML_DISABLED=1 does the same\n") \
+    X("--deep-dive", NULL, FLAG, deep_dive, 0, NULL, 0, 0, NULL, \
+      "  --deep-dive             profile a few steps after warm-up under torch.profiler\n" \
+      "                          and name the modules the compute goes to (by default\n" \
+      "                          only when COMPUTE-BOUND: docs/deep-dive.md)\n") \
+    X("--no-deep-dive", NULL, FLAG, no_deep_dive, 0, NULL, 0, 0, NULL, \
+      "  --no-deep-dive          no deep dive, whatever the verdict\n") \
     X("--window-steps", "--summary-window-rows", VAR, window_steps, 0, NULL, 0, 0, "--window-steps", \
       "  --window-steps N        diagnose the last N common steps, 2-10000 [10000]\n" \
       "                          (the original's --summary-window-rows)\n") \

@@ -243,6 +243,13 @@ static void prepare(tml_run_ctx *c)
     char ival[32];
     snprintf(ival, sizeof(ival), "%g", o->interval);
     setenv(tml__env_name(TML_ENV_INTERVAL), ival, o->interval != 1.0);
+    /* --deep-dive / --no-deep-dive reach every rank the same way; without
+     * either a TRACEML_DEEP_DIVE the user set wins */
+    if (o->deep_dive && o->no_deep_dive)
+        tml__cli_die(TML_EXIT_USAGE, "--deep-dive and --no-deep-dive say opposite things; "
+                     "give one");
+    if (o->deep_dive || o->no_deep_dive)
+        setenv(tml__env_name(TML_ENV_DEEP_DIVE), o->deep_dive ? "on" : "off", 1);
     if (!o->dashdash && !o->no_auto_trace)
         c->zero_edit_script = o->cmd[0];
     c->launch_kind = o->dashdash        ? TML_LAUNCH_COMMAND

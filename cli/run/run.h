@@ -51,6 +51,7 @@ typedef struct tml_run_opts {
     long window_steps;     /* --window-steps, 0 = the default (10,000) */
     int html, disabled, dashdash;
     int no_auto_trace;     /* --no-auto-trace: no zero-edit tracing */
+    int deep_dive, no_deep_dive;   /* --deep-dive, --no-deep-dive (TRACEML_DEEP_DIVE) */
     char **cmd;            /* SCRIPT args... or COMMAND args... */
     int ncmd;
     int cmd_owned;         /* cmd was allocated (SCRIPT args...), not argv's */

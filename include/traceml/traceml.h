@@ -168,6 +168,10 @@ TML_API int tml_mark_epoch_start(void);
  * iterator's __init__; tml_mark_epoch_start() is the form without a
  * loader. */
 TML_API int tml_mark_loader_start(int64_t start_ns);
+/* The next step to end on this thread ran under the deep dive's profiler
+ * (docs/deep-dive.md): it is left out of the window and the diagnosis,
+ * like warm-up, and the summary says so. */
+TML_API int tml_mark_deep_dive(void);
 TML_API int tml_phase_begin(tml_phase phase);
 TML_API int tml_phase_end(tml_phase phase);
 /* Records a phase that the caller timed itself with tml_now_ns(). */
@@ -373,6 +377,25 @@ TML_API int tml_summary_html(const char *json, size_t len, int what, char **out)
  * return value: "bool", "int", "double", "string" or "path". NULL for a
  * name TraceML does not read (or no room). The returned string is static. */
 TML_API const char *tml_config(const char *name, char *out, size_t cap);
+/*
+ * The deep dive's result (docs/deep-dive.md): one row per (module,
+ * operator) of a short profiled window, self time summed over it, for the
+ * report's "where the compute goes". The rows are copied (at most 256;
+ * names cut to 95 bytes) and delivered by the shipper; the call never
+ * waits. first_step and last_step are this thread's step ids of the
+ * window, wall_ns its wall time, cuda 1 when CUDA activity was profiled.
+ * skipped: why no window ran (n must be 0 then), NULL or "" when one did.
+ * A later call replaces an earlier one. Returns 0, TML_ESTATE (not
+ * started), TML_EDISABLED, TML_EINVAL, TML_ENOMEM.
+ */
+typedef struct tml_deep_dive_row {
+    const char *module;      /* the module's path in the model, "" outside any */
+    const char *op;          /* the operator, e.g. "aten::addmm" */
+    int64_t self_ns;         /* self time over the window */
+    int64_t calls;
+} tml_deep_dive_row;
+TML_API int tml_deep_dive(uint64_t first_step, uint64_t last_step, int64_t wall_ns, int cuda,
+                          const char *skipped, const tml_deep_dive_row *rows, size_t n);
 /* Frees what tml_summary_json() / _flatten() / _html() returned. */
 TML_API void tml_free(void *p);
 

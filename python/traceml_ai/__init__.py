@@ -849,7 +849,41 @@ def init(mode="auto", *, patch_dataloader=None, patch_forward=None,
         _gpu_setup(torch if torch is not None else _sys.modules.get("torch"))
     except Exception as e:
         _warn("GPU timing could not be set up (%s)" % (e,))
+    try:
+        _arm_deep_dive()
+    except Exception as e:
+        _warn("the deep dive could not be set up (%s)" % (e,))
     return config
+
+
+_deep = None            # the deep dive of this run (_deep_dive.py), or None
+
+
+def _arm_deep_dive():
+    """The deep dive's step hook, unless TRACEML_DEEP_DIVE is off
+    (`traceml run --no-deep-dive`): "on" (--deep-dive) profiles its window
+    whatever the verdict, "auto" only when the verdict so far is
+    COMPUTE_BOUND (docs/deep-dive.md)."""
+    global _deep
+    mode = (_env("TRACEML_DEEP_DIVE") or "auto").lower()
+    if mode not in ("on", "auto", "off"):
+        _warn("TRACEML_DEEP_DIVE=%r is not on, auto or off; using auto" % (mode,))
+        mode = "auto"
+    torch = _sys.modules.get("torch")
+    if mode == "off" or torch is None or _env("TRACEML_PROFILE") == "watch":
+        return
+    from . import _deep_dive, _zero_edit
+
+    def models():
+        return list(_timed) if _timed is not None else []
+
+    def compiled():
+        return _zero_edit.compiled_before(torch) or \
+            any(type(m).__name__ == "OptimizedModule" for m in models())
+    _deep = _deep_dive.DeepDive(_c, mode, _env("TRACEML_DEEP_DIVE_START"),
+                                _env("TRACEML_DEEP_DIVE_STEPS"),
+                                models, compiled, _warn)
+    _c._set_step_hook(_deep)
 
 
 start = init     # the original TraceML's name for it
@@ -1016,6 +1050,10 @@ def _stop(*status, quiet=False):
     if not _active:
         return None
     _active = False
+    global _deep
+    if _deep is not None:
+        _deep.stop()
+        _deep = None
     try:
         _c._configure(None, False)
         _c._set_gpu_hooks(None, None)

@@ -372,6 +372,30 @@ int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye)
     return 0;
 }
 
+/* The rank's deep dive, kept for the report (the latest wins), sized to
+ * its rows, for at most TML_DD_KEEP_RANKS ranks (model/deepdive.h). Not in
+ * telemetry.sqlite: a summary rebuilt from the store has none. */
+int tml__agg_deep_dive(tml_agg *a, int32_t rank, const tml_dd_window *d)
+{
+    tml_rank *r = tml__run_find(&a->run, rank);
+    if (!r)
+        return TML_ESTATE;
+    size_t kept = 0;
+    for (size_t i = 0; i < a->run.nranks && !r->deep_dive; i++)
+        kept += a->run.ranks[i].deep_dive != NULL;
+    if (kept >= TML_DD_KEEP_RANKS) {
+        tml__run_log(a->run_dir, "aggregator", "deep dive of rank %d not kept: %d ranks' "
+                     "windows are", (int)rank, TML_DD_KEEP_RANKS);
+        return TML_EFULL;
+    }
+    tml_dd_window *c = tml__dd_copy(d);
+    if (!c)
+        return TML_ENOMEM;
+    tml__dd_free(r->deep_dive);
+    r->deep_dive = c;
+    return 0;
+}
+
 void tml__agg_lost(tml_agg *a, int32_t rank)
 {
     tml_rank *r = tml__run_find(&a->run, rank);

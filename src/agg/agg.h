@@ -72,6 +72,8 @@ struct tml_sample;
 int tml__agg_samples(tml_agg *a, const struct tml_sample *v, size_t n);
 /* bye: the rank said goodbye (its last counters). */
 int tml__agg_stats(tml_agg *a, int32_t rank, const tml_rank_stats *s, int bye);
+/* A rank's deep-dive window (copied): 0, TML_ESTATE (no such rank), TML_ENOMEM. */
+int tml__agg_deep_dive(tml_agg *a, int32_t rank, const tml_dd_window *d);
 /* The rank's connection ended without a goodbye (it died or was cut off);
  * the summary names it. Unknown ranks are ignored. */
 void tml__agg_lost(tml_agg *a, int32_t rank);

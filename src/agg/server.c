@@ -695,6 +695,19 @@ static int on_summary_req(tml_server *s, conn *c)
     return 0;
 }
 
+/* A rank's deep dive (model/deepdive.h): 0 taken, 1 malformed. */
+static int on_deep_dive(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
+{
+    tml_dd_window *d = tml__dd_new();
+    if (!d)
+        return 0;       /* dropped: the connection is fine */
+    int rc = tml__wire_parse_deep_dive(p, h->len, d) == 0 ? 0 : 1;
+    if (rc == 0)
+        tml__agg_deep_dive(s->agg, c->rank, d);
+    tml__dd_free(d);
+    return rc;
+}
+
 /* One whole frame. 0 handled, -1 close the connection. */
 static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const uint8_t *p)
 {
@@ -732,6 +745,9 @@ static int handle_frame(tml_server *s, conn *c, const tml_frame_header *h, const
             if (on_summary_req(s, c) < 0)
                 return -1;
             rc = 0;
+            break;
+        case TML_FRAME_DEEP_DIVE:
+            rc = on_deep_dive(s, c, h, p);
             break;
         case TML_FRAME_STATS:
         case TML_FRAME_BYE: {

@@ -107,6 +107,13 @@ enum {
       "none")                                                                             \
     X(PROFILE, STRING, NULL, 0, 0, E, NULL,                                               \
       "watch: system and process metrics only, no step tracing (traceml watch)")          \
+    X(DEEP_DIVE, STRING, "auto", 0, 0, E, NULL,                                           \
+      "the deep dive (docs/deep-dive.md): on (traceml run --deep-dive), auto (when the "  \
+      "verdict is COMPUTE_BOUND) or off (--no-deep-dive)")                                \
+    X(DEEP_DIVE_START, INT, "20", 1, 1000000000, E, NULL,                                 \
+      "the step the deep dive's window starts at")                                        \
+    X(DEEP_DIVE_STEPS, INT, "3", 1, 100, E, NULL,                                         \
+      "how many steps the deep dive's window profiles")                                   \
     X(SCRIPT, PATH, NULL, 0, 0, E, NULL,                                                  \
       "the script zero-edit tracing starts TraceML in (set by traceml run)")              \
     X(TUNE_SETTINGS, STRING, NULL, 0, 0, E, NULL,                                         \

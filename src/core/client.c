@@ -372,8 +372,18 @@ static int ws_close(tml_sink *s, const char *status, int exit_code, char **text)
     return 0;
 }
 
-static const tml_sink_ops wire_ops = {ws_hello, ws_steps, ws_samples, ws_stats, ws_summary,
-                                      ws_close};
+static int ws_deep_dive(tml_sink *s, int32_t rank, const tml_dd_window *d)
+{
+    wire_sink *w = (wire_sink *)s;
+    (void)rank;                  /* the connection's */
+    if (ws_connect(w) < 0)
+        return TML_ECONN;
+    tml__wire_deep_dive(&w->out, d);
+    return ws_flush(w);
+}
+
+static const tml_sink_ops wire_ops = {ws_hello, ws_steps, ws_samples,  ws_stats,
+                                      ws_summary, ws_close, ws_deep_dive};
 
 int tml__wire_sink_open(const char *addr, tml_sink **out)
 {

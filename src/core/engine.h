@@ -117,6 +117,7 @@ typedef struct tml_shipper {
     uint64_t flush_req, flush_done;  /* tml_flush(): the passes asked for, made */
     char *sum_json;
     int sum_rc;
+    tml_dd_window *dd;           /* tml_deep_dive()'s, not yet delivered (under mu) */
     int saw_events;
     int saw_steps;               /* a step that ended (not aborted) was shipped */
     tml_rank_stats stats;
@@ -134,6 +135,9 @@ extern tml_rings tml__rings;
 extern tml_requests tml__req;
 extern tml_shipper tml__ship;
 
+/* markers.c: flag (TML_STEP_*) for the next step to end on this thread
+ * (tml_mark_epoch_start, tml_mark_deep_dive: requests.c). */
+int tml__mark_next(uint32_t flag);
 /* markers.c: the names tml_set_auto_models() left for the shipper, into
  * dst (cap bytes); 1 when they are new since the last call, else 0. */
 int tml__take_auto_models(char *dst, size_t cap);
@@ -149,6 +153,7 @@ int tml__shipper_flush(void);            /* asks the shipper, waits <= 5 s */
 /* requests.c serves those in the shipper's pass; shipper.c ships for them */
 void tml__serve_summary(int final);
 void tml__serve_flush(void);
+void tml__serve_deep_dive(void);
 void tml__ship_all(void);                /* every step and sample out now */
 void tml__ship_stats(void);              /* the counters so far (no goodbye) */
 void tml__ship_record(const tml_step_record *r);

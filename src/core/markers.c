@@ -185,12 +185,12 @@ int tml_step_end_detected(void)
     return step_end(TML_STEP_DETECTED);
 }
 
-int tml_mark_epoch_start(void)
+int tml__mark_next(uint32_t flag)
 {
     int rc = check_on();
     if (rc)
         return rc;
-    T.next_flags |= TML_STEP_EPOCH_START;
+    T.next_flags |= flag;
     return 0;
 }
 

@@ -12,8 +12,10 @@
  */
 #include "core/engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 
@@ -107,4 +109,81 @@ int tml__shipper_flush(void)
     int rc = ask(&S->flush_req, &S->flush_done);
     pthread_mutex_unlock(&S->mu);
     return rc;
+}
+
+/* Flags for the next step to end on the calling thread (markers.c keeps
+ * them with the thread's other marker state). */
+int tml_mark_epoch_start(void)
+{
+    return tml__mark_next(TML_STEP_EPOCH_START);
+}
+
+int tml_mark_deep_dive(void)
+{
+    return tml__mark_next(TML_STEP_DEEP_DIVE);
+}
+
+/*
+ * The deep dive's rows (tml_deep_dive()): copied here on the caller's thread
+ * and left for the shipper, which delivers them in its next pass (woken
+ * now) or its last; the caller never waits, so the training pays the copy
+ * only, inside the profiled window.
+ */
+static int copy_deep_dive(tml_dd_window *d, const char *skipped, const tml_deep_dive_row *rows,
+                          size_t n)
+{
+    snprintf(d->skipped, sizeof(d->skipped), "%s", skipped ? skipped : "");
+    for (size_t i = 0; i < n && d->nrows < TML_DD_MAX_ROWS; i++)
+        if (rows[i].self_ns > 0)
+            tml__dd_add(d, rows[i].module, rows[i].op, rows[i].self_ns, rows[i].calls);
+    return 0;
+}
+
+int tml_deep_dive(uint64_t first_step, uint64_t last_step, int64_t wall_ns, int cuda,
+                  const char *skipped, const tml_deep_dive_row *rows, size_t n)
+{
+    tml_setup *c = &tml__setup;
+    int st = atomic_load(&c->state);
+    if (st == TML_ST_DISABLED)
+        return TML_EDISABLED;
+    if (st != TML_ST_ON || c->pid != getpid() || !S->started)
+        return TML_ESTATE;
+    if ((n && !rows) || (skipped && skipped[0] && n) || last_step < first_step)
+        return TML_EINVAL;
+    tml_dd_window *d = tml__dd_new();
+    if (!d)
+        return TML_ENOMEM;
+    d->first_step = first_step;
+    d->last_step = last_step;
+    d->wall_ns = wall_ns < 0 ? 0 : wall_ns;
+    d->cuda = cuda != 0;
+    copy_deep_dive(d, skipped, rows, n);
+    pthread_mutex_lock(&S->mu);
+    tml__dd_free(S->dd);        /* one not yet delivered: the latest wins */
+    S->dd = d;
+    pthread_cond_signal(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+    return 0;
+}
+
+/* Delivers the deep dive left by tml_deep_dive(), if any (after the
+ * hello: the sink knows the rank). */
+void tml__serve_deep_dive(void)
+{
+    if (!atomic_load(&tml__req.hello_sent))
+        return;
+    pthread_mutex_lock(&S->mu);
+    tml_dd_window *d = S->dd;
+    S->dd = NULL;
+    pthread_mutex_unlock(&S->mu);
+    if (!d)
+        return;
+    if (d->skipped[0])          /* the box says it too; the log keeps it with the run's */
+        tml__engine_log("deep dive skipped", d->skipped);
+    tml_sink *sink = tml__setup.sink;
+    int rc = sink->ops->deep_dive ? sink->ops->deep_dive(sink, tml__setup.hello.info.rank, d)
+                                  : TML_ESTATE;
+    if (rc)
+        tml__engine_log("deep dive not delivered", tml_strerror(rc));
+    tml__dd_free(d);
 }

@@ -298,6 +298,7 @@ static void last_pass(void)
     say_hello();
     tml__serve_flush();
     tml__ship_all();
+    tml__serve_deep_dive();
     if (S->samples_dropped)
         tml__engine_log("resource samples dropped (no aggregator)", "see the sampler");
     send_stats(1);
@@ -332,6 +333,7 @@ static void *shipper_main(void *arg)
         deliver_samples();
         tml__serve_summary(0);
         tml__serve_flush();
+        tml__serve_deep_dive();
         if (now >= next_stats) {
             send_stats(0);
             next_stats = now + STATS_INTERVAL_NS;

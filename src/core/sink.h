@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/deepdive.h"
 #include "model/record.h"
 #include "model/sample.h"
 #include "wire/wire.h"
@@ -41,6 +42,9 @@ typedef struct tml_sink_ops {
     /* The end of the run. A sink that writes the run's summary gives its box
      * in *text (malloc'd; NULL otherwise). Frees the sink. */
     int (*close)(tml_sink *s, const char *status, int exit_code, char **text);
+    /* The deep dive's window of this rank (model/deepdive.h), once it
+     * ran or was skipped. */
+    int (*deep_dive)(tml_sink *s, int32_t rank, const tml_dd_window *d);
 } tml_sink_ops;
 
 struct tml_sink {

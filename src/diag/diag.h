@@ -230,6 +230,11 @@ typedef struct tml_window {
      * checkpoint: between epochs), the largest over ranks, averaged into
      * between_epochs_ns (NAN: no epoch start; 0: none timed). */
     size_t epoch_start_steps;
+    /* Steps the deep dive profiled (TML_STEP_DEEP_DIVE on any rank): left
+     * out before warm-up is found, their first and last ids (valid when
+     * deep_dive_steps > 0). */
+    size_t deep_dive_steps;
+    uint64_t deep_dive_first, deep_dive_last;
     double epoch_start_wait_ns;
     double between_epochs_ns;
     size_t window_steps;      /* steps analysed (the last N after warm-up) */

@@ -660,6 +660,40 @@ static int drop_epoch_starts(table *t, tml_window *w)
     return 0;
 }
 
+/* Steps the deep dive profiled (TML_STEP_DEEP_DIVE on any rank) leave the
+ * table before warm-up is found: the profiler's cost is the window's, not
+ * the run's, and a slow profiled step must not look like warm-up. */
+static int drop_deep_dive(table *t, tml_window *w)
+{
+    size_t n = t->rows, m = 0;
+    uint8_t *hit = calloc(n ? n : 1, 1);
+    size_t *keep = calloc(n ? n : 1, sizeof(*keep));
+    if (!hit || !keep) {
+        free(hit);
+        free(keep);
+        return TML_ENOMEM;
+    }
+    for (size_t k = 0; k < t->ncols; k++)
+        for (size_t j = 0; j < n; j++)
+            hit[j] |= (key_at(t, k, j)->flags & TML_STEP_DEEP_DIVE) != 0;
+    for (size_t j = 0; j < n; j++) {
+        if (!hit[j]) {
+            keep[m++] = j;
+            continue;
+        }
+        uint64_t id = key_at(t, 0, j)->step;
+        if (!w->deep_dive_steps++ || id < w->deep_dive_first)
+            w->deep_dive_first = id;
+        if (id > w->deep_dive_last)
+            w->deep_dive_last = id;
+    }
+    if (m < n)
+        keep_rows(t, keep, m);
+    free(hit);
+    free(keep);
+    return 0;
+}
+
 /* The dropped middle of a long run (model/run.h), and the records left
  * out between head and tail (usable): counted as common when every active
  * rank dropped some (the fewest, less aborted ones), not compared. When
@@ -743,7 +777,8 @@ static int window_rows(const tml_run *run, table *t, int allow_gpu, tml_window *
     *start = 0;
     if (t->ncols == 0)
         return 0;
-    if (common_steps(t, w) < 0 || (t->rows > 0 && warmup_steps(t, allow_gpu, w) < 0) ||
+    if (common_steps(t, w) < 0 || drop_deep_dive(t, w) < 0 ||
+        (t->rows > 0 && warmup_steps(t, allow_gpu, w) < 0) ||
         drop_epoch_starts(t, w) < 0)
         return TML_ENOMEM;
     size_t from = after_head(run, t, w->warmup_steps);

@@ -92,8 +92,13 @@ static int ls_close(tml_sink *s, const char *status, int exit_code, char **text)
     return rc;
 }
 
-static const tml_sink_ops local_ops = {ls_hello, ls_steps, ls_samples, ls_stats, ls_summary,
-                                       ls_close};
+static int ls_deep_dive(tml_sink *s, int32_t rank, const tml_dd_window *d)
+{
+    return tml__agg_deep_dive(agg_of(s), rank, d);
+}
+
+static const tml_sink_ops local_ops = {ls_hello,   ls_steps, ls_samples,  ls_stats,
+                                       ls_summary, ls_close, ls_deep_dive};
 
 /* The run folder: the name asked for, or, for a generated one, the first
  * free "<name>", "<name>_2", ... */

@@ -623,6 +623,7 @@ void tml__cmp_decide_n(const tml_cmp_run *a, size_t na, const tml_cmp_run *b, si
     tml_cmp_run sa, sb;
     tml__cmp_side(a, na, &sa);
     tml__cmp_side(b, nb, &sb);
+    tml__cmp_deep_dive(&sa.dd, &sb.dd, &out->dd);
     /* a clock every run has */
     for (int c = TML_CMP_GPU; c >= TML_CMP_CPU && out->clock < 0; c--) {
         int all = 1;

@@ -64,6 +64,40 @@ enum { TML_CMP_SEC_STEP_TIME, TML_CMP_SEC_STEP_MEMORY, TML_CMP_SEC_PROCESS,
        /* shown, never diagnosed: what ran and the machine it shared */
        TML_CMP_SEC_WORKLOAD = TML_CMP_SEC_COUNT, TML_CMP_SEC_MACHINE, TML_CMP_SEC_ALL };
 
+/* Below the phase (docs/deep-dive.md): a run's deep-dive window, its
+ * heaviest modules and operators (the summary's top 8 each), per
+ * profiled step so that windows of different lengths compare. */
+#define TML_CMP_DD_ITEMS 8
+#define TML_CMP_DD_NAME 96
+typedef struct tml_cmp_dd_item {
+    char name[TML_CMP_DD_NAME];
+    double ms;                     /* self time per profiled step */
+} tml_cmp_dd_item;
+
+typedef struct tml_cmp_dd {
+    int ran;                       /* the run has a deep-dive window */
+    size_t nmod, nop;
+    tml_cmp_dd_item mod[TML_CMP_DD_ITEMS], op[TML_CMP_DD_ITEMS];
+} tml_cmp_dd;
+
+/* One module's or operator's change, B - A (NAN: not among one run's top
+ * 8 while that run's list was full, so unknown there). */
+typedef struct tml_cmp_dd_change {
+    char name[TML_CMP_DD_NAME];
+    double a_ms, b_ms, delta_ms;
+} tml_cmp_dd_change;
+
+#define TML_CMP_DD_CHANGES 5
+typedef struct tml_cmp_dd_diff {
+    int compared;                  /* both runs have a window */
+    size_t nmod, nop;              /* the changes, largest |delta| first */
+    tml_cmp_dd_change mod[TML_CMP_DD_CHANGES], op[TML_CMP_DD_CHANGES];
+} tml_cmp_dd_diff;
+
+/* The modules and operators whose time per profiled step changed most
+ * between a and b (pure; compare_dd.c). */
+void tml__cmp_deep_dive(const tml_cmp_dd *a, const tml_cmp_dd *b, tml_cmp_dd_diff *out);
+
 /* What compare reads from one final_summary.json. */
 typedef struct tml_cmp_run {
     char label[TML_CMP_LABEL];     /* meta.run_name, else the file name */
@@ -85,6 +119,7 @@ typedef struct tml_cmp_run {
     double samples_per_s, tokens_per_s, flops_per_s, mfu_percent;
     tml_cmp_contention cont;
     tml_cmp_workload work;
+    tml_cmp_dd dd;                 /* the deep dive, dd.ran 0: none */
 } tml_cmp_run;
 
 /* Runs a side: `traceml compare --baseline A1 A2 ... --candidate B1 ...`. */
@@ -146,6 +181,7 @@ typedef struct tml_cmp_result {
     double mem_change;             /* (B - A) / A; NAN when not compared */
     int mem_moved;                 /* -1 less, +1 more, 0 within the gate */
     char why[1024];
+    tml_cmp_dd_diff dd;            /* below the phase: the sides' first runs' windows */
 } tml_cmp_result;
 
 #define TML_CMP_ALPHA 0.01

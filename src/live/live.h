@@ -36,6 +36,7 @@
 
 #include "model/run.h"
 #include "diag/diag.h"
+#include "report/model.h"
 #include "base/strbuf.h"
 
 #define TML_LIVE_WINDOW 100          /* common steps diagnosed live */
@@ -127,6 +128,9 @@ typedef struct tml_live_snap {
     /* memory / system / process numbers from the live summary */
     tml_live_gauge *gauges;
     size_t ngauges;
+    /* the latest deep-dive window of the run (docs/deep-dive.md), whatever
+     * the live window holds: the report model's, dd.present 0 none */
+    tml_report_dd dd;
 } tml_live_snap;
 
 typedef struct tml_live_build_opts {

@@ -192,6 +192,7 @@ static int snap_model(tml_live_snap *snap, const tml_report_model *m)
     snap->tokens_per_s = win->tokens_per_s;
     snap->flops_per_s = win->flops_per_s;
     snap->mfu = win->mfu;
+    snap->dd = m->dd;
     return gauges_from(snap, m);
 }
 
@@ -491,6 +492,32 @@ static void j_series(jw *w, const tml_live_snap *s)
     tml__jw_close(w, '}');
 }
 
+/* "deep_dive": the latest window, its modules (at most 8), only once a
+ * rank reported one (docs/live.md). */
+static void j_deep_dive(jw *w, const tml_report_dd *dd)
+{
+    if (!dd->present)
+        return;
+    tml__jw_open(w, "deep_dive", '{');
+    tml__jw_str(w, "status", dd->ran ? "ran" : "skipped");
+    jw_text(w, "reason", dd->ran ? NULL : dd->skipped);
+    if (dd->ran) {
+        tml__jw_int(w, "first_step", (long long)dd->first_step);
+        tml__jw_int(w, "last_step", (long long)dd->last_step);
+        tml__jw_open(w, "modules", '[');
+        for (size_t i = 0; i < dd->nmodules; i++) {
+            tml__jw_open(w, NULL, '{');
+            tml__jw_str(w, "name", dd->modules[i].name);
+            tml__jw_num(w, "ms", dd->modules[i].ns / 1e6, 3);
+            tml__jw_num(w, "percent", dd->modules[i].pct, 1);
+            tml__jw_str(w, "top_operator", dd->modules[i].op);
+            tml__jw_close(w, '}');
+        }
+        tml__jw_close(w, ']');
+    }
+    tml__jw_close(w, '}');
+}
+
 void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
 {
     jw w;
@@ -518,6 +545,7 @@ void tml__live_json(const tml_live_snap *s, tml_strbuf *o)
         j_rank(&w, &s->ranks[i]);
     tml__jw_close(&w, ']');
     j_series(&w, s);
+    j_deep_dive(&w, &s->dd);
     tml__jw_open(&w, "gauges", '[');
     for (size_t i = 0; i < s->ngauges; i++) {
         const tml_live_gauge *g = &s->gauges[i];

@@ -23,6 +23,9 @@
 /* its Input Wait counts from the loader's start (tml_mark_loader_start), and
  * its gap_ns is the time before that: the script's own, between epochs */
 #define TML_STEP_LOADER_START 0x8u
+/* it ran under the deep dive's profiler (tml_mark_deep_dive): left out of
+ * the window like warm-up (docs/deep-dive.md) */
+#define TML_STEP_DEEP_DIVE 0x10u
 
 typedef struct tml_step_record {
     uint64_t step;          /* step index on this rank, from 0 */

@@ -131,6 +131,7 @@ void tml__run_release(tml_run *run)
 {
     for (size_t i = 0; i < run->nranks; i++) {
         free(run->ranks[i].steps);
+        tml__dd_free(run->ranks[i].deep_dive);
         tml__history_release(&run->ranks[i].past);
     }
     free(run->ranks);

@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "model/deepdive.h"
 #include "model/history.h"
 #include "model/record.h"
 #include "model/series.h"
@@ -72,6 +73,8 @@ typedef struct tml_rank {
     uint64_t step_base;      /* added to the current incarnation's step ids */
     uint64_t next_step;      /* the highest step id kept + 1 (0 without steps) */
     int unordered;           /* a record arrived with an id not above the last's */
+    /* Its latest deep-dive window (model/deepdive.h; owned), NULL none. */
+    tml_dd_window *deep_dive;
 } tml_rank;
 
 /* What a conflict is. */

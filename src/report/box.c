@@ -924,6 +924,59 @@ static void contention_row(const tml_report_model *m, tml_strbuf *sb, int width)
 
 /* Verdict / Why / Next and, on several ranks, who is missing and who
  * straggled. */
+/* "Deep dive (steps 20-22, left out): 91% in heavy_block (aten::addmm),
+ * 6% in stem" (docs/deep-dive.md): the heaviest modules of 1% or more;
+ * without module scopes, the operators. */
+static void deep_dive_list(const tml_report_dd *dd, char *l, size_t cap)
+{
+    int any = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < dd->nmodules && any < 3 && n < cap; i++) {
+        const tml_dd_item *it = &dd->modules[i];
+        if (!it->name[0] || it->pct < 1)
+            continue;
+        n += (size_t)snprintf(l + n, cap - n, any ? ", %.0f%% in %s" : "%.0f%% in %s (%s)",
+                              it->pct, it->name, it->op);
+        any++;
+    }
+    for (size_t i = 0; !any && i < dd->nops && i < 3 && n < cap; i++)
+        n += (size_t)snprintf(l + n, cap - n, "%s%.0f%% %s", i ? ", " : "no module scopes: ",
+                              dd->ops[i].pct, dd->ops[i].name);
+    /* much outside any module (a rank waiting in DDP's all-reduce, a heavy
+     * loss or optimizer): said, or the modules' shares look too small */
+    for (size_t i = 0; any && i < dd->nmodules && n < cap; i++)
+        if (!dd->modules[i].name[0] && dd->modules[i].pct >= 25)
+            n += (size_t)snprintf(l + n, cap - n, "; %.0f%% outside modules (%s)",
+                                  dd->modules[i].pct, dd->modules[i].op);
+}
+
+static void deep_dive_rows(const tml_report_model *m, tml_strbuf *sb, int width)
+{
+    const tml_report_dd *dd = &m->dd;
+    char l[LINE_MAX_BYTES], head[96];
+    if (!dd->present)
+        return;
+    if (!dd->ran) {
+        snprintf(l, sizeof(l), "skipped: %s", dd->skipped);
+        text_row(sb, width, "Deep dive: ", l);
+        return;
+    }
+    l[0] = '\0';
+    deep_dive_list(dd, l, sizeof(l));
+    snprintf(head, sizeof(head), "Deep dive (steps %llu-%llu, left out): ",
+             (unsigned long long)dd->first_step, (unsigned long long)dd->last_step);
+    text_row(sb, width, head, l);
+    /* a straggler's Next names it already (deepdive.c) */
+    const char *kind = m->verdict.kind ? m->verdict.kind : "";
+    if (dd->spread.name[0] && strcmp(kind, "COMPUTE_STRAGGLER") && strcmp(kind, "STRAGGLER")) {
+        snprintf(l, sizeof(l), "%s takes %.1f ms on rank %d, %.1f ms on rank %d (steps %llu-%llu)",
+                 dd->spread.name, dd->spread_slow_ns / 1e6, (int)dd->spread_slow_rank,
+                 dd->spread_fast_ns / 1e6, (int)dd->spread_fast_rank,
+                 (unsigned long long)dd->first_step, (unsigned long long)dd->last_step);
+        text_row(sb, width, "Compute spread: ", l);
+    }
+}
+
 static void verdict_rows(const tml_report_model *m, tml_strbuf *sb, int width)
 {
     char l[LINE_MAX_BYTES];
@@ -938,6 +991,7 @@ static void verdict_rows(const tml_report_model *m, tml_strbuf *sb, int width)
         snprintf(l, sizeof(l), "%s (%s): %s", d->label, tml__severity_name(d->severity), d->why);
         text_row(sb, width, "Also: ", l);
     }
+    deep_dive_rows(m, sb, width);
     contention_row(m, sb, width);
     if (multi) {
         text_row(sb, width, "", "Scope: N = node · R = global rank · G = GPU index");

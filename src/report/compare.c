@@ -377,6 +377,48 @@ static void runs_lines(tml_strbuf *out, const char *side, const tml_cmp_run *run
     (void)runs;
 }
 
+/* ms per profiled step, or "n/a" (not among that run's heaviest 8). */
+static void dd_ms(double v, char *out, size_t cap)
+{
+    if (isnan(v))
+        snprintf(out, cap, "n/a");
+    else
+        snprintf(out, cap, "%.2f ms", v);
+}
+
+static void dd_table(tml_strbuf *out, const char *first, const tml_cmp_dd_change *v, size_t n)
+{
+    table_line(out, first, "A", "B", "Delta");
+    for (size_t i = 0; i < n; i++) {
+        char va[32], vb[32], dl[32], name[64];
+        dd_ms(v[i].a_ms, va, sizeof(va));
+        dd_ms(v[i].b_ms, vb, sizeof(vb));
+        if (isnan(v[i].delta_ms))
+            snprintf(dl, sizeof(dl), "n/a");
+        else
+            snprintf(dl, sizeof(dl), "%+.2f ms", v[i].delta_ms);
+        snprintf(name, sizeof(name), "%s", v[i].name[0] ? v[i].name : "(outside modules)");
+        cut(name, 20);
+        table_line(out, name, va, vb, dl);
+    }
+}
+
+/* Below the phase: the modules and operators whose time per profiled
+ * step changed most, when both runs have a deep-dive window. */
+static void dd_lines(tml_strbuf *out, const tml_cmp_dd_diff *d)
+{
+    if (!d->compared)
+        return;
+    line(out, "");
+    line(out, "Below the phase (deep dive: self time per profiled step, changed most)");
+    if (!d->nmod && !d->nop) {
+        line(out, "No module or operator changed.");
+        return;
+    }
+    dd_table(out, "Module", d->mod, d->nmod);
+    dd_table(out, "Operator", d->op, d->nop);
+}
+
 void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
                    tml_strbuf *out)
 {
@@ -454,6 +496,7 @@ void tml__cmp_text(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
             table_line(out, rows[i].name, va, vb, dl);
         }
     }
+    dd_lines(out, &r->dd);
     if (r->guard_differs) {
         line(out, "");
         text_lines(out, "Guard A: ", a->work.guard[0] ? a->work.guard : "none");
@@ -540,6 +583,37 @@ static void j_runs_and_test(tml_strbuf *out, const tml_cmp_result *r)
     }
 }
 
+static void j_dd_list(tml_strbuf *out, const char *key, const tml_cmp_dd_change *v, size_t n)
+{
+    tml__sb_addf(out, "\"%s\": [", key);
+    for (size_t i = 0; i < n; i++) {
+        tml__sb_adds(out, i ? ", {\"name\": " : "{\"name\": ");
+        tml__json_add_str_or_null(out, v[i].name);
+        tml__sb_adds(out, ", \"a_ms\": ");
+        tml__json_add_num(out, v[i].a_ms, 3, 0);
+        tml__sb_adds(out, ", \"b_ms\": ");
+        tml__json_add_num(out, v[i].b_ms, 3, 0);
+        tml__sb_adds(out, ", \"delta_ms\": ");
+        tml__json_add_num(out, v[i].delta_ms, 3, 0);
+        tml__sb_addc(out, '}');
+    }
+    tml__sb_addc(out, ']');
+}
+
+/* "deep_dive": below the phase, null unless both runs have a window. */
+static void j_deep_dive(tml_strbuf *out, const tml_cmp_dd_diff *d)
+{
+    if (!d->compared) {
+        tml__sb_adds(out, "null");
+        return;
+    }
+    tml__sb_adds(out, "{");
+    j_dd_list(out, "modules", d->mod, d->nmod);
+    tml__sb_adds(out, ", ");
+    j_dd_list(out, "operators", d->op, d->nop);
+    tml__sb_adds(out, "}");
+}
+
 void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_result *r,
                    const char *text, const char *generated_at, tml_strbuf *out)
 {
@@ -623,7 +697,9 @@ void tml__cmp_json(const tml_cmp_run *a, const tml_cmp_run *b, const tml_cmp_res
         }
         tml__sb_adds(out, "\n    ]");
     }
-    tml__sb_adds(out, "\n  },\n  \"text\": ");
+    tml__sb_adds(out, "\n  },\n  \"deep_dive\": ");
+    j_deep_dive(out, &r->dd);
+    tml__sb_adds(out, ",\n  \"text\": ");
     tml__json_add_str_or_null(out, text);
     tml__sb_adds(out, "\n}\n");
 }

@@ -744,6 +744,58 @@ static void process_section(jw *w, const tml_report_model *m, const tml_report_r
     tml__jw_close(w, '}');
 }
 
+static void dd_items(jw *w, const char *key, const tml_dd_item *v, size_t n, int modules)
+{
+    tml__jw_open(w, key, '[');
+    for (size_t i = 0; i < n; i++) {
+        tml__jw_open(w, NULL, '{');
+        tml__jw_str(w, "name", v[i].name);
+        jw_ms(w, "ms", v[i].ns);
+        tml__jw_num(w, "percent", v[i].pct, 1);
+        if (modules)
+            tml__jw_str(w, "top_operator", v[i].op);
+        tml__jw_int(w, "calls", (long long)v[i].calls);
+        tml__jw_close(w, '}');
+    }
+    tml__jw_close(w, ']');
+}
+
+/* "deep_dive" (docs/summary-json.md): only when a rank reported one, so
+ * a run without it keeps the file's shape. */
+static void deep_dive_obj(jw *w, const tml_report_dd *dd)
+{
+    if (!dd->present)
+        return;
+    tml__jw_open(w, "deep_dive", '{');
+    tml__jw_str(w, "status", dd->ran ? "ran" : "skipped");
+    tml__jw_str(w, "reason", dd->ran ? NULL : dd->skipped);
+    tml__jw_int(w, "steps_excluded", (long long)dd->steps_left_out);
+    if (dd->ran) {
+        tml__jw_int(w, "rank", dd->rank);
+        tml__jw_int(w, "ranks", (long long)dd->nranks);
+        tml__jw_int(w, "first_step", (long long)dd->first_step);
+        tml__jw_int(w, "last_step", (long long)dd->last_step);
+        jw_ms(w, "window_ms", dd->wall_ns);
+        jw_ms(w, "profiled_ms", dd->total_ns);
+        tml__jw_str(w, "activities", dd->cuda ? "cpu,cuda" : "cpu");
+        tml__jw_int(w, "module_level", dd->depth);
+        dd_items(w, "modules", dd->modules, dd->nmodules, 1);
+        dd_items(w, "operators", dd->ops, dd->nops, 0);
+    }
+    if (dd->spread.name[0]) {
+        tml__jw_open(w, "spread", '{');
+        tml__jw_str(w, "module", dd->spread.name);
+        tml__jw_int(w, "slow_rank", dd->spread_slow_rank);
+        jw_ms(w, "slow_ms", dd->spread_slow_ns);
+        tml__jw_int(w, "fast_rank", dd->spread_fast_rank);
+        jw_ms(w, "fast_ms", dd->spread_fast_ns);
+        tml__jw_close(w, '}');
+    } else {
+        tml__jw_null(w, "spread");
+    }
+    tml__jw_close(w, '}');
+}
+
 static void thresholds_obj(jw *w, const tml_thresholds *t)
 {
     size_t n;
@@ -831,6 +883,16 @@ static void also_timed_json(jw *w, const char *list)
     tml__jw_close(w, ']');
 }
 
+/* "series": the per-step charts' points, or null (opts.series). */
+static void series_json(jw *w, const tml_report_model *m, tml_strbuf *out)
+{
+    tml__jw_key(w, "series");
+    if (m->series)
+        tml__report_series(m, out);
+    else
+        tml__sb_adds(out, "null");
+}
+
 void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *out)
 {
     jw w;
@@ -915,11 +977,8 @@ void tml__report_json(const tml_report_model *m, const char *text, tml_strbuf *o
     step_memory_section(&w, m, &m->rows[0]);
     system_section(&w, m, &m->rows[1]);
     process_section(&w, m, &m->rows[2]);
-    tml__jw_key(&w, "series");
-    if (m->series)
-        tml__report_series(m, out);
-    else
-        tml__sb_adds(out, "null");
+    deep_dive_obj(&w, &m->dd);
+    series_json(&w, m, out);
     tml__jw_str(&w, "text", text);
     tml__jw_close(&w, '}');
     tml__sb_addc(out, '\n');

@@ -69,6 +69,38 @@ typedef struct tml_report_rows {
 
 #define TML_REPORT_NAMED_RANKS 16
 
+/* The deep dive in the report (deepdive.c; docs/deep-dive.md): one
+ * rank's window ranked into its heaviest modules and operators, and,
+ * across ranks, the module whose time differs most. */
+#define TML_DD_TOP 8
+typedef struct tml_dd_item {
+    char name[TML_DD_NAME];       /* the module ("" outside any) or the operator */
+    char op[TML_DD_NAME];         /* a module's heaviest operator; "" for an operator */
+    double ns;                    /* self time over the window */
+    double pct;                   /* of the window's profiled time, 0-100 */
+    int64_t calls;
+} tml_dd_item;
+
+typedef struct tml_report_dd {
+    int present;                  /* a rank reported a deep dive (ran or skipped) */
+    int ran;                      /* with rows: the figures below are valid */
+    int32_t rank;                 /* whose window the figures are */
+    size_t nranks;                /* ranks whose window ran */
+    char skipped[TML_DD_REASON];  /* why none ran (when !ran) */
+    uint64_t first_step, last_step;
+    size_t steps_left_out;        /* the window's steps left out of the step figures */
+    double wall_ns, total_ns;     /* the window's wall time, its profiled self time */
+    int cuda;
+    int depth;                    /* the module level shown: 1, the model's children */
+    size_t nmodules, nops;
+    tml_dd_item modules[TML_DD_TOP], ops[TML_DD_TOP];
+    /* Several ranks: the module whose time differs most between the
+     * slowest and the fastest rank in it (name "" when none differs). */
+    tml_dd_item spread;
+    int32_t spread_slow_rank, spread_fast_rank;
+    double spread_slow_ns, spread_fast_ns;
+} tml_report_dd;
+
 typedef struct tml_report_model {
     const tml_run *run;
     /* opts.compact_ranks past TML_REPORT_ALL_RANKS ranks: the ranks the
@@ -159,6 +191,7 @@ typedef struct tml_report_model {
      * NULL otherwise. */
     const char *source;
     int warmup_unknown;           /* such a summary never excluded warm-up: n/a */
+    tml_report_dd dd;             /* the deep dive (deepdive.c), dd.present 0: none */
 } tml_report_model;
 
 /* Computes the model of `run` (only read) under `o` (NULL: defaults).
@@ -179,6 +212,8 @@ int tml__report_print(const tml_report_model *m, tml_strbuf *text, tml_strbuf *j
 /* The three resource sections' rows, in final_summary.json order: their
  * field tables and rows, nothing derived (m->rows has that). */
 void tml__report_rows(const tml_report_model *m, tml_report_rows out[TML_REPORT_ROWS]);
+/* deepdive.c: m->dd from the run's ranks' deep dives and the window. */
+void tml__report_deep_dive(tml_report_model *m);
 /* derive.c: fills what model.h calls derived, from the rows, the window
  * and the resource findings (tml__report_model_init and a summary read
  * back both end with it). 0 or TML_ENOMEM. */

@@ -697,6 +697,7 @@ static int load_ours(const tml_json *doc, tml_report_loaded *l, char *why, size_
     contention_ours(&m->win.contention, tml__json_get(doc, "contention"));
     throughput_ours(&m->win, tml__json_get(doc, "throughput"));
     diag_ours(l, tml__json_get(doc, "primary_diagnosis"), "step_time", &m->verdict);
+    tml__rl_deep_dive(&m->dd, tml__json_get(doc, "deep_dive"));
     return tml__rl_finish(l);
 }
 

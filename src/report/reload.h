@@ -84,6 +84,8 @@ int tml__rl_procs(tml_report_loaded *l, size_t n);
 int tml__rl_rank_index(const tml_window *w, double rank);
 /* After the ranks are known: memory rows, active ranks, missing ranks. */
 int tml__rl_finish(tml_report_loaded *l);
+/* reload_deepdive.c: a summary's "deep_dive" object (NULL: none) into dd. */
+void tml__rl_deep_dive(tml_report_dd *dd, const tml_json *o);
 /* TraceML 0.5.0's summary into l (reload_v05.c). */
 int tml__report_load_v05(const tml_json *doc, tml_report_loaded *l, char *why, size_t cap);
 

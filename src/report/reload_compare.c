@@ -202,6 +202,40 @@ static void workload_from(reader *rd, const tml_json *doc, tml_cmp_run *r)
     }
 }
 
+/* One list of deep_dive (modules or operators), per profiled step. */
+static size_t dd_items_from(reader *rd, const tml_json *arr, const char *at, double steps,
+                            tml_cmp_dd_item *v)
+{
+    size_t n = 0;
+    const tml_json *o;
+    for (size_t i = 0; n < TML_CMP_DD_ITEMS && (o = tml__json_at(arr, i)); i++) {
+        char item[64];
+        snprintf(item, sizeof(item), "deep_dive.%s[%zu]", at, i);
+        double ms = num_in(rd, o, item, "ms", 0, TML_RL_MAX_MS);
+        const char *name = tml__json_str(tml__json_get(o, "name"));
+        if (isnan(ms) || !name)
+            continue;
+        snprintf(v[n].name, sizeof(v[n].name), "%s", name);
+        v[n++].ms = ms / steps;
+    }
+    return n;
+}
+
+/* deep_dive (docs/summary-json.md), when its window ran: compare's
+ * below-the-phase lists (judge/compare_dd.c). */
+static void deep_dive_from(reader *rd, const tml_json *dd, tml_cmp_run *r)
+{
+    const char *status = tml__json_str(tml__json_get(dd, "status"));
+    if (!dd || !status || strcmp(status, "ran") != 0)
+        return;
+    double first = num_in(rd, dd, "deep_dive", "first_step", 0, 1e15);
+    double last = num_in(rd, dd, "deep_dive", "last_step", 0, 1e15);
+    double steps = !isnan(first) && !isnan(last) && last >= first ? last - first + 1 : 1;
+    r->dd.nmod = dd_items_from(rd, tml__json_get(dd, "modules"), "modules", steps, r->dd.mod);
+    r->dd.nop = dd_items_from(rd, tml__json_get(dd, "operators"), "operators", steps, r->dd.op);
+    r->dd.ran = 1;
+}
+
 int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_t cap)
 {
     tml__cmp_run_init(r);
@@ -221,6 +255,7 @@ int tml__cmp_run_from_json(const tml_json *doc, tml_cmp_run *r, char *why, size_
     resources_from(&rd, doc, r);
     contention_from(&rd, doc, r);
     workload_from(&rd, doc, r);
+    deep_dive_from(&rd, tml__json_get(doc, "deep_dive"), r);
     if (rd.bad) {
         tml__cmp_run_init(r);
         return TML_EPROTO;

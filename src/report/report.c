@@ -299,6 +299,7 @@ int tml__report_model_init(tml_report_model *m, const tml_run *run, const tml_re
     if (m->watch)
         tml__diag_watch(&m->st.primary, &m->verdict);
     tml__report_also(m);
+    tml__report_deep_dive(m);
     free(nodes);
     return tml__report_derive(m);
 

@@ -441,3 +441,52 @@ int tml__wire_parse_summary(const uint8_t *p, size_t len, int32_t *status,
     *json_len = len - 4;
     return 0;
 }
+
+/* DEEP_DIVE: the window's bounds and wall time, the CUDA flag, the reason
+ * none ran, then the rows (two names, self time, calls). */
+void tml__wire_deep_dive(tml_strbuf *out, const tml_dd_window *d)
+{
+    size_t at = begin_frame(out, TML_FRAME_DEEP_DIVE);
+    size_t n = d->nrows < TML_DD_MAX_ROWS ? d->nrows : TML_DD_MAX_ROWS;
+    put_u64(out, d->first_step);
+    put_u64(out, d->last_step);
+    put_u64(out, (uint64_t)d->wall_ns);
+    put_u32(out, (uint32_t)d->cuda);
+    put_str(out, d->skipped);
+    put_u32(out, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        put_str(out, d->rows[i].module);
+        put_str(out, d->rows[i].op);
+        put_u64(out, (uint64_t)d->rows[i].self_ns);
+        put_u64(out, (uint64_t)d->rows[i].calls);
+    }
+    end_frame(out, at);
+}
+
+int tml__wire_parse_deep_dive(const uint8_t *p, size_t len, tml_dd_window *d)
+{
+    cursor c = {p, len, 0, 0};
+    size_t cap = d->cap;
+    memset(d, 0, sizeof(*d));       /* the header; rows are appended */
+    d->cap = cap;
+    d->first_step = take_u64(&c);
+    d->last_step = take_u64(&c);
+    d->wall_ns = (int64_t)take_u64(&c);
+    d->cuda = take_u32(&c) != 0;
+    take_str(&c, d->skipped, sizeof(d->skipped));
+    uint32_t n = take_u32(&c);
+    if (n > TML_DD_MAX_ROWS || n > cap)
+        return TML_EPROTO;
+    for (uint32_t i = 0; i < n && !c.bad; i++) {
+        char module[TML_DD_NAME], op[TML_DD_NAME];
+        take_str(&c, module, sizeof(module));
+        take_str(&c, op, sizeof(op));
+        int64_t ns = (int64_t)take_u64(&c), calls = (int64_t)take_u64(&c);
+        if (ns < 0 || ns > TML_RECORD_MAX_NS || calls < 0)
+            return TML_EPROTO;
+        tml__dd_add(d, module, op, ns, calls);
+    }
+    if (c.bad || d->wall_ns < 0 || d->wall_ns > TML_RECORD_MAX_NS || d->last_step < d->first_step)
+        return TML_EPROTO;
+    return 0;
+}

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "model/deepdive.h"
 #include "model/record.h"
 #include "base/strbuf.h"
 
@@ -47,6 +48,7 @@ enum tml_frame_type {
     TML_FRAME_IDENTITY = 10,     /* a rank's identity changed after hello */
     TML_FRAME_OPEN = 11,         /* a client's first frame: a challenge, please */
     TML_FRAME_CHALLENGE = 12,    /* the aggregator's nonce for this connection */
+    TML_FRAME_DEEP_DIVE = 13,    /* a rank's deep-dive window (model/deepdive.h) */
 };
 
 typedef struct tml_frame_header {
@@ -118,6 +120,15 @@ void tml__wire_summary_req(tml_strbuf *out);
 void tml__wire_summary(tml_strbuf *out, int32_t status, const char *json, size_t len);
 int tml__wire_parse_summary(const uint8_t *p, size_t len, int32_t *status,
                             const char **json, size_t *json_len);
+
+/* DEEP_DIVE (type 13): u64 first_step, u64 last_step, u64 wall_ns, u32
+ * cuda, str skipped, u32 count (at most TML_DD_MAX_ROWS), then count rows
+ * of str module, str op, u64 self_ns, u64 calls (docs/wire.md). At most
+ * ~50 KB. parse_deep_dive into d (tml__dd_new(): room for every row a
+ * frame may hold): 0 or TML_EPROTO (a count, a time or a step range no
+ * rank sends, or more rows than d has room for). */
+void tml__wire_deep_dive(tml_strbuf *out, const tml_dd_window *d);
+int tml__wire_parse_deep_dive(const uint8_t *p, size_t len, tml_dd_window *d);
 
 /* Payload decoders: 0 or TML_EPROTO. parse_hello reads a HELLO (identity
  * fields and MAC; check the MAC with tml__wire_hello_verify), parse_identity

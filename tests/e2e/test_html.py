@@ -501,3 +501,36 @@ def test_machine_line_under_the_verdict(run_dir, tmp_path):
     with Page(view_html(tmp_path, doc, "quiet")) as pg:
         assert pg.errors == [], pg.errors
         assert pg.browser.evaluate("document.getElementById('machine')") is None
+
+
+def test_deep_dive_table_and_bars(run_dir, tmp_path):
+    """A summary with a deep dive (docs/deep-dive.md) shows its modules
+    as a table with a bar each (the bar's width is the module's share)
+    and its operators; one without shows no such section."""
+    doc = json.loads((run_dir / "final_summary.json").read_text())
+    assert "deep_dive" not in doc or doc["deep_dive"] is not None
+    doc.pop("deep_dive", None)
+    with Page(view_html(tmp_path, doc, "plain")) as pg:
+        assert pg.errors == [], pg.errors
+        assert pg.browser.evaluate("document.getElementById('deep-dive')") is None
+    item = {"ms": 1.0, "percent": 0.0, "calls": 3}
+    doc["deep_dive"] = {
+        "status": "ran", "reason": None, "steps_excluded": 3, "rank": 0, "ranks": 1,
+        "first_step": 20, "last_step": 22, "window_ms": 45.0, "profiled_ms": 10.0,
+        "activities": "cpu", "module_level": 1,
+        "modules": [dict(item, name="heavy_block", ms=8.1, percent=81.0, top_operator="aten::mm"),
+                    dict(item, name="", ms=1.3, percent=13.0, top_operator="aten::add_"),
+                    dict(item, name="stem", ms=0.6, percent=6.0, top_operator="aten::addmm")],
+        "operators": [dict(item, name="aten::mm", ms=5.0, percent=50.0)],
+        "spread": None}
+    with Page(view_html(tmp_path, doc, "deep"), os.path.join(ARTIFACTS, "deep_dive.png")) as pg:
+        assert pg.errors == [], pg.errors
+        rows = pg.browser.evaluate(
+            "Array.from(document.querySelectorAll('#deep-dive-modules tbody tr')).map(function (r) {"
+            " var c = r.querySelectorAll('td'); return [c[0].textContent, c[2].textContent,"
+            " c[3].textContent, c[4].querySelector('span').style.width]; })")
+        heading = pg.browser.evaluate("document.querySelector('#deep-dive h2').textContent")
+    assert rows == [["heavy_block", "81%", "aten::mm", "81%"], ["(outside modules)", "13%",
+                                                                  "aten::add_", "13%"],
+                    ["stem", "6%", "aten::addmm", "6%"]], rows
+    assert "steps 20\u201322, left out" in heading, heading

@@ -93,6 +93,9 @@ static void parsers(const uint8_t *p, size_t n)
             tml_sample s;
             tml__wire_parse_sample(p, i, &s);
         }
+    static tml_dd_window *dd;     /* ~50 KB: not on the fuzzer's stack */
+    if (dd || (dd = tml__dd_new()))
+        tml__wire_parse_deep_dive(p, n, dd);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -722,8 +722,65 @@ static void test_runs_needed(void)
     }
 }
 
+static void dd_item(tml_cmp_dd *d, const char *name, double ms, int op)
+{
+    tml_cmp_dd_item *v = op ? &d->op[d->nop++] : &d->mod[d->nmod++];
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    v->ms = ms;
+    d->ran = 1;
+}
+
+/* Below the phase (judge/compare_dd.c): the modules and operators whose
+ * time per profiled step changed most, largest first; a name one run
+ * lacks is 0 there unless its list is full (then unknown, ranked last). */
+static void test_deep_dive_changes(void)
+{
+    tml_cmp_dd a, b;
+    tml_cmp_dd_diff d;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    tml__cmp_deep_dive(&a, &b, &d);
+    CHECK_EQ_INT(d.compared, 0);            /* neither ran one */
+    dd_item(&a, "heavy_block", 4.5, 0);
+    dd_item(&a, "stem", 0.2, 0);
+    dd_item(&a, "aten::mm", 3.0, 1);
+    tml__cmp_deep_dive(&a, &b, &d);
+    CHECK_EQ_INT(d.compared, 0);            /* only A did */
+    dd_item(&b, "heavy_block", 5.0, 0);
+    dd_item(&b, "stem", 0.2, 0);
+    dd_item(&b, "extra_block", 6.7, 0);
+    dd_item(&b, "aten::mm", 8.6, 1);
+    tml__cmp_deep_dive(&a, &b, &d);
+    CHECK_EQ_INT(d.compared, 1);
+    CHECK_EQ_INT(d.nmod, 2);                /* stem did not change */
+    CHECK_STR(d.mod[0].name, "extra_block");
+    CHECK_NEAR(d.mod[0].a_ms, 0, 0);        /* not in A's list, which is not full */
+    CHECK_NEAR(d.mod[0].delta_ms, 6.7, 1e-12);
+    CHECK_STR(d.mod[1].name, "heavy_block");
+    CHECK_NEAR(d.mod[1].delta_ms, 0.5, 1e-12);
+    CHECK_EQ_INT(d.nop, 1);
+    CHECK_NEAR(d.op[0].delta_ms, 5.6, 1e-12);
+    /* A's list full: a name it lacks is unknown there, and ranks last */
+    memset(&a, 0, sizeof(a));
+    for (int i = 0; i < TML_CMP_DD_ITEMS; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "m%d", i);
+        dd_item(&a, n, 10.0 - i, 0);
+    }
+    memset(&b, 0, sizeof(b));
+    dd_item(&b, "m0", 10.0, 0);
+    dd_item(&b, "m1", 1.0, 0);
+    dd_item(&b, "new", 50.0, 0);
+    tml__cmp_deep_dive(&a, &b, &d);
+    CHECK_EQ_INT(d.nmod, TML_CMP_DD_CHANGES);
+    CHECK_STR(d.mod[0].name, "m1");         /* -8: the largest known change */
+    CHECK_NEAR(d.mod[0].delta_ms, -8.0, 1e-12);
+    for (size_t i = 1; i < d.nmod; i++)
+        CHECK(isnan(d.mod[i].delta_ms) || fabs(d.mod[i].delta_ms) <= fabs(d.mod[i - 1].delta_ms));
+}
+
 #define TESTS X(test_runs_needed) X(test_runs_a_side) X(test_contention) X(test_workload_and_guard) \
     X(test_significance_and_gate) X(test_verdict_table) X(test_why_lines) X(test_clock_choice) \
     X(test_custom_gates) X(test_read_summary) X(test_out_of_range) \
-    X(test_box_and_json)
+    X(test_box_and_json) X(test_deep_dive_changes)
 #include "harness.h"

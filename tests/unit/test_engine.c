@@ -28,6 +28,8 @@ typedef struct fake {
     int got_identity;
     tml_hello identity;
     int mac_ok;               /* the HELLO's MAC verified with "secret-1" */
+    tml_dd_window *dd;        /* a DEEP_DIVE frame's, before the goodbye; NULL none */
+    int dd_before_bye;
 } fake;
 
 static int recv_all(int fd, uint8_t *p, size_t n)
@@ -76,6 +78,14 @@ static void *fake_main(void *arg)
             if (tml__wire_parse_steps(payload, h.len, &n) == 0)
                 for (size_t i = 0; i < n && f->nrecs < 64; i++)
                     tml__wire_parse_step(payload, i, &f->recs[f->nrecs++]);
+        } else if (h.type == TML_FRAME_DEEP_DIVE) {
+            tml_dd_window *d = tml__dd_new();
+            if (d && tml__wire_parse_deep_dive(payload, h.len, d) == 0 && !f->dd) {
+                f->dd = d;
+                f->dd_before_bye = !f->got_bye;
+            } else {
+                tml__dd_free(d);
+            }
         } else if (h.type == TML_FRAME_IDENTITY) {
             f->got_identity = tml__wire_parse_identity(payload, h.len, &f->identity) == 0;
         } else if (h.type == TML_FRAME_BYE) {
@@ -301,6 +311,46 @@ static void test_flush_ships_now(void)
 
 /* The shipper sleeps between drains: idle, it must not spin a core
  * (a condition variable on the wrong clock once made it do exactly that). */
+/* tml_deep_dive() from the training thread: copied, never waited for,
+ * delivered before the goodbye; tml_mark_deep_dive() flags the steps. */
+static void test_deep_dive_delivered(void)
+{
+    static fake f;
+    memset(&f, 0, sizeof(f));
+    pthread_t th;
+    unsetenv("RANK");
+    tml_deep_dive_row rows[2] = {{"heavy_block", "aten::addmm", 9000000, 6},
+                                 {"", "aten::add_", 0, 3}};   /* no time: dropped */
+    CHECK_EQ_INT(tml_deep_dive(1, 2, 0, 0, NULL, rows, 2), TML_ESTATE);   /* not started */
+    fake_start(&f, &th);
+    CHECK_EQ_INT(tml_init(NULL), 0);
+    for (int s = 0; s < 4; s++) {
+        tml_step_begin();
+        if (s == 1 || s == 2)
+            CHECK_EQ_INT(tml_mark_deep_dive(), 0);
+        tml_step_end();
+    }
+    CHECK_EQ_INT(tml_deep_dive(2, 1, 0, 0, NULL, rows, 2), TML_EINVAL);   /* last < first */
+    CHECK_EQ_INT(tml_deep_dive(1, 2, 0, 0, "why", rows, 2), TML_EINVAL);  /* skipped, with rows */
+    CHECK_EQ_INT(tml_deep_dive(1, 2, 0, 0, NULL, NULL, 1), TML_EINVAL);
+    CHECK_EQ_INT(tml_deep_dive(1, 2, 40000000, 0, NULL, rows, 2), 0);
+    CHECK_EQ_INT(tml_shutdown(), 0);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    CHECK(f.dd != NULL);
+    if (f.dd) {
+        CHECK(f.dd_before_bye);
+        CHECK_EQ_INT(f.dd->first_step, 1);
+        CHECK_EQ_INT(f.dd->wall_ns, 40000000);
+        CHECK_EQ_INT(f.dd->nrows, 1);
+        CHECK_STR(f.dd->rows[0].module, "heavy_block");
+        tml__dd_free(f.dd);
+    }
+    CHECK_EQ_INT(f.nrecs, 4);
+    for (size_t i = 0; i < f.nrecs; i++)
+        CHECK_EQ_INT((f.recs[i].flags & TML_STEP_DEEP_DIVE) != 0, i == 1 || i == 2);
+}
+
 static void test_shipper_sleeps(void)
 {
     static fake f;
@@ -536,6 +586,6 @@ static void test_engine_log_is_timed(void)
 }
 
 #define TESTS X(test_engine_log_is_timed) X(test_comm_box) X(test_comm_from_another_thread) X(test_records_reach_aggregator) X(test_rejected_trains_on) \
-    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_flush_ships_now) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
+    X(test_unreachable_is_bounded) X(test_threads) X(test_deferred_handshake_loses_nothing) X(test_flush_ships_now) X(test_deep_dive_delivered) X(test_shipper_sleeps) X(test_rss_per_step_follows_growth) X(test_disabled) \
     X(test_calibration_ignores_preemption)
 #include "harness.h"

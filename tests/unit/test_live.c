@@ -429,6 +429,42 @@ static void test_throughput(void)
     tml__run_release(&run);
 }
 
+/* The latest deep-dive window is in the live JSON (the dashboard's
+ * table) once a rank sent one, whether or not its steps are in the
+ * live window; absent before. */
+static void test_deep_dive_in_live_json(void)
+{
+    tml_run run;
+    tml__run_init(&run, "dd", "abc");
+    add_steps(&run, 0, 400, 0, 5, 10, 1, 0);
+    tml_live_snap snap;
+    tml_strbuf js = TML_STRBUF_INIT;
+    CHECK_EQ_INT(tml__live_snap_build(&run, NULL, &snap, NULL), 0);
+    tml__live_json(&snap, &js);
+    CHECK(strstr(js.buf, "\"deep_dive\"") == NULL);
+    tml__live_snap_release(&snap);
+    tml_dd_window *d = tml__dd_new();
+    d->first_step = 20;
+    d->last_step = 22;
+    tml__dd_add(d, "heavy_block.0", "aten::mm", 9 * MS, 3);
+    tml__dd_add(d, "stem", "aten::addmm", 1 * MS, 3);
+    run.ranks[0].deep_dive = d;
+    CHECK_EQ_INT(tml__live_snap_build(&run, NULL, &snap, NULL), 0);
+    tml__sb_reset(&js);
+    tml__live_json(&snap, &js);
+    tml_json *doc = NULL;
+    CHECK_EQ_INT(tml__json_parse(js.buf, js.len, &doc, NULL), 0);
+    CHECK_STR(tml__json_str(tml__json_path(doc, "deep_dive.status")), "ran");
+    const tml_json *m0 = tml__json_at(tml__json_path(doc, "deep_dive.modules"), 0);
+    CHECK_STR(tml__json_str(tml__json_get(m0, "name")), "heavy_block");
+    double pct = 0;
+    CHECK(tml__json_num(tml__json_get(m0, "percent"), &pct) && fabs(pct - 90) < 0.05);
+    tml__json_free(doc);
+    tml__sb_release(&js);
+    tml__live_snap_release(&snap);
+    tml__run_release(&run);
+}
+
 static void test_prometheus(void)
 {
     tml_run run;
@@ -779,7 +815,7 @@ static void test_server_bind_errors(void)
 }
 
 #define TESTS X(test_throughput) X(test_verdict_thresholds) X(test_window_is_recent) X(test_long_run_and_empty_rank) X(test_views_agree_on_a_straggler) X(test_json) \
-    X(test_prometheus) X(test_server_endpoints) X(test_server_sse) \
+    X(test_deep_dive_in_live_json) X(test_prometheus) X(test_server_endpoints) X(test_server_sse) \
     X(test_server_misbehaving_clients) X(test_server_bind_errors)
 #include "harness.h"
 

@@ -964,6 +964,58 @@ static void test_good_session(void)
     }
 }
 
+/* A rank's DEEP_DIVE frame reaches the run, sized to its rows; a
+ * malformed one closes the connection like any malformed frame. */
+static void test_deep_dive_frame(void)
+{
+    fixture f;
+    CHECK_EQ_INT(start(&f, "deep"), 0);
+    int fd = dial(&f);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    hello(fd, &sb, RUN_ID, SECRET, 0);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    tml__sb_reset(&sb);
+    steps(&sb, 0, 3);
+    tml_dd_window *d = tml__dd_new();
+    d->first_step = 1;
+    d->last_step = 2;
+    tml__dd_add(d, "heavy_block", "aten::addmm", 5000000, 6);
+    tml__wire_deep_dive(&sb, d);
+    tml_rank_stats st = {0, 0, 3, 0, 0};
+    tml__wire_stats(&sb, TML_FRAME_BYE, &st);
+    send_all(fd, sb.buf, sb.len);
+    close(fd);
+    /* a second rank sends a window whose last step is before its first */
+    fd = dial(&f);
+    tml__sb_reset(&sb);
+    hello(fd, &sb, RUN_ID, SECRET, 1);
+    send_all(fd, sb.buf, sb.len);
+    CHECK_EQ_INT(read_frame_type(fd), TML_FRAME_WELCOME);
+    tml__sb_reset(&sb);
+    d->first_step = 9;
+    tml__wire_deep_dive(&sb, d);
+    send_all(fd, sb.buf, sb.len);
+    char c;
+    CHECK(recv(fd, &c, 1, 0) <= 0);      /* closed on us */
+    close(fd);
+    tml__sb_release(&sb);
+    tml__dd_free(d);
+    for (int i = 0; i < 300 && atomic_load(&f.nconns); i++)
+        usleep(10000);
+    stop_loop(&f);
+    const tml_run *run = tml__agg_run(f.agg);
+    const tml_rank *r0 = tml__run_find((tml_run *)run, 0);
+    const tml_rank *r1 = tml__run_find((tml_run *)run, 1);
+    CHECK(r0 && r0->deep_dive && r0->deep_dive->nrows == 1 && r0->deep_dive->cap == 1);
+    if (r0 && r0->deep_dive) {
+        CHECK_STR(r0->deep_dive->rows[0].module, "heavy_block");
+        CHECK_EQ_INT(r0->deep_dive->last_step, 2);
+    }
+    CHECK(!r1 || !r1->deep_dive);
+    finish(&f);
+}
+
 static void test_control_and_drain(void)
 {
     fixture f;
@@ -1145,6 +1197,6 @@ static void test_paced_turns_lose_nothing(void)
     X(test_churner_never_locks_ranks_out) \
     X(test_duplicate_rank_not_merged) X(test_replayed_hello_refused) \
     X(test_second_live_connection_conflict) X(test_restart_is_a_new_incarnation) \
-    X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_control_and_drain) \
+    X(test_summary_requests_one_at_a_time) X(test_good_session) X(test_deep_dive_frame) X(test_control_and_drain) \
     X(test_control_file) X(test_bind_errors) X(test_paced_turns_lose_nothing)
 #include "harness.h"

@@ -321,6 +321,39 @@ static void test_epoch_starts_excluded(void)
     tml__run_release(&run);
 }
 
+/* Steps the deep dive profiled (TML_STEP_DEEP_DIVE on any rank) leave the
+ * window, their 10x slower time in no average, and are counted. */
+static void test_deep_dive_steps_excluded(void)
+{
+    tml_run run;
+    tml_window w;
+    tml__run_init(&run, "x", "id");
+    add_rank(&run, 0, 0, TML_PHASES_ALL);
+    add_rank(&run, 1, 0, TML_PHASES_ALL);
+    for (int k = 0; k < 2; k++) {
+        tml_rank *r = tml__run_find(&run, k);
+        for (uint64_t i = 0; i < 30; i++) {
+            tml_step_record s = rec(i);
+            if (i >= 20 && i <= 22) {
+                s.flags = k == 1 || i == 21 ? TML_STEP_DEEP_DIVE : 0;
+                s.phase_ns[TML_PHASE_FORWARD] = 200 * MS;    /* under the profiler */
+                s.traced_ns = 240 * MS;
+            }
+            add(r, s);
+        }
+    }
+    CHECK(tml__window_compute(&run, 0, &w) == 0);
+    CHECK_EQ_INT(w.common_steps, 30);
+    CHECK_EQ_INT(w.deep_dive_steps, 3);
+    CHECK_EQ_INT(w.deep_dive_first, 20);
+    CHECK_EQ_INT(w.deep_dive_last, 22);
+    CHECK_EQ_INT(w.window_steps, 27 - w.warmup_steps);
+    CHECK_NEAR(w.ranks[0].avg_ns[TML_M_FORWARD], 20.0 * MS, 1);
+    CHECK_NEAR(w.ranks[1].avg_ns[TML_M_FORWARD], 20.0 * MS, 1);
+    tml__window_release(&w);
+    tml__run_release(&run);
+}
+
 static void test_missing_vs_measured_zero(void)
 {
     tml_run run;
@@ -545,5 +578,5 @@ static void test_pace_leaves_start_up_out(void)
     X(test_warmup_excluded_from_window) X(test_aborted_steps_excluded) X(test_epoch_starts_excluded) \
     X(test_missing_vs_measured_zero) X(test_residual_floor_and_untraced) \
     X(test_clock_selection) X(test_rank_without_steps) X(test_duplicate_and_unsorted_ids) \
-    X(test_pace_leaves_start_up_out)
+    X(test_pace_leaves_start_up_out) X(test_deep_dive_steps_excluded)
 #include "harness.h"

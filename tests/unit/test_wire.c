@@ -192,5 +192,72 @@ static void test_handshake_frames(void)
     tml__sb_release(&sb);
 }
 
-#define TESTS X(test_hello_roundtrip) X(test_handshake_frames) X(test_steps_roundtrip) X(test_stats_roundtrip) X(test_bad_headers)
+/* DEEP_DIVE: a window's rows there and back; a truncated frame, a count
+ * past TML_DD_MAX_ROWS and a last step before the first are malformed. */
+static void test_deep_dive_roundtrip(void)
+{
+    tml_dd_window *d = tml__dd_new(), *back = tml__dd_new();
+    CHECK(d && back);
+    if (!d || !back)
+        return;
+    d->first_step = 20;
+    d->last_step = 22;
+    d->wall_ns = 45000000;
+    d->cuda = 1;
+    CHECK_EQ_INT(tml__dd_add(d, "heavy_block.0", "aten::addmm", 7000000, 3), 0);
+    CHECK_EQ_INT(tml__dd_add(d, "", "Optimizer.step#SGD.step", 250000, 3), 0);
+    tml_strbuf sb = TML_STRBUF_INIT;
+    tml__wire_deep_dive(&sb, d);
+    tml_frame_header fh;
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(fh.type, TML_FRAME_DEEP_DIVE);
+    const uint8_t *p = (uint8_t *)sb.buf + TML_WIRE_HEADER;
+    CHECK_EQ_INT(tml__wire_parse_deep_dive(p, fh.len, back), 0);
+    CHECK_EQ_INT(back->first_step, 20);
+    CHECK_EQ_INT(back->last_step, 22);
+    CHECK_EQ_INT(back->wall_ns, 45000000);
+    CHECK_EQ_INT(back->cuda, 1);
+    CHECK_STR(back->skipped, "");
+    CHECK_EQ_INT(back->nrows, 2);
+    CHECK_STR(back->rows[0].module, "heavy_block.0");
+    CHECK_STR(back->rows[0].op, "aten::addmm");
+    CHECK_EQ_INT(back->rows[0].self_ns, 7000000);
+    CHECK_EQ_INT(back->rows[1].calls, 3);
+    for (size_t cut = 0; cut < fh.len; cut += 7)
+        CHECK_EQ_INT(tml__wire_parse_deep_dive(p, cut, back), TML_EPROTO);
+    /* a skipped window: its reason, no rows */
+    tml_dd_window *s = tml__dd_new();
+    snprintf(s->skipped, sizeof(s->skipped), "the model is compiled");
+    tml__sb_reset(&sb);
+    tml__wire_deep_dive(&sb, s);
+    CHECK(tml__wire_header((uint8_t *)sb.buf, sb.len, &fh) == 0);
+    CHECK_EQ_INT(tml__wire_parse_deep_dive((uint8_t *)sb.buf + TML_WIRE_HEADER, fh.len, back), 0);
+    CHECK_STR(back->skipped, "the model is compiled");
+    CHECK_EQ_INT(back->nrows, 0);
+    /* hostile: last before first; a count past the bound */
+    s->skipped[0] = '\0';
+    s->first_step = 5;
+    s->last_step = 4;
+    tml__sb_reset(&sb);
+    tml__wire_deep_dive(&sb, s);
+    CHECK_EQ_INT(tml__wire_parse_deep_dive((uint8_t *)sb.buf + TML_WIRE_HEADER,
+                                           sb.len - TML_WIRE_HEADER, back), TML_EPROTO);
+    s->last_step = 5;
+    tml__sb_reset(&sb);
+    tml__wire_deep_dive(&sb, s);
+    uint8_t *q = (uint8_t *)sb.buf + sb.len - 4;     /* the count, last in a rowless frame */
+    q[0] = 0xff;
+    q[1] = 0xff;
+    CHECK_EQ_INT(tml__wire_parse_deep_dive((uint8_t *)sb.buf + TML_WIRE_HEADER,
+                                           sb.len - TML_WIRE_HEADER, back), TML_EPROTO);
+    for (int i = 0; i < TML_DD_MAX_ROWS; i++)
+        tml__dd_add(s, "m", "op", 1, 1);
+    CHECK_EQ_INT(tml__dd_add(s, "m", "op", 1, 1), TML_EFULL);
+    tml__sb_release(&sb);
+    tml__dd_free(s);
+    tml__dd_free(d);
+    tml__dd_free(back);
+}
+
+#define TESTS X(test_hello_roundtrip) X(test_handshake_frames) X(test_steps_roundtrip) X(test_stats_roundtrip) X(test_bad_headers) X(test_deep_dive_roundtrip)
 #include "harness.h"

@@ -338,6 +338,24 @@
     $("t-sys").innerHTML = s;
   }
 
+  /* the latest deep-dive window (docs/deep-dive.md): its modules */
+  function deepDive(d) {
+    var dd = d.deep_dive;
+    $("deep-dive").hidden = !dd;
+    if (!dd) return;
+    if (dd.status !== "ran") {
+      $("dd-steps").textContent = "(skipped)";
+      $("t-dd").innerHTML = row([esc(dd.reason || "")]);
+      return;
+    }
+    $("dd-steps").textContent = "(steps " + dd.first_step + "\u2013" + dd.last_step + ", left out of the figures)";
+    var h = "<tr><th>module</th><th>self time</th><th>share</th><th>heaviest operator</th></tr>";
+    (dd.modules || []).forEach(function (m) {
+      h += row([esc(m.name || "(outside modules)"), ms(m.ms), pct(m.percent), esc(m.top_operator)]);
+    });
+    $("t-dd").innerHTML = h;
+  }
+
   function header(d) {
     var last = -1;
     (d.ranks || []).forEach(function (r) { if (r.last_step != null && r.last_step > last) last = r.last_step; });
@@ -368,6 +386,7 @@
       phasesOf(d);
       header(d);
       tables(d);
+      deepDive(d);
       stackChart(d);
       inputChart(d);
       memChart(d);
