@@ -605,10 +605,6 @@ is_tensor(PyObject *o)
     return tensor_type != NULL && PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)tensor_type);
 }
 
-/* The tensor a batch leads with (borrowed, or NULL): the batch itself, the
- * first item of a tuple or list, a dict's input_ids or first value, the
- * same of a UserDict's data (Hugging Face's BatchEncoding), three levels
- * down at most. Reads no attribute of any other object. */
 /* The types count_batch reads, from the package's callable: 1 when known.
  * Asked at most 16 times (a fetch before torch is imported fails). */
 static int
@@ -637,6 +633,10 @@ know_batch_types(void)
     return tensor_type != NULL;
 }
 
+/* The tensor a batch leads with (borrowed, or NULL): the batch itself, the
+ * first item of a tuple or list, a dict's input_ids or first value, the
+ * same of a UserDict's data (Hugging Face's BatchEncoding), three levels
+ * down at most. Reads no attribute of any other object. */
 static PyObject *
 lead_tensor(PyObject *b, int depth)
 {
