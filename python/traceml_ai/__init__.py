@@ -375,8 +375,10 @@ def _flop_counter(model, torch):
         _c.log_note("FLOPs not counted for %s: a compiled model (counting would "
                     "recompile it)" % type(model).__name__)
         return None
-    from . import _flops
-    return _flops.counter(_c, _c.log_note)
+    from . import _flops, _zero_edit
+    count = _flops.counter(_c, _c.log_note)
+    _zero_edit.hide_from_dynamo(count, _batch_types)   # they run inside a compiled step's eager parts
+    return count
 
 
 import types as _types      # _Timed
@@ -883,6 +885,7 @@ def _arm_deep_dive():
     _deep = _deep_dive.DeepDive(_c, mode, _env("TRACEML_DEEP_DIVE_START"),
                                 _env("TRACEML_DEEP_DIVE_STEPS"),
                                 models, compiled, _warn)
+    _zero_edit.hide_from_dynamo(_deep_dive.DeepDive.__call__)   # called inside compiled steps
     _c._set_step_hook(_deep)
 
 

@@ -92,9 +92,10 @@ def test_bad_input(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("traceml: error: "), p.stderr
 
 
+V5_ADDED = ("samples", "tokens", "flops", "peak_flops", "flops_how")   # throughput
 V1_DROPPED = ("comm_exposed_ns", "gpu_comm_exposed_ns", "comm_ns", "comm_bytes", "comm_count",
-              "incarnation")
-V2_DROPPED = ("incarnation",)
+              "incarnation") + V5_ADDED
+V2_DROPPED = ("incarnation",) + V5_ADDED
 
 
 def copy_run(run_dir, folder):
