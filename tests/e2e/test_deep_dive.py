@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import EXAMPLES, PYTHON, TRACEML
 
 SCRIPT = os.path.join(EXAMPLES, "deep_dive", "one_module.py")
@@ -108,10 +110,14 @@ def test_deep_dive_flags_contradict(traceml_run):
                                                         "--no-deep-dive"), r.stderr
 
 
+@pytest.mark.solo
 def test_compute_straggler_names_the_module(traceml_run):
     """Two ranks under DDP, rank 1's extra_block doing work rank 0's skips:
     the verdict is COMPUTE STRAGGLER and its Next names extra_block, with
-    the times the deep dive measured on each rank."""
+    the times the deep dive measured on each rank. Solo: beside the
+    parallel suite (CI 29: other processes 69% of the 2 cores, the
+    training waiting for a core 58% of its time) the verdict is the
+    machine's, CPU CONTENTION, as it should be."""
     r = traceml_run(SCRIPT, "--steps", 50, "--extra-on-rank", 1,
                     launcher_args=["--nproc-per-node", "2", "--deep-dive"])
     assert r.rc == 0, r.explain()
