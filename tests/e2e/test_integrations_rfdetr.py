@@ -7,7 +7,8 @@ rfdetr needs torchvision, which does not import beside .venv/'s CPU torch
 2.13, so these tests run in .venv-rfdetr/ (torch 2.14.1, torchvision
 0.29.1, rfdetr[train] 1.11.2 and TraceML): this module's fixture makes or
 refreshes it with scripts/rfdetr-venv (about 5 minutes and 6 GB the first
-time, seconds after), and skips only when the packages cannot be fetched.
+time, seconds after), and skips only when that venv cannot be made here:
+the packages cannot be fetched, or fewer than 10 GB of disk are free.
 
 Nothing is downloaded at run time: RF-DETR Nano is built from its config
 (pretrain_weights=None, 20 queries in 1 group, 64 px) and trained on the
@@ -38,8 +39,8 @@ def rfdetr_venv():
     proc = subprocess.run([os.path.join(REPO, "scripts", "rfdetr-venv")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode == 3:
-        pytest.skip("rfdetr[train] and its torch could not be fetched from the package "
-                    "registry (scripts/rfdetr-venv): %s" % proc.stderr.strip()[-500:])
+        pytest.skip("RF-DETR's venv cannot be made here (scripts/rfdetr-venv): %s"
+                    % proc.stderr.strip()[-500:])
     assert proc.returncode == 0, "scripts/rfdetr-venv failed:\n%s\n%s" % (
         proc.stdout[-2000:], proc.stderr[-3000:])
     return VENV
