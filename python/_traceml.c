@@ -123,9 +123,10 @@ static _Thread_local int marked_open;   /* in a step whose trace_step() named on
  * is called at the first fetch, when torch is whole: the loader may be
  * patched while torch is still importing); a trace_step(samples=) turns
  * the counting off for good. */
-static PyObject *batch_types;       /* callable() -> (Tensor, dtypes), until called */
+static PyObject *batch_types;       /* callable() -> (Tensor, dtypes, UserDict), until called */
 static PyObject *tensor_type;       /* torch.Tensor, or NULL: no counting */
 static PyObject *token_dtypes;      /* a tuple: torch.int64, torch.int32 */
+static PyObject *userdict_type;     /* collections.UserDict */
 static PyObject *str_shape, *str_dtype, *str_input_ids, *str_data;
 static int batches_counted = 1;
 /* The batches the fetches inside the open one counted: the innermost
@@ -621,12 +622,15 @@ know_batch_types(void)
         return 0;
     }
     Py_CLEAR(batch_types);      /* done, whatever it answered */
-    if (r != NULL && PyTuple_Check(r) && PyTuple_Size(r) == 2 &&
-        PyType_Check(PyTuple_GetItem(r, 0)) && PyTuple_Check(PyTuple_GetItem(r, 1))) {
+    if (r != NULL && PyTuple_Check(r) && PyTuple_Size(r) == 3 &&
+        PyType_Check(PyTuple_GetItem(r, 0)) && PyTuple_Check(PyTuple_GetItem(r, 1)) &&
+        PyType_Check(PyTuple_GetItem(r, 2))) {
         tensor_type = PyTuple_GetItem(r, 0);
         token_dtypes = PyTuple_GetItem(r, 1);
+        userdict_type = PyTuple_GetItem(r, 2);
         Py_INCREF(tensor_type);
         Py_INCREF(token_dtypes);
+        Py_INCREF(userdict_type);
     }
     Py_XDECREF(r);
     PyErr_Clear();
@@ -636,7 +640,7 @@ know_batch_types(void)
 /* The tensor a batch leads with (borrowed, or NULL): the batch itself, the
  * first item of a tuple or list, a dict's input_ids or first value, the
  * same of a UserDict's data (Hugging Face's BatchEncoding), three levels
- * down at most. Reads no attribute of any other object. */
+ * down at most. Runs none of the batch's own code. */
 static PyObject *
 lead_tensor(PyObject *b, int depth)
 {
@@ -655,12 +659,14 @@ lead_tensor(PyObject *b, int depth)
             return ids;
         return PyDict_Next(b, &pos, &k, &v) ? lead_tensor(v, depth + 1) : NULL;
     }
-    if (!PyMapping_Check(b))
+    if (userdict_type == NULL || !PyType_IsSubtype(Py_TYPE(b), (PyTypeObject *)userdict_type))
         return NULL;
-    PyObject *data = PyObject_GetAttr(b, str_data), *t = NULL;
+    /* data from the instance's own __dict__: no property, no __getattr__ */
+    PyObject *d = PyObject_GenericGetDict(b, NULL), *t = NULL;
+    PyObject *data = d != NULL ? PyDict_GetItemWithError(d, str_data) : NULL;
     if (data != NULL && PyDict_Check(data))
-        t = lead_tensor(data, depth + 1);   /* held by b's data */
-    Py_XDECREF(data);
+        t = lead_tensor(data, depth + 1);   /* held by b's __dict__ */
+    Py_XDECREF(d);
     return t;
 }
 

@@ -18,6 +18,7 @@ through Python's `warnings`) and the run goes on uninstrumented.
 """
 
 import atexit as _atexit
+import collections as _collections
 import os as _os
 import sys as _sys
 
@@ -150,7 +151,7 @@ def _batch_types():
     """What the engine counts a fetched batch by (throughput, docs/summary-
     json.md): asked at the first fetch, when torch is whole."""
     torch = _sys.modules["torch"]
-    return torch.Tensor, (torch.int64, torch.int32)
+    return torch.Tensor, (torch.int64, torch.int32), _collections.UserDict
 
 
 if _c is not None:

@@ -47,6 +47,7 @@ def digest(model):
     return h.hexdigest()
 
 
+reads = []
 ids = torch.randint(0, V, (B * 60, S))
 labels = torch.randint(0, V, (B * 60,))
 if kind in ("tokens", "compiled"):
@@ -92,6 +93,33 @@ elif kind == "dict":
         opt.zero_grad()
         nn.functional.cross_entropy(model(batch["input_ids"]), batch["labels"]).backward()
         opt.step()
+elif kind == "mapping":
+    # a Mapping of the script's own whose data is a property: TraceML runs
+    # none of a batch's code (so it cannot count this one)
+    class Lazy(collections.abc.Mapping):
+        def __init__(self, **kw):
+            self._d = kw
+        def __getitem__(self, k):
+            return self._d[k]
+        def __iter__(self):
+            return iter(self._d)
+        def __len__(self):
+            return len(self._d)
+        @property
+        def data(self):
+            reads.append(1)
+            return self._d
+
+    def collate(rows):
+        return Lazy(input_ids=torch.stack([r[0] for r in rows]),
+                    labels=torch.stack([r[1] for r in rows]))
+    model = Tokens()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loader = DataLoader(TensorDataset(ids, labels), batch_size=B, collate_fn=collate)
+    for batch in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(batch["input_ids"]), batch["labels"]).backward()
+        opt.step()
 elif kind == "manual":
     # manual mode: the loader wrapped by hand (TimedIter), steps marked
     import traceml_ai as traceml
@@ -115,7 +143,7 @@ elif kind == "told":
             opt.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
-print("RESULT " + json.dumps({"digest": digest(model)}))
+print("RESULT " + json.dumps({"digest": digest(model), "reads": len(reads)}))
 '''
 
 
@@ -210,6 +238,16 @@ def test_dict_batches_and_compare(tmp_path):
     row = rows["samples_per_s"]
     assert (row["a"], row["b"]) == (t["samples_per_s"], s2["throughput"]["samples_per_s"]), row
     assert abs(row["delta_percent"] - 100 * (row["b"] - row["a"]) / row["a"]) < 0.01, row
+
+
+def test_batch_code_never_runs(tmp_path):
+    """Finding a batch's lead tensor runs none of the batch's own code: a
+    Mapping whose data is a property is read by the script alone (it is
+    not counted); a UserDict's data is read from its instance dict."""
+    _, plain, _, _ = run_script(tmp_path, "mapping", traced=False)
+    _, traced, s, _ = run_script(tmp_path, "mapping")
+    assert plain == traced and traced["reads"] == 0, (plain, traced)
+    assert s["throughput"]["samples_per_step"] is None, s["throughput"]
 
 
 def test_manual_mode(tmp_path):
