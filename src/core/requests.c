@@ -68,6 +68,8 @@ void tml__serve_summary(int final)
 
 int tml__shipper_summary(char **out)
 {
+    /* the resources up to now, however short the run so far */
+    tml__sampler_tick_now(S->sampler, 500 * 1000000LL);
     pthread_mutex_lock(&S->mu);
     int rc = ask(&S->sum_req, &S->sum_done);
     if (rc == 0) {

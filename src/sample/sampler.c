@@ -28,6 +28,10 @@
 #include "traceml/traceml.h"
 
 #define QUEUE_CAP 4096
+/* CPU shares are deltas of 10 ms clock ticks: over a shorter span than
+ * this they are noise (a summary asked just after a tick, the last tick
+ * at stop), so the baselines wait for a longer one */
+#define CPU_SPAN_MIN_NS 100000000LL
 
 struct tml_sampler {
     tml_sampler_opts o;
@@ -35,7 +39,9 @@ struct tml_sampler {
     int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t ticked;         /* a tick asked by tml__sampler_tick_now is done */
     int stop;
+    uint64_t tick_req, tick_done;
     tml_sample q[QUEUE_CAP];
     size_t qhead, qlen;
     clockid_t cpu_clock;
@@ -45,6 +51,7 @@ struct tml_sampler {
     tml_nvml *nvml;
     int gpu_index;              /* -1 none */
     long ncpu, page, hz;
+    int64_t cpu_prev_ns;        /* when the CPU baselines were read; 0 never */
     int have_host_prev, have_proc_prev;
     tml_cpu_times host_prev;
     uint64_t proc_ticks_prev;
@@ -102,14 +109,14 @@ static void add(batch *b, uint32_t metric, int32_t gpu, double value)
     x->value = value;
 }
 
-static void sample_host(tml_sampler *s, batch *b)
+static void sample_host(tml_sampler *s, batch *b, int cpu)
 {
     char buf[16384];
     size_t n;
     tml_cpu_times now;
     tml_meminfo mi;
 
-    if (tml__proc_read("/proc/stat", buf, sizeof(buf), &n) == 0 &&
+    if (cpu && tml__proc_read("/proc/stat", buf, sizeof(buf), &n) == 0 &&
         tml__proc_parse_stat(buf, n, &now) == 0) {
         if (s->have_host_prev)
             add(b, TML_S_HOST_CPU_PERCENT, -1, tml__cpu_busy_percent(&s->host_prev, &now));
@@ -164,7 +171,7 @@ static void sample_tree(tml_sampler *s, batch *b, int64_t now)
     s->have_tree_prev = 1;
 }
 
-static void sample_process(tml_sampler *s, batch *b)
+static void sample_process(tml_sampler *s, batch *b, int cpu)
 {
     char buf[2048];
     size_t n;
@@ -174,8 +181,8 @@ static void sample_process(tml_sampler *s, batch *b)
     if (tml__proc_read("/proc/self/stat", buf, sizeof(buf), &n) == 0 &&
         tml__proc_parse_pid_stat(buf, n, &ps) == 0) {
         uint64_t ticks = ps.utime_ticks + ps.stime_ticks;
-        if (s->have_proc_prev && now > s->proc_mono_prev_ns && ticks >= s->proc_ticks_prev &&
-            s->hz > 0) {
+        if (cpu && s->have_proc_prev && now > s->proc_mono_prev_ns &&
+            ticks >= s->proc_ticks_prev && s->hz > 0) {
             double cpu_s = (double)(ticks - s->proc_ticks_prev) / (double)s->hz;
             double wall_s = (double)(now - s->proc_mono_prev_ns) / 1e9;
             double pct = 100.0 * cpu_s / wall_s;
@@ -183,14 +190,18 @@ static void sample_process(tml_sampler *s, batch *b)
             if (s->ncpu > 0)
                 add(b, TML_S_PROC_CPU_CAPACITY, -1, pct / (double)s->ncpu);
         }
-        s->proc_ticks_prev = ticks;
-        s->proc_mono_prev_ns = now;
-        s->have_proc_prev = 1;
+        if (cpu) {
+            s->proc_ticks_prev = ticks;
+            s->proc_mono_prev_ns = now;
+            s->have_proc_prev = 1;
+        }
         if (ps.rss_pages >= 0 && s->page > 0)
             add(b, TML_S_PROC_RSS_BYTES, -1, (double)ps.rss_pages * (double)s->page);
     }
-    sample_tree(s, b, now);
-    sample_runqueue(s, b, now);
+    if (cpu) {
+        sample_tree(s, b, now);
+        sample_runqueue(s, b, now);
+    }
     if (s->o.cuda_bytes) {
         static const uint32_t m[3] = {
             TML_S_PROC_CUDA_ALLOCATED, TML_S_PROC_CUDA_RESERVED, TML_S_PROC_CUDA_DEVICE_TOTAL
@@ -245,9 +256,13 @@ static void sample_gpu(tml_sampler *s, batch *b)
 static void tick(tml_sampler *s)
 {
     batch b = { .n = 0, .ts = tml__unix_ms(), .s = s };   /* a sample's "when" */
+    int64_t now = tml__mono_ns();
+    int cpu = s->cpu_prev_ns == 0 || now - s->cpu_prev_ns >= CPU_SPAN_MIN_NS;
+    if (cpu)
+        s->cpu_prev_ns = now;
     if (s->o.host)
-        sample_host(s, &b);
-    sample_process(s, &b);
+        sample_host(s, &b, cpu);
+    sample_process(s, &b, cpu);
     sample_gpu(s, &b);
     if (b.n)
         enqueue(s, b.v, b.n);
@@ -278,16 +293,19 @@ static void *sampler_main(void *arg)
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         struct timespec until = tml__mono_deadline(period);
-        while (!s->stop) {
+        while (!s->stop && s->tick_req == s->tick_done) {
             int rc = pthread_cond_timedwait(&s->cv, &s->mu, &until);
             if (rc == ETIMEDOUT)
                 break;
         }
         if (s->stop)
             break;
+        uint64_t req = s->tick_req;
         pthread_mutex_unlock(&s->mu);
         tick(s);
         pthread_mutex_lock(&s->mu);
+        s->tick_done = req;
+        pthread_cond_broadcast(&s->ticked);
     }
     pthread_mutex_unlock(&s->mu);
     tick(s);                   /* the end of the run is part of it */
@@ -311,11 +329,13 @@ int tml__sampler_start(const tml_sampler_opts *o, tml_sampler **out)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
+    pthread_cond_init(&s->ticked, &ca);
     pthread_condattr_destroy(&ca);
     gpu_setup(s);
     if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) {
         tml__nvml_close(s->nvml);
         pthread_cond_destroy(&s->cv);
+        pthread_cond_destroy(&s->ticked);
         pthread_mutex_destroy(&s->mu);
         free(s);
         return TML_ENOMEM;
@@ -346,8 +366,23 @@ void tml__sampler_stop(tml_sampler *s)
     tml__sampler_halt(s);
     tml__nvml_close(s->nvml);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->ticked);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+void tml__sampler_tick_now(tml_sampler *s, int64_t wait_ns)
+{
+    if (!s)
+        return;
+    struct timespec until = tml__mono_deadline(wait_ns);
+    pthread_mutex_lock(&s->mu);
+    uint64_t mine = ++s->tick_req;
+    pthread_cond_signal(&s->cv);
+    while (s->started && !s->stop && s->tick_done < mine)
+        if (pthread_cond_timedwait(&s->ticked, &s->mu, &until) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&s->mu);
 }
 
 size_t tml__sampler_take(tml_sampler *s, tml_sample *out, size_t cap)

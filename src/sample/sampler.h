@@ -46,6 +46,10 @@ int tml__sampler_start(const tml_sampler_opts *o, tml_sampler **out);
 void tml__sampler_halt(tml_sampler *s);
 /* Halts if needed and frees. NULL is fine. */
 void tml__sampler_stop(tml_sampler *s);
+/* A sample now, taken on the sampler's thread, for a summary asked
+ * mid-run (a run shorter than the interval has only its baseline): waits
+ * up to wait_ns for it. NULL is fine. */
+void tml__sampler_tick_now(tml_sampler *s, int64_t wait_ns);
 /* Moves up to cap queued samples into out; returns how many. */
 size_t tml__sampler_take(tml_sampler *s, tml_sample *out, size_t cap);
 /* CPU time the sampler thread has used so far, ns (-1 unknown). */

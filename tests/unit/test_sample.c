@@ -396,7 +396,50 @@ static void test_assembler_cuda_memory_peaks(void)
     CHECK_EQ_INT(r.cuda_allocated_peak_bytes, 1500);
 }
 
+/* How many of the queued samples are of metric m (the rest dropped). */
+static int taken(tml_sampler *s, uint32_t m)
+{
+    static tml_sample v[256];
+    int hits = 0;
+    size_t n;
+    while ((n = tml__sampler_take(s, v, 256)) > 0)
+        for (size_t i = 0; i < n; i++)
+            hits += v[i].metric == m;
+    return hits;
+}
+
+static void busy_ms(int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+/* A summary asked mid-run gets a sample taken then, however long the
+ * interval (tml__sampler_tick_now); a CPU share over less than 100 ms
+ * of clock ticks is noise, so a second one at once has none, and its
+ * baseline waits. */
+static void test_tick_now(void)
+{
+    tml_sampler_opts o = {.interval_s = 600, .rank = 0, .node = 0, .local_rank = 0, .host = 1};
+    tml_sampler *s = NULL;
+    CHECK_EQ_INT(tml__sampler_start(&o, &s), 0);
+    busy_ms(150);
+    tml__sampler_tick_now(s, 5 * 1000000000LL);
+    CHECK_EQ_INT(taken(s, TML_S_HOST_CPU_PERCENT), 1);
+    tml__sampler_tick_now(s, 5 * 1000000000LL);
+    CHECK_EQ_INT(taken(s, TML_S_HOST_CPU_PERCENT), 0);
+    busy_ms(150);
+    tml__sampler_tick_now(s, 5 * 1000000000LL);
+    CHECK_EQ_INT(taken(s, TML_S_HOST_CPU_PERCENT), 1);
+    tml__sampler_stop(s);
+    tml__sampler_tick_now(NULL, 0);
+}
+
 #define TESTS X(test_stat) X(test_meminfo) X(test_pid_stat_odd_names) X(test_process_tree) \
     X(test_gpu_other_procs) X(test_statm_and_live_files) X(test_prefixes_never_overrun) X(test_series) \
-    X(test_wire_samples) X(test_assembler_gpu_marks) X(test_assembler_cuda_memory_peaks)
+    X(test_wire_samples) X(test_assembler_gpu_marks) X(test_assembler_cuda_memory_peaks) \
+    X(test_tick_now)
 #include "harness.h"
