@@ -31,7 +31,7 @@
 /* CPU shares are deltas of 10 ms clock ticks: over a shorter span than
  * this they are noise (a summary asked just after a tick, the last tick
  * at stop), so the baselines wait for a longer one */
-#define CPU_SPAN_MIN_NS 100000000LL
+#define CPU_SPAN_MIN_NS 90000000LL     /* 90 ms: an interval of 0.1 s passes */
 
 struct tml_sampler {
     tml_sampler_opts o;

@@ -418,8 +418,8 @@ static void busy_ms(int ms)
 }
 
 /* A summary asked mid-run gets a sample taken then, however long the
- * interval (tml__sampler_tick_now); a CPU share over less than 100 ms
- * of clock ticks is noise, so a second one at once has none, and its
+ * interval (tml__sampler_tick_now); a CPU share over a few clock ticks
+ * (under 90 ms) is noise, so a second one at once has none, and its
  * baseline waits. */
 static void test_tick_now(void)
 {
