@@ -21,7 +21,9 @@ from torch import nn
 
 class ExtraWork(nn.Module):
     """Work on one rank only, whose result is thrown away: a buffer, no
-    parameters, so DDP sees the same model everywhere."""
+    parameters, so DDP sees the same model everywhere. About 12 ms a step
+    on a 2-core VM's CPU, four times heavy_block's, so that the straggler
+    it makes outweighs gloo's 6 ms of gradient traffic."""
 
     def __init__(self, active):
         super().__init__()
@@ -30,7 +32,7 @@ class ExtraWork(nn.Module):
 
     def forward(self, h):
         if self.active:
-            for _ in range(6):
+            for _ in range(96):
                 torch.tanh(h.detach() @ self.w)
         return h
 

@@ -200,15 +200,26 @@ static void spread(tml_report_dd *dd, const tml_run *run)
     }
 }
 
+/* The part of what the peers waited per step a module's spread must
+ * explain to be named: a module 0.2 ms apart over the window beside a
+ * 50 ms wait is noise, not the straggler's cause. */
+#define SPREAD_EXPLAINS 0.25
+
 /* A straggler (COMPUTE STRAGGLER, or one no traced phase explains) whose
- * ranks' windows differ in one module: the verdict's Next names it first
+ * ranks' windows differ in one module, slower on the culprit by a quarter
+ * of the peers' wait per step at least: the verdict's Next names it first
  * (the rule itself never sees modules). */
 static void name_the_straggler(tml_report_model *m)
 {
     const tml_report_dd *dd = &m->dd;
     tml_diagnosis *v = &m->verdict;
-    if (!dd->spread.name[0] || !v->kind ||
+    int c = tml__report_straggler(m);
+    if (!dd->spread.name[0] || c < 0 ||
         (strcmp(v->kind, "COMPUTE_STRAGGLER") != 0 && strcmp(v->kind, "STRAGGLER") != 0))
+        return;
+    double steps = (double)(dd->last_step - dd->first_step + 1);
+    if (m->win.ranks[c].rank != dd->spread_slow_rank ||
+        !(dd->spread.ns / steps >= SPREAD_EXPLAINS * v->straggler.cost_ns))
         return;
     char head[2 * TML_DD_NAME + 128];
     int n = snprintf(head, sizeof(head), "Inspect %s on rank %d: the deep dive measured %.1f ms "

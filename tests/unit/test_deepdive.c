@@ -228,6 +228,48 @@ static void test_spread_names_the_module(void)
     tml__run_release(&run);
 }
 
+/* Two ranks, rank 1 the straggler: its Forward 40 ms longer, rank 0's
+ * Backward (the all-reduce) 40 ms longer waiting for it. */
+static void make_straggler_run(tml_run *run)
+{
+    tml__run_init(run, "dd_run", "abc");
+    for (int k = 0; k < 2; k++) {
+        tml_rank_info info;
+        memset(&info, 0, sizeof(info));
+        info.rank = k;
+        info.world_size = 2;
+        info.instrumented = TML_PHASES_ALL;
+        tml_rank *r = tml__run_rank(run, &info);
+        for (uint64_t i = 0; r && i < 40; i++) {
+            tml_step_record s = rec(i);
+            s.phase_ns[k ? TML_PHASE_FORWARD : TML_PHASE_BACKWARD] += 40 * MS;
+            s.traced_ns += 40 * MS;
+            CHECK(tml__run_add_steps(r, &s, 1) == 0);
+        }
+    }
+}
+
+/* The straggler's Next names the module whose time differs only where the
+ * difference explains a part of the peers' wait worth naming: 40 ms a
+ * step of 40 does; 1 ms over the 3 window steps does not (noise). */
+static void test_straggler_named_only_by_its_cause(void)
+{
+    for (int big = 0; big < 2; big++) {
+        tml_run run;
+        make_straggler_run(&run);
+        run.ranks[0].deep_dive = window(0);
+        run.ranks[1].deep_dive = window(big ? 120 : 1);
+        tml_report_model m;
+        CHECK_EQ_INT(tml__report_model_init(&m, &run, NULL), 0);
+        CHECK_STR(m.verdict.kind, "COMPUTE_STRAGGLER");
+        CHECK_STR(m.dd.spread.name, "heavy_block");
+        CHECK_EQ_INT(strncmp(m.verdict.next, "Inspect heavy_block on rank 1", 29) == 0, big);
+        tml__report_model_release(&m);
+        tml__run_release(&run);
+    }
+}
+
 #define TESTS X(test_modules_ranked_and_printed) X(test_single_wrapper_goes_a_level_down) \
-    X(test_folded_row_is_no_operator) X(test_skipped_says_why) X(test_none_leaves_no_trace) X(test_spread_names_the_module)
+    X(test_folded_row_is_no_operator) X(test_skipped_says_why) X(test_none_leaves_no_trace) X(test_spread_names_the_module) \
+    X(test_straggler_named_only_by_its_cause)
 #include "harness.h"
