@@ -30,8 +30,12 @@
 #define QUEUE_CAP 4096
 /* CPU shares are deltas of 10 ms clock ticks: over a shorter span than
  * this they are noise (a summary asked just after a tick, the last tick
- * at stop), so the baselines wait for a longer one */
+ * at stop: 514% over 2 ms), so the baselines wait for a longer one. The
+ * last tick has no later one to wait for: a run shorter than the first
+ * span (a launcher whose script failed at once) keeps what it measured
+ * over 20 ms or more. */
 #define CPU_SPAN_MIN_NS 90000000LL     /* 90 ms: an interval of 0.1 s passes */
+#define CPU_SPAN_LAST_NS 20000000LL
 
 struct tml_sampler {
     tml_sampler_opts o;
@@ -253,11 +257,12 @@ static void sample_gpu(tml_sampler *s, batch *b)
     }
 }
 
-static void tick(tml_sampler *s)
+static void tick(tml_sampler *s, int last)
 {
     batch b = { .n = 0, .ts = tml__unix_ms(), .s = s };   /* a sample's "when" */
     int64_t now = tml__mono_ns();
-    int cpu = s->cpu_prev_ns == 0 || now - s->cpu_prev_ns >= CPU_SPAN_MIN_NS;
+    int cpu = s->cpu_prev_ns == 0 ||
+              now - s->cpu_prev_ns >= (last ? CPU_SPAN_LAST_NS : CPU_SPAN_MIN_NS);
     if (cpu)
         s->cpu_prev_ns = now;
     if (s->o.host)
@@ -289,7 +294,7 @@ static void *sampler_main(void *arg)
     tml_sampler *s = arg;
     int64_t period = (int64_t)(s->o.interval_s * 1e9);
 
-    tick(s);                   /* baselines, and the first RAM/GPU figures */
+    tick(s, 0);                /* baselines, and the first RAM/GPU figures */
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         struct timespec until = tml__mono_deadline(period);
@@ -302,13 +307,13 @@ static void *sampler_main(void *arg)
             break;
         uint64_t req = s->tick_req;
         pthread_mutex_unlock(&s->mu);
-        tick(s);
+        tick(s, 0);
         pthread_mutex_lock(&s->mu);
         s->tick_done = req;
         pthread_cond_broadcast(&s->ticked);
     }
     pthread_mutex_unlock(&s->mu);
-    tick(s);                   /* the end of the run is part of it */
+    tick(s, 1);                /* the end of the run is part of it */
     return NULL;
 }
 
