@@ -78,24 +78,13 @@ elif kind == "accumulate":
                     for vx, vy in val:
                         model(vx)
                 model.train()
-elif kind == "dict":
-    # Hugging Face style: a UserDict (as BatchEncoding) of input_ids
+elif kind in ("dict", "mapping"):
+    # dict: Hugging Face style, a UserDict (as BatchEncoding) of input_ids;
+    # mapping: a Mapping of the script's own whose data is a property:
+    # TraceML runs none of a batch's code (so it cannot count this one)
     class Encoding(collections.UserDict):
         pass
 
-    def collate(rows):
-        return Encoding(input_ids=torch.stack([r[0] for r in rows]),
-                        labels=torch.stack([r[1] for r in rows]))
-    model = Tokens()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    loader = DataLoader(TensorDataset(ids, labels), batch_size=B, collate_fn=collate)
-    for batch in loader:
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(batch["input_ids"]), batch["labels"]).backward()
-        opt.step()
-elif kind == "mapping":
-    # a Mapping of the script's own whose data is a property: TraceML runs
-    # none of a batch's code (so it cannot count this one)
     class Lazy(collections.abc.Mapping):
         def __init__(self, **kw):
             self._d = kw
@@ -110,8 +99,8 @@ elif kind == "mapping":
             reads.append(1)
             return self._d
 
-    def collate(rows):
-        return Lazy(input_ids=torch.stack([r[0] for r in rows]),
+    def collate(rows, make=Encoding if kind == "dict" else Lazy):
+        return make(input_ids=torch.stack([r[0] for r in rows]),
                     labels=torch.stack([r[1] for r in rows]))
     model = Tokens()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

@@ -36,7 +36,9 @@ static tml_step_record rec(uint64_t step)
     return r;
 }
 
-static void make_run(tml_run *run, int nranks)
+/* straggle: rank 1 the straggler, its Forward 40 ms longer, rank 0's
+ * Backward (the all-reduce) 40 ms longer waiting for it. */
+static void make_run_with(tml_run *run, int nranks, int straggle)
 {
     tml__run_init(run, "dd_run", "abc");
     for (int k = 0; k < nranks; k++) {
@@ -48,9 +50,18 @@ static void make_run(tml_run *run, int nranks)
         tml_rank *r = tml__run_rank(run, &info);
         for (uint64_t i = 0; r && i < 40; i++) {
             tml_step_record s = rec(i);
+            if (straggle) {
+                s.phase_ns[k ? TML_PHASE_FORWARD : TML_PHASE_BACKWARD] += 40 * MS;
+                s.traced_ns += 40 * MS;
+            }
             CHECK(tml__run_add_steps(r, &s, 1) == 0);
         }
     }
+}
+
+static void make_run(tml_run *run, int nranks)
+{
+    make_run_with(run, nranks, 0);
 }
 
 /* A window where heavy_block (two submodules) does 90% of 100 ms; extra:
@@ -228,27 +239,6 @@ static void test_spread_names_the_module(void)
     tml__run_release(&run);
 }
 
-/* Two ranks, rank 1 the straggler: its Forward 40 ms longer, rank 0's
- * Backward (the all-reduce) 40 ms longer waiting for it. */
-static void make_straggler_run(tml_run *run)
-{
-    tml__run_init(run, "dd_run", "abc");
-    for (int k = 0; k < 2; k++) {
-        tml_rank_info info;
-        memset(&info, 0, sizeof(info));
-        info.rank = k;
-        info.world_size = 2;
-        info.instrumented = TML_PHASES_ALL;
-        tml_rank *r = tml__run_rank(run, &info);
-        for (uint64_t i = 0; r && i < 40; i++) {
-            tml_step_record s = rec(i);
-            s.phase_ns[k ? TML_PHASE_FORWARD : TML_PHASE_BACKWARD] += 40 * MS;
-            s.traced_ns += 40 * MS;
-            CHECK(tml__run_add_steps(r, &s, 1) == 0);
-        }
-    }
-}
-
 /* The straggler's Next names the module whose time differs only where the
  * difference explains a part of the peers' wait worth naming: 40 ms a
  * step of 40 does; 1 ms over the 3 window steps does not (noise). */
@@ -256,7 +246,7 @@ static void test_straggler_named_only_by_its_cause(void)
 {
     for (int big = 0; big < 2; big++) {
         tml_run run;
-        make_straggler_run(&run);
+        make_run_with(&run, 2, 1);
         run.ranks[0].deep_dive = window(0);
         run.ranks[1].deep_dive = window(big ? 120 : 1);
         tml_report_model m;
