@@ -40,14 +40,7 @@
  * - Nested phases are counted once: a span around others (a closure
  *   optimizer's step around its forward and backward, a forward around a
  *   copy) is charged its own time only (tml__span_exclusive).
- * - RSS: read once a shipper pass (never on the hot path); the growth
- *   since the last pass's reading is spread over the time the pass's steps
- *   ran, so the last step gets the reading and idle time around the steps
- *   (start-up, a pause, the pass's own delay) takes none. Without an
- *   earlier reading a pass's steps all got its reading: a flat start that
- *   made a creeping series' slope 16% short on a fast machine. A drop is
- *   never dated back: the steps keep the earlier reading, so the memory a
- *   script frees after its last step is not charged to them.
+ * - RSS: read once a shipper pass, never on the hot path (rss.c).
  */
 #include "core/assemble.h"
 
@@ -384,25 +377,6 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out)
         tml__asm_count(a, e);   /* TML_EV_SAMPLES, TML_EV_FLOPS; else nothing */
         return 0;
     }
-}
-
-int64_t tml__rss_at(int64_t end, int64_t prev, int64_t now, int64_t from, int64_t to)
-{
-    if (prev < 0 || now < 0)
-        return now;
-    if (now < prev || end <= from)
-        return prev;
-    if (end >= to)
-        return now;
-    return prev + (int64_t)((double)(now - prev) * (double)(end - from) / (double)(to - from));
-}
-
-int64_t tml__asm_last_end(const tml_event *ev, uint32_t n)
-{
-    while (n-- > 0)
-        if (ev[n].kind == TML_EV_STEP_END)
-            return ev[n].t0;
-    return 0;
 }
 
 static void sort_pairs(int64_t *b, int64_t *e, uint32_t n)

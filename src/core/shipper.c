@@ -208,7 +208,8 @@ static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
     tml_event *ev = S->events;
     tml_step_record rec;
     uint32_t n = tml__ring_pop(&s->ring, ev, TML_RING_CAP);
-    int64_t from = -1, to = tml__asm_last_end(ev, n);
+    int64_t before = s->as.last_end_ns, from = -1, to = tml__asm_last_end(ev, n, &before);
+    int late = -1;                     /* known at the reading */
     if (n)
         S->saw_events = 1;
     for (uint32_t k = 0; k < n; k++) {
@@ -217,8 +218,10 @@ static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
         rss_read(rp);                  /* once per pass, never per marker */
         if (from < 0)
             from = rec.start_ns > S->rss_prev_ns ? rec.start_ns : S->rss_prev_ns;
+        if (late < 0)
+            late = before >= 0 && to > before && rp->ns - to > to - before;
         rec.rss_bytes = tml__rss_at(rec.start_ns + rec.traced_ns, S->rss_prev, rp->bytes,
-                                    from, to < rp->ns ? to : rp->ns);
+                                    from, to < rp->ns ? to : rp->ns, late);
         if (tml__gpu_marks_any(&s->as.gpu))
             tml__gpu_wait(s, &rec, now);
         else
