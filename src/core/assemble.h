@@ -107,11 +107,8 @@ int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out);
  * before it, when the events hold one. */
 int64_t tml__asm_last_end(const tml_event *ev, uint32_t n, int64_t *before);
 /* The RSS of a step ending at `end`: `prev` was read at `from`, `now` at or
- * after `to` (the pass's last step end), -1 unread; see assemble.c. A drop
- * keeps `prev`, unless the reading was `late`: no step ended for longer
- * than a step (the loop had stopped: main() returned and let go of its
- * memory before the atexit stop, or an evaluation ran), so the steps since
- * `prev` are missing, not `prev`. */
+ * after `to` (the pass's last step end), -1 unread; `late`: no step ended
+ * for longer than a step before `now` was read. See rss.c. */
 int64_t tml__rss_at(int64_t end, int64_t prev, int64_t now, int64_t from, int64_t to, int late);
 
 #endif

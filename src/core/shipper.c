@@ -209,7 +209,7 @@ static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
     tml_step_record rec;
     uint32_t n = tml__ring_pop(&s->ring, ev, TML_RING_CAP);
     int64_t before = s->as.last_end_ns, from = -1, to = tml__asm_last_end(ev, n, &before);
-    int late = -1;                     /* known at the reading */
+    int late = -1;                     /* -1: not known before the reading */
     if (n)
         S->saw_events = 1;
     for (uint32_t k = 0; k < n; k++) {
