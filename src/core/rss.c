@@ -11,12 +11,13 @@
  *
  * A drop is never dated back: the steps keep the earlier reading, as the
  * memory a loop frees and takes again within its steps was theirs. Unless
- * the reading came late, when no step had ended for longer than a step:
- * the loop had stopped (main() returned and let go of its memory before
- * the atexit stop, or an evaluation ran), and the drop says nothing of the
- * steps since the earlier reading, so their RSS is missing. Keeping the
- * earlier one made the last 80 ms of a run flat, and a 260 ms run creeping
- * 4 MiB a step measured 3.4.
+ * the reading came late: no step had ended for longer than a step, and the
+ * thread had pushed nothing since its ring was read. The loop had stopped
+ * (main() returned and let go of its memory before the atexit stop, or an
+ * evaluation ran), and the drop says nothing of the steps since the
+ * earlier reading, so their RSS is missing. Keeping the earlier one made
+ * the last 80 ms of a run flat, and a 260 ms run creeping 4 MiB a step
+ * measured 3.4.
  */
 #include "core/assemble.h"
 #include "model/record.h"

@@ -218,8 +218,10 @@ static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
         rss_read(rp);                  /* once per pass, never per marker */
         if (from < 0)
             from = rec.start_ns > S->rss_prev_ns ? rec.start_ns : S->rss_prev_ns;
-        if (late < 0)
-            late = before >= 0 && to > before && rp->ns - to > to - before;
+        if (late < 0)   /* no step for longer than a step, and no event since the pop */
+            late = before >= 0 && to > before && rp->ns - to > to - before &&
+                   atomic_load_explicit(&s->ring.head, memory_order_acquire) ==
+                       atomic_load_explicit(&s->ring.tail, memory_order_relaxed);
         rec.rss_bytes = tml__rss_at(rec.start_ns + rec.traced_ns, S->rss_prev, rp->bytes,
                                     from, to < rp->ns ? to : rp->ns, late);
         if (tml__gpu_marks_any(&s->as.gpu))
