@@ -103,12 +103,13 @@ void tml__asm_step_flops(const tml_assembler *a, tml_step_record *r);
 void tml__asm_init(tml_assembler *a);
 /* Feeds one event; returns 1 and fills *out when it completed a step. */
 int tml__asm_feed(tml_assembler *a, const tml_event *e, tml_step_record *out);
-/* The latest step end among n events, 0 if none; *before becomes the one
- * before it, when the events hold one. */
-int64_t tml__asm_last_end(const tml_event *ev, uint32_t n, int64_t *before);
+/* The latest step end among n events, 0 if none; *longest: the longest
+ * time between two step ends, from `prev` (the one before them, -1 none)
+ * on, 0 when there were not two. */
+int64_t tml__asm_last_end(const tml_event *ev, uint32_t n, int64_t prev, int64_t *longest);
 /* The RSS of a step ending at `end`: `prev` was read at `from`, `now` at or
- * after `to` (the pass's last step end), -1 unread; `late`: no step ended
- * for longer than a step before `now` was read. See rss.c. */
+ * after `to` (the pass's last step end), -1 unread; `late`: the loop had
+ * stopped before `now` was read. See rss.c. */
 int64_t tml__rss_at(int64_t end, int64_t prev, int64_t now, int64_t from, int64_t to, int late);
 
 #endif

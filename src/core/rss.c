@@ -11,8 +11,9 @@
  *
  * A drop is never dated back: the steps keep the earlier reading, as the
  * memory a loop frees and takes again within its steps was theirs. Unless
- * the reading came late: no step had ended for longer than a step, and the
- * thread had pushed nothing since its ring was read. The loop had stopped
+ * the reading came late: no step had ended for four times the pass's
+ * longest step, and the thread had pushed nothing since its ring was read
+ * (shipper.c, RSS_LATE_STEPS). The loop had stopped
  * (main() returned and let go of its memory before the atexit stop, or an
  * evaluation ran), and the drop says nothing of the steps since the
  * earlier reading, so their RSS is missing. Keeping the earlier one made
@@ -35,17 +36,16 @@ int64_t tml__rss_at(int64_t end, int64_t prev, int64_t now, int64_t from, int64_
     return prev + (int64_t)((double)(now - prev) * (double)(end - from) / (double)(to - from));
 }
 
-int64_t tml__asm_last_end(const tml_event *ev, uint32_t n, int64_t *before)
+int64_t tml__asm_last_end(const tml_event *ev, uint32_t n, int64_t prev, int64_t *longest)
 {
     int64_t last = 0;
-    while (n-- > 0) {
-        if (ev[n].kind != TML_EV_STEP_END)
+    *longest = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (ev[k].kind != TML_EV_STEP_END)
             continue;
-        if (last) {
-            *before = ev[n].t0;
-            break;
-        }
-        last = ev[n].t0;
+        if (prev > 0 && ev[k].t0 - prev > *longest)
+            *longest = ev[k].t0 - prev;
+        prev = last = ev[k].t0;
     }
     return last;
 }

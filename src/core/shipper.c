@@ -186,6 +186,13 @@ static void deliver_samples(void)
 
 /* ---- draining the rings -------------------------------------------------- */
 
+/* A reading is late (the loop had stopped) when no step ended for this
+ * many times the pass's longest step: beside other processes one step can
+ * take three times the one before it (CI 35's healthy run, whose readings
+ * mid-step were taken for late ones), and a loop's end was 13 ms after
+ * 1.7 ms steps. */
+#define RSS_LATE_STEPS 4
+
 /* This pass's RSS reading: taken when its first step is assembled, or at
  * its end when none was (bytes -2: not yet), so the next pass has an
  * anchor even for its first steps. A ring's steps share it, spread over
@@ -208,7 +215,7 @@ static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
     tml_event *ev = S->events;
     tml_step_record rec;
     uint32_t n = tml__ring_pop(&s->ring, ev, TML_RING_CAP);
-    int64_t before = s->as.last_end_ns, from = -1, to = tml__asm_last_end(ev, n, &before);
+    int64_t longest, from = -1, to = tml__asm_last_end(ev, n, s->as.last_end_ns, &longest);
     int late = -1;                     /* -1: not known before the reading */
     if (n)
         S->saw_events = 1;
@@ -218,8 +225,8 @@ static uint32_t drain_slot(tml_slot *s, int64_t now, rss_pass *rp)
         rss_read(rp);                  /* once per pass, never per marker */
         if (from < 0)
             from = rec.start_ns > S->rss_prev_ns ? rec.start_ns : S->rss_prev_ns;
-        if (late < 0)   /* no step for longer than a step, and no event since the pop */
-            late = before >= 0 && to > before && rp->ns - to > to - before &&
+        if (late < 0)   /* no step for RSS_LATE_STEPS of its longest, no event since the pop */
+            late = longest > 0 && rp->ns - to > RSS_LATE_STEPS * longest &&
                    atomic_load_explicit(&s->ring.head, memory_order_acquire) ==
                        atomic_load_explicit(&s->ring.tail, memory_order_relaxed);
         rec.rss_bytes = tml__rss_at(rec.start_ns + rec.traced_ns, S->rss_prev, rp->bytes,

@@ -195,8 +195,11 @@ def test_fake_gpu_missing_pieces_fail_open(tmp_path):
 
 
 def test_cpu_memory_creep_rate(traceml_run):
+    # 300 steps (about 0.6 s): a run's RSS after its last reading in the
+    # loop is missing, and were the loop's end not seen, the 80 ms of steps
+    # flat at that reading would move the slope by 7% at most
     mib = 4.0
-    r = traceml_run(os.path.join(DIAG, "memory_creep.py"), "--steps", 150, "--mib-per-step", mib,
+    r = traceml_run(os.path.join(DIAG, "memory_creep.py"), "--steps", 300, "--mib-per-step", mib,
                     env={"TRACEML_THRESHOLDS": "creep_mb=256"})
     assert r.rc == 0, r.explain()
     s = r.summary()

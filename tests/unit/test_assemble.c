@@ -148,7 +148,7 @@ static void test_rss_at(void)
     CHECK_EQ_INT(tml__rss_at(150, -1, 200, 100, 200, 0), 200);    /* no anchor */
     CHECK_EQ_INT(tml__rss_at(150, 100, -1, 100, 200, 0), -1);     /* unreadable */
     CHECK_EQ_INT(tml__rss_at(160, 100, 200, 150, 150, 0), 200);   /* one instant */
-    /* a late reading (no step ended for longer than a step): a drop is
+    /* a late reading (the loop had stopped, shipper.c): a drop is
      * the loop's end or an evaluation, so the steps since the last reading
      * are unknown (memory_creep.py's last 40 steps were flat at the reading
      * before main() returned: 3.4 MiB/step measured of 4) */
@@ -157,12 +157,15 @@ static void test_rss_at(void)
     CHECK_EQ_INT(tml__rss_at(150, 100, 200, 100, 200, 1), 150);    /* no drop: as before */
     tml_event ev[4] = {{.t0 = 3, .kind = TML_EV_STEP_END}, {.t0 = 5, .kind = TML_EV_STEP_END},
                        {.t0 = 7, .kind = TML_EV_STEP_BEGIN}, {.t0 = 1 << 20, .kind = TML_EV_MEM}};
-    int64_t before = -1;
-    CHECK_EQ_INT(tml__asm_last_end(ev + 1, 3, &before), 5);
-    CHECK_EQ_INT(before, -1);                                       /* one end: kept */
-    CHECK_EQ_INT(tml__asm_last_end(ev, 4, &before), 5);
-    CHECK_EQ_INT(before, 3);
-    CHECK_EQ_INT(tml__asm_last_end(ev, 0, &before), 0);
+    int64_t longest = -1;
+    CHECK_EQ_INT(tml__asm_last_end(ev + 1, 3, -1, &longest), 5);
+    CHECK_EQ_INT(longest, 0);                                       /* one end, none before */
+    CHECK_EQ_INT(tml__asm_last_end(ev + 1, 3, 1, &longest), 5);
+    CHECK_EQ_INT(longest, 4);                                       /* from the pass before */
+    CHECK_EQ_INT(tml__asm_last_end(ev, 4, 2, &longest), 5);
+    CHECK_EQ_INT(longest, 2);
+    CHECK_EQ_INT(tml__asm_last_end(ev, 0, 2, &longest), 0);
+    CHECK_EQ_INT(longest, 0);
 }
 
 /* Nested phases count once: a closure optimizer's step around its forward
