@@ -13,12 +13,11 @@
  * memory a loop frees and takes again within its steps was theirs. Unless
  * the reading came late: no step had ended for four times the pass's
  * longest step, and the thread had pushed nothing since its ring was read
- * (shipper.c, RSS_LATE_STEPS). The loop had stopped
- * (main() returned and let go of its memory before the atexit stop, or an
- * evaluation ran), and the drop says nothing of the steps since the
- * earlier reading, so their RSS is missing. Keeping the earlier one made
- * the last 80 ms of a run flat, and a 260 ms run creeping 4 MiB a step
- * measured 3.4.
+ * (shipper.c, RSS_LATE_STEPS). The loop had stopped (main() returned and
+ * let go of its memory before the atexit stop, or an evaluation ran), and
+ * the drop says nothing of the steps since the earlier reading, so their
+ * RSS is missing. Keeping the earlier one made the last 80 ms of a run
+ * flat, and a 260 ms run creeping 4 MiB a step measured 3.4.
  */
 #include "core/assemble.h"
 #include "model/record.h"
