@@ -430,25 +430,27 @@ static void load_rule(const tml_cmp_run *sa, const tml_cmp_run *sb, size_t na, s
             int s = dv[i] > 0 ? 1 : -1;
             dir = dir == 0 || dir == s ? s : 2;
         }
-    if (dir == 1 || dir == -1) {
-        /* a change against the load (the more loaded side was the faster)
-         * is not the load's doing: at least that large a change is real */
-        if (out->time_moved == -dir && !out->undecided) {
-            snprintf(t, cap, "%s ran on the more loaded machine and was still faster.",
-                     dir > 0 ? "B" : "A");
-            return;
-        }
-        /* a change with the load, but larger than the load could make it:
-         * the slower side's step time with all its wait for a core taken
-         * out is still the other's times TML_CMP_BEYOND_WAIT */
+    /* a change against the load (the more loaded side was the faster) is
+     * not the load's doing: at least that large a change is real */
+    int slower = out->undecided ? 0 : out->time_moved;
+    if ((dir == 1 || dir == -1) && slower == -dir) {
+        snprintf(t, cap, "%s ran on the more loaded machine and was still faster.",
+                 dir > 0 ? "B" : "A");
+        return;
+    }
+    /* a change with the load (or with it by one measure and against it by
+     * the other), but larger than the load could make it: the slower side's
+     * step time with all its wait for a core taken out is still the other's
+     * times TML_CMP_BEYOND_WAIT */
+    if (dir && slower && !gpu) {
         double ratio = 1 + (out->tested ? out->effect : out->time_change);
-        double w = (dir > 0 ? cb->runq_wait : ca->runq_wait) / 100.0;
-        double slow = dir > 0 ? ratio : 1 / ratio;
-        if (!gpu && out->time_moved == dir && !out->undecided && w >= 0 && w < 1 &&
-            slow * (1 - w) >= TML_CMP_BEYOND_WAIT) {
-            snprintf(t, cap, "%s ran on the more loaded machine (it waited for a core %.0f%% "
-                     "of its time), but was %.2fx as slow: more than the wait explains.",
-                     dir > 0 ? "B" : "A", 100 * w, slow);
+        double w = (slower > 0 ? cb->runq_wait : ca->runq_wait) / 100.0;
+        double slow = slower > 0 ? ratio : 1 / ratio;
+        if (w >= 0 && w < 1 && slow * (1 - w) >= TML_CMP_BEYOND_WAIT) {
+            snprintf(t, cap, "%s ran on the %s (it waited for a core %.0f%% of its time), "
+                     "but was %.2fx as slow: more than the wait explains.",
+                     slower > 0 ? "B" : "A",
+                     dir == 2 ? "machine loaded otherwise" : "more loaded machine", 100 * w, slow);
             return;
         }
     }

@@ -618,6 +618,16 @@ static void test_contention(void)
     }
     tml__cmp_decide_n(ra, 3, rb, 3, NULL, &r);
     CHECK_EQ_INT(r.verdict, TML_CMP_INCONCLUSIVE);
+    CHECK(r.load_differs == 1);
+    /* ... unless the slower side, its wait for a core taken out, is still
+     * twice the other: B 4x as slow, 30% of its time waiting */
+    runs(rb, 3, 40, 0.02);
+    for (int i = 0; i < 3; i++)
+        set_load(&rb[i], 5, 30, -1);
+    tml__cmp_decide_n(ra, 3, rb, 3, NULL, &r);
+    CHECK_EQ_INT(r.verdict, TML_CMP_REGRESSION);
+    CHECK(r.load_differs == 0);
+    CHECK(strstr(r.why, "B ran on the machine loaded otherwise (it waited for a core 30%") != NULL);
     /* the machine in the box */
     tml_strbuf box = TML_STRBUF_INIT;
     tml__cmp_text(&a, &b, &r, &box);
