@@ -184,7 +184,7 @@ class DeepDive:
         self._unhook()
         with quiet_profiler():
             prof.__exit__(None, None, None)
-        rows = reduce_events(prof.events(), self.cuda)
+        rows = reduce_events(prof.events(), self.cuda, self.step - self.first + 1)
         wall = time.perf_counter_ns() - self.t0
         if _world_size() > 1:
             self.settle = True
@@ -301,7 +301,7 @@ def _module_of(e):
     return None
 
 
-def reduce_events(events, cuda):
+def reduce_events(events, cuda, steps=1):
     """The profiler's events as [(module, op, self_ns, calls)], the
     module of a backward operator being its forward operator's (see the
     module's doc). Self time is CPU time, or the device's with CUDA."""
@@ -311,7 +311,7 @@ def reduce_events(events, cuda):
             m = _module_of(e)
             if m is not None:
                 fwd[(e.thread, e.sequence_nr)] = m
-    sums = {}
+    calls = {}          # (module, op) -> [(start, self ns)]
     for e in events:
         if e.name.startswith(PREFIX) or e.name.startswith(_BACKWARD):
             continue        # scopes: their children carry the time
@@ -323,12 +323,25 @@ def reduce_events(events, cuda):
         m = _module_of(e)
         if m is None:
             m = _backward_module(e, fwd)
-        key = (m or "", e.name)
-        ns, calls = sums.get(key, (0, 0))
-        sums[key] = (ns + int(t * 1000), calls + 1)
-    rows = [(m, op, ns, n) for (m, op), (ns, n) in sums.items()]
+        calls.setdefault((m or "", e.name), []).append((e.time_range.start, int(t * 1000)))
+    rows = [(m, op, window_ns(c, steps), len(c)) for (m, op), c in calls.items()]
     rows.sort(key=lambda r: -r[2])
     return fold(rows)
+
+
+def window_ns(calls, steps):
+    """An operator's self time over the window: with 3 or more steps, each
+    running it equally often, the median step's times the steps, so that a
+    step in which another process took the core mid-operator (a shared
+    machine: one preemption is a timeslice, milliseconds) does not stand
+    for the window; else the sum."""
+    if steps < 3 or len(calls) % steps:
+        return sum(ns for _, ns in calls)
+    k = len(calls) // steps
+    calls = sorted(calls)
+    per = sorted(sum(ns for _, ns in calls[i:i + k]) for i in range(0, len(calls), k))
+    mid = (per[(steps - 1) // 2] + per[steps // 2]) // 2
+    return mid * steps
 
 
 OTHER = "(other operators)"     # TML_DD_OTHER (src/model/deepdive.h)
