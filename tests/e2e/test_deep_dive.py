@@ -247,3 +247,16 @@ def test_rows_folded_without_losing_time():
     assert sum(r[3] for r in out) == sum(r[3] for r in rows)
     assert all(r[1] == dd.OTHER for r in out[dd._ROWS_MAX // 2:])
     assert dd.fold(rows[:10]) == rows[:10]
+
+
+def test_a_preempted_step_does_not_stand_for_the_window():
+    """An operator's window time is its median step's times the steps: a
+    step in which it was preempted (a timeslice, milliseconds) is not
+    summed in; the sum where it did not run equally often in 3 steps."""
+    from traceml_ai import _deep_dive as dd
+    # (start, self ns) out of order, two calls a step, step 2 preempted
+    calls = [(50, 100), (10, 100), (20, 110), (30, 120), (40, 4000), (60, 90)]
+    assert dd.window_ns(calls, 3) == 3 * 210
+    assert dd.window_ns(calls[:5], 3) == sum(ns for _, ns in calls[:5])
+    assert dd.window_ns(calls, 2) == sum(ns for _, ns in calls)
+    assert dd.window_ns([(1, 5), (2, 7), (3, 9), (4, 11)], 4) == 4 * 8
