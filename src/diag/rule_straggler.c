@@ -42,12 +42,14 @@ static double diff_ns(const tml_rank_window *cul, const tml_rank_window *vic, tm
  * next all-reduce just the same. */
 static const tml_metric compute_parts[3] = { TML_M_FORWARD, TML_M_OPTIMIZER, TML_M_RESIDUAL };
 
+/* Each straggler component's metric (compute's first part, for its name). */
+static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
+
 /* The culprit's excess in straggler component c (input, h2d, compute,
  * outside the step). A part that is missing on either rank adds nothing;
  * NAN when all are. */
 static double excess_ns(const tml_rank_window *cul, const tml_rank_window *vic, int c)
 {
-    static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
     if (c != 2)
         return diff_ns(cul, vic, comp[c]);
     double sum = NAN;
@@ -258,15 +260,27 @@ static void compute_straggler_text(const tml_rank_window *cul, const tml_rank_wi
 
 /* On a machine that other processes contend (tml__contended), a culprit
  * of a CPU training that used no more CPU than its victim fell behind for
- * want of a core, whatever phase its excess landed in: below the
- * threshold it is the machine's, which the communication's verdict names
- * already (a healthy 2-rank run beside a profiler once got a 4.8% COMPUTE
- * STRAGGLER there). A rank that computes more uses more CPU. */
+ * want of a core: below the threshold it is the machine's, which the
+ * communication's verdict names already (a healthy 2-rank run beside a
+ * profiler once got a 4.8% COMPUTE STRAGGLER there). A rank that computes
+ * more uses more CPU; one that sleeps, reads or evaluates on a device does
+ * not, but its excess lies in one component other than the compute, past
+ * what waiting for a core adds to it: a wait q of the time stretches a
+ * phase by q / (1 - q), and the excess is over twice that of the victim's
+ * own (rank 0's evaluation between steps beside two busy loops: 7.6 ms a
+ * step against 0.1 ms stretched by 15%). */
 static int machine_made(const tml_window *w, const tml_straggler *s)
 {
     const tml_rank_window *cul = &w->ranks[s->culprit], *vic = &w->ranks[s->victim];
     if (w->clock != TML_CLOCK_CPU || !tml__contended(&w->contention))
         return 0;
+    if (s->component >= 0 && s->component != 2) {
+        double q = w->contention.runq_wait_percent / 100.0;
+        double own = vic->avg_ns[comp[s->component]];
+        if (q < 1 && !isnan(own) &&
+            excess_ns(cul, vic, s->component) > 2.0 * own * q / (1.0 - q))
+            return 0;
+    }
     for (size_t i = 0; i < w->nranks; i++)
         if (w->ranks[i].has_gpu)
             return 0;
@@ -324,7 +338,6 @@ static int straggler_issue(const tml_window *w, const tml_thresholds *th,
                                     "OUTSIDE_STEP_STRAGGLER" };
     static const char *labels[4] = { "INPUT STRAGGLER", "H2D STRAGGLER", "COMPUTE STRAGGLER",
                                      "OUTSIDE-STEP STRAGGLER" };
-    static const tml_metric comp[4] = { TML_M_INPUT, TML_M_H2D, TML_M_FORWARD, TML_M_UNTRACED };
     char cr[32], vr[32];
 
     if (!s->valid || !(ge(s->score, th->straggler_warn) || in_comm))
