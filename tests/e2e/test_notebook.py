@@ -117,7 +117,10 @@ def test_quickstart_notebook(tmp_path):
     assert "final loss" in stream(cells["%%traceml --run-name after"])
     cmp = shown(cells["%traceml_compare before after"])
     assert "INPUT-BOUND -> COMPUTE-BOUND" in cmp["text/plain"]
-    assert "Verdict: IMPROVEMENT" in cmp["text/plain"]
+    # on failure, the lines that say why first (a CI log keeps a line's start)
+    why = [ln for ln in cmp["text/plain"].splitlines()
+           if re.search(r"Verdict|Why|^\|      |Other processes|Run-queue|CPU Step Time  ", ln)]
+    assert "Verdict: IMPROVEMENT" in cmp["text/plain"], "\n".join(why)
     assert "<pre" in cmp["text/html"]
     assert (tmp_path / "logs" / "compare_before_vs_after.json").exists()
 
