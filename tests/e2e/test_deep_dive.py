@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES, PYTHON, TRACEML
+from conftest import EXAMPLES, PYTHON, TRACEML, host_saturated, machine_contended
 
 SCRIPT = os.path.join(EXAMPLES, "deep_dive", "one_module.py")
 
@@ -71,23 +71,35 @@ def test_deep_dive_does_no_harm(traceml_run, tmp_path):
     against --no-deep-dive: the same parameters bit for bit, the same
     output of the script, the same exit code."""
     runs = {}
-    for name, args in (("auto", []), ("off", ["--no-deep-dive"])):
+
+    def run(name, args):
         (tmp_path / name).mkdir()
         out = tmp_path / name / "params.pt"     # one name: torch.save writes it into the file
         runs[name] = traceml_run(SCRIPT, "--steps", 30, "--params-out", out, run_name=name,
                                  launcher_args=args)
         assert runs[name].rc == 0, runs[name].explain()
-    on, off = runs["auto"], runs["off"]
-    assert on.summary()["primary_diagnosis"]["kind"] == "COMPUTE_BOUND"
+    run("auto", [])
+    run("off", ["--no-deep-dive"])
+    name = "auto"
+    s = runs[name].summary()
+    if s["primary_diagnosis"]["kind"] != "COMPUTE_BOUND":
+        # beside other load the waits for a core between the traced phases
+        # may make it RESIDUAL-HEAVY (CI 39, two busy loops): auto runs no
+        # window then, and says nothing (docs/deep-dive.md); one is forced
+        assert host_saturated(s) or machine_contended(s), s["primary_diagnosis"]
+        assert "deep_dive" not in s and "Deep dive" not in runs[name].stdout
+        name = "forced"
+        run(name, ["--deep-dive"])
+    on, off = runs[name], runs["off"]
     assert on.summary()["deep_dive"]["status"] == "ran", on.explain()
     assert "deep_dive" not in off.summary()
     assert "Deep dive" not in off.stdout
     assert script_lines(on.stdout) == script_lines(off.stdout)
     # not a line more on stderr: the profiler's own start and stop lines
     # (Kineto's) are TraceML's doing and do not reach the training's stderr
-    assert on.stderr.replace("auto", "X") == off.stderr.replace("off", "X"), (on.stderr,
-                                                                               off.stderr)
-    assert (tmp_path / "auto" / "params.pt").read_bytes() == \
+    assert on.stderr.replace(name, "X") == off.stderr.replace("off", "X"), (on.stderr,
+                                                                             off.stderr)
+    assert (tmp_path / name / "params.pt").read_bytes() == \
         (tmp_path / "off" / "params.pt").read_bytes()
 
 
